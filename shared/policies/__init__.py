@@ -1,0 +1,38 @@
+"""Policies of spec §5 behind one interface (``shared.policies.base.Policy``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared.policies.base import Policy
+from shared.policies.config import CONFIGS, PolicyConfig
+from shared.policies.exact import AdaROFUL, LinUCB
+from shared.policies.ldp_linucb import LDPLinUCB
+from shared.policies.model import Model
+from shared.policies.sblb import SBLB, SBLBFixed
+
+POLICIES: dict[str, type[Policy]] = {
+    "linucb": LinUCB,
+    "ldp-linucb": LDPLinUCB,
+    "sblb": SBLB,
+    "sblb-fixed": SBLBFixed,
+    "adar-oful": AdaROFUL,
+}
+
+
+def build_policy(config: PolicyConfig, rng: np.random.Generator | None = None) -> Policy:
+    """The policy a config describes (its ``algo`` field selects the class)."""
+    algo = getattr(config, "algo", None)
+    if algo not in POLICIES:
+        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(POLICIES)}")
+    return POLICIES[algo](config, rng)  # type: ignore[arg-type]
+
+
+def make_config(algo: str, **params: object) -> PolicyConfig:
+    """Validated config for ``algo`` from keyword parameters (unknown keys are an error)."""
+    if algo not in CONFIGS:
+        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(CONFIGS)}")
+    return CONFIGS[algo](**params)
+
+
+__all__ = ["POLICIES", "Model", "Policy", "PolicyConfig", "build_policy", "make_config"]

@@ -1,0 +1,57 @@
+"""Environment interface: contexts for a window of users, their true means, sampled rewards.
+
+``contexts(n)`` returns per-arm features X of shape (n, K, d) with ‖x‖ ≤ L, and ``means(...)`` the
+true mean rewards μ_{t,a} ∈ [0, 1] used for pseudo-regret Σ_t (max_a μ_{t,a} − μ_{t,a_t}).
+Contexts drawn but not used (the simulator re-decides users after a model switch) are pushed back
+with ``unread`` so the user sequence does not depend on the policy's schedule.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+
+class Environment(ABC):
+    name: str
+    d: int
+    K: int
+    L: float
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self._buffer: tuple[np.ndarray, np.ndarray] | None = None
+
+    @abstractmethod
+    def _draw(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """n fresh users: features (n, K, d) and true means (n, K)."""
+
+    def contexts(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._buffer is None:
+            return self._draw(n)
+        X, mu = self._buffer
+        if X.shape[0] >= n:
+            self._buffer = (X[n:], mu[n:]) if X.shape[0] > n else None
+            return X[:n], mu[:n]
+        self._buffer = None
+        X2, mu2 = self._draw(n - X.shape[0])
+        return np.concatenate([X, X2]), np.concatenate([mu, mu2])
+
+    def unread(self, X: np.ndarray, mu: np.ndarray) -> None:
+        """Return unused users to the front of the stream."""
+        if X.shape[0] == 0:
+            return
+        if self._buffer is None:
+            self._buffer = (X, mu)
+        else:
+            self._buffer = (np.concatenate([X, self._buffer[0]]),
+                            np.concatenate([mu, self._buffer[1]]))
+
+    def rewards(self, mu_chosen: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Bernoulli rewards with the given means (0/1 rewards lie in [0, 1])."""
+        return (rng.random(mu_chosen.shape) < mu_chosen).astype(float)
+
+    @abstractmethod
+    def params(self) -> dict[str, Any]: ...

@@ -1,0 +1,91 @@
+"""Policy configuration objects (one per policy id of spec §5), in the spirit of MABWiser.
+
+A config is pure, validated data: the simulator builds it from the command line, the services
+read it from the task section of the shared config file, and ``build_policy`` turns it into a
+policy. ``confidence_scale`` and ``regularizer`` change only the published model (post-processing
+of private statistics), never the randomizer or the privacy ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Regularizer = Literal["paper", "clip"]
+
+
+class PolicyConfig(BaseModel):
+    """Parameters shared by all linear policies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    d: int = Field(5, ge=1, le=64, description="feature dimension")
+    L: float = Field(1.0, gt=0, description="bound on ||x||")
+    S: float = Field(1.0, gt=0, description="bound on ||theta*||")
+    reward_sigma: float = Field(0.5, gt=0, description="sub-Gaussian constant of reward noise")
+    failure_prob: float = Field(0.05, gt=0, lt=1, description="δ of the confidence set")
+    lam: float = Field(1.0, gt=0, description="base ridge regularizer λ")
+    confidence_scale: float = Field(1.0, ge=0, description="multiplies β; 1 = the paper's width")
+
+
+class LinUCBConfig(PolicyConfig):
+    """Non-private OFUL (Abbasi-Yadkori et al. 2011), rarely switching when ``switching`` > 0."""
+
+    algo: Literal["linucb"] = "linucb"
+    switching: float = Field(0.5, ge=0, description="C: update when det V grows by 1+C (0: always)")
+
+
+class LDPLinUCBConfig(PolicyConfig):
+    """Zheng et al. Alg. 5: (ε, δ)-LDP Gaussian reports."""
+
+    algo: Literal["ldp-linucb"] = "ldp-linucb"
+    epsilon: float = Field(1.0, gt=0, description="LDP ε per report")
+    delta: float = Field(1e-6, gt=0, lt=1, description="LDP δ per report")
+    update_every: int = Field(
+        100, ge=1, description="publish a model every this many reports (paper: 1)"
+    )
+    horizon: int = Field(1_000_000, ge=1, description="T in Υ_t's ln(2T/α) (Alg. 5 line 3)")
+    regularizer: Regularizer = "paper"
+
+
+class SBLBConfig(PolicyConfig):
+    """Garcelon et al. Alg. 1 (SBLB): 0/1 randomizer, fixed shuffler batch, det-based switching."""
+
+    algo: Literal["sblb"] = "sblb"
+    eps0: float = Field(1.0, gt=0, description="LDP ε0 of one report")
+    m: int = Field(1, ge=1, le=64, description="bits per encoded coordinate")
+    batch_size: int = Field(1000, ge=1, description="shuffler batch length l")
+    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the central (shuffle) guarantee")
+    eta: float = Field(0.5, ge=0, description="switching: update when det Ṽ grows by 1+η")
+    regularizer: Regularizer = "paper"
+
+
+class SBLBFixedConfig(SBLBConfig):
+    """Garcelon et al. Alg. 4 (App. C): the model is updated after every shuffler batch."""
+
+    algo: Literal["sblb-fixed"] = "sblb-fixed"  # type: ignore[assignment]
+
+
+class AdaROFULConfig(PolicyConfig):
+    """Azize & Basu Alg. 4: (α, ε)-RDP via Gaussian noise per adaptive episode."""
+
+    algo: Literal["adar-oful"] = "adar-oful"
+    alpha: float = Field(2.0, gt=1, description="Rényi order α")
+    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
+    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
+    switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
+
+
+AnyPolicyConfig = Annotated[
+    LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig,
+    Field(discriminator="algo"),
+]
+
+CONFIGS: dict[str, type[PolicyConfig]] = {
+    "linucb": LinUCBConfig,
+    "ldp-linucb": LDPLinUCBConfig,
+    "sblb": SBLBConfig,
+    "sblb-fixed": SBLBFixedConfig,
+    "adar-oful": AdaROFULConfig,
+}
