@@ -1,8 +1,8 @@
 """Rényi DP of the Gaussian mechanism and its (ε, δ) conversion (``central`` threat model).
 
-Azize & Basu, "Rényi Differentially Private Bandits" (AAAI 2023, file 002): the trusted analyzer adds
-Gaussian noise per adaptive episode and the guarantee is stated as (α, ε)-RDP. Each user's data
-enters one episode's sum, so the user's guarantee is that of one Gaussian mechanism.
+Azize & Basu, "Rényi Differentially Private Bandits" (AAAI 2023, file 002): the trusted analyzer
+adds Gaussian noise per adaptive episode and the guarantee is stated as (α, ε)-RDP. Each user's
+data enters one episode's sum, so the user's guarantee is that of one Gaussian mechanism.
 
 - RDP of N(0, σ²) on a function of ℓ2-sensitivity Δ: ε(α) = α Δ² / (2σ²) (Mironov 2017, Prop. 7),
   hence σ = √(α Δ² / (2ε)).
