@@ -10,6 +10,7 @@ from shared.policies.exact import AdaROFUL, LinUCB
 from shared.policies.ldp_linucb import LDPLinUCB
 from shared.policies.model import Model
 from shared.policies.sblb import SBLB, SBLBFixed
+from shared.randomizers.base import Randomizer
 
 POLICIES: dict[str, type[Policy]] = {
     "linucb": LinUCB,
@@ -28,6 +29,11 @@ def build_policy(config: PolicyConfig, rng: np.random.Generator | None = None) -
     return POLICIES[algo](config, rng)  # type: ignore[arg-type]
 
 
+def randomizer_for(config: PolicyConfig) -> Randomizer:
+    """The device-side local randomizer a task's policy uses (no analyzer state is built)."""
+    return build_policy(config).randomizer
+
+
 def make_config(algo: str, **params: object) -> PolicyConfig:
     """Validated config for ``algo`` from keyword parameters (unknown keys are an error)."""
     if algo not in CONFIGS:
@@ -35,4 +41,4 @@ def make_config(algo: str, **params: object) -> PolicyConfig:
     return CONFIGS[algo](**params)
 
 
-__all__ = ["POLICIES", "Model", "Policy", "PolicyConfig", "build_policy", "make_config"]
+__all__ = ["POLICIES", "Model", "Policy", "PolicyConfig", "build_policy", "make_config", "randomizer_for"]

@@ -1,0 +1,123 @@
+"""Deployment configuration shared by the three services (pydantic-settings).
+
+One TOML file (path in ``PRIVBANDIT_CONFIG``; ``deploy/privbandit.toml`` by default) holds the
+service addresses, the shuffler's credential and the tasks; environment variables override it
+(prefix ``PRIVBANDIT_``, nested with ``__``, e.g. ``PRIVBANDIT_ANALYZER__PORT=9000``). The same
+file serves ``privbandit up`` and docker compose.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from shared.policies.config import AnyPolicyConfig
+from shared.protocol import TASK_ID_PATTERN
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "privbandit.toml"
+
+# Which threat model each policy serves (spec §3, §5).
+POLICY_THREAT_MODELS: dict[str, tuple[str, ...]] = {
+    "linucb": ("none",),
+    "ldp-linucb": ("ldp",),
+    "sblb": ("shuffle", "ldp"),
+    "sblb-fixed": ("shuffle", "ldp"),
+    "adar-oful": ("central",),
+}
+
+
+class TaskConfig(BaseModel):
+    """One bandit problem: its threat model, policy and public parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=TASK_ID_PATTERN)
+    threat_model: Literal["none", "ldp", "shuffle", "central"]
+    K: int = Field(20, ge=2, le=1024, description="arms per decision")
+    aggregation: Literal["reports", "secure-sum"] = "reports"
+    policy: AnyPolicyConfig
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskConfig:
+        allowed = POLICY_THREAT_MODELS[self.policy.algo]
+        if self.threat_model not in allowed:
+            raise ValueError(
+                f"policy {self.policy.algo} serves threat model(s) {allowed}, "
+                f"not {self.threat_model!r}"
+            )
+        if self.threat_model == "ldp" and self.batch_size != 1:
+            raise ValueError("ldp tasks are pass-through: batch size must be 1")
+        if self.aggregation == "secure-sum" and self.policy.algo not in ("sblb", "sblb-fixed"):
+            raise ValueError("secure-sum aggregation applies to sblb/sblb-fixed only")
+        return self
+
+    @property
+    def batch_size(self) -> int:
+        """The shuffler batch l (1 = pass-through)."""
+        return int(getattr(self.policy, "batch_size", 1))
+
+
+class ServiceAddress(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class Settings(BaseSettings):
+    """Everything a service needs to know about the deployment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PRIVBANDIT_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    analyzer: ServiceAddress = ServiceAddress(port=8701)
+    shuffler: ServiceAddress = ServiceAddress(port=8702)
+    device: ServiceAddress = ServiceAddress(port=8703)
+    # Where each service keeps its SQLite files and keys (one subdirectory per service).
+    data_dir: Path = Path("data")
+    # Bearer token the shuffler presents to the analyzer's batch endpoint.
+    shuffler_token: str = Field("change-me-shuffler-token", min_length=16)
+    # Shuffler: how long to wait before retrying an unacknowledged batch (seconds, doubling).
+    retry_initial: float = Field(0.2, gt=0)
+    retry_max: float = Field(10.0, gt=0)
+    log_level: str = "info"
+    tasks: list[TaskConfig] = Field(default_factory=list)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = Path(os.environ.get("PRIVBANDIT_CONFIG", DEFAULT_CONFIG))
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if path.exists():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    @model_validator(mode="after")
+    def _unique_tasks(self) -> Settings:
+        ids = [t.id for t in self.tasks]
+        if len(ids) != len(set(ids)):
+            raise ValueError("task ids must be unique")
+        return self
+
+    def task(self, task_id: str) -> TaskConfig | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
