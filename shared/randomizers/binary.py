@@ -76,6 +76,12 @@ def randomized_response(bits: np.ndarray, p: float, rng: np.random.Generator) ->
     return np.where(replace, coin, bits).astype(np.uint8)
 
 
+def output_probability(out: np.ndarray, bits: np.ndarray, p: float) -> np.ndarray:
+    """Exact P(R_p^{0/1}(bits) = out) for bit arrays of shape (..., n): Π (1 − p/2 or p/2)."""
+    same = np.asarray(out) == np.asarray(bits)
+    return np.prod(np.where(same, 1 - p / 2, p / 2), axis=-1)
+
+
 class BinaryRandomizer:
     """M_LDP of Garcelon Alg. 2 with R_p^{0/1}; rows are the m·d(d+3)/2 randomised bits."""
 
