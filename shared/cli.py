@@ -1,4 +1,4 @@
-"""The ``privbandit`` command line (spec §6): simulate, privacy, and (with the services) up, demo."""
+"""The ``privbandit`` command line (spec §6): simulate, privacy, up and demo."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
         "analyzer pipeline in memory. Writes the JSON of spec §6."))
     p.add_argument("--algo", required=True, choices=sorted(CONFIGS))
     p.add_argument("--env", default="linear", choices=["linear", "digits"])
-    p.add_argument("--d", type=int, default=5, help="feature dimension (digits: 10·p)")
+    p.add_argument("--d", type=int, default=None,
+                   help="feature dimension (default: linear 5; digits 40 = 10 classes × 4 PCs)")
     p.add_argument("--K", type=int, default=20, help="arms per round (digits: 10)")
     p.add_argument("--T", type=int, default=100_000, help="users (rounds)")
     p.add_argument("--runs", type=int, default=1)
@@ -84,6 +85,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     from shared.environments import environment_dimensions
     from shared.simulator import simulate, summarize
 
+    if args.d is None:
+        args.d = 40 if args.env == "digits" else 5
     d, K = environment_dimensions(args.env, args.d, args.K)
     if (d, K) != (args.d, args.K):
         print(f"note: env {args.env} uses d={d}, K={K} (requested d={args.d}, K={args.K})",
@@ -145,8 +148,13 @@ class _progress:
             return lambda n: None
         try:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
         except ImportError:  # pragma: no cover
             return lambda n: None
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
@@ -181,6 +189,9 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"    LDP (per report)  ε={_fmt(p['ldp_epsilon'])}, δ={_fmt(p['ldp_delta'])}",
         f"    central           ε={_fmt(p['central_epsilon'])}, δ={_fmt(p['central_delta'])}",
     ]
+    if "central_epsilon_paper" in p:
+        lines.append(f"    central (paper)   ε={_fmt(p['central_epsilon_paper'])}"
+                     "  (Garcelon Thm 5; — where its conditions fail)")
     if p.get("rdp_alpha") is not None:
         lines.append(f"    RDP               α={_fmt(p['rdp_alpha'])}, ε={_fmt(p['rdp_epsilon'])}")
     if p.get("accounting"):

@@ -102,7 +102,7 @@ def make_positive_definite(V: np.ndarray, floor: float) -> tuple[np.ndarray, boo
 
 
 def clip_eigenvalues(V: np.ndarray, floor: float) -> tuple[np.ndarray, bool]:
-    """Raise every eigenvalue of symmetric V below ``floor`` to ``floor`` (practical regularizer)."""
+    """Raise every eigenvalue of symmetric V below ``floor`` to ``floor`` (practical setting)."""
     V = (V + V.T) / 2
     w, Q = np.linalg.eigh(V)
     if w.min() >= floor:

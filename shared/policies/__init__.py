@@ -41,4 +41,12 @@ def make_config(algo: str, **params: object) -> PolicyConfig:
     return CONFIGS[algo](**params)
 
 
-__all__ = ["POLICIES", "Model", "Policy", "PolicyConfig", "build_policy", "make_config", "randomizer_for"]
+__all__ = [
+    "POLICIES",
+    "Model",
+    "Policy",
+    "PolicyConfig",
+    "build_policy",
+    "make_config",
+    "randomizer_for",
+]

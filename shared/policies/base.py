@@ -103,7 +103,7 @@ class Policy(ABC):
 
 
 def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:
-    """OFUL radius σ √(2 ln(1/δ) + d ln(1 + t L²/(d λ))) + √λ S (Abbasi-Yadkori et al. 2011, Thm 2)."""
+    """OFUL radius σ √(2 ln(1/δ) + d ln(1 + t L²/(d λ))) + √λ S (Abbasi-Yadkori 2011, Thm 2)."""
     return self_normalized(c.reward_sigma, c.d, t, c.L, lam, c.failure_prob) + math.sqrt(lam) * c.S
 
 
@@ -133,8 +133,8 @@ class NoisyStatisticsPolicy(Policy):
     def paper_beta(self, t: int, c: float) -> float:
         """β at t reports for regularizer c, with our derived noise bounds (see shared.confidence).
 
-        ρ_min = c − Υ_t and ρ_max = c + Υ_t where Υ_t bounds ‖H_t‖, and χ_t bounds ‖h_t‖; the failure
-        probability is split in three (reward noise, H, h), each uniform over update times.
+        ρ_min = c − Υ_t and ρ_max = c + Υ_t where Υ_t bounds ‖H_t‖, and χ_t bounds ‖h_t‖; the
+        failure probability is split in three (reward noise, H, h), each uniform over update times.
         """
         cfg = self.config
         third = cfg.failure_prob / 3

@@ -45,7 +45,8 @@ class LDPLinUCB(NoisyStatisticsPolicy):
         """Υ_t = σ√t (4√d + 2 ln(2T/α)) (Alg. 5 line 3)."""
         c = self.config
         sigma = self.randomizer.sigma
-        return sigma * math.sqrt(t) * (4 * math.sqrt(c.d) + 2 * math.log(2 * c.horizon / c.failure_prob))
+        log_term = 2 * math.log(2 * c.horizon / c.failure_prob)
+        return sigma * math.sqrt(t) * (4 * math.sqrt(c.d) + log_term)
 
     def paper_regularizer(self, t: int) -> float:
         """c_t = 2Υ_t (Alg. 5 line 3), at least λ so that version 0 matches V = λI."""

@@ -7,9 +7,9 @@ Calibration. The paper sets σ = 6√(2 ln(2.5/δ))/ε for ‖x‖ ≤ 1. We cal
 report is one Gaussian mechanism on the vector (upper(x xᵀ), y x) whose L2 sensitivity over
 ‖x‖ ≤ L, y ∈ [0, 1] is at most
     Δ² = sup ‖x xᵀ − x' x'ᵀ‖_F² + sup ‖y x − y' x'‖² ≤ 2L⁴ + 4L²
-(‖x xᵀ − x'x'ᵀ‖_F² = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² and the upper triangle has no larger norm), and σ is the
-smallest noise for which the analytic Gaussian mechanism (Balle–Wang 2018) is (ε, δ)-DP. This is a
-correct and tighter choice than the paper's constant, and it is what the ledger reports.
+(‖x xᵀ − x'x'ᵀ‖_F² = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² and the upper triangle has no larger norm), and σ is
+the smallest noise for which the analytic Gaussian mechanism (Balle–Wang 2018) is (ε, δ)-DP.
+This is a correct and tighter choice than the paper's constant, and it is what the ledger reports.
 """
 
 from __future__ import annotations
