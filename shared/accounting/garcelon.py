@@ -63,6 +63,12 @@ def _eq3_terms(
     return p, 14.0 * log8, c, k
 
 
+def condition_i(eps0: float, l: int, delta: float, T: int, d: int, m: int) -> bool:
+    """Thm 5 condition (i): l p ≥ 14 log(8mT/δ0), δ0 = δ/2."""
+    p, need, _, _ = _eq3_terms(eps0, l, delta, T, d, m, "derived")
+    return l * p >= need
+
+
 def eq3_slack(
     eps: float | np.ndarray,
     eps0: float,
@@ -106,8 +112,7 @@ def theorem5_epsilon(
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     if l < 1 or T < 1:
         raise ValueError(f"l and T must be at least 1, got l={l}, T={T}")
-    p, need, _, _ = _eq3_terms(eps0, l, delta, T, d, m, variant)
-    if l * p < need:
+    if not condition_i(eps0, l, delta, T, d, m):
         return None
 
     def slack(e: float | np.ndarray) -> float | np.ndarray:
