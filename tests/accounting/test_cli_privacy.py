@@ -1,0 +1,155 @@
+"""`privbandit privacy` (shared/cli_privacy.py) and the ledger builders (ledgers.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from shared.accounting import ledgers
+from shared.accounting.ledger import PrivacyLedger
+from shared.accounting.rdp import rdp_to_dp
+from shared.accounting.shuffle import shuffle_epsilon
+from shared.cli_privacy import add_privacy_parser, run_privacy
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="privbandit")
+    add_privacy_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["privacy", *argv])
+
+
+def run(argv: list[str], tmp_path: Path) -> tuple[int, dict]:
+    out = tmp_path / "ledger.json"
+    code = run_privacy(parse([*argv, "--json", str(out)]))
+    return code, json.loads(out.read_text()) if out.exists() else {}
+
+
+def assert_all_fields(data: dict) -> None:
+    for field in PrivacyLedger.model_fields:
+        assert field in data, field  # null, never omitted (spec §6)
+    assert "central_epsilon_paper" in data
+
+
+def test_spec_example(tmp_path: Path) -> None:
+    code, data = run(
+        ["--threat-model", "shuffle", "--eps0", "2", "--batch-size", "10000", "--delta", "1e-6",
+         "--T", "100000", "--d", "5", "--m", "1"],
+        tmp_path,
+    )
+    assert code == 0
+    assert_all_fields(data)
+    assert data["threat_model"] == "shuffle"
+    assert data["ldp_epsilon"] == 2.0 and data["ldp_delta"] == 0.0
+    assert data["central_epsilon"] == pytest.approx(0.155, abs=0.01)
+    assert data["central_delta"] == 1e-6
+    assert data["rdp_alpha"] is None and data["rdp_epsilon"] is None
+    assert data["central_epsilon_paper"] is None  # Thm 5 needs l ~ T here; its conditions fail
+    assert data["aggregation"] == "reports"
+    assert data["accounting"]
+
+
+def test_secure_sum_and_inverse(tmp_path: Path) -> None:
+    code, data = run(
+        ["--threat-model", "shuffle", "--eps0", "8", "--batch-size", "200",
+         "--aggregation", "secure-sum"],
+        tmp_path,
+    )
+    assert code == 0 and data["aggregation"] == "secure-sum"
+    assert data["central_epsilon"] < shuffle_epsilon(8.0, 200, 1e-6)
+
+    code, data = run(
+        ["--threat-model", "shuffle", "--batch-size", "1000", "--target-epsilon", "1",
+         "--solve", "eps0"],
+        tmp_path,
+    )
+    assert code == 0
+    assert_all_fields(data)
+    assert data["solution"]["solve"] == "eps0"
+    assert data["solution"]["eps0"] == data["ldp_epsilon"]
+    assert data["central_epsilon"] <= 1.0
+
+    code, data = run(
+        ["--threat-model", "shuffle", "--eps0", "2", "--target-epsilon", "0.3",
+         "--solve", "batch-size"],
+        tmp_path,
+    )
+    assert code == 0
+    n = data["solution"]["batch_size"]
+    assert shuffle_epsilon(2.0, n, 1e-6) <= 0.3 < shuffle_epsilon(2.0, n - 1, 1e-6)
+
+
+def test_other_threat_models(tmp_path: Path) -> None:
+    code, data = run(["--threat-model", "central", "--epsilon", "1", "--alpha", "4"], tmp_path)
+    assert code == 0
+    assert_all_fields(data)
+    assert data["rdp_alpha"] == 4.0 and data["rdp_epsilon"] == 1.0
+    assert data["central_epsilon"] == pytest.approx(rdp_to_dp(4.0, 1.0, 1e-6))
+    assert data["ldp_epsilon"] is None and data["central_epsilon_paper"] is None
+
+    code, data = run(["--threat-model", "ldp", "--epsilon", "1", "--delta", "1e-5"], tmp_path)
+    assert code == 0
+    assert_all_fields(data)
+    assert data["ldp_epsilon"] == 1.0 and data["ldp_delta"] == 1e-5
+
+    code, data = run(["--threat-model", "ldp", "--eps0", "3"], tmp_path)
+    assert code == 0 and data["ldp_delta"] == 0.0 and data["central_epsilon"] == 3.0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--threat-model", "shuffle", "--eps0", "0", "--batch-size", "10"],
+        ["--threat-model", "shuffle", "--eps0", "-1", "--batch-size", "10"],
+        ["--threat-model", "shuffle", "--eps0", "1", "--batch-size", "10", "--delta", "1"],
+        ["--threat-model", "shuffle", "--eps0", "1", "--batch-size", "10", "--delta", "0"],
+        ["--threat-model", "shuffle", "--eps0", "1", "--batch-size", "0"],
+        ["--threat-model", "shuffle", "--eps0", "nan", "--batch-size", "10"],
+        ["--threat-model", "central", "--epsilon", "1", "--alpha", "1"],
+        ["--threat-model", "bogus"],
+    ],
+)
+def test_invalid_values_are_argparse_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(argv)
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--threat-model", "shuffle", "--eps0", "1"],
+        ["--threat-model", "shuffle", "--batch-size", "10"],
+        ["--threat-model", "ldp"],
+        ["--threat-model", "ldp", "--eps0", "1", "--epsilon", "1"],
+        ["--threat-model", "central"],
+        ["--threat-model", "shuffle", "--target-epsilon", "1", "--batch-size", "10"],
+        ["--threat-model", "shuffle", "--solve", "eps0", "--target-epsilon", "1"],
+        ["--threat-model", "central", "--epsilon", "1", "--solve", "eps0",
+         "--target-epsilon", "1"],
+    ],
+)
+def test_missing_parameters_exit_2(argv: list[str], tmp_path: Path) -> None:
+    code, data = run(argv, tmp_path)
+    assert code == 2 and data == {}
+
+
+def test_ledger_builders() -> None:
+    none = ledgers.none_ledger()
+    assert none.threat_model == "none" and none.accounting == "non-private baseline"
+    assert all(
+        getattr(none, f) is None
+        for f in ("ldp_epsilon", "ldp_delta", "central_epsilon", "central_delta", "rdp_alpha",
+                  "rdp_epsilon")
+    )
+    shuffled = ledgers.shuffle_ledger(2.0, 10_000, 1e-6)
+    assert shuffled.central_epsilon == shuffle_epsilon(2.0, 10_000, 1e-6)
+    assert shuffled.model_dump()["central_epsilon_paper"] is None  # no T
+    binary = ledgers.ldp_binary_ledger(1.5)
+    assert binary.ldp_epsilon == binary.central_epsilon == 1.5
+    assert binary.ldp_delta == binary.central_delta == 0.0
+    central = ledgers.central_ledger(2.0, 0.5, 1e-6)
+    assert central.ldp_epsilon is None
+    assert central.central_epsilon == rdp_to_dp(2.0, 0.5, 1e-6)
