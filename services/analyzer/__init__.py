@@ -1,0 +1,1 @@
+"""The privbandit analyzer service (``python -m services.analyzer``)."""

@@ -1,0 +1,65 @@
+"""The analyzer service: holds the HPKE private key, ingests shuffled batches from the shuffler,
+aggregates them with the task's policy and publishes models and the privacy ledger (spec §2, §4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from services.analyzer.routes import router
+from services.analyzer.runtime import AnalyzerRuntime, row_wire_bytes
+from services.analyzer.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
+from shared.crypto import ciphertext_length
+from shared.settings import Settings
+
+
+def max_body_bytes(settings: Settings) -> int:
+    """Largest acceptable request body: a batch of l reports of the task's exact ciphertext
+    length, with room for formatting; anything larger is refused with 413 before parsing."""
+    largest = 64 * 1024
+    for task in settings.tasks:
+        per_report = report_json_bytes(ciphertext_length(row_wire_bytes(task)))
+        largest = max(largest, task.batch_size * per_report + 64 * 1024)
+    return largest
+
+
+def create_app(settings: Settings | None = None, *, sse_keepalive: float = 15.0) -> FastAPI:
+    """Build an analyzer app; its state and keys live in ``settings.data_dir / "analyzer"``.
+
+    ``sse_keepalive``: seconds between keep-alive comments on idle model streams.
+    """
+    settings = settings if settings is not None else Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Opening SQLite and loading keys and policy state happen before the first request.
+        runtime = AnalyzerRuntime(settings, sse_keepalive=sse_keepalive)
+        runtime.bind_loop(asyncio.get_running_loop())
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            runtime.close()
+
+    app = FastAPI(
+        title="privbandit analyzer",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes(settings))
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.include_router(router)
+    return app
+
+
+def request_shutdown(app: FastAPI) -> None:
+    """End the app's long-lived responses (model streams) so a graceful server stop can finish.
+    Safe to call from a signal handler or another thread."""
+    runtime = getattr(app.state, "runtime", None)
+    if runtime is not None:
+        runtime.request_shutdown()

@@ -1,0 +1,220 @@
+"""HTTP routes of the analyzer (spec §4)."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from services.analyzer.runtime import AnalyzerRuntime, TaskRuntime, task_info
+from services.analyzer.store import Store
+from services.analyzer.web import ApiError
+from shared.protocol import (
+    BatchAck,
+    BatchUpload,
+    ErrorBody,
+    HpkeConfig,
+    ModelMessage,
+    PrivacyReport,
+    TaskInfo,
+)
+
+log = logging.getLogger(__name__)
+
+router = APIRouter()
+
+
+def get_runtime(request: Request) -> AnalyzerRuntime:
+    return request.app.state.runtime
+
+
+RuntimeDep = Annotated[AnalyzerRuntime, Depends(get_runtime)]
+
+
+def get_store(runtime: RuntimeDep) -> Store:
+    return runtime.store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+
+
+def get_task(task: str, runtime: RuntimeDep) -> TaskRuntime:
+    rt = runtime.tasks.get(task)
+    if rt is None:
+        raise ApiError(404, "unknown_task", f"no task {task!r} on this analyzer")
+    return rt
+
+
+TaskDep = Annotated[TaskRuntime, Depends(get_task)]
+
+
+def require_shuffler(
+    runtime: RuntimeDep,
+    authorization: Annotated[str | None, Header()] = None,
+) -> None:
+    """Only the shuffler may post batches: ``Authorization: Bearer <settings.shuffler_token>``."""
+    scheme, _, token = (authorization or "").partition(" ")
+    expected = runtime.settings.shuffler_token.encode()
+    # compare_digest: the comparison time does not reveal how much of the token matched.
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
+        raise ApiError(
+            401,
+            "unauthorized",
+            "batches are accepted from the shuffler only (missing or wrong bearer token)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+ERRORS = {
+    401: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+    413: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+}
+
+
+@router.get("/healthz")
+async def healthz(runtime: RuntimeDep) -> dict[str, object]:
+    return {"status": "ok", "service": "analyzer", "tasks": sorted(runtime.tasks)}
+
+
+@router.get("/metrics")
+async def metrics(runtime: RuntimeDep) -> Response:
+    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/v1/hpke-config")
+async def hpke_config(runtime: RuntimeDep) -> HpkeConfig:
+    return runtime.keys.hpke_config()
+
+
+@router.get("/v1/tasks/{task}", responses=ERRORS)
+async def get_task_info(rt: TaskDep) -> TaskInfo:
+    return task_info(rt.config)
+
+
+def _etag_matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    for candidate in if_none_match.split(","):
+        candidate = candidate.strip()
+        if candidate == "*":
+            return True
+        if candidate.startswith("W/"):
+            candidate = candidate[2:]
+        if candidate == etag:
+            return True
+    return False
+
+
+@router.get(
+    "/v1/tasks/{task}/model",
+    response_model=ModelMessage,
+    responses={**ERRORS, 304: {"description": "not modified"}},
+)
+async def get_model(
+    rt: TaskDep,
+    response: Response,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> ModelMessage | Response:
+    model = rt.published
+    etag = f'"{model.version}"'
+    if _etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers={"ETag": etag})
+    response.headers["ETag"] = etag
+    response.headers["Cache-Control"] = "no-cache"
+    return model
+
+
+def _sse(model: ModelMessage) -> str:
+    return f"id: {model.version}\nevent: model\ndata: {model.model_dump_json()}\n\n"
+
+
+@router.get("/v1/tasks/{task}/model/stream", responses=ERRORS)
+async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
+    """Server-Sent Events: the current model on connect, then every new version."""
+    feed = rt.feed
+    keepalive = runtime.sse_keepalive
+    gauge = runtime.metrics.sse_clients.labels(rt.id)
+
+    async def events() -> AsyncIterator[str]:
+        gauge.inc()
+        try:
+            # Reconnect hint for EventSource clients (milliseconds).
+            yield "retry: 2000\n\n"
+            sent = -1
+            while not feed.closed:
+                current = feed.current
+                if current.version != sent:
+                    sent = current.version
+                    yield _sse(current)
+                    continue
+                if not await feed.wait(keepalive):
+                    yield ": keep-alive\n\n"
+        finally:
+            gauge.dec()
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post(
+    "/v1/tasks/{task}/batches",
+    responses=ERRORS,
+    dependencies=[Depends(require_shuffler)],
+)
+async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> BatchAck:
+    """One shuffled batch of exactly l reports from the shuffler; idempotent on batch id."""
+    if rt.config.aggregation != "reports":
+        raise ApiError(
+            501,
+            "unsupported_aggregation",
+            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, which takes no report "
+            "batches on this analyzer",
+        )
+    l = rt.config.batch_size
+    if len(upload.reports) != l:
+        raise ApiError(
+            422,
+            "batch_size_mismatch",
+            f"task {rt.id!r} takes batches of exactly l = {l} reports, got {len(upload.reports)}",
+        )
+    async with rt.lock:
+        done = await run_in_threadpool(runtime.store.batch_result, rt.id, upload.batch_id)
+        if done is not None:
+            runtime.metrics.batches.labels(rt.id, "replayed").inc()
+            return BatchAck(
+                batch_id=upload.batch_id,
+                replayed=True,
+                counted=0,
+                rejected=0,
+                duplicates=0,
+                model_version=rt.published.version,
+            )
+        try:
+            ack = await run_in_threadpool(runtime.ingest_batch, rt, upload)
+        finally:
+            # Also after a cancellation that arrived once the worker thread had committed.
+            runtime.sync_published(rt)
+    return ack
+
+
+@router.get("/v1/tasks/{task}/privacy", responses=ERRORS)
+async def get_privacy(rt: TaskDep, runtime: RuntimeDep) -> PrivacyReport:
+    ledger = await run_in_threadpool(runtime.ledger, rt)
+    return PrivacyReport(
+        task=rt.id,
+        ledger=ledger,
+        reports_counted=rt.reports_counted,
+        batches=rt.batches,
+        model_version=rt.published.version,
+    )

@@ -1,0 +1,179 @@
+"""The analyzer's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
+
+Per task it keeps the policy state (``Policy.get_state()``, JSON), the counters, every processed
+batch id and every counted report id. ``commit_batch`` writes all of them for one batch in ONE
+transaction, which is what makes ingestion exactly-once: either the batch id, its report ids and
+the aggregate that includes them are all on disk, or none is, and the shuffler re-sends.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    task TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    state TEXT NOT NULL,
+    reports_counted INTEGER NOT NULL DEFAULT 0,
+    rejected INTEGER NOT NULL DEFAULT 0,
+    duplicates INTEGER NOT NULL DEFAULT 0,
+    batches INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS batches (
+    task TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    counted INTEGER NOT NULL,
+    rejected INTEGER NOT NULL,
+    duplicates INTEGER NOT NULL,
+    model_version INTEGER NOT NULL,
+    PRIMARY KEY (task, batch_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS report_ids (
+    task TEXT NOT NULL,
+    report_id BLOB NOT NULL,
+    PRIMARY KEY (task, report_id)
+) WITHOUT ROWID;
+"""
+
+# SQLite's default limit on host parameters is 32766 since 3.32; stay far below it.
+_CHUNK = 500
+
+
+@dataclass
+class TaskRecord:
+    """What the store holds for one task."""
+
+    config: dict[str, Any]
+    state: dict[str, Any]
+    reports_counted: int
+    rejected: int
+    duplicates: int
+    batches: int
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The outcome of one processed batch, as committed."""
+
+    batch_id: str
+    counted: int
+    rejected: int
+    duplicates: int
+    model_version: int
+
+
+def open_db(path: Path) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, synchronous=FULL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # check_same_thread=False: ingests run in worker threads; Store serialises access with a lock.
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+class Store:
+    """Thread-safe access to the analyzer's SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = open_db(path)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def load_task(self, task: str) -> TaskRecord | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT config, state, reports_counted, rejected, duplicates, batches "
+                "FROM tasks WHERE task = ?",
+                (task,),
+            ).fetchone()
+        if row is None:
+            return None
+        return TaskRecord(json.loads(row[0]), json.loads(row[1]), *row[2:])
+
+    def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
+        """Record a new task with its initial policy state (no-op if it exists)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO tasks (task, config, state) VALUES (?, ?, ?)",
+                (task, _dumps(config), _dumps(state)),
+            )
+
+    def batch_result(self, task: str, batch_id: str) -> BatchResult | None:
+        """The committed outcome of ``batch_id``, or None if it was never processed."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT counted, rejected, duplicates, model_version FROM batches "
+                "WHERE task = ? AND batch_id = ?",
+                (task, batch_id),
+            ).fetchone()
+        return None if row is None else BatchResult(batch_id, *row)
+
+    def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]:
+        """The subset of ``report_ids`` already counted for ``task``."""
+        known: set[bytes] = set()
+        with self._lock:
+            for start in range(0, len(report_ids), _CHUNK):
+                chunk = report_ids[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(
+                    f"SELECT report_id FROM report_ids WHERE task = ? AND report_id IN ({marks})",
+                    (task, *chunk),
+                )
+                known.update(bytes(r[0]) for r in rows)
+        return known
+
+    def commit_batch(
+        self,
+        task: str,
+        result: BatchResult,
+        state: dict[str, Any],
+        report_ids: Iterable[bytes],
+    ) -> None:
+        """Policy state, batch id, new report ids and counters, in one transaction."""
+        state_json = _dumps(state)
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO batches (task, batch_id, counted, rejected, duplicates, "
+                    "model_version) VALUES (?, ?, ?, ?, ?, ?)",
+                    (task, result.batch_id, result.counted, result.rejected, result.duplicates,
+                     result.model_version),
+                )
+                conn.executemany(
+                    "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
+                    ((task, rid) for rid in report_ids),
+                )
+                cur = conn.execute(
+                    "UPDATE tasks SET state = ?, reports_counted = reports_counted + ?, "
+                    "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + 1 "
+                    "WHERE task = ?",
+                    (state_json, result.counted, result.rejected, result.duplicates, task),
+                )
+                if cur.rowcount != 1:
+                    raise RuntimeError(f"task {task!r} is not in the store")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+
+def _dumps(obj: Any) -> str:
+    # allow_nan=False: a non-finite number in the state is a bug; refuse to persist it.
+    return json.dumps(obj, allow_nan=False, separators=(",", ":"))

@@ -1,0 +1,121 @@
+"""Fixtures for in-process service tests: real SQLite files under tmp_path, real HPKE, the apps'
+lifespans running, and httpx clients over ASGI transports."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi import FastAPI
+
+from shared.crypto import pack_report, seal
+from shared.policies import randomizer_for
+from shared.protocol import EncryptedReport, HpkeConfig, b64decode
+from shared.settings import Settings, TaskConfig
+
+TOKEN = "test-shuffler-token-0123456789"
+L = 5  # shuffle batch size used throughout: small, so tests are fast
+
+
+def shuffle_task(task_id: str = "shuf", l: int = L, **policy: Any) -> TaskConfig:
+    return TaskConfig.model_validate(
+        {
+            "id": task_id,
+            "threat_model": "shuffle",
+            "K": 4,
+            "policy": {"algo": "sblb-fixed", "d": 3, "eps0": 4.0, "batch_size": l, **policy},
+        }
+    )
+
+
+def ldp_task(task_id: str = "loc") -> TaskConfig:
+    return TaskConfig.model_validate(
+        {
+            "id": task_id,
+            "threat_model": "ldp",
+            "K": 4,
+            "policy": {"algo": "ldp-linucb", "d": 3, "update_every": 2, "regularizer": "clip"},
+        }
+    )
+
+
+def central_task(task_id: str = "cen") -> TaskConfig:
+    return TaskConfig.model_validate(
+        {
+            "id": task_id,
+            "threat_model": "central",
+            "K": 4,
+            "policy": {"algo": "adar-oful", "d": 3, "switching": 0.1},
+        }
+    )
+
+
+def make_settings(data_dir: Path, tasks: list[TaskConfig] | None = None, **kw: Any) -> Settings:
+    """Settings built directly (tasks and data_dir given, so the default config file is moot)."""
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "shuffler_token": TOKEN,
+        "tasks": tasks if tasks is not None else [shuffle_task(), ldp_task(), central_task()],
+        "retry_initial": 0.01,
+        "retry_max": 0.05,
+    }
+    values.update(kw)
+    return Settings(**values)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path / "data")
+
+
+@asynccontextmanager
+async def running(app: FastAPI, base_url: str = "http://test") -> AsyncIterator[httpx.AsyncClient]:
+    """Run the app's lifespan and yield a client talking to it in-process."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+            yield client
+
+
+def make_rows(config: TaskConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n randomized report rows for a task, as a device would produce them."""
+    d = config.policy.d
+    x = rng.normal(size=(n, d))
+    x /= np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))
+    r = rng.uniform(size=n)
+    return randomizer_for(config.policy).randomize(x, r, rng)
+
+
+def encrypt_rows(
+    config: TaskConfig, hpke: HpkeConfig, rows: np.ndarray, task: str | None = None
+) -> list[tuple[bytes, EncryptedReport]]:
+    """(report id, ciphertext) per row, sealed to the analyzer's key for ``task``."""
+    rand = randomizer_for(config.policy)
+    out = []
+    for row in rows:
+        report_id, plaintext = pack_report(rand.to_bytes(row))
+        out.append(
+            (report_id, seal(b64decode(hpke.public_key), hpke.key_id, task or config.id, plaintext))
+        )
+    return out
+
+
+ReportMaker = Callable[..., list[EncryptedReport]]
+
+
+def report_maker(hpke: HpkeConfig, seed: int = 0) -> ReportMaker:
+    rng = np.random.default_rng(seed)
+
+    def make(config: TaskConfig, n: int) -> list[EncryptedReport]:
+        return [rep for _, rep in encrypt_rows(config, hpke, make_rows(config, n, rng))]
+
+    return make
+
+
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKEN}"}
