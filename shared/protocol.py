@@ -170,6 +170,9 @@ class TaskQueueStatus(Message):
     batches_formed: int
     batches_acknowledged: int
     batches_in_flight: int
+    last_error: str | None = Field(
+        None, description="the last failure forwarding a batch to the analyzer (None once acked)"
+    )
 
 
 class ShufflerStatus(Message):
