@@ -1,0 +1,252 @@
+"""The device service's app factory: storage, model cache and uploader wired into one FastAPI app.
+
+``create_app`` takes optional httpx transports for the two peers so tests can run the analyzer and
+shuffler apps in-process (``httpx.ASGITransport``) or substitute fakes; in production the peers are
+reached over HTTP at the addresses in ``Settings``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import numpy as np
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.device.cache import ModelCache
+from services.device.metrics import DeviceMetrics
+from services.device.outbox import Uploader
+from services.device.store import Store
+from shared.policies import randomizer_for
+from shared.protocol import ErrorBody
+from shared.randomizers.base import Randomizer
+from shared.settings import Settings, TaskConfig
+
+log = logging.getLogger(__name__)
+
+DB_FILE = "device.sqlite3"
+# Largest request body accepted: K = 1024 arms × d = 64 features as JSON text fits comfortably.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+# Decision bookkeeping: tombstones of answered decisions are kept an hour (so a late duplicate
+# feedback still gets 409), unanswered decisions a day; then they are forgotten.
+USED_DECISION_TTL = 3600.0
+UNUSED_DECISION_TTL = 86400.0
+PRUNE_INTERVAL = 300.0
+
+
+class ApiError(HTTPException):
+    """An HTTP error with a machine-readable code, rendered as ``ErrorBody``."""
+
+    def __init__(self, status_code: int, code: str, message: str) -> None:
+        super().__init__(status_code=status_code, detail={"code": code, "message": message})
+
+
+@dataclass
+class Device:
+    """Everything a request handler needs; one per app."""
+
+    settings: Settings
+    store: Store
+    cache: ModelCache
+    uploader: Uploader
+    metrics: DeviceMetrics
+    randomizers: dict[str, Randomizer]
+    # Device-side randomness for the local randomizers: seeded once per process from the OS
+    # CSPRNG (never a fixed seed), so reports cannot be de-randomised by anyone.
+    rng: np.random.Generator = field(
+        default_factory=lambda: np.random.default_rng(secrets.randbits(128))
+    )
+
+    def task(self, task_id: str) -> TaskConfig:
+        cfg = self.settings.task(task_id)
+        if cfg is None:
+            raise ApiError(404, "unknown_task", f"no task {task_id!r} on this device")
+        return cfg
+
+
+def get_device(request: Request) -> Device:
+    return request.app.state.device
+
+
+DeviceDep = Annotated[Device, Depends(get_device)]
+
+
+def data_path(settings: Settings) -> Path:
+    """The device's SQLite file: ``<data_dir>/device/device.sqlite3``."""
+    return Path(settings.data_dir) / "device" / DB_FILE
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    analyzer_transport: httpx.AsyncBaseTransport | None = None,
+    shuffler_transport: httpx.AsyncBaseTransport | None = None,
+) -> FastAPI:
+    """The device app. Its lifespan opens the store and starts the cache and the uploader."""
+    settings = settings if settings is not None else Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        metrics = DeviceMetrics()
+        store = Store(data_path(settings))
+        analyzer = httpx.AsyncClient(
+            base_url=settings.analyzer.url, transport=analyzer_transport, timeout=10.0
+        )
+        shuffler = httpx.AsyncClient(
+            base_url=settings.shuffler.url, transport=shuffler_transport, timeout=10.0
+        )
+        # An in-process ASGI transport buffers whole responses, so an endless SSE stream would
+        # never return: with one, follow the model by polling only.
+        stream = not isinstance(analyzer_transport, httpx.ASGITransport)
+        cache = ModelCache(settings, analyzer, stream=stream, on_update=metrics.on_model)
+        uploader = Uploader(store, shuffler, metrics)
+        metrics.bind_store(
+            lambda: store.counters.outbox_pending, lambda: store.counters.dead_letters
+        )
+        for task, m in cache.versions().items():
+            metrics.model_version.labels(task).set(m)
+        app.state.device = Device(
+            settings=settings,
+            store=store,
+            cache=cache,
+            uploader=uploader,
+            metrics=metrics,
+            randomizers={t.id: randomizer_for(t.policy) for t in settings.tasks},
+        )
+        cache.start()
+        uploader.start()
+        if store.counters.outbox_pending:
+            log.info("outbox holds %d earlier reports; uploading", store.counters.outbox_pending)
+        pruner = asyncio.create_task(_prune_forever(store), name="decision-pruner")
+        try:
+            yield
+        finally:
+            pruner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pruner
+            await uploader.stop()
+            await cache.stop()
+            await analyzer.aclose()
+            await shuffler.aclose()
+            store.close()
+
+    app = FastAPI(
+        title="privbandit device",
+        version="1",
+        lifespan=lifespan,
+        description="On-device agent: decides locally, randomises and encrypts feedback.",
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    from services.device.routes import router
+
+    app.include_router(router)
+    return app
+
+
+async def _prune_forever(store: Store) -> None:
+    while True:
+        await asyncio.sleep(PRUNE_INTERVAL)
+        try:
+            n = await store.prune_decisions(USED_DECISION_TTL, UNUSED_DECISION_TTL)
+            if n:
+                log.info("forgot %d old decisions", n)
+        except Exception:
+            log.exception("decision pruning failed")
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: every 4xx (and our 503s) is an ErrorBody {code, message}.
+
+_STATUS_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    503: "unavailable",
+}
+
+
+def error_response(status: int, code: str, message: str, headers=None) -> JSONResponse:
+    body = ErrorBody(code=code, message=message).model_dump()
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail
+        if isinstance(detail, dict) and {"code", "message"} <= detail.keys():
+            code, message = str(detail["code"]), str(detail["message"])
+        else:
+            code = _STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
+            message = str(detail)
+        _count_rejection(request, exc.status_code, code)
+        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors()[:10]:
+            loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        _count_rejection(request, 422, "invalid_request")
+        return error_response(422, "invalid_request", "; ".join(parts) or "invalid request")
+
+
+def _count_rejection(request: Request, status: int, code: str) -> None:
+    device = getattr(request.app.state, "device", None)
+    if device is not None and 400 <= status < 500:
+        device.metrics.rejected.labels(code).inc()
+
+
+class BodyLimit:
+    """Refuse request bodies larger than ``limit`` bytes with 413, before reading them whole."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.limit
+                except ValueError:
+                    too_big = True
+                if too_big:
+                    resp = error_response(
+                        413, "payload_too_large", f"request body exceeds {self.limit} bytes"
+                    )
+                    await resp(scope, receive, send)
+                    return
+        received = 0
+
+        async def limited() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise ApiError(413, "payload_too_large",
+                                   f"request body exceeds {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)

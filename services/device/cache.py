@@ -1,0 +1,247 @@
+"""The device's model cache: the latest broadcast model per task, and the analyzer's HPKE config.
+
+``decide`` must never wait on the network, so it reads whatever model this cache holds. The cache
+is kept fresh in the background:
+
+1. at startup, ``GET /v1/tasks/{task}/model`` until the analyzer answers (until then decisions use
+   the version-0 model the policy itself would publish: θ̃ = 0, V = λI, the initial β);
+2. then the Server-Sent-Events broadcast ``GET /v1/tasks/{task}/model/stream``;
+3. whenever the stream fails or ends, ETag polling (``If-None-Match``) for a while before trying
+   the stream again, with a growing pause, so a broken stream endpoint cannot stall updates.
+
+Models only move forward: an update is applied when its version is newer than the cached one.
+The HPKE configuration is fetched at startup (retrying until the analyzer is up) and refreshed
+periodically, so a device notices an analyzer that was redeployed with a new key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import httpx
+import numpy as np
+
+from shared.policies import Model, build_policy
+from shared.protocol import HpkeConfig, ModelMessage, b64decode
+from shared.settings import Settings, TaskConfig
+
+log = logging.getLogger(__name__)
+
+# Polling period while the stream is down (seconds); tests may lower it.
+POLL_INTERVAL = 1.0
+# First wait before retrying a failed startup fetch; doubles up to RETRY_MAX.
+RETRY_INITIAL = 0.1
+RETRY_MAX = 2.0
+# How long to poll after a stream failure before trying the stream again (doubles up to the max).
+STREAM_RETRY_INITIAL = 2.0
+STREAM_RETRY_MAX = 30.0
+# A stream silent for this long is assumed dead and reopened (a healthy analyzer sends at least
+# keep-alive comments; reopening a healthy but quiet stream costs one request).
+STREAM_READ_TIMEOUT = 60.0
+HPKE_REFRESH = 60.0
+
+
+class ModelCache:
+    """Latest model per task plus the HPKE config; fed by background tasks from the analyzer."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: httpx.AsyncClient,
+        *,
+        stream: bool = True,
+        on_update: Callable[[str, Model, str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.stream = stream
+        self.on_update = on_update
+        self.tasks: dict[str, TaskConfig] = {t.id: t for t in settings.tasks}
+        # Version-0 fallback: exactly what the analyzer publishes before any report is counted.
+        self._models: dict[str, Model] = {
+            t.id: build_policy(t.policy).model for t in settings.tasks
+        }
+        self._etags: dict[str, str] = {}
+        self.fetched: set[str] = set()  # tasks whose model came from the analyzer at least once
+        self.hpke: HpkeConfig | None = None
+        self.hpke_public_key: bytes | None = None
+        self.streaming: set[str] = set()  # tasks whose SSE stream is currently open
+        self._bg: list[asyncio.Task[None]] = []
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def model(self, task: str) -> Model:
+        return self._models[task]
+
+    def versions(self) -> dict[str, int]:
+        return {task: m.version for task, m in self._models.items()}
+
+    @property
+    def ready(self) -> bool:
+        """True once the HPKE config and every task's model have come from the analyzer."""
+        return self.hpke is not None and self.fetched == set(self.tasks)
+
+    def missing(self) -> list[str]:
+        out = [] if self.hpke is not None else ["hpke-config"]
+        return out + [f"model:{t}" for t in self.tasks if t not in self.fetched]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._bg.append(asyncio.create_task(self._hpke_loop(), name="hpke-config"))
+        for task in self.tasks:
+            self._bg.append(asyncio.create_task(self._follow(task), name=f"model:{task}"))
+
+    async def stop(self) -> None:
+        for t in self._bg:
+            t.cancel()
+        for t in self._bg:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._bg.clear()
+
+    # -- applying updates -----------------------------------------------------------------------
+
+    def apply(self, task: str, msg: ModelMessage, source: str) -> bool:
+        """Install ``msg`` if it is valid for the task and newer than the cached model."""
+        cfg = self.tasks[task]
+        d = cfg.policy.d
+        if msg.task != task:
+            log.warning("model for task %r arrived on %r's channel; ignored", msg.task, task)
+            return False
+        if len(msg.theta) != d or len(msg.V) != d or any(len(row) != d for row in msg.V):
+            log.warning("model v%d for %s has wrong dimensions; ignored", msg.version, task)
+            return False
+        first = task not in self.fetched  # the analyzer's first answer replaces the fallback
+        if not first and msg.version <= self._models[task].version:
+            return False
+        try:
+            model = Model(
+                version=msg.version,
+                theta=np.asarray(msg.theta, dtype=float),
+                V=np.asarray(msg.V, dtype=float),
+                beta=float(msg.beta),
+                reports=msg.reports,
+            )
+        except np.linalg.LinAlgError:
+            log.warning("model v%d for %s: V is not positive definite; ignored", msg.version, task)
+            return False
+        self._models[task] = model
+        self.fetched.add(task)
+        if self.on_update is not None:
+            self.on_update(task, model, source)
+        log.info("task %s: model v%d (%s)", task, model.version, source)
+        return True
+
+    # -- background loops -----------------------------------------------------------------------
+
+    async def poll(self, task: str) -> None:
+        """One conditional GET of the task's model; raises on transport or server errors."""
+        headers = {}
+        if task in self._etags and task in self.fetched:
+            headers["If-None-Match"] = self._etags[task]
+        resp = await self.client.get(f"/v1/tasks/{task}/model", headers=headers)
+        if resp.status_code == 304:
+            return
+        resp.raise_for_status()
+        msg = ModelMessage.model_validate_json(resp.content)
+        self.apply(task, msg, "poll")
+        if msg.version == self._models[task].version:
+            # Remember the validator of the model we hold, as the server spells it.
+            self._etags[task] = resp.headers.get("etag") or f'"{msg.version}"'
+
+    async def _follow(self, task: str) -> None:
+        delay = RETRY_INITIAL
+        while task not in self.fetched:
+            try:
+                await self.poll(task)
+            except (httpx.HTTPError, ValueError) as exc:
+                log.info("task %s: analyzer not ready (%s); retrying in %.1fs", task, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, RETRY_MAX)
+        stream_pause = STREAM_RETRY_INITIAL
+        while True:
+            if self.stream:
+                opened = time.monotonic()
+                try:
+                    await self._stream(task)
+                except (TimeoutError, httpx.HTTPError, ValueError) as exc:
+                    log.info("task %s: model stream failed (%s); polling", task, exc)
+                finally:
+                    self.streaming.discard(task)
+                # A stream that stayed up for a while was healthy: retry it soon after it drops.
+                if time.monotonic() - opened > STREAM_RETRY_MAX:
+                    stream_pause = STREAM_RETRY_INITIAL
+            deadline = time.monotonic() + (stream_pause if self.stream else float("inf"))
+            while time.monotonic() < deadline:
+                try:
+                    await self.poll(task)
+                except (httpx.HTTPError, ValueError) as exc:
+                    log.debug("task %s: poll failed: %s", task, exc)
+                await asyncio.sleep(POLL_INTERVAL)
+            stream_pause = min(2 * stream_pause, STREAM_RETRY_MAX)
+
+    async def _stream(self, task: str) -> None:
+        """Follow the SSE broadcast until it ends or fails."""
+        timeout = httpx.Timeout(5.0, read=STREAM_READ_TIMEOUT)
+        headers = {"Accept": "text/event-stream"}
+        async with self.client.stream(
+            "GET", f"/v1/tasks/{task}/model/stream", headers=headers, timeout=timeout
+        ) as resp:
+            if resp.status_code != 200:
+                raise httpx.HTTPStatusError(
+                    f"stream answered {resp.status_code}", request=resp.request, response=resp
+                )
+            self.streaming.add(task)
+            # Catch up on anything published between our last poll and the subscription.
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                await self.poll(task)
+            event, data = "message", []
+            async for line in resp.aiter_lines():
+                if line == "":
+                    if data and event == "model":
+                        self._on_event(task, "\n".join(data))
+                    event, data = "message", []
+                elif line.startswith(":"):
+                    continue  # comment / keep-alive
+                else:
+                    name, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if name == "event":
+                        event = value
+                    elif name == "data":
+                        data.append(value)
+
+    def _on_event(self, task: str, data: str) -> None:
+        try:
+            msg = ModelMessage.model_validate_json(data)
+        except ValueError as exc:
+            log.warning("task %s: malformed model event ignored: %s", task, exc)
+            return
+        self.apply(task, msg, "stream")
+
+    async def _hpke_loop(self) -> None:
+        delay = RETRY_INITIAL
+        while True:
+            try:
+                resp = await self.client.get("/v1/hpke-config")
+                resp.raise_for_status()
+                cfg = HpkeConfig.model_validate_json(resp.content)
+                key = b64decode(cfg.public_key)
+                if len(key) != 32:
+                    raise ValueError("an X25519 public key is 32 bytes")
+            except (httpx.HTTPError, ValueError) as exc:
+                log.info("HPKE config not available (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, RETRY_MAX)
+                continue
+            if self.hpke is not None and cfg != self.hpke:
+                log.warning("analyzer HPKE key changed (key id %d -> %d)",
+                            self.hpke.key_id, cfg.key_id)
+            self.hpke, self.hpke_public_key = cfg, key
+            delay = RETRY_INITIAL
+            await asyncio.sleep(HPKE_REFRESH)

@@ -1,0 +1,564 @@
+"""In-process tests of the device service: every endpoint and error case, the outbox under a
+shuffler outage and across a device restart, model following, and the encrypted report contents.
+
+The analyzer is the real app (its lifespan running, real SQLite and HPKE keys under tmp_path),
+reached through an ASGI transport. The shuffler is either a recording fake (to inspect exactly what
+the device uploads and to simulate outages) or, where available, the real shuffler app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from services.analyzer.app import create_app as create_analyzer
+from services.device import cache as device_cache
+from services.device import create_app as create_device
+from shared.crypto import KeyStore, unpack_report
+from shared.policies import randomizer_for
+from shared.protocol import EncryptedReport, ReportUpload
+from shared.settings import Settings
+from tests.services.conftest import (
+    auth,
+    central_task,
+    ldp_task,
+    make_settings,
+    report_maker,
+    running,
+    shuffle_task,
+)
+
+D, K = 3, 4  # the conftest tasks' dimensions
+
+
+@pytest.fixture(autouse=True)
+def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ASGI transport cannot stream, so the device polls; poll fast in tests.
+    monkeypatch.setattr(device_cache, "POLL_INTERVAL", 0.02)
+    monkeypatch.setattr(device_cache, "RETRY_MAX", 0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# A recording fake shuffler
+
+
+@dataclass
+class FakeShuffler:
+    """Accepts ReportUploads like the real shuffler (202 ReportsAccepted); can be made to fail."""
+
+    status: int = 202  # what to answer: 202, or e.g. 503 to simulate an outage
+    uploads: list[tuple[str, list[EncryptedReport]]] = field(default_factory=list)
+    attempts: int = 0
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/tasks/{task}/reports")
+        async def reports(task: str, request: Request) -> JSONResponse:
+            self.attempts += 1
+            if self.status != 202:
+                return JSONResponse({"code": "down", "message": "outage"}, status_code=self.status)
+            upload = ReportUpload.model_validate_json(await request.body())
+            self.uploads.append((task, list(upload.reports)))
+            return JSONResponse({"accepted": len(upload.reports), "duplicates": 0}, 202)
+
+        return app
+
+    def reports(self, task: str | None = None) -> list[EncryptedReport]:
+        return [r for t, rs in self.uploads for r in rs if task is None or t == task]
+
+
+class DeadTransport(httpx.AsyncBaseTransport):
+    """A peer that is down: every request fails to connect."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+
+@dataclass
+class Stack:
+    device: httpx.AsyncClient
+    analyzer: httpx.AsyncClient
+    settings: Settings
+    shuffler: FakeShuffler
+    app: FastAPI
+
+
+@asynccontextmanager
+async def stack(
+    settings: Settings,
+    shuffler: FakeShuffler | None = None,
+    *,
+    analyzer_up: bool = True,
+    wait_ready: bool = True,
+) -> AsyncIterator[Stack]:
+    """Real analyzer + fake shuffler + device, all in-process with their lifespans running."""
+    shuffler = shuffler if shuffler is not None else FakeShuffler()
+    analyzer_app = create_analyzer(settings)
+    async with running(analyzer_app) as analyzer:
+        a_transport: httpx.AsyncBaseTransport = (
+            httpx.ASGITransport(app=analyzer_app) if analyzer_up else DeadTransport()
+        )
+        app = create_device(
+            settings,
+            analyzer_transport=a_transport,
+            shuffler_transport=httpx.ASGITransport(app=shuffler.app()),
+        )
+        async with running(app) as device:
+            if wait_ready:
+                await wait_for(lambda: _ok(device.get("/healthz")), what="device ready")
+            yield Stack(device, analyzer, settings, shuffler, app)
+
+
+async def _ok(coro: Any) -> bool:
+    return (await coro).status_code == 200
+
+
+async def wait_for(cond: Any, timeout: float = 10.0, what: str = "condition") -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if await cond():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def features(rng: np.random.Generator, k: int = K, d: int = D) -> list[list[float]]:
+    x = rng.normal(size=(k, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True) * 1.25  # ||x|| = 0.8 <= L = 1
+    return x.tolist()
+
+
+async def decide(client: httpx.AsyncClient, task: str, feats: list[list[float]]) -> dict:
+    resp = await client.post(f"/v1/tasks/{task}/decide", json={"features": feats})
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+async def status(client: httpx.AsyncClient) -> dict:
+    resp = await client.get("/v1/status")
+    assert resp.status_code == 200
+    return resp.json()
+
+
+def assert_error(resp: httpx.Response, status_code: int, code: str | None = None) -> dict:
+    assert resp.status_code == status_code, resp.text
+    body = resp.json()
+    assert set(body) == {"code", "message"}, body
+    assert body["message"]
+    if code is not None:
+        assert body["code"] == code, body
+    return body
+
+
+# ---------------------------------------------------------------------------------------------
+# decide
+
+
+async def test_health_status_and_decide(settings: Settings) -> None:
+    rng = np.random.default_rng(1)
+    async with stack(settings) as s:
+        health = (await s.device.get("/healthz")).json()
+        assert health["status"] == "ok"
+        st = await status(s.device)
+        assert st == {
+            "tasks": {"shuf": 0, "loc": 0, "cen": 0},
+            "feedbacks": 0,
+            "outbox_pending": 0,
+            "uploaded": 0,
+        }
+        for task in ("shuf", "loc", "cen"):
+            out = await decide(s.device, task, features(rng))
+            assert re.fullmatch(r"[0-9a-f]{32}", out["decision_id"])
+            assert 0 <= out["action"] < K
+            assert out["model_version"] == 0
+
+
+async def test_decide_picks_the_models_argmax(settings: Settings) -> None:
+    # Version 0: θ̃ = 0, so the index is β‖x‖_{V⁻¹} with V = λI: the longest vector wins.
+    async with stack(settings) as s:
+        feats = [[0.1, 0.0, 0.0], [0.0, 0.9, 0.0], [0.0, 0.0, 0.5], [0.3, 0.3, 0.3]]
+        assert (await decide(s.device, "cen", feats))["action"] == 1
+
+
+async def test_decide_ids_are_unique(settings: Settings) -> None:
+    rng = np.random.default_rng(2)
+    async with stack(settings) as s:
+        ids = {(await decide(s.device, "cen", features(rng)))["decision_id"] for _ in range(50)}
+        assert len(ids) == 50
+
+
+async def test_decide_works_without_the_analyzer(settings: Settings) -> None:
+    """No network round trip: with the analyzer unreachable, decide still answers (version 0)
+    while feedback, which needs the analyzer's key, is refused without changing state."""
+    rng = np.random.default_rng(3)
+    async with stack(settings, analyzer_up=False, wait_ready=False) as s:
+        health = await s.device.get("/healthz")
+        assert_error(health, 503, "starting")
+        out = await decide(s.device, "shuf", features(rng))
+        assert out["model_version"] == 0
+        resp = await s.device.post(
+            "/v1/tasks/shuf/feedback", json={"decision_id": out["decision_id"], "reward": 1.0}
+        )
+        assert_error(resp, 503, "no_hpke_key")
+        assert (await status(s.device))["feedbacks"] == 0
+
+
+BAD_DECIDE = [
+    pytest.param("nope", {"features": [[0.1] * D] * K}, 404, "unknown_task", id="unknown-task"),
+    pytest.param("Bad_Id!", {"features": [[0.1] * D] * K}, 404, "unknown_task", id="bad-task-id"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1)}, 422, "wrong_arms", id="too-few-arms"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K + 1)}, 422, "wrong_arms", id="too-many"),
+    pytest.param("cen", {"features": [[0.1] * (D + 1)] * K}, 422, "wrong_dimension", id="d+1"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1) + [[0.1]]}, 422, "wrong_dimension",
+                 id="ragged"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1) + [[1.0, 1.0, 0.0]]}, 422,
+                 "feature_norm", id="norm>L"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1) + [[1e200, 1e200, 0.0]]}, 422,
+                 "feature_norm", id="norm-overflow"),
+    pytest.param("cen", {"features": [["a", 0.1, 0.1]] + [[0.1] * D] * (K - 1)}, 422,
+                 "invalid_request", id="string"),
+    pytest.param("cen", {"features": [[True, 0.1, 0.1]] + [[0.1] * D] * (K - 1)}, 422,
+                 "invalid_request", id="bool"),
+    pytest.param("cen", {"features": [0.1] * K}, 422, "invalid_request", id="flat"),
+    pytest.param("cen", {"features": []}, 422, "invalid_request", id="empty"),
+    pytest.param("cen", {}, 422, "invalid_request", id="missing"),
+    pytest.param("cen", {"features": [[0.1] * D] * K, "user": "x"}, 422, "invalid_request",
+                 id="extra-field"),
+    pytest.param("cen", [1, 2], 422, "invalid_request", id="not-an-object"),
+]
+
+
+@pytest.mark.parametrize(("task", "body", "code", "err"), BAD_DECIDE)
+async def test_decide_rejects(settings: Settings, task: str, body: Any, code: int, err: str):
+    async with stack(settings) as s:
+        before = await status(s.device)
+        assert_error(await s.device.post(f"/v1/tasks/{task}/decide", json=body), code, err)
+        assert await status(s.device) == before
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+async def test_decide_rejects_non_finite(settings: Settings, literal: str) -> None:
+    row = "[0.1, 0.1, 0.1]"
+    body = '{"features": [[' + literal + ", 0.1, 0.1], " + ", ".join([row] * (K - 1)) + "]}"
+    async with stack(settings) as s:
+        resp = await s.device.post(
+            "/v1/tasks/cen/decide", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert_error(resp, 422)
+
+
+async def test_malformed_bodies_and_routes(settings: Settings) -> None:
+    async with stack(settings) as s:
+        headers = {"Content-Type": "application/json"}
+        assert_error(await s.device.post("/v1/tasks/cen/decide", content=b"{not json",
+                                         headers=headers), 422)
+        assert_error(await s.device.post("/v1/tasks/cen/decide", content=b"\xff\xfe",
+                                         headers=headers), 422)
+        huge = b'{"features": [' + b"0," * (3 * 1024 * 1024) + b"0]}"
+        assert_error(await s.device.post("/v1/tasks/cen/decide", content=huge, headers=headers),
+                     413, "payload_too_large")
+        assert_error(await s.device.get("/v1/nothing-here"), 404)
+        assert_error(await s.device.get("/v1/tasks/cen/decide"), 405)
+        assert (await status(s.device))["feedbacks"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# feedback
+
+
+async def test_feedback_queues_a_sealed_report_with_only_the_estimators_inputs(
+    settings: Settings,
+) -> None:
+    """Central mode sends raw (x, r) inside HPKE: decrypting the uploaded report with the
+    analyzer's key gives exactly the chosen arm's features and the reward, behind a fresh
+    16-byte report id and nothing else."""
+    rng = np.random.default_rng(4)
+    async with stack(settings) as s:
+        feats = features(rng)
+        out = await decide(s.device, "cen", feats)
+        resp = await s.device.post(
+            "/v1/tasks/cen/feedback", json={"decision_id": out["decision_id"], "reward": 0.75}
+        )
+        assert resp.status_code == 202, resp.text
+        assert resp.json()["queued"] is True
+        await wait_for(lambda: _delivered(s, 1), what="upload")
+        (report,) = s.shuffler.reports("cen")
+        keys = KeyStore(Path(settings.data_dir) / "analyzer")
+        plaintext = keys.open("cen", report)
+        rand = randomizer_for(central_task().policy)
+        report_id, row_bytes = unpack_report(plaintext, 8 * rand.width)
+        assert len(report_id) == 16
+        row = rand.from_bytes(row_bytes)
+        np.testing.assert_array_equal(row[:D], np.asarray(feats[out["action"]]))
+        assert row[D] == 0.75
+        # The ciphertext is bound to its task: it does not open as another task's report.
+        with pytest.raises(Exception, match="authentication"):
+            keys.open("loc", report)
+        st = await status(s.device)
+        assert st["feedbacks"] == 1 and st["uploaded"] == 1 and st["outbox_pending"] == 0
+
+
+async def _delivered(s: Stack, n: int) -> bool:
+    return len(s.shuffler.reports()) >= n and (await status(s.device))["outbox_pending"] == 0
+
+
+async def test_randomized_reports_for_noisy_tasks(settings: Settings) -> None:
+    """ldp and shuffle tasks send the randomizer's output, not the raw data."""
+    rng = np.random.default_rng(5)
+    async with stack(settings) as s:
+        for task in ("loc", "shuf"):
+            out = await decide(s.device, task, features(rng))
+            resp = await s.device.post(
+                f"/v1/tasks/{task}/feedback", json={"decision_id": out["decision_id"], "reward": 1}
+            )
+            assert resp.status_code == 202, resp.text
+        await wait_for(lambda: _delivered(s, 2), what="upload")
+        keys = KeyStore(Path(settings.data_dir) / "analyzer")
+        for task, cfg in (("loc", ldp_task()), ("shuf", shuffle_task())):
+            (report,) = s.shuffler.reports(task)
+            rand = randomizer_for(cfg.policy)
+            width = len(rand.to_bytes(np.zeros(rand.width)))
+            _, row_bytes = unpack_report(keys.open(task, report), width)
+            row = rand.from_bytes(row_bytes)
+            assert row.shape == (rand.width,)
+            if task == "shuf":
+                assert set(np.unique(row)) <= {0.0, 1.0}
+
+
+async def test_feedback_errors_change_nothing(settings: Settings) -> None:
+    rng = np.random.default_rng(6)
+    async with stack(settings) as s:
+        out = await decide(s.device, "cen", features(rng))
+        did = out["decision_id"]
+        before = await status(s.device)
+        cases = [
+            ("cen", {"decision_id": "0" * 32, "reward": 1.0}, 404, "unknown_decision"),
+            ("loc", {"decision_id": did, "reward": 1.0}, 404, "unknown_decision"),  # other task
+            ("nope", {"decision_id": did, "reward": 1.0}, 404, "unknown_task"),
+            ("cen", {"decision_id": did, "reward": 1.5}, 422, "invalid_request"),
+            ("cen", {"decision_id": did, "reward": -0.1}, 422, "invalid_request"),
+            ("cen", {"decision_id": did, "reward": "1"}, 422, "invalid_request"),
+            ("cen", {"decision_id": did}, 422, "invalid_request"),
+            ("cen", {"decision_id": did.upper(), "reward": 1.0}, 422, "invalid_request"),
+            ("cen", {"decision_id": did[:-1], "reward": 1.0}, 422, "invalid_request"),
+            ("cen", {"decision_id": did, "reward": 1.0, "x": 1}, 422, "invalid_request"),
+        ]
+        for task, body, code, err in cases:
+            resp = await s.device.post(f"/v1/tasks/{task}/feedback", json=body)
+            assert_error(resp, code, err)
+        nan = '{"decision_id": "' + did + '", "reward": NaN}'
+        resp = await s.device.post("/v1/tasks/cen/feedback", content=nan,
+                                   headers={"Content-Type": "application/json"})
+        assert_error(resp, 422)
+        assert await status(s.device) == before
+        # The decision is still open: a valid feedback now succeeds, a second one is a conflict.
+        ok = await s.device.post("/v1/tasks/cen/feedback", json={"decision_id": did, "reward": 1})
+        assert ok.status_code == 202, ok.text
+        again = await s.device.post("/v1/tasks/cen/feedback", json={"decision_id": did,
+                                                                    "reward": 0})
+        assert_error(again, 409, "decision_used")
+        assert (await status(s.device))["feedbacks"] == 1
+
+
+async def test_concurrent_double_feedback_counts_once(settings: Settings) -> None:
+    rng = np.random.default_rng(7)
+    async with stack(settings) as s:
+        for _ in range(5):
+            did = (await decide(s.device, "cen", features(rng)))["decision_id"]
+            body = {"decision_id": did, "reward": 0.5}
+            results = await asyncio.gather(
+                *(s.device.post("/v1/tasks/cen/feedback", json=body) for _ in range(4))
+            )
+            codes = sorted(r.status_code for r in results)
+            assert codes == [202, 409, 409, 409], codes
+        await wait_for(lambda: _delivered(s, 5), what="uploads")
+        assert len(s.shuffler.reports()) == 5
+        assert (await status(s.device))["feedbacks"] == 5
+
+
+async def test_decision_vector_is_erased_after_feedback(settings: Settings) -> None:
+    import sqlite3
+
+    rng = np.random.default_rng(8)
+    async with stack(settings) as s:
+        did = (await decide(s.device, "cen", features(rng)))["decision_id"]
+        db = Path(settings.data_dir) / "device" / "device.sqlite3"
+        with sqlite3.connect(db) as conn:
+            (x,) = conn.execute("SELECT x FROM decisions WHERE id = ?", (did,)).fetchone()
+            assert x is not None and len(x) == 8 * D
+        resp = await s.device.post("/v1/tasks/cen/feedback", json={"decision_id": did,
+                                                                   "reward": 0})
+        assert resp.status_code == 202
+        with sqlite3.connect(db) as conn:
+            (x,) = conn.execute("SELECT x FROM decisions WHERE id = ?", (did,)).fetchone()
+            assert x is None
+
+
+# ---------------------------------------------------------------------------------------------
+# outbox: outages and restarts
+
+
+async def give_feedbacks(s: Stack, task: str, n: int, rng: np.random.Generator) -> None:
+    for _ in range(n):
+        did = (await decide(s.device, task, features(rng)))["decision_id"]
+        resp = await s.device.post(f"/v1/tasks/{task}/feedback",
+                                   json={"decision_id": did, "reward": float(rng.uniform())})
+        assert resp.status_code == 202, resp.text
+
+
+async def test_shuffler_outage_loses_nothing(settings: Settings) -> None:
+    rng = np.random.default_rng(9)
+    shuffler = FakeShuffler(status=503)
+    async with stack(settings, shuffler) as s:
+        await give_feedbacks(s, "cen", 30, rng)
+        await give_feedbacks(s, "loc", 20, rng)
+        await wait_for(lambda: _attempted(shuffler), what="a failed attempt")
+        st = await status(s.device)
+        assert st["feedbacks"] == 50 and st["outbox_pending"] == 50 and st["uploaded"] == 0
+        assert shuffler.reports() == []
+        shuffler.status = 202  # the shuffler comes back
+        await wait_for(lambda: _delivered(s, 50), timeout=15, what="drain after outage")
+        st = await status(s.device)
+        assert st["uploaded"] == 50 and st["outbox_pending"] == 0
+        cts = [r.ct for r in shuffler.reports()]
+        assert len(cts) == len(set(cts)) == 50
+        assert len(shuffler.reports("cen")) == 30 and len(shuffler.reports("loc")) == 20
+        # Uploads are batched (one task per upload, at most 100 per upload).
+        assert all(len(rs) <= 100 and len({t}) == 1 for t, rs in shuffler.uploads)
+
+
+async def _attempted(shuffler: FakeShuffler) -> bool:
+    return shuffler.attempts > 0
+
+
+async def test_permanently_refused_reports_are_dead_lettered(settings: Settings) -> None:
+    rng = np.random.default_rng(10)
+    shuffler = FakeShuffler(status=422)
+    async with stack(settings, shuffler) as s:
+        await give_feedbacks(s, "cen", 3, rng)
+        await wait_for(lambda: _outbox_empty(s), what="dead-lettering")
+        metrics = (await s.device.get("/metrics")).text
+        assert "privbandit_device_dead_letters 3.0" in metrics
+        assert (await status(s.device))["uploaded"] == 0
+
+
+async def _outbox_empty(s: Stack) -> bool:
+    return (await status(s.device))["outbox_pending"] == 0
+
+
+async def test_outbox_survives_a_device_restart(settings: Settings) -> None:
+    rng = np.random.default_rng(11)
+    down = FakeShuffler(status=503)
+    async with stack(settings, down) as s:
+        await give_feedbacks(s, "cen", 12, rng)
+        assert (await status(s.device))["outbox_pending"] == 12
+    up = FakeShuffler()
+    async with stack(settings, up) as s:
+        await wait_for(lambda: _delivered(s, 12), what="upload after restart")
+        st = await status(s.device)
+        assert st["feedbacks"] == 12 and st["uploaded"] == 12
+        assert len(up.reports("cen")) == 12
+
+
+async def test_lost_acknowledgement_resends_identical_bytes(settings: Settings) -> None:
+    """If the shuffler stored an upload but its 202 was lost, the device re-sends the very same
+    ciphertexts (which the shuffler and the analyzer recognise), never fresh ones."""
+    rng = np.random.default_rng(12)
+    seen: list[list[str]] = []
+    fail_first = {"left": 1}
+
+    app = FastAPI()
+
+    @app.post("/v1/tasks/{task}/reports")
+    async def reports(task: str, request: Request) -> JSONResponse:
+        upload = ReportUpload.model_validate_json(await request.body())
+        seen.append([r.ct for r in upload.reports])
+        if fail_first["left"]:
+            fail_first["left"] -= 1
+            return JSONResponse({"code": "x", "message": "lost"}, status_code=500)
+        return JSONResponse({"accepted": len(upload.reports), "duplicates": 0}, 202)
+
+    analyzer_app = create_analyzer(settings)
+    async with running(analyzer_app):
+        device_app = create_device(
+            settings,
+            analyzer_transport=httpx.ASGITransport(app=analyzer_app),
+            shuffler_transport=httpx.ASGITransport(app=app),
+        )
+        async with running(device_app) as device:
+            await wait_for(lambda: _ok(device.get("/healthz")), what="ready")
+            s = Stack(device, device, settings, FakeShuffler(), device_app)
+            await give_feedbacks(s, "cen", 1, rng)
+            await wait_for(lambda: _outbox_empty(s), what="delivery")
+    assert len(seen) == 2 and seen[0] == seen[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# model following
+
+
+async def test_device_follows_new_models(settings: Settings) -> None:
+    """Batches posted to the analyzer publish new models; the device picks them up (by ETag
+    polling here, since an in-process transport cannot stream) and decides with them."""
+    async with stack(settings) as s:
+        hpke = (await s.analyzer.get("/v1/hpke-config")).json()
+        from shared.protocol import HpkeConfig
+
+        make = report_maker(HpkeConfig.model_validate(hpke), seed=3)
+        cfg = central_task()
+        for i in range(40):
+            body = {"batch_id": f"{i:032x}",
+                    "reports": [r.model_dump() for r in make(cfg, 1)]}
+            resp = await s.analyzer.post("/v1/tasks/cen/batches", json=body, headers=auth())
+            assert resp.status_code == 200, resp.text
+        target = (await s.analyzer.get("/v1/tasks/cen/model")).json()["version"]
+        assert target > 0
+        await wait_for(lambda: _version_is(s, "cen", target), what="model update")
+        out = await decide(s.device, "cen", features(np.random.default_rng(0)))
+        assert out["model_version"] == target
+        metrics = (await s.device.get("/metrics")).text
+        assert f'privbandit_device_model_version{{task="cen"}} {float(target)}' in metrics
+
+
+async def _version_is(s: Stack, task: str, version: int) -> bool:
+    return (await status(s.device))["tasks"][task] == version
+
+
+async def test_metrics(settings: Settings) -> None:
+    rng = np.random.default_rng(13)
+    async with stack(settings) as s:
+        await give_feedbacks(s, "loc", 3, rng)
+        await s.device.post("/v1/tasks/nope/decide", json={"features": [[0.0] * D] * K})
+        await wait_for(lambda: _outbox_empty(s), what="delivery")
+        text = (await s.device.get("/metrics")).text
+        assert 'privbandit_device_decisions_total{task="loc"} 3.0' in text
+        assert 'privbandit_device_feedbacks_total{task="loc"} 3.0' in text
+        assert 'privbandit_device_requests_rejected_total{code="unknown_task"} 1.0' in text
+        assert 'privbandit_device_upload_events_total{event="uploaded"} 3.0' in text
+        # Two apps in one process keep separate registries.
+        other = create_device(make_settings(Path(settings.data_dir).parent / "other"))
+        async with running(other) as c2:
+            text2 = (await c2.get("/metrics")).text
+            assert 'privbandit_device_decisions_total{task="loc"}' not in text2
+
+
+async def test_status_is_json_of_the_protocol_message(settings: Settings) -> None:
+    async with stack(settings) as s:
+        body = (await s.device.get("/v1/status")).json()
+        from shared.protocol import DeviceStatus
+
+        DeviceStatus.model_validate_json(json.dumps(body))
