@@ -9,6 +9,8 @@ composes over its own reports and keeps its own ledger; the figures here are per
 
 from __future__ import annotations
 
+from typing import Literal
+
 from shared.accounting.garcelon import theorem5_epsilon
 from shared.accounting.ledger import PrivacyLedger
 from shared.accounting.rdp import rdp_to_dp
@@ -66,14 +68,24 @@ def shuffle_ledger(
     T: int | None = None,
     d: int = 5,
     m: int = 1,
+    aggregation: Literal["reports", "secure-sum"] = "reports",
 ) -> PrivacyLedger:
     """Shuffle model, transport ``reports``: the analyzer sees the shuffled multiset of reports.
+
+    ``aggregation="secure-sum"`` delegates to ``sum_only.secure_sum_ledger`` (the analyzer sees only
+    the batch sums); everything below describes ``"reports"``.
 
     ldp: ε0-LDP per report (Garcelon Prop. 4), δ = 0. central: Feldman–McMillan–Talwar numerical
     amplification bound (Thm 3.2) for an ε0-LDP randomizer among ``batch_size`` reports, at the
     given δ. ``central_epsilon_paper``: Garcelon Thm 5 (Eq. 3) for the whole sequence of batch
     statistics over horizon T with δ0 = δ/2 (None without T or where its conditions fail).
     """
+    if aggregation == "secure-sum":
+        from shared.accounting.sum_only import secure_sum_ledger
+
+        return secure_sum_ledger(eps0, batch_size, delta, T=T, d=d, m=m)
+    if aggregation != "reports":
+        raise ValueError(f"unknown aggregation {aggregation!r}")
     central = shuffle_epsilon(eps0, batch_size, delta)
     paper = None if T is None else theorem5_epsilon(eps0, batch_size, delta, T, d, m)
     return PrivacyLedger(

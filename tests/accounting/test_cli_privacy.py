@@ -153,3 +153,13 @@ def test_ledger_builders() -> None:
     central = ledgers.central_ledger(2.0, 0.5, 1e-6)
     assert central.ldp_epsilon is None
     assert central.central_epsilon == rdp_to_dp(2.0, 0.5, 1e-6)
+
+
+def test_shuffle_ledger_dispatches_secure_sum() -> None:
+    from shared.accounting.sum_only import sum_only_epsilon
+
+    sums = ledgers.shuffle_ledger(16.0, 300, 1e-6, aggregation="secure-sum")
+    assert sums.model_dump()["aggregation"] == "secure-sum"
+    assert sums.central_epsilon == pytest.approx(sum_only_epsilon(16.0, 300, 1e-6, 5, 1))
+    with pytest.raises(ValueError):
+        ledgers.shuffle_ledger(1.0, 10, 1e-6, aggregation="bogus")  # type: ignore[arg-type]
