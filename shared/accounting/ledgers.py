@@ -9,11 +9,12 @@ composes over its own reports and keeps its own ledger; the figures here are per
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from shared.accounting.garcelon import theorem5_epsilon
 from shared.accounting.ledger import PrivacyLedger
-from shared.accounting.rdp import rdp_to_dp
+from shared.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
 from shared.accounting.shuffle import shuffle_epsilon
 
 COMPOSITION = (
@@ -107,16 +108,26 @@ def shuffle_ledger(
 
 
 def central_ledger(alpha: float, rdp_eps: float, delta: float) -> PrivacyLedger:
-    """Trusted analyzer (Azize–Basu AdaR-OFUL): (α, ε)-RDP and its (ε, δ) conversion."""
+    """Trusted analyzer (Azize–Basu AdaR-OFUL): (α, ε)-RDP and its (ε, δ) conversion.
+
+    The episode noise is a Gaussian mechanism with σ/Δ = √(α/(2ε)), so its whole RDP curve
+    α' ↦ α'Δ²/(2σ²) is known; dp-accounting's RDP accountant converts that curve to (ε, δ) (the
+    best order wins), which is never above the single-order conversion at α (also reported).
+    """
+    single = rdp_to_dp(alpha, rdp_eps, delta)
+    sigma_over_delta = math.sqrt(alpha / (2.0 * rdp_eps))
+    curve = gaussian_dp_epsilon_via_dp_accounting(sigma_over_delta, 1.0, delta)
     return PrivacyLedger(
         threat_model="central",
         rdp_alpha=alpha,
         rdp_epsilon=rdp_eps,
-        central_epsilon=rdp_to_dp(alpha, rdp_eps, delta),
+        central_epsilon=min(curve, single),
         central_delta=delta,
         accounting=(
             f"(α, ε)-RDP of the Gaussian mechanism per adaptive episode (Azize–Basu 2023), "
-            f"α={alpha:g}, ε={rdp_eps:g}; (ε, δ) by the Canonne–Kamath–Steinke conversion at the "
-            f"single order α; trusted analyzer, no local guarantee; {COMPOSITION}"
+            f"α={alpha:g}, ε={rdp_eps:g}, noise σ/Δ={sigma_over_delta:.4g}; (ε, δ) from the "
+            f"mechanism's full RDP curve by dp-accounting's RdpAccountant (single-order "
+            f"conversion at α: {single:.4g}); trusted analyzer, no local guarantee; {COMPOSITION}"
         ),
+        central_epsilon_single_order=single,
     )

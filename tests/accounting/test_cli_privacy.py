@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from shared.accounting import ledgers
 from shared.accounting.ledger import PrivacyLedger
-from shared.accounting.rdp import rdp_to_dp
+from shared.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
 from shared.accounting.shuffle import shuffle_epsilon
 from shared.cli_privacy import add_privacy_parser, run_privacy
 
@@ -86,7 +87,10 @@ def test_other_threat_models(tmp_path: Path) -> None:
     assert code == 0
     assert_all_fields(data)
     assert data["rdp_alpha"] == 4.0 and data["rdp_epsilon"] == 1.0
-    assert data["central_epsilon"] == pytest.approx(rdp_to_dp(4.0, 1.0, 1e-6))
+    # Full RDP curve of the episode Gaussian (σ/Δ = √(α/2ε)), never above the single order.
+    curve = gaussian_dp_epsilon_via_dp_accounting(math.sqrt(4.0 / 2.0), 1.0, 1e-6)
+    assert data["central_epsilon"] == pytest.approx(curve)
+    assert data["central_epsilon"] <= rdp_to_dp(4.0, 1.0, 1e-6)
     assert data["ldp_epsilon"] is None and data["central_epsilon_paper"] is None
 
     code, data = run(["--threat-model", "ldp", "--epsilon", "1", "--delta", "1e-5"], tmp_path)
@@ -152,7 +156,10 @@ def test_ledger_builders() -> None:
     assert binary.ldp_delta == binary.central_delta == 0.0
     central = ledgers.central_ledger(2.0, 0.5, 1e-6)
     assert central.ldp_epsilon is None
-    assert central.central_epsilon == rdp_to_dp(2.0, 0.5, 1e-6)
+    curve = gaussian_dp_epsilon_via_dp_accounting(math.sqrt(2.0 / (2 * 0.5)), 1.0, 1e-6)
+    assert central.central_epsilon == pytest.approx(curve)
+    assert central.central_epsilon_single_order == rdp_to_dp(2.0, 0.5, 1e-6)
+    assert central.central_epsilon < central.central_epsilon_single_order
 
 
 def test_shuffle_ledger_dispatches_secure_sum() -> None:
