@@ -18,7 +18,7 @@ demo: $(STAMP)
 		--json out/demo.json --plot out/demo.png
 
 test: $(STAMP)
-	$(BIN)/ruff check shared services tests bench load
+	$(BIN)/ruff check .
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
