@@ -18,6 +18,7 @@ import secrets
 import stat
 from pathlib import Path
 
+import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -31,6 +32,7 @@ from shared.protocol import (
     b64decode,
     b64encode,
 )
+from shared.randomizers.base import Randomizer
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,12 @@ def ciphertext_length(row_bytes: int) -> int:
     """Length of the AEAD ciphertext (without the encapsulated key) of a report whose randomizer
     row is ``row_bytes`` long. All reports of a task have this length, which is public."""
     return REPORT_ID_BYTES + row_bytes + TAG_BYTES
+
+
+def row_length(randomizer: Randomizer) -> int:
+    """Length of one report row's wire form (``Randomizer.to_bytes``); an all-zero row is a
+    valid row for every randomizer (all-zero bits, zero floats, x = 0 and r = 0)."""
+    return len(randomizer.to_bytes(np.zeros(randomizer.width)))
 
 
 def _public_key(public_key: bytes | X25519PublicKey) -> X25519PublicKey:

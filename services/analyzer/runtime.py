@@ -19,7 +19,7 @@ import numpy as np
 from services.analyzer.metrics import AnalyzerMetrics
 from services.analyzer.store import BatchResult, Store
 from shared.accounting.ledger import PrivacyLedger
-from shared.crypto import CryptoError, KeyStore, unpack_report
+from shared.crypto import CryptoError, KeyStore, row_length, unpack_report
 from shared.policies import Policy, build_policy, randomizer_for
 from shared.policies.model import Model
 from shared.protocol import BatchAck, BatchUpload, ModelMessage, TaskInfo
@@ -32,8 +32,7 @@ DB_FILE = "analyzer.sqlite3"
 
 def row_wire_bytes(config: TaskConfig) -> int:
     """Length of one report row's wire form (``Randomizer.to_bytes``) for a task."""
-    rand = randomizer_for(config.policy)
-    return len(rand.to_bytes(np.zeros(rand.width)))  # an all-zero row is valid for every kind
+    return row_length(randomizer_for(config.policy))
 
 
 def model_message(task: str, model: Model) -> ModelMessage:

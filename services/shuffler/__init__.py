@@ -1,0 +1,1 @@
+"""The privbandit shuffler service (``python -m services.shuffler``)."""

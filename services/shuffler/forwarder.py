@@ -1,0 +1,219 @@
+"""Group commit of uploads and delivery of formed batches to the analyzer.
+
+``Committer`` funnels concurrent uploads into one SQLite transaction per group (uploads arriving
+while a commit is in progress form the next group), so a 202 costs a share of one fsync.
+
+``Forwarder`` runs one delivery loop per task: it posts the oldest unacknowledged batch (batch id
+and ciphertexts in the stored shuffled order — nothing else) with the shuffler's bearer token and
+retries with exponential backoff until it gets a 200 ``BatchAck`` for that batch id, then marks it
+acknowledged. Batches of one task are delivered in formation order, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+
+import anyio.to_thread
+import httpx
+from pydantic import ValidationError
+
+from services.shuffler.metrics import ShufflerMetrics
+from services.shuffler.store import AcceptResult, Batch, Store, Upload
+from shared.protocol import BatchAck, BatchUpload, EncryptedReport
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_GROUP = 256  # uploads per group commit
+HTTP_TIMEOUT = 60.0  # seconds; a batch of l = 100 000 reports takes a while to ingest
+
+
+class ShuttingDown(Exception):
+    """The service stopped before an upload could be committed."""
+
+
+class Committer:
+    """Serialises uploads into group commits on a worker thread."""
+
+    def __init__(self, store: Store, metrics: ShufflerMetrics, forwarder: Forwarder) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.forwarder = forwarder
+        # None is the stop sentinel.
+        self._queue: asyncio.Queue[tuple[Upload, asyncio.Future[AcceptResult]] | None] = (
+            asyncio.Queue()
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="shuffler-committer")
+
+    async def stop(self) -> None:
+        """Finish the group in progress (its clients get their answers), then stop."""
+        if self._task is None:
+            return
+        self._stopping = True
+        await self._queue.put(None)
+        await self._task
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is not None and not item[1].done():
+                item[1].set_exception(ShuttingDown("the shuffler is shutting down"))
+
+    async def submit(self, task: str, reports: Sequence[EncryptedReport]) -> AcceptResult:
+        """Return once the reports are durable (or raise; then nothing of them was stored)."""
+        if self._task is None or self._task.done() or self._stopping:
+            raise ShuttingDown("the shuffler is not accepting reports")
+        fut: asyncio.Future[AcceptResult] = asyncio.get_running_loop().create_future()
+        await self._queue.put((Upload(task, reports), fut))
+        # shield: a client that goes away must not cancel the group commit it is part of.
+        return await asyncio.shield(fut)
+
+    async def _run(self) -> None:
+        while True:
+            first = await self._queue.get()
+            if first is None:
+                return
+            group = [first]
+            while len(group) < MAX_GROUP and not self._queue.empty():
+                item = self._queue.get_nowait()
+                if item is None:
+                    # Stop after this group; put the sentinel back for the next turn.
+                    self._queue.put_nowait(None)
+                    break
+                group.append(item)
+            await self._commit(group)
+
+    async def _commit(self, group: list[tuple[Upload, asyncio.Future[AcceptResult]]]) -> None:
+        uploads = [upload for upload, _ in group]
+        started = time.perf_counter()
+        try:
+            results, formed = await anyio.to_thread.run_sync(self.store.accept, uploads)
+        except Exception as exc:
+            log.exception("group commit of %d uploads failed", len(group))
+            for _, fut in group:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        self.metrics.commit_seconds.observe(time.perf_counter() - started)
+        self.metrics.commit_group.observe(len(group))
+        for (upload, fut), result in zip(group, results, strict=True):
+            self.metrics.reports_accepted.labels(upload.task).inc(result.accepted)
+            self.metrics.reports_duplicate.labels(upload.task).inc(result.duplicates)
+            if not fut.done():
+                fut.set_result(result)
+        for task, n in formed.items():
+            self.metrics.batches_formed.labels(task).inc(n)
+            self.forwarder.wake(task)
+
+
+class Forwarder:
+    """Delivers formed batches to the analyzer, exactly as stored, until acknowledged."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        metrics: ShufflerMetrics,
+        client: httpx.AsyncClient,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.metrics = metrics
+        self.client = client
+        self.tasks = [t.id for t in settings.tasks if t.aggregation == "reports"]
+        self.last_error: dict[str, str | None] = {t: None for t in self.tasks}
+        self._wake = {t: asyncio.Event() for t in self.tasks}
+        self._loops: list[asyncio.Task[None]] = []
+        self._jitter = secrets.SystemRandom()
+
+    def start(self) -> None:
+        for task in self.tasks:
+            # Un-acknowledged batches from before a restart are picked up at once.
+            self._wake[task].set()
+            self._loops.append(asyncio.create_task(self._run(task), name=f"forward-{task}"))
+
+    async def stop(self) -> None:
+        for loop in self._loops:
+            loop.cancel()
+        for loop in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        self._loops.clear()
+
+    def wake(self, task: str) -> None:
+        if task in self._wake:
+            self._wake[task].set()
+
+    async def _run(self, task: str) -> None:
+        initial, ceiling = self.settings.retry_initial, self.settings.retry_max
+        delay = initial
+        event = self._wake[task]
+        while True:
+            # Clear before looking: a batch formed after the look sets the event again.
+            event.clear()
+            batch = await anyio.to_thread.run_sync(self.store.next_unacked, task)
+            if batch is None:
+                await event.wait()
+                continue
+            if await self._deliver(batch):
+                await anyio.to_thread.run_sync(self.store.acknowledge, batch.batch_id)
+                self.metrics.batches_acknowledged.labels(task).inc()
+                self.last_error[task] = None
+                delay = initial
+                continue
+            # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
+            await asyncio.sleep(delay * (0.5 + self._jitter.random()))
+            delay = min(2 * delay, ceiling)
+
+    async def _deliver(self, batch: Batch) -> bool:
+        """One delivery attempt; True iff the analyzer acknowledged this batch id."""
+        task = batch.task
+        body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
+        try:
+            resp = await self.client.post(
+                f"/v1/tasks/{task}/batches",
+                content=body,
+                headers={
+                    "Authorization": f"Bearer {self.settings.shuffler_token}",
+                    "Content-Type": "application/json",
+                },
+            )
+        except httpx.HTTPError as exc:
+            return self._failed(task, batch, "transport", f"{type(exc).__name__}: {exc}")
+        if resp.status_code != 200:
+            reason = "client_error" if 400 <= resp.status_code < 500 else "server_error"
+            try:
+                detail = resp.json()
+                detail = f"{detail.get('code')}: {detail.get('message')}"
+            except (ValueError, AttributeError):
+                detail = resp.text[:200]
+            return self._failed(task, batch, reason, f"HTTP {resp.status_code} {detail}")
+        try:
+            ack = BatchAck.model_validate_json(resp.content)
+        except ValidationError:
+            return self._failed(task, batch, "bad_ack", "analyzer answered 200 without a BatchAck")
+        if ack.batch_id != batch.batch_id:
+            return self._failed(
+                task, batch, "bad_ack", f"analyzer acknowledged {ack.batch_id}, not this batch"
+            )
+        log.info(
+            "task %s batch %s acknowledged: counted=%d rejected=%d duplicates=%d replayed=%s",
+            task, batch.batch_id, ack.counted, ack.rejected, ack.duplicates, ack.replayed,
+        )
+        return True
+
+    def _failed(self, task: str, batch: Batch, reason: str, detail: str) -> bool:
+        message = f"batch {batch.batch_id}: {detail}"
+        self.last_error[task] = message
+        self.metrics.forward_failures.labels(task, reason).inc()
+        # A 4xx will not fix itself (wrong token, configs that disagree): say so loudly.
+        level = logging.ERROR if reason == "client_error" else logging.WARNING
+        log.log(level, "task %s: delivery failed, will retry: %s", task, message)
+        return False

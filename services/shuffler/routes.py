@@ -1,0 +1,151 @@
+"""HTTP routes of the shuffler (spec §4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from services.shuffler.forwarder import Committer, Forwarder, ShuttingDown
+from services.shuffler.metrics import ShufflerMetrics
+from services.shuffler.store import Store
+from services.shuffler.web import ApiError
+from shared.crypto import ENC_BYTES
+from shared.protocol import (
+    ErrorBody,
+    ReportsAccepted,
+    ReportUpload,
+    ShufflerStatus,
+    TaskQueueStatus,
+    b64decode,
+)
+from shared.settings import Settings, TaskConfig
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the shuffler knows of a task: public parameters only."""
+
+    config: TaskConfig
+    ct_bytes: int  # every report of the task has exactly this ciphertext length
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+
+@dataclass
+class ShufflerRuntime:
+    settings: Settings
+    store: Store
+    tasks: dict[str, TaskSpec]
+    committer: Committer
+    forwarder: Forwarder
+    metrics: ShufflerMetrics
+
+
+router = APIRouter()
+
+
+def get_runtime(request: Request) -> ShufflerRuntime:
+    return request.app.state.runtime
+
+
+RuntimeDep = Annotated[ShufflerRuntime, Depends(get_runtime)]
+
+
+def get_store(runtime: RuntimeDep) -> Store:
+    return runtime.store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+
+
+def get_task(task: str, runtime: RuntimeDep) -> TaskSpec:
+    spec = runtime.tasks.get(task)
+    if spec is None:
+        raise ApiError(404, "unknown_task", f"no task {task!r} on this shuffler")
+    return spec
+
+
+TaskDep = Annotated[TaskSpec, Depends(get_task)]
+
+ERRORS = {
+    404: {"model": ErrorBody},
+    413: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+    503: {"model": ErrorBody},
+}
+
+
+@router.get("/healthz")
+async def healthz(runtime: RuntimeDep) -> dict[str, object]:
+    return {"status": "ok", "service": "shuffler", "tasks": sorted(runtime.tasks)}
+
+
+def _status(runtime: ShufflerRuntime) -> ShufflerStatus:
+    out = []
+    for spec in runtime.tasks.values():
+        c = runtime.store.counts(spec.id)
+        runtime.metrics.pending.labels(spec.id).set(c.pending)
+        out.append(
+            TaskQueueStatus(
+                task=spec.id,
+                batch_size=spec.config.batch_size,
+                pending=c.pending,
+                accepted=c.accepted,
+                batches_formed=c.batches_formed,
+                batches_acknowledged=c.batches_acknowledged,
+                batches_in_flight=c.batches_formed - c.batches_acknowledged,
+                last_error=runtime.forwarder.last_error.get(spec.id),
+            )
+        )
+    return ShufflerStatus(tasks=out)
+
+
+@router.get("/v1/status")
+async def status(runtime: RuntimeDep) -> ShufflerStatus:
+    return await run_in_threadpool(_status, runtime)
+
+
+@router.get("/metrics")
+async def metrics(runtime: RuntimeDep) -> Response:
+    await run_in_threadpool(_status, runtime)  # refreshes the pending gauges
+    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.post("/v1/tasks/{task}/reports", status_code=202, responses=ERRORS)
+async def post_reports(upload: ReportUpload, spec: TaskDep, runtime: RuntimeDep) -> JSONResponse:
+    """Accept ciphertexts; 202 only once they are durable. Identical ciphertexts are dropped."""
+    if spec.config.aggregation != "reports":
+        raise ApiError(
+            501,
+            "unsupported_aggregation",
+            f"task {spec.id!r} uses {spec.config.aggregation} aggregation, which this shuffler "
+            "does not implement; no report was stored",
+        )
+    # All reports of a task have one public length; anything else cannot be a report of this
+    # task (the analyzer would reject it), and equal lengths leak nothing in the batch.
+    for i, report in enumerate(upload.reports):
+        enc, ct = len(b64decode(report.enc)), len(b64decode(report.ct))
+        if enc != ENC_BYTES or ct != spec.ct_bytes:
+            raise ApiError(
+                422,
+                "bad_report_size",
+                f"reports[{i}]: task {spec.id!r} takes enc of {ENC_BYTES} bytes and ct of "
+                f"{spec.ct_bytes} bytes, got {enc} and {ct}; no report was stored",
+            )
+    try:
+        result = await runtime.committer.submit(spec.id, upload.reports)
+    except ShuttingDown as exc:
+        raise ApiError(503, "unavailable", str(exc)) from exc
+    except Exception as exc:
+        raise ApiError(
+            503, "storage_error", "reports could not be stored; retry later (none was accepted)"
+        ) from exc
+    body = ReportsAccepted(accepted=result.accepted, duplicates=result.duplicates)
+    return JSONResponse(body.model_dump(), status_code=202)

@@ -1,0 +1,265 @@
+"""The shuffler's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
+
+Tables
+- ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task (duplicate detection; the
+  only trace kept of a report once its batch is acknowledged).
+- ``pending``: accepted reports waiting for their task's batch to fill (ciphertext bytes only).
+- ``batches`` / ``batch_reports``: formed batches with their members in shuffled order. Members are
+  deleted when the analyzer acknowledges the batch; the batch row (id, task, size) stays.
+- ``counters``: per-task totals.
+
+``accept`` makes uploads durable and forms every batch that became full in the SAME transaction,
+so a report is, at every instant on disk, in exactly one of: pending, an unacknowledged batch, or
+an acknowledged batch (counted by the analyzer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.protocol import EncryptedReport, b64decode, b64encode
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (
+    task TEXT PRIMARY KEY,
+    accepted INTEGER NOT NULL DEFAULT 0,
+    duplicates INTEGER NOT NULL DEFAULT 0,
+    batches_formed INTEGER NOT NULL DEFAULT 0,
+    batches_acknowledged INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS seen (
+    task TEXT NOT NULL,
+    hash BLOB NOT NULL,
+    PRIMARY KEY (task, hash)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pending (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    task TEXT NOT NULL,
+    key_id INTEGER NOT NULL,
+    enc BLOB NOT NULL,
+    ct BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pending_by_task ON pending (task, seq);
+CREATE TABLE IF NOT EXISTS batches (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    batch_id TEXT NOT NULL UNIQUE,
+    task TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    acked INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS unacked_by_task ON batches (task, acked, seq);
+CREATE TABLE IF NOT EXISTS batch_reports (
+    batch_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    key_id INTEGER NOT NULL,
+    enc BLOB NOT NULL,
+    ct BLOB NOT NULL,
+    PRIMARY KEY (batch_id, position)
+) WITHOUT ROWID;
+"""
+
+# Shuffling uses the OS CSPRNG: the permutation is what hides arrival order from the analyzer.
+_CSPRNG = secrets.SystemRandom()
+
+
+def report_hash(report: EncryptedReport) -> bytes:
+    """sha256(enc ‖ ct): identical ciphertexts are the same report."""
+    return hashlib.sha256(b64decode(report.enc) + b64decode(report.ct)).digest()
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One device upload: reports for one task."""
+
+    task: str
+    reports: Sequence[EncryptedReport]
+
+
+@dataclass(frozen=True)
+class AcceptResult:
+    accepted: int
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: str
+    task: str
+    reports: list[EncryptedReport]
+
+
+@dataclass(frozen=True)
+class TaskCounts:
+    pending: int
+    accepted: int
+    duplicates: int
+    batches_formed: int
+    batches_acknowledged: int
+
+
+def open_db(path: Path) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL, synchronous=FULL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+class Store:
+    """Thread-safe access to the shuffler's SQLite file (one connection behind a lock)."""
+
+    def __init__(self, path: Path, batch_sizes: dict[str, int]) -> None:
+        self.path = path
+        self.batch_sizes = dict(batch_sizes)
+        self._conn = open_db(path)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.executescript(SCHEMA)
+            self._conn.executemany(
+                "INSERT OR IGNORE INTO counters (task) VALUES (?)", [(t,) for t in batch_sizes]
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def accept(self, uploads: Sequence[Upload]) -> tuple[list[AcceptResult], dict[str, int]]:
+        """Make a group of uploads durable in one transaction (group commit) and form every batch
+        that became full. Returns one result per upload and the batches formed per task."""
+        results: list[AcceptResult] = []
+        touched: set[str] = set()
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for upload in uploads:
+                    accepted = duplicates = 0
+                    for report in upload.reports:
+                        cur = conn.execute(
+                            "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
+                            (upload.task, report_hash(report)),
+                        )
+                        if cur.rowcount == 0:
+                            duplicates += 1
+                            continue
+                        conn.execute(
+                            "INSERT INTO pending (task, key_id, enc, ct) VALUES (?, ?, ?, ?)",
+                            (upload.task, report.key_id, b64decode(report.enc),
+                             b64decode(report.ct)),
+                        )
+                        accepted += 1
+                    conn.execute(
+                        "UPDATE counters SET accepted = accepted + ?, duplicates = duplicates + ? "
+                        "WHERE task = ?",
+                        (accepted, duplicates, upload.task),
+                    )
+                    if accepted:
+                        touched.add(upload.task)
+                    results.append(AcceptResult(accepted, duplicates))
+                formed = {task: self._form_batches(task) for task in sorted(touched)}
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return results, {t: n for t, n in formed.items() if n}
+
+    def _form_batches(self, task: str) -> int:
+        """While ``task`` has ≥ l pending reports, move the oldest l into a new batch in a
+        uniformly random order. Never forms a batch below l. Caller holds the transaction."""
+        conn = self._conn
+        l = self.batch_sizes[task]
+        formed = 0
+        while True:
+            rows = conn.execute(
+                "SELECT seq, key_id, enc, ct FROM pending WHERE task = ? ORDER BY seq LIMIT ?",
+                (task, l),
+            ).fetchall()
+            if len(rows) < l:
+                return formed
+            _CSPRNG.shuffle(rows)
+            batch_id = secrets.token_hex(16)
+            conn.execute(
+                "INSERT INTO batches (batch_id, task, size) VALUES (?, ?, ?)", (batch_id, task, l)
+            )
+            conn.executemany(
+                "INSERT INTO batch_reports (batch_id, position, key_id, enc, ct) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(batch_id, pos, key_id, enc, ct) for pos, (_, key_id, enc, ct) in enumerate(rows)],
+            )
+            # The selected rows are exactly the task's l oldest, so "seq ≤ the largest" is them.
+            conn.execute(
+                "DELETE FROM pending WHERE task = ? AND seq <= ?",
+                (task, max(row[0] for row in rows)),
+            )
+            conn.execute(
+                "UPDATE counters SET batches_formed = batches_formed + 1 WHERE task = ?", (task,)
+            )
+            formed += 1
+
+    def next_unacked(self, task: str) -> Batch | None:
+        """The oldest batch of ``task`` the analyzer has not acknowledged, in its stored order."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT batch_id FROM batches WHERE task = ? AND acked = 0 ORDER BY seq LIMIT 1",
+                (task,),
+            ).fetchone()
+            if row is None:
+                return None
+            members = self._conn.execute(
+                "SELECT key_id, enc, ct FROM batch_reports WHERE batch_id = ? ORDER BY position",
+                (row[0],),
+            ).fetchall()
+        reports = [
+            EncryptedReport(key_id=key_id, enc=b64encode(enc), ct=b64encode(ct))
+            for key_id, enc, ct in members
+        ]
+        return Batch(batch_id=row[0], task=task, reports=reports)
+
+    def acknowledge(self, batch_id: str) -> bool:
+        """Mark a batch acknowledged and delete its ciphertexts (one transaction)."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    "UPDATE batches SET acked = 1 WHERE batch_id = ? AND acked = 0", (batch_id,)
+                )
+                done = cur.rowcount == 1
+                if done:
+                    conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
+                    conn.execute(
+                        "UPDATE counters SET batches_acknowledged = batches_acknowledged + 1 "
+                        "WHERE task = (SELECT task FROM batches WHERE batch_id = ?)",
+                        (batch_id,),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return done
+
+    def counts(self, task: str) -> TaskCounts:
+        with self._lock:
+            pending = self._conn.execute(
+                "SELECT count(*) FROM pending WHERE task = ?", (task,)
+            ).fetchone()[0]
+            row = self._conn.execute(
+                "SELECT accepted, duplicates, batches_formed, batches_acknowledged "
+                "FROM counters WHERE task = ?",
+                (task,),
+            ).fetchone()
+        return TaskCounts(pending, *(row or (0, 0, 0, 0)))
+
+    def batch_members(self, batch_id: str) -> int:
+        """How many ciphertexts of a batch are still stored (0 once acknowledged)."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT count(*) FROM batch_reports WHERE batch_id = ?", (batch_id,)
+            ).fetchone()[0]

@@ -1,0 +1,123 @@
+"""HTTP plumbing of the shuffler: API errors as ``ErrorBody`` JSON, body-size limits.
+
+Every error leaves the service as ``{"code": ..., "message": ...}`` (spec §4), including FastAPI's
+own request-validation 422s, Starlette's 404/405 and the 413 of the body-size limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from shared.protocol import ErrorBody
+
+log = logging.getLogger(__name__)
+
+# Codes for errors raised by the framework rather than by our routes.
+_DEFAULT_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    500: "internal_error",
+}
+
+
+class ApiError(StarletteHTTPException):
+    """An HTTP error with a machine-readable ``code`` and a human ``message``."""
+
+    def __init__(
+        self, status_code: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(status_code=status_code, detail=message, headers=headers)
+        self.code = code
+
+
+def error_response(
+    status_code: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    body = ErrorBody(code=code, message=message)
+    return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
+
+
+def _describe(errors: list[dict[str, Any]], limit: int = 5) -> str:
+    """A short human summary of pydantic errors; never echoes the (possibly huge) input."""
+    parts = []
+    for err in errors[:limit]:
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    more = len(errors) - limit
+    if more > 0:
+        parts.append(f"... and {more} more")
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Render every error as ``ErrorBody`` JSON."""
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = getattr(exc, "code", None) or _DEFAULT_CODES.get(exc.status_code, "error")
+        message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(422, "invalid_request", _describe(list(exc.errors())))
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal_error", "internal error (logged on the server)")
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def report_json_bytes(ct_bytes: int) -> int:
+    """Upper bound on the JSON size of one ``EncryptedReport`` whose ciphertext is ``ct_bytes``
+    long (base64 expansion plus field names), doubled to tolerate pretty-printed clients."""
+    b64 = 4 * ((ct_bytes + 2) // 3)
+    return 2 * (b64 + 128 + 64)
+
+
+class BodyLimitMiddleware:
+    """Refuse request bodies above ``max_bytes`` with 413 ``body_too_large`` (as ``ErrorBody``),
+    from the Content-Length header when present and while streaming otherwise, before parsing."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        message = f"request body exceeds {self.max_bytes} bytes"
+        length = Headers(scope=scope).get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await error_response(413, "body_too_large", message)(scope, receive, send)
+            return
+        total = 0
+
+        async def limited_receive() -> Message:
+            nonlocal total
+            msg = await receive()
+            if msg["type"] == "http.request":
+                total += len(msg.get("body", b""))
+                if total > self.max_bytes:
+                    # An HTTPException: FastAPI re-raises it from body parsing to our handler.
+                    raise ApiError(413, "body_too_large", message)
+            return msg
+
+        await self.app(scope, limited_receive, send)
