@@ -40,9 +40,11 @@ def create_app(settings: Settings | None = None, *, sse_keepalive: float = 15.0)
         runtime = AnalyzerRuntime(settings, sse_keepalive=sse_keepalive)
         runtime.bind_loop(asyncio.get_running_loop())
         app.state.runtime = runtime
+        runtime.start()
         try:
             yield
         finally:
+            await runtime.stop()
             runtime.close()
 
     app = FastAPI(

@@ -26,8 +26,13 @@ class AnalyzerMetrics:
         )
         self.ingest_seconds = Histogram(
             "privbandit_analyzer_batch_ingest_seconds",
-            "Time to decrypt, validate, aggregate and commit one batch", ["task"], registry=r,
+            "Time to decrypt, validate, aggregate and commit one batch (or one group of batches "
+            "that waited together)", ["task"], registry=r,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.group_batches = Histogram(
+            "privbandit_analyzer_group_batches", "Batches committed per transaction", ["task"],
+            registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
         )
         self.model_version = Gauge(
             "privbandit_analyzer_model_version", "Current published model version", ["task"],

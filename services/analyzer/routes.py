@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.analyzer.runtime import AnalyzerRuntime, TaskRuntime, task_info
+from services.analyzer.runtime import AnalyzerRuntime, ShuttingDown, TaskRuntime, task_info
 from services.analyzer.store import Store
 from services.analyzer.web import ApiError
 from shared.protocol import (
@@ -188,24 +188,10 @@ async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> B
             "batch_size_mismatch",
             f"task {rt.id!r} takes batches of exactly l = {l} reports, got {len(upload.reports)}",
         )
-    async with rt.lock:
-        done = await run_in_threadpool(runtime.store.batch_result, rt.id, upload.batch_id)
-        if done is not None:
-            runtime.metrics.batches.labels(rt.id, "replayed").inc()
-            return BatchAck(
-                batch_id=upload.batch_id,
-                replayed=True,
-                counted=0,
-                rejected=0,
-                duplicates=0,
-                model_version=rt.published.version,
-            )
-        try:
-            ack = await run_in_threadpool(runtime.ingest_batch, rt, upload)
-        finally:
-            # Also after a cancellation that arrived once the worker thread had committed.
-            runtime.sync_published(rt)
-    return ack
+    try:
+        return await runtime.submit(rt, upload)
+    except ShuttingDown as exc:
+        raise ApiError(503, "unavailable", f"{exc}; retry later") from exc
 
 
 @router.get("/v1/tasks/{task}/privacy", responses=ERRORS)

@@ -11,9 +11,10 @@ import asyncio
 import logging
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+import anyio.to_thread
 import numpy as np
 
 from services.analyzer.metrics import AnalyzerMetrics
@@ -28,6 +29,14 @@ from shared.settings import Settings, TaskConfig
 log = logging.getLogger(__name__)
 
 DB_FILE = "analyzer.sqlite3"
+# Bounds on one group commit: batches waiting for the same task are ingested together (one fsync
+# for all of them), which matters for pass-through tasks where every report is a batch.
+MAX_GROUP_BATCHES = 256
+MAX_GROUP_REPORTS = 20_000
+
+
+class ShuttingDown(Exception):
+    """The analyzer stopped before a batch could be ingested."""
 
 
 def row_wire_bytes(config: TaskConfig) -> int:
@@ -96,7 +105,7 @@ class ModelFeed:
 
 @dataclass
 class TaskRuntime:
-    """One task: its policy (mutated only under ``lock``, in a worker thread) and counters."""
+    """One task: its policy (mutated only by the task's ingest worker) and counters."""
 
     config: TaskConfig
     policy: Policy
@@ -107,8 +116,10 @@ class TaskRuntime:
     rejected: int = 0
     duplicates: int = 0
     batches: int = 0
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     ledger_cache: PrivacyLedger | None = None
+    # The ingest worker and its queue of (batch, future); None is the stop sentinel.
+    queue: asyncio.Queue[tuple[BatchUpload, asyncio.Future[BatchAck]] | None] | None = None
+    worker: asyncio.Task[None] | None = None
 
     @property
     def id(self) -> str:
@@ -187,6 +198,7 @@ class AnalyzerRuntime:
             self._loop.call_soon_threadsafe(self.close_streams)
 
     def close(self) -> None:
+        """After ``stop``: end the streams and close the store."""
         self.close_streams()
         self.store.close()
 
@@ -197,90 +209,191 @@ class AnalyzerRuntime:
         return rt.ledger_cache
 
     # -----------------------------------------------------------------------------------------
-    # Batch ingest (runs in a worker thread while the task's asyncio lock is held)
+    # Batch ingest: a per-task worker coalesces waiting batches into one group commit
 
-    def ingest_batch(self, rt: TaskRuntime, upload: BatchUpload) -> BatchAck:
-        """Process one new batch and return its ack.
+    def start(self) -> None:
+        """Start the per-task ingest workers (in the event loop)."""
+        for rt in self.tasks.values():
+            rt.queue = asyncio.Queue()
+            rt.worker = asyncio.create_task(self._ingest_worker(rt), name=f"ingest-{rt.id}")
 
-        Reports that fail decryption or validation are counted as rejected and not fed; report ids
-        already counted (or repeated within the batch) are duplicates. The policy is restored to
-        its previous state if anything fails before the commit, so memory never runs ahead of disk.
+    async def stop(self) -> None:
+        """Let each worker finish the group in progress, then fail anything still queued."""
+        for rt in self.tasks.values():
+            if rt.worker is None or rt.queue is None:
+                continue
+            rt.queue.put_nowait(None)
+            await rt.worker
+            rt.worker = None
+            while not rt.queue.empty():
+                item = rt.queue.get_nowait()
+                if item is not None and not item[1].done():
+                    item[1].set_exception(ShuttingDown("the analyzer is shutting down"))
+
+    async def submit(self, rt: TaskRuntime, upload: BatchUpload) -> BatchAck:
+        """Queue a batch for its task's worker and wait for its (committed) ack."""
+        if rt.queue is None or rt.worker is None or rt.worker.done():
+            raise ShuttingDown("the analyzer is not accepting batches")
+        fut: asyncio.Future[BatchAck] = asyncio.get_running_loop().create_future()
+        rt.queue.put_nowait((upload, fut))
+        # shield: a client that goes away must not cancel the group commit it is part of.
+        return await asyncio.shield(fut)
+
+    async def _ingest_worker(self, rt: TaskRuntime) -> None:
+        assert rt.queue is not None
+        while True:
+            first = await rt.queue.get()
+            if first is None:
+                return
+            group = [first]
+            reports = len(first[0].reports)
+            while not rt.queue.empty() and len(group) < MAX_GROUP_BATCHES:
+                item = rt.queue.get_nowait()
+                if item is None:
+                    rt.queue.put_nowait(None)  # stop after this group
+                    break
+                group.append(item)
+                reports += len(item[0].reports)
+                if reports >= MAX_GROUP_REPORTS:
+                    break
+            uploads = [upload for upload, _ in group]
+            try:
+                # Not abandoned on cancellation: shutdown waits for a commit in progress.
+                acks = await anyio.to_thread.run_sync(self.ingest_group, rt, uploads)
+            except Exception as exc:
+                log.exception("task %s: ingest of %d batch(es) failed", rt.id, len(group))
+                for _, fut in group:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            finally:
+                self.sync_published(rt)
+            for (_, fut), ack in zip(group, acks, strict=True):
+                if not fut.done():
+                    fut.set_result(ack)
+
+    def ingest_group(self, rt: TaskRuntime, uploads: list[BatchUpload]) -> list[BatchAck]:
+        """Process batches of one task and commit them in ONE transaction; one ack per upload.
+
+        Runs in a worker thread; only the task's worker calls it, so ingests of a task are
+        serialised. A batch id already committed (or repeated within the group) is a replay.
+        Reports that fail decryption or validation are rejected and not fed; report ids already
+        counted (or repeated within the group) are duplicates. If anything fails before the
+        commit, the policy is restored, so memory never runs ahead of disk.
         """
         started = time.perf_counter()
-        randomizer = rt.policy.randomizer
-        ids: list[bytes] = []
-        rows: list[np.ndarray] = []
-        rejected = 0
-        for report in upload.reports:
-            try:
-                plaintext = self.keys.open(rt.id, report)
-                report_id, row_bytes = unpack_report(plaintext, rt.row_bytes)
-                row = randomizer.from_bytes(row_bytes)
-            except (CryptoError, ValueError) as exc:
-                rejected += 1
-                log.debug("task %s batch %s: rejected a report: %s", rt.id, upload.batch_id, exc)
-                continue
-            ids.append(report_id)
-            rows.append(row)
-
-        known = self.store.known_report_ids(rt.id, ids)
-        fresh_ids: list[bytes] = []
-        fresh_rows: list[np.ndarray] = []
-        seen: set[bytes] = set()
-        for report_id, row in zip(ids, rows, strict=True):
-            if report_id in known or report_id in seen:
-                continue
-            seen.add(report_id)
-            fresh_ids.append(report_id)
-            fresh_rows.append(row)
-        duplicates = len(ids) - len(fresh_ids)
-
         policy = rt.policy
+        randomizer = policy.randomizer
+        committed = self.store.processed_batches(rt.id, [u.batch_id for u in uploads])
+
+        # Decrypt and validate every report of the new batches (the CPU-heavy part).
+        fresh: list[BatchUpload] = []
+        replayed: set[int] = set()
+        group_batches: set[str] = set()
+        decoded: list[tuple[list[bytes], list[np.ndarray], int]] = []
+        for i, upload in enumerate(uploads):
+            if upload.batch_id in committed or upload.batch_id in group_batches:
+                replayed.add(i)
+                continue
+            group_batches.add(upload.batch_id)
+            ids: list[bytes] = []
+            rows: list[np.ndarray] = []
+            rejected = 0
+            for report in upload.reports:
+                try:
+                    plaintext = self.keys.open(rt.id, report)
+                    report_id, row_bytes = unpack_report(plaintext, rt.row_bytes)
+                    rows.append(randomizer.from_bytes(row_bytes))
+                except (CryptoError, ValueError) as exc:
+                    rejected += 1
+                    log.debug("task %s batch %s: rejected a report: %s", rt.id, upload.batch_id,
+                              exc)
+                    continue
+                ids.append(report_id)
+            fresh.append(upload)
+            decoded.append((ids, rows, rejected))
+
+        known = self.store.known_report_ids(rt.id, [rid for ids, _, _ in decoded for rid in ids])
         before = policy.get_state()
+        results: list[tuple[BatchResult, list[bytes]]] = []
         try:
-            if fresh_rows:
-                stacked = np.stack(fresh_rows)
-                consumed = 0
-                # Exact policies consume rows up to their next model switch per call.
-                while consumed < stacked.shape[0]:
-                    k = policy.ingest(stacked[consumed:])
-                    if k < 1:
-                        raise RuntimeError(f"policy {policy.algo} consumed no rows")
-                    consumed += k
-            result = BatchResult(
-                batch_id=upload.batch_id,
-                counted=len(fresh_ids),
-                rejected=rejected,
-                duplicates=duplicates,
-                model_version=policy.model.version,
-            )
-            self.store.commit_batch(rt.id, result, policy.get_state(), fresh_ids)
+            for upload, (ids, rows, rejected) in zip(fresh, decoded, strict=True):
+                new_ids: list[bytes] = []
+                new_rows: list[np.ndarray] = []
+                for report_id, row in zip(ids, rows, strict=True):
+                    if report_id in known:
+                        continue
+                    known.add(report_id)  # also catches repeats within the batch and group
+                    new_ids.append(report_id)
+                    new_rows.append(row)
+                self._feed(policy, new_rows)
+                result = BatchResult(
+                    batch_id=upload.batch_id,
+                    counted=len(new_ids),
+                    rejected=rejected,
+                    duplicates=len(ids) - len(new_ids),
+                    model_version=policy.model.version,
+                )
+                results.append((result, new_ids))
+            if results:
+                self.store.commit_batches(rt.id, results, policy.get_state())
         except BaseException:
             policy.set_state(before)
             raise
-        rt.reports_counted += result.counted
-        rt.rejected += rejected
-        rt.duplicates += duplicates
-        rt.batches += 1
+
         m = self.metrics
-        m.batches.labels(rt.id, "processed").inc()
-        m.reports_counted.labels(rt.id).inc(result.counted)
-        m.reports_rejected.labels(rt.id).inc(rejected)
-        m.reports_duplicate.labels(rt.id).inc(duplicates)
-        m.ingest_seconds.labels(rt.id).observe(time.perf_counter() - started)
-        ack = BatchAck(
-            batch_id=upload.batch_id,
-            replayed=False,
-            counted=result.counted,
-            rejected=rejected,
-            duplicates=duplicates,
-            model_version=result.model_version,
-        )
-        return ack
+        for result, _ in results:
+            rt.reports_counted += result.counted
+            rt.rejected += result.rejected
+            rt.duplicates += result.duplicates
+            rt.batches += 1
+            m.batches.labels(rt.id, "processed").inc()
+            m.reports_counted.labels(rt.id).inc(result.counted)
+            m.reports_rejected.labels(rt.id).inc(result.rejected)
+            m.reports_duplicate.labels(rt.id).inc(result.duplicates)
+        if replayed:
+            m.batches.labels(rt.id, "replayed").inc(len(replayed))
+        if results:
+            m.ingest_seconds.labels(rt.id).observe(time.perf_counter() - started)
+            m.group_batches.labels(rt.id).observe(len(results))
+
+        by_id = {result.batch_id: result for result, _ in results}
+        acks = []
+        for i, upload in enumerate(uploads):
+            if i in replayed:
+                acks.append(
+                    BatchAck(
+                        batch_id=upload.batch_id, replayed=True, counted=0, rejected=0,
+                        duplicates=0, model_version=policy.model.version,
+                    )
+                )
+                continue
+            r = by_id[upload.batch_id]
+            acks.append(
+                BatchAck(
+                    batch_id=r.batch_id, replayed=False, counted=r.counted, rejected=r.rejected,
+                    duplicates=r.duplicates, model_version=r.model_version,
+                )
+            )
+        return acks
+
+    @staticmethod
+    def _feed(policy: Policy, rows: list[np.ndarray]) -> None:
+        """Feed rows to the policy until all are consumed (exact policies consume rows up to
+        their next model switch per call)."""
+        if not rows:
+            return
+        stacked = np.stack(rows)
+        consumed = 0
+        while consumed < stacked.shape[0]:
+            k = policy.ingest(stacked[consumed:])
+            if k < 1:
+                raise RuntimeError(f"policy {policy.algo} consumed no rows")
+            consumed += k
 
     def sync_published(self, rt: TaskRuntime) -> None:
-        """Publish the policy's model if it is newer than the published one (event loop, under
-        the task lock, after a commit)."""
+        """Publish the policy's model if it is newer than the published one (event loop, after
+        a commit or a rolled-back failure)."""
         if rt.policy.model.version != rt.published.version:
             rt.published = model_message(rt.id, rt.policy.model)
             self.metrics.model_version.labels(rt.id).set(rt.published.version)

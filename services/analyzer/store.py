@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,15 +113,19 @@ class Store:
                 (task, _dumps(config), _dumps(state)),
             )
 
-    def batch_result(self, task: str, batch_id: str) -> BatchResult | None:
-        """The committed outcome of ``batch_id``, or None if it was never processed."""
+    def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
+        """The subset of ``batch_ids`` already committed for ``task``."""
+        done: set[str] = set()
         with self._lock:
-            row = self._conn.execute(
-                "SELECT counted, rejected, duplicates, model_version FROM batches "
-                "WHERE task = ? AND batch_id = ?",
-                (task, batch_id),
-            ).fetchone()
-        return None if row is None else BatchResult(batch_id, *row)
+            for start in range(0, len(batch_ids), _CHUNK):
+                chunk = batch_ids[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(
+                    f"SELECT batch_id FROM batches WHERE task = ? AND batch_id IN ({marks})",
+                    (task, *chunk),
+                )
+                done.update(r[0] for r in rows)
+        return done
 
     def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]:
         """The subset of ``report_ids`` already counted for ``task``."""
@@ -137,34 +141,42 @@ class Store:
                 known.update(bytes(r[0]) for r in rows)
         return known
 
-    def commit_batch(
+    def commit_batches(
         self,
         task: str,
-        result: BatchResult,
+        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
         state: dict[str, Any],
-        report_ids: Iterable[bytes],
     ) -> None:
-        """Policy state, batch id, new report ids and counters, in one transaction."""
+        """Batch ids, their new report ids, the counters and the policy state after them, in ONE
+        transaction (with synchronous=FULL, durable when this returns)."""
         state_json = _dumps(state)
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(
-                    "INSERT INTO batches (task, batch_id, counted, rejected, duplicates, "
-                    "model_version) VALUES (?, ?, ?, ?, ?, ?)",
-                    (task, result.batch_id, result.counted, result.rejected, result.duplicates,
-                     result.model_version),
-                )
-                conn.executemany(
-                    "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
-                    ((task, rid) for rid in report_ids),
-                )
+                for result, report_ids in batches:
+                    conn.execute(
+                        "INSERT INTO batches (task, batch_id, counted, rejected, duplicates, "
+                        "model_version) VALUES (?, ?, ?, ?, ?, ?)",
+                        (task, result.batch_id, result.counted, result.rejected,
+                         result.duplicates, result.model_version),
+                    )
+                    conn.executemany(
+                        "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
+                        ((task, rid) for rid in report_ids),
+                    )
                 cur = conn.execute(
                     "UPDATE tasks SET state = ?, reports_counted = reports_counted + ?, "
-                    "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + 1 "
+                    "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ? "
                     "WHERE task = ?",
-                    (state_json, result.counted, result.rejected, result.duplicates, task),
+                    (
+                        state_json,
+                        sum(r.counted for r, _ in batches),
+                        sum(r.rejected for r, _ in batches),
+                        sum(r.duplicates for r, _ in batches),
+                        len(batches),
+                        task,
+                    ),
                 )
                 if cur.rowcount != 1:
                     raise RuntimeError(f"task {task!r} is not in the store")

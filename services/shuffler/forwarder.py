@@ -3,10 +3,10 @@
 ``Committer`` funnels concurrent uploads into one SQLite transaction per group (uploads arriving
 while a commit is in progress form the next group), so a 202 costs a share of one fsync.
 
-``Forwarder`` runs one delivery loop per task: it posts the oldest unacknowledged batch (batch id
-and ciphertexts in the stored shuffled order — nothing else) with the shuffler's bearer token and
-retries with exponential backoff until it gets a 200 ``BatchAck`` for that batch id, then marks it
-acknowledged. Batches of one task are delivered in formation order, one at a time.
+``Forwarder`` runs one delivery loop per task: it posts the oldest unacknowledged batches (batch
+id and ciphertexts in the stored shuffled order — nothing else) with the shuffler's bearer token
+and retries each with exponential backoff until it gets a 200 ``BatchAck`` for that batch id, then
+marks it acknowledged.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MAX_GROUP = 256  # uploads per group commit
 HTTP_TIMEOUT = 60.0  # seconds; a batch of l = 100 000 reports takes a while to ingest
+WINDOW = 16  # batches of one task in flight at once
 
 
 class ShuttingDown(Exception):
@@ -114,7 +115,12 @@ class Committer:
 
 
 class Forwarder:
-    """Delivers formed batches to the analyzer, exactly as stored, until acknowledged."""
+    """Delivers formed batches to the analyzer, exactly as stored, until acknowledged.
+
+    Per task, up to ``WINDOW`` batches are in flight at once (oldest first); the analyzer
+    serialises them per task and commits batches that arrive together in one transaction, so
+    pass-through tasks (every report a batch) are not limited to one fsync round trip each.
+    """
 
     def __init__(
         self,
@@ -131,6 +137,7 @@ class Forwarder:
         self.last_error: dict[str, str | None] = {t: None for t in self.tasks}
         self._wake = {t: asyncio.Event() for t in self.tasks}
         self._loops: list[asyncio.Task[None]] = []
+        self._deliveries: set[asyncio.Task[None]] = set()
         self._jitter = secrets.SystemRandom()
 
     def start(self) -> None:
@@ -140,42 +147,66 @@ class Forwarder:
             self._loops.append(asyncio.create_task(self._run(task), name=f"forward-{task}"))
 
     async def stop(self) -> None:
-        for loop in self._loops:
-            loop.cancel()
-        for loop in self._loops:
+        """Cancel delivery: a batch in flight stays unacknowledged and is re-sent on restart."""
+        tasks = [*self._loops, *self._deliveries]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await loop
+                await t
         self._loops.clear()
+        self._deliveries.clear()
 
     def wake(self, task: str) -> None:
         if task in self._wake:
             self._wake[task].set()
 
     async def _run(self, task: str) -> None:
-        initial, ceiling = self.settings.retry_initial, self.settings.retry_max
-        delay = initial
         event = self._wake[task]
+        slots = asyncio.Semaphore(WINDOW)
+        in_flight: set[str] = set()
+
+        def finished(_: asyncio.Task[None], batch_id: str) -> None:
+            in_flight.discard(batch_id)
+            slots.release()
+            event.set()
+
         while True:
-            # Clear before looking: a batch formed after the look sets the event again.
+            # Clear before looking: a batch formed (or a slot freed) after the look sets it again.
             event.clear()
-            batch = await anyio.to_thread.run_sync(self.store.next_unacked, task)
-            if batch is None:
+            ids = await anyio.to_thread.run_sync(
+                self.store.unacked, task, WINDOW, frozenset(in_flight)
+            )
+            if not ids:
                 await event.wait()
                 continue
-            if await self._deliver(batch):
-                await anyio.to_thread.run_sync(self.store.acknowledge, batch.batch_id)
-                self.metrics.batches_acknowledged.labels(task).inc()
-                self.last_error[task] = None
-                delay = initial
-                continue
+            for batch_id in ids:
+                await slots.acquire()
+                batch = await anyio.to_thread.run_sync(self.store.load_batch, batch_id)
+                if batch is None:  # acknowledged meanwhile
+                    slots.release()
+                    continue
+                in_flight.add(batch_id)
+                delivery = asyncio.create_task(self._deliver_until_acked(batch))
+                self._deliveries.add(delivery)
+                delivery.add_done_callback(self._deliveries.discard)
+                delivery.add_done_callback(lambda t, b=batch_id: finished(t, b))
+
+    async def _deliver_until_acked(self, batch: Batch) -> None:
+        task = batch.task
+        delay = self.settings.retry_initial
+        body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
+        while not await self._deliver(batch, body):
             # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
             await asyncio.sleep(delay * (0.5 + self._jitter.random()))
-            delay = min(2 * delay, ceiling)
+            delay = min(2 * delay, self.settings.retry_max)
+        await anyio.to_thread.run_sync(self.store.acknowledge, batch.batch_id)
+        self.metrics.batches_acknowledged.labels(task).inc()
+        self.last_error[task] = None
 
-    async def _deliver(self, batch: Batch) -> bool:
+    async def _deliver(self, batch: Batch, body: str) -> bool:
         """One delivery attempt; True iff the analyzer acknowledged this batch id."""
         task = batch.task
-        body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
         try:
             resp = await self.client.post(
                 f"/v1/tasks/{task}/batches",
@@ -203,7 +234,7 @@ class Forwarder:
             return self._failed(
                 task, batch, "bad_ack", f"analyzer acknowledged {ack.batch_id}, not this batch"
             )
-        log.info(
+        log.debug(
             "task %s batch %s acknowledged: counted=%d rejected=%d duplicates=%d replayed=%s",
             task, batch.batch_id, ack.counted, ack.rejected, ack.duplicates, ack.replayed,
         )

@@ -203,29 +203,49 @@ class Store:
             )
             formed += 1
 
-    def next_unacked(self, task: str) -> Batch | None:
-        """The oldest batch of ``task`` the analyzer has not acknowledged, in its stored order."""
+    def unacked(self, task: str, limit: int, exclude: frozenset[str] = frozenset()) -> list[str]:
+        """Ids of the oldest unacknowledged batches of ``task`` (formation order), skipping
+        ``exclude`` (those already being delivered)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT batch_id FROM batches WHERE task = ? AND acked = 0 ORDER BY seq LIMIT ?",
+                (task, limit + len(exclude)),
+            ).fetchall()
+        return [r[0] for r in rows if r[0] not in exclude][:limit]
+
+    def load_batch(self, batch_id: str) -> Batch | None:
+        """A stored unacknowledged batch with its members in their stored (shuffled) order."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT batch_id FROM batches WHERE task = ? AND acked = 0 ORDER BY seq LIMIT 1",
-                (task,),
+                "SELECT task FROM batches WHERE batch_id = ? AND acked = 0", (batch_id,)
             ).fetchone()
             if row is None:
                 return None
             members = self._conn.execute(
                 "SELECT key_id, enc, ct FROM batch_reports WHERE batch_id = ? ORDER BY position",
-                (row[0],),
+                (batch_id,),
             ).fetchall()
         reports = [
             EncryptedReport(key_id=key_id, enc=b64encode(enc), ct=b64encode(ct))
             for key_id, enc, ct in members
         ]
-        return Batch(batch_id=row[0], task=task, reports=reports)
+        return Batch(batch_id=batch_id, task=row[0], reports=reports)
+
+    def next_unacked(self, task: str) -> Batch | None:
+        """The oldest batch of ``task`` the analyzer has not acknowledged."""
+        ids = self.unacked(task, 1)
+        return self.load_batch(ids[0]) if ids else None
 
     def acknowledge(self, batch_id: str) -> bool:
-        """Mark a batch acknowledged and delete its ciphertexts (one transaction)."""
+        """Mark a batch acknowledged and delete its ciphertexts (one transaction).
+
+        This commit alone runs with synchronous=NORMAL (no fsync of its own): if a crash loses
+        it, the batch is simply re-sent with the same id and the analyzer answers "replayed".
+        Later FULL commits flush it with them (the WAL is sequential).
+        """
         with self._lock:
             conn = self._conn
+            conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("BEGIN IMMEDIATE")
             try:
                 cur = conn.execute(
@@ -243,6 +263,8 @@ class Store:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            finally:
+                conn.execute("PRAGMA synchronous=FULL")
         return done
 
     def counts(self, task: str) -> TaskCounts:

@@ -339,17 +339,17 @@ async def test_failed_commit_rolls_back_and_the_retry_counts_once(
         make = report_maker(await hpke_of(client))
         body = batch(make(SHUF, 5))
         store = app.state.runtime.store
-        real_commit = store.commit_batch
+        real_commit = store.commit_batches
 
         def disk_full(*args: object, **kwargs: object) -> None:
             raise OSError("disk full")
 
-        monkeypatch.setattr(store, "commit_batch", disk_full)
+        monkeypatch.setattr(store, "commit_batches", disk_full)
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as raw:
             r = await raw.post("/v1/tasks/shuf/batches", json=body, headers=auth())
         error(r, 500, "internal_error")
-        monkeypatch.setattr(store, "commit_batch", real_commit)
+        monkeypatch.setattr(store, "commit_batches", real_commit)
         p = await privacy(client)
         assert (p.reports_counted, p.batches, p.model_version) == (0, 0, 0)
         assert app.state.runtime.tasks["shuf"].policy.reports == 0  # memory rolled back too
@@ -540,3 +540,36 @@ async def test_main_serves_and_sigterm_ends_streams(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_concurrent_batches_commit_exactly_once(settings: Settings) -> None:
+    """Batches arriving together are group-committed; replays and shared report ids inside one
+    group are still counted once."""
+    app = create_app(settings)
+    async with running(app) as client:
+        hpke = await hpke_of(client)
+        make = report_maker(hpke)
+        bodies = [batch(make(LOC, 1)) for _ in range(40)]
+        bodies += [bodies[3], bodies[7]]  # the same batch ids again, concurrently
+        results = await asyncio.gather(
+            *(client.post("/v1/tasks/loc/batches", json=b, headers=auth()) for b in bodies)
+        )
+        acks = [BatchAck.model_validate_json(r.content) for r in results]
+        assert sum(a.counted for a in acks) == 40
+        assert sum(a.replayed for a in acks) == 2
+        p = await privacy(client, "loc")
+        assert (p.reports_counted, p.batches) == (40, 40)
+
+        # One group holding a replay and a report id shared by two batches (direct call).
+        rt = app.state.runtime.tasks["shuf"]
+        rows = make_rows(SHUF, 6, np.random.default_rng(11))
+        sealed = encrypt_rows(SHUF, hpke, rows)
+        rand = randomizer_for(SHUF.policy)
+        copy = seal(b64decode(hpke.public_key), hpke.key_id, "shuf",
+                    sealed[0][0] + rand.to_bytes(rows[0]))
+        u1 = BatchUpload.model_validate(batch([rep for _, rep in sealed[:5]]))
+        u2 = BatchUpload.model_validate(batch([copy, *[rep for _, rep in sealed[1:5]]]))
+        acks = await asyncio.to_thread(app.state.runtime.ingest_group, rt, [u1, u1, u2])
+        assert [(a.replayed, a.counted, a.duplicates) for a in acks] == [
+            (False, 5, 0), (True, 0, 0), (False, 0, 5)]
+        assert (await privacy(client)).reports_counted == 5
