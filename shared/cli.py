@@ -56,6 +56,9 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eta", type=float, help="sblb: det growth η")
     p.add_argument("--failure-prob", type=float, help="δ of the confidence set")
     p.add_argument("--lam", type=float, help="base ridge regularizer λ")
+    p.add_argument("--aggregation", choices=["reports", "secure-sum"], default="reports",
+                   help="sblb: what the shuffler releases — whole shuffled reports, or only their "
+                        "sums (secure summation); changes the central ledger, not the learning")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -111,7 +114,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     from shared.policies import build_policy
 
-    ledger = build_policy(config).ledger(args.T)
+    ledger = build_policy(config).ledger(args.T, aggregation=args.aggregation)
     out: dict[str, Any] = {
         "algo": args.algo,
         "env": args.env,

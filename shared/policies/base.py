@@ -60,7 +60,9 @@ class Policy(ABC):
         raise NotImplementedError(f"{self.algo} does not accept batch statistics")
 
     @abstractmethod
-    def ledger(self, T: int | None = None) -> PrivacyLedger: ...
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+        """The privacy ledger; ``aggregation`` says what an observer of the shuffler output sees
+        (whole reports, or only batch sums under secure summation)."""
 
     @property
     def batch_size(self) -> int:

@@ -115,7 +115,7 @@ class LinUCB(ExactPolicy):
     algo = "linucb"
     threat_model = "none"
 
-    def ledger(self, T: int | None = None) -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.accounting import ledgers
 
         return ledgers.none_ledger()
@@ -155,7 +155,7 @@ class AdaROFUL(ExactPolicy):
         beta = self.oful_radius(half) + gamma / math.sqrt(lam_min)
         self._publish(theta, self.V.copy(), beta)
 
-    def ledger(self, T: int | None = None) -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.accounting import ledgers
 
         c = self.config

@@ -66,7 +66,7 @@ class LDPLinUCB(NoisyStatisticsPolicy):
             self.pending = 0
         return k
 
-    def ledger(self, T: int | None = None) -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.accounting import ledgers
 
         return ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)

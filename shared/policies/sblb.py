@@ -86,13 +86,15 @@ class SBLB(NoisyStatisticsPolicy):
             self._publish(theta, V, beta)
             self._logdet_published = logdet
 
-    def ledger(self, T: int | None = None) -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.accounting import ledgers
 
         c = self.config
         if c.batch_size <= 1:
             return ledgers.ldp_binary_ledger(c.eps0)
-        return ledgers.shuffle_ledger(c.eps0, c.batch_size, c.delta, T=T, d=c.d, m=c.m)
+        return ledgers.shuffle_ledger(
+            c.eps0, c.batch_size, c.delta, T=T, d=c.d, m=c.m, aggregation=aggregation  # type: ignore[arg-type]
+        )
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "logdet_published": self._logdet_published}
