@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s device %(levelname)s %(message)s"
     )
+    # httpx logs every request at INFO: one line per upload and poll is noise, and costs time.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     uvicorn.run(
         create_app(settings),
         host=args.host or settings.device.host,

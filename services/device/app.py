@@ -76,7 +76,8 @@ class Device:
         return cfg
 
 
-def get_device(request: Request) -> Device:
+async def get_device(request: Request) -> Device:
+    # async: a plain ``def`` dependency would be run in a worker thread on every request.
     return request.app.state.device
 
 
