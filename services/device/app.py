@@ -8,7 +8,6 @@ reached over HTTP at the addresses in ``Settings``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
@@ -25,6 +24,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.device.background import stop_task
 from services.device.cache import ModelCache
 from services.device.metrics import DeviceMetrics
 from services.device.outbox import Uploader
@@ -134,9 +134,7 @@ def create_app(
         try:
             yield
         finally:
-            pruner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pruner
+            await stop_task(pruner)
             await uploader.stop()
             await cache.stop()
             await analyzer.aclose()

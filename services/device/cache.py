@@ -25,6 +25,7 @@ from collections.abc import Callable
 import httpx
 import numpy as np
 
+from services.device.background import stop_task
 from shared.policies import Model, build_policy
 from shared.protocol import HpkeConfig, ModelMessage, b64decode
 from shared.settings import Settings, TaskConfig
@@ -71,6 +72,7 @@ class ModelCache:
         self.hpke_public_key: bytes | None = None
         self.streaming: set[str] = set()  # tasks whose SSE stream is currently open
         self._bg: list[asyncio.Task[None]] = []
+        self._stopping = False
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -97,11 +99,8 @@ class ModelCache:
             self._bg.append(asyncio.create_task(self._follow(task), name=f"model:{task}"))
 
     async def stop(self) -> None:
-        for t in self._bg:
-            t.cancel()
-        for t in self._bg:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        self._stopping = True
+        await asyncio.gather(*(stop_task(t) for t in self._bg))
         self._bg.clear()
 
     # -- applying updates -----------------------------------------------------------------------
@@ -156,7 +155,7 @@ class ModelCache:
 
     async def _follow(self, task: str) -> None:
         delay = RETRY_INITIAL
-        while task not in self.fetched:
+        while task not in self.fetched and not self._stopping:
             try:
                 await self.poll(task)
             except (httpx.HTTPError, ValueError) as exc:
@@ -164,7 +163,7 @@ class ModelCache:
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, RETRY_MAX)
         stream_pause = STREAM_RETRY_INITIAL
-        while True:
+        while not self._stopping:
             if self.stream:
                 opened = time.monotonic()
                 try:
@@ -177,7 +176,7 @@ class ModelCache:
                 if time.monotonic() - opened > STREAM_RETRY_MAX:
                     stream_pause = STREAM_RETRY_INITIAL
             deadline = time.monotonic() + (stream_pause if self.stream else float("inf"))
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self._stopping:
                 try:
                     await self.poll(task)
                 except (httpx.HTTPError, ValueError) as exc:
@@ -226,7 +225,7 @@ class ModelCache:
 
     async def _hpke_loop(self) -> None:
         delay = RETRY_INITIAL
-        while True:
+        while not self._stopping:
             try:
                 resp = await self.client.get("/v1/hpke-config")
                 resp.raise_for_status()

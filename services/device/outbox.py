@@ -17,13 +17,13 @@ At-least-once delivery with per-task backoff:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
 
 import httpx
 
+from services.device.background import stop_task
 from services.device.store import OutboxItem, Store
 from shared.protocol import ReportsAccepted
 
@@ -47,6 +47,7 @@ class Uploader:
         # Per-task backoff: task -> (current delay, monotonic time before which not to retry).
         self._blocked: dict[str, tuple[float, float]] = {}
         self.last_error: str | None = None
+        self._stopping = False
 
     def wake(self) -> None:
         self._event.set()
@@ -55,14 +56,13 @@ class Uploader:
         self._task = asyncio.create_task(self._run(), name="outbox-uploader")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        self._stopping = True
+        self._event.set()
+        await stop_task(self._task)
+        self._task = None
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             # Clear before reading so a report queued while we read is not missed.
             self._event.clear()
             now = time.monotonic()
@@ -84,8 +84,12 @@ class Uploader:
                 self._backoff(items[0].task, "internal error")
 
     async def _sleep(self, timeout: float | None) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout)
+        """Until ``wake()`` or ``timeout`` seconds, whichever comes first."""
+        waiter = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=timeout)
+        finally:
+            waiter.cancel()
 
     async def _upload(self, items: list[OutboxItem]) -> None:
         task = items[0].task
