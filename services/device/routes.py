@@ -77,7 +77,11 @@ async def decide(task: str, body: DecideRequest, device: DeviceDep) -> DecideRes
     "/v1/tasks/{task}/feedback",
     status_code=202,
     response_model=FeedbackResponse,
-    responses={**_ERRORS, 503: {"model": ErrorBody, "description": "no HPKE key yet"}},
+    responses={
+        **_ERRORS,
+        501: {"model": ErrorBody, "description": "the task's aggregation is not supported"},
+        503: {"model": ErrorBody, "description": "no HPKE key yet"},
+    },
 )
 async def feedback(task: str, body: FeedbackRequest, device: DeviceDep) -> FeedbackResponse:
     """Randomise (x, r) locally, seal it to the analyzer and queue it durably for the shuffler.
@@ -85,7 +89,14 @@ async def feedback(task: str, body: FeedbackRequest, device: DeviceDep) -> Feedb
     202 means the sealed report is in the device's durable outbox; it reaches the shuffler in the
     background. The decision's feature vector is erased in the same transaction.
     """
-    device.task(task)
+    cfg = device.task(task)
+    if cfg.aggregation != "reports":
+        # Secure summation needs additively homomorphic encryption of the randomized counts,
+        # which this device does not implement; refuse before touching any state.
+        raise ApiError(
+            501, "unsupported_aggregation",
+            f"task {task} uses {cfg.aggregation} aggregation; this device sends HPKE reports only",
+        )
     hpke, public_key = device.cache.hpke, device.cache.hpke_public_key
     if hpke is None or public_key is None:
         raise ApiError(503, "no_hpke_key", "the analyzer's HPKE key is not known yet; retry soon")

@@ -29,7 +29,7 @@ from services.device import create_app as create_device
 from shared.crypto import KeyStore, unpack_report
 from shared.policies import randomizer_for
 from shared.protocol import EncryptedReport, ReportUpload
-from shared.settings import Settings
+from shared.settings import Settings, TaskConfig
 from tests.services.conftest import (
     auth,
     central_task,
@@ -562,3 +562,19 @@ async def test_status_is_json_of_the_protocol_message(settings: Settings) -> Non
         from shared.protocol import DeviceStatus
 
         DeviceStatus.model_validate_json(json.dumps(body))
+
+
+async def test_secure_sum_tasks_are_refused_for_feedback(tmp_path: Path) -> None:
+    """This device sends HPKE reports only: feedback for a secure-sum task is refused (501)
+    without consuming the decision."""
+    sec = TaskConfig.model_validate(
+        {**shuffle_task("sec").model_dump(), "aggregation": "secure-sum"}
+    )
+    settings = make_settings(tmp_path / "data", tasks=[shuffle_task(), sec])
+    rng = np.random.default_rng(14)
+    async with stack(settings) as s:
+        did = (await decide(s.device, "sec", features(rng)))["decision_id"]
+        resp = await s.device.post("/v1/tasks/sec/feedback", json={"decision_id": did,
+                                                                   "reward": 1.0})
+        assert_error(resp, 501, "unsupported_aggregation")
+        assert (await status(s.device))["feedbacks"] == 0
