@@ -22,12 +22,16 @@ TOKEN = "test-shuffler-token-0123456789"
 L = 5  # shuffle batch size used throughout: small, so tests are fast
 
 
-def shuffle_task(task_id: str = "shuf", l: int = L, **policy: Any) -> TaskConfig:
+def shuffle_task(
+    task_id: str = "shuf", l: int = L, aggregation: str = "reports", **policy: Any
+) -> TaskConfig:
+    """An SBLB-fixed shuffle task (d = 3, K = 4, batch size l); ``policy`` overrides fields."""
     return TaskConfig.model_validate(
         {
             "id": task_id,
             "threat_model": "shuffle",
             "K": 4,
+            "aggregation": aggregation,
             "policy": {"algo": "sblb-fixed", "d": 3, "eps0": 4.0, "batch_size": l, **policy},
         }
     )

@@ -322,7 +322,7 @@ async def test_batch_errors(settings: Settings, tmp_path: Path) -> None:
 
 
 async def test_secure_sum_tasks_take_no_report_batches(tmp_path: Path) -> None:
-    cfg = shuffle_task("sum").model_copy(update={"aggregation": "secure-sum"})
+    cfg = shuffle_task("sum", aggregation="secure-sum")
     settings = make_settings(tmp_path / "data", tasks=[cfg])
     async with running(create_app(settings)) as client:
         make = report_maker(await hpke_of(client))

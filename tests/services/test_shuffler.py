@@ -165,7 +165,7 @@ async def test_health_status_and_unknown_task(tmp_path: Path, keys: KeyStore) ->
 
 async def test_upload_errors_store_nothing(tmp_path: Path, keys: KeyStore) -> None:
     fake = FakeAnalyzer()
-    cfg = shuffle_task("sum").model_copy(update={"aggregation": "secure-sum"})
+    cfg = shuffle_task("sum", aggregation="secure-sum")
     settings = make_settings(tmp_path / "data", tasks=[SHUF, LOC, cfg])
     app = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(fake.app()))
     async with running(app) as client:
