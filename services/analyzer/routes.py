@@ -47,7 +47,7 @@ StoreDep = Annotated[Store, Depends(get_store)]
 def get_task(task: str, runtime: RuntimeDep) -> TaskRuntime:
     rt = runtime.tasks.get(task)
     if rt is None:
-        raise ApiError(404, "unknown_task", f"no task {task!r} on this analyzer")
+        raise ApiError(404, "unknown_task", f"no task {task[:64]!r} on this analyzer")
     return rt
 
 

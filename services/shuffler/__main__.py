@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         log_level=settings.log_level.lower(),
+        # One line per upload costs more than the upload itself under load.
+        access_log=settings.log_level.lower() == "debug",
         timeout_graceful_shutdown=10,
     )
 

@@ -68,7 +68,7 @@ StoreDep = Annotated[Store, Depends(get_store)]
 def get_task(task: str, runtime: RuntimeDep) -> TaskSpec:
     spec = runtime.tasks.get(task)
     if spec is None:
-        raise ApiError(404, "unknown_task", f"no task {task!r} on this shuffler")
+        raise ApiError(404, "unknown_task", f"no task {task[:64]!r} on this shuffler")
     return spec
 
 
