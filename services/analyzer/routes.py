@@ -169,7 +169,7 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
 
 @router.post(
     "/v1/tasks/{task}/batches",
-    responses=ERRORS,
+    responses={**ERRORS, 501: {"model": ErrorBody}, 503: {"model": ErrorBody}},
     dependencies=[Depends(require_shuffler)],
 )
 async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> BatchAck:

@@ -78,6 +78,7 @@ ERRORS = {
     404: {"model": ErrorBody},
     413: {"model": ErrorBody},
     422: {"model": ErrorBody},
+    501: {"model": ErrorBody},
     503: {"model": ErrorBody},
 }
 
