@@ -1,0 +1,155 @@
+"""End-to-end: simulated users over HTTP through device → shuffler → analyzer (real processes),
+with exact reconciliation of the three services' counts, for every threat model; plus the
+``privbandit demo`` and ``privbandit up`` commands themselves."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.cli_services import add_demo_parser, add_up_parser
+from shared.demo import DemoOptions, run_demo_against
+from shared.launcher import SERVICES, Cluster, free_ports, healthy
+from tests.e2e.conftest import BATCH, TASKS
+
+pytestmark = pytest.mark.slow
+
+USERS = 300
+
+
+@pytest.mark.parametrize("threat_model", ["ldp", "shuffle", "central"])
+def test_demo_reconciles_exactly(cluster: Cluster, threat_model: str) -> None:
+    opts = DemoOptions(threat_model, users=USERS, concurrency=4, seed=7, progress=False,
+                       settle_timeout=60)
+    out = asyncio.run(run_demo_against(cluster.urls, TASKS[threat_model], opts))
+    rec = out["reconciliation"]
+    l = BATCH[threat_model]
+    assert rec["consistent"], rec
+    assert rec["feedbacks_sent"] == USERS
+    assert rec["reports_accepted"] == USERS
+    assert rec["reports_counted"] + rec["reports_pending"] == USERS
+    # Only whole batches of exactly l are counted.
+    assert rec["reports_counted"] == l * rec["batches"]
+    if l == 1:
+        assert rec["reports_pending"] == 0
+    assert rec["model_versions"] >= 1
+    # The analyzer's own totals agree with the shuffler's queue (absolute, not just deltas).
+    status = httpx.get(f"{cluster.urls['shuffler']}/v1/status").json()
+    queue = next(q for q in status["tasks"] if q["task"] == TASKS[threat_model])
+    privacy = httpx.get(
+        f"{cluster.urls['analyzer']}/v1/tasks/{TASKS[threat_model]}/privacy"
+    ).json()
+    assert privacy["reports_counted"] + queue["pending"] == queue["accepted"]
+    assert queue["pending"] < l
+    assert queue["batches_formed"] == queue["batches_acknowledged"] == privacy["batches"]
+    # The device's counters agree too, and its model catches up with the analyzer's (the
+    # broadcast is asynchronous, so allow it a moment).
+    deadline = time.monotonic() + 10
+    while True:
+        device = httpx.get(f"{cluster.urls['device']}/v1/status").json()
+        if device["tasks"][TASKS[threat_model]] == privacy["model_version"]:
+            break
+        assert time.monotonic() < deadline, (device, privacy["model_version"])
+        time.sleep(0.1)
+    assert device["outbox_pending"] == 0
+    # spec §6 fields
+    assert out["privacy"]["threat_model"] == threat_model
+    for key in ("ldp_epsilon", "ldp_delta", "central_epsilon", "central_delta", "rdp_alpha",
+                "rdp_epsilon", "accounting"):
+        assert key in out["privacy"]
+    curve = out["regret_curve"]
+    assert curve[-1] == [USERS, out["final_regret"]]
+    assert all(b[0] > a[0] and b[1] >= a[1] for a, b in zip(curve, curve[1:], strict=False))
+    assert 0 <= out["final_regret"] <= USERS
+    assert out["users_per_second"] > 0
+    assert out["params"]["d"] == 3 and out["params"]["K"] == 5
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="privbandit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_up_parser(sub)
+    add_demo_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_demo_command_starts_fresh_services_and_writes_json(
+    tmp_path: Path, e2e_config: Path
+) -> None:
+    """``privbandit demo --paper``: starts its own services on free ports with a temporary
+    config using the paper's widths, and writes the spec §6 JSON and a plot."""
+    out_json, out_png = tmp_path / "demo.json", tmp_path / "demo.png"
+    code = _cli([
+        "demo", "--threat-model", "shuffle", "--users", "150", "--concurrency", "3",
+        "--config", str(e2e_config), "--paper", "--no-progress", "--seed", "3",
+        "--json", str(out_json), "--plot", str(out_png),
+    ])
+    assert code == 0
+    out = json.loads(out_json.read_text())
+    for key in ("final_regret", "regret_curve", "privacy", "users_per_second",
+                "reconciliation", "threat_model", "task", "users", "concurrency", "params",
+                "wall_seconds"):
+        assert key in out, key
+    rec = out["reconciliation"]
+    assert {"feedbacks_sent", "reports_accepted", "reports_counted", "reports_pending",
+            "batches", "model_versions"} <= set(rec)
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == 150
+    # Fresh services: everything counted from zero, 150 = 7 batches of 20 + 10 pending.
+    assert rec["reports_counted"] == 140 and rec["reports_pending"] == 10 and rec["batches"] == 7
+    assert out["params"]["confidence_scale"] == 1.0 and out["params"]["regularizer"] == "paper"
+    assert out["paper"] is True
+    assert out_png.stat().st_size > 1000
+
+
+def test_demo_command_rejects_a_missing_threat_model_task(tmp_path: Path) -> None:
+    cfg = tmp_path / "only-central.toml"
+    cfg.write_text('[[tasks]]\nid = "c"\nthreat_model = "central"\nK = 3\n'
+                   '[tasks.policy]\nalgo = "adar-oful"\nd = 2\n')
+    assert _cli(["demo", "--threat-model", "shuffle", "--users", "5", "--config", str(cfg),
+                 "--no-progress"]) == 2
+
+
+def test_up_runs_until_interrupted(tmp_path: Path, e2e_config: Path) -> None:
+    """``privbandit up`` starts the three services at the configured addresses and stops them
+    all on Ctrl-C (SIGINT)."""
+    ports = dict(zip(SERVICES, free_ports(3), strict=True))
+    env = dict(os.environ)
+    for name, port in ports.items():
+        env[f"PRIVBANDIT_{name.upper()}__PORT"] = str(port)
+    code = ("import sys; from tests.e2e.test_demo import _cli; "
+            "sys.exit(_cli(sys.argv[1:]))")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "up", "--config", str(e2e_config),
+         "--data-dir", str(tmp_path / "data")],
+        env=env, cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    urls = {n: f"http://127.0.0.1:{p}" for n, p in ports.items()}
+    try:
+        deadline = time.monotonic() + 60
+        while not all(healthy(u) for u in urls.values()):
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "services did not come up"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "privbandit is up" in out and urls["device"] in out
+    assert not any(healthy(u, timeout=0.5) for u in urls.values())
+    # Each service kept its state in its own place under the data directory.
+    assert (tmp_path / "data" / "device" / "device.sqlite3").exists()
