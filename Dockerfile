@@ -1,0 +1,33 @@
+# One image for all three services; docker-compose.yml picks the service with `command:`.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    # Small per-request linear algebra: a multi-threaded BLAS only burns CPU waking threads.
+    OPENBLAS_NUM_THREADS=1 \
+    OMP_NUM_THREADS=1 \
+    MKL_NUM_THREADS=1
+
+WORKDIR /opt/privbandit
+COPY pyproject.toml README.md ./
+COPY shared ./shared
+COPY services ./services
+RUN pip install . && rm -rf build *.egg-info
+COPY deploy ./deploy
+
+# Run unprivileged; each stateful service gets a named volume under /data (created here so the
+# volumes inherit this ownership).
+RUN useradd --system --uid 10001 --home-dir /data privbandit \
+    && mkdir -p /data/analyzer /data/shuffler /data/device \
+    && chown -R privbandit /data
+USER privbandit
+# Run from a neutral directory so `python -m services.x` imports the installed package.
+WORKDIR /data
+
+ENV PRIVBANDIT_CONFIG=/opt/privbandit/deploy/privbandit.toml \
+    PRIVBANDIT_DATA_DIR=/data
+
+EXPOSE 8701 8702 8703
+CMD ["python", "-m", "services.device", "--host", "0.0.0.0"]

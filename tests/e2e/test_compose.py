@@ -1,0 +1,121 @@
+"""docker-compose.yml and the Dockerfile: validated by ``docker-compose config`` when the binary
+is installed, and structurally with PyYAML always (there is no Docker engine in CI, so nothing
+is built or run here)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+SERVICES = ("analyzer", "shuffler", "device")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def ports() -> dict[str, int]:
+    cfg = tomllib.loads((ROOT / "deploy" / "privbandit.toml").read_text())
+    return {name: int(cfg[name]["port"]) for name in SERVICES}
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+def test_docker_compose_config_validates() -> None:
+    result = subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_three_services_from_one_image(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert set(services) == set(SERVICES)
+    assert len({svc["image"] for svc in services.values()}) == 1
+    for name, svc in services.items():
+        assert svc["build"] == "."
+        # --host is the bind address inside the container; peers are found by service name.
+        assert svc["command"] == ["python", "-m", f"services.{name}", "--host", "0.0.0.0"]
+        env = svc["environment"]
+        for peer in SERVICES:
+            assert env[f"PRIVBANDIT_{peer.upper()}__HOST"] == peer
+        assert env["PRIVBANDIT_DATA_DIR"] == "/data"
+
+
+def test_healthchecks_use_python_not_curl(compose: dict[str, Any], ports: dict[str, int]) -> None:
+    for name, svc in compose["services"].items():
+        test = svc["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python", "-c"]
+        assert "curl" not in " ".join(test) and "wget" not in " ".join(test)
+        assert f"http://127.0.0.1:{ports[name]}/healthz" in test[3]
+        # The probe is valid Python.
+        compile(test[3], "<healthcheck>", "exec")
+
+
+def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert "depends_on" not in services["analyzer"]
+    assert services["shuffler"]["depends_on"] == {"analyzer": {"condition": "service_healthy"}}
+    assert services["device"]["depends_on"] == {
+        "analyzer": {"condition": "service_healthy"},
+        "shuffler": {"condition": "service_healthy"},
+    }
+
+
+def test_state_in_named_volumes_and_one_read_only_config(compose: dict[str, Any]) -> None:
+    assert set(compose["volumes"]) == {f"{n}-data" for n in SERVICES}
+    for name, svc in compose["services"].items():
+        vols = svc["volumes"]
+        assert f"{name}-data:/data/{name}" in vols
+        config_path = svc["environment"]["PRIVBANDIT_CONFIG"]
+        assert f"./deploy/privbandit.toml:{config_path}:ro" in vols
+        # Published on the host's loopback only.
+        assert all(p.startswith("127.0.0.1:") for p in svc["ports"])
+
+
+def test_dockerfile() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    froms = [line for line in text.splitlines() if line.startswith("FROM ")]
+    assert froms == ["FROM python:3.11-slim"]
+    assert "pip install ." in text
+    for name in SERVICES:
+        assert f"/data/{name}" in text
+    # Every path the image copies exists in the repository.
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            for src in line.split()[1:-1]:
+                assert (ROOT / src).exists(), src
+
+
+def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a container the device binds 0.0.0.0 but talks to http://analyzer:8701 etc."""
+    import services.device.__main__ as device_main
+
+    for peer in SERVICES:
+        monkeypatch.setenv(f"PRIVBANDIT_{peer.upper()}__HOST", peer)
+    monkeypatch.setenv("PRIVBANDIT_CONFIG", str(ROOT / "deploy" / "privbandit.toml"))
+    captured: dict[str, Any] = {}
+
+    def fake_run(app: Any, **kwargs: Any) -> None:
+        captured.update(kwargs)
+
+    def fake_create_app(settings: Any) -> Any:
+        captured["settings"] = settings
+        return object()
+
+    monkeypatch.setattr(device_main.uvicorn, "run", fake_run)
+    monkeypatch.setattr(device_main, "create_app", fake_create_app)
+    device_main.main(["--host", "0.0.0.0"])
+    assert captured["host"] == "0.0.0.0" and captured["port"] == 8703
+    assert captured["settings"].analyzer.url == "http://analyzer:8701"
+    assert captured["settings"].shuffler.url == "http://shuffler:8702"
