@@ -191,6 +191,8 @@ class Driver:
     seed: int = 0
     on_progress: Callable[[Driver], None] | None = None
     transport: httpx.AsyncBaseTransport | None = None
+    # Stop starting new users after this many seconds (load tests); None = run all users.
+    time_limit: float | None = None
     # live state (read by progress displays and tests)
     done: int = 0
     regret: float = 0.0
@@ -199,6 +201,10 @@ class Driver:
     model_version: int = 0
     errors: int = 0
     curve: list[list[float]] = field(default_factory=list)
+    # Seconds per successful request, by endpoint ("decide", "feedback").
+    latencies: dict[str, list[float]] = field(
+        default_factory=lambda: {"decide": [], "feedback": []}
+    )
 
     def __post_init__(self) -> None:
         if self.users < 1 or self.concurrency < 1:
@@ -229,6 +235,7 @@ class Driver:
         limits = httpx.Limits(max_connections=self.concurrency + 2,
                               max_keepalive_connections=self.concurrency + 2)
         started = time.perf_counter()
+        self._stop_at = None if self.time_limit is None else started + self.time_limit
         async with httpx.AsyncClient(base_url=self.device_url, limits=limits, timeout=30.0,
                                      transport=self.transport) as client:
             await asyncio.gather(*(self._worker(client) for _ in range(self.concurrency)))
@@ -236,7 +243,7 @@ class Driver:
         if not self.curve or self.curve[-1][0] != self.done:
             self.curve.append([self.done, self.regret])
         return DriveResult(
-            users=self.users,
+            users=self.done,
             concurrency=self.concurrency,
             feedbacks_sent=self.feedbacks_sent,
             final_regret=self.regret,
@@ -250,11 +257,15 @@ class Driver:
     async def _worker(self, client: httpx.AsyncClient) -> None:
         task = self.task.id
         while self._next < self.users:
+            if self._stop_at is not None and time.perf_counter() > self._stop_at:
+                return
             i = self._next
             self._next += 1
             X, mu, u = self._user(i)
+            t0 = time.perf_counter()
             resp = await self._post(client, f"/v1/tasks/{task}/decide",
                                     {"features": X.tolist()})
+            t1 = time.perf_counter()
             if resp.status_code != 200:
                 raise DemoError(f"decide failed: {resp.status_code} {resp.text[:300]}")
             out = resp.json()
@@ -268,6 +279,8 @@ class Driver:
             resp = await self._post(client, f"/v1/tasks/{task}/feedback", body, retry_409=True)
             if resp.status_code != 202:
                 raise DemoError(f"feedback failed: {resp.status_code} {resp.text[:300]}")
+            self.latencies["decide"].append(t1 - t0)
+            self.latencies["feedback"].append(time.perf_counter() - t1)
             self.feedbacks_sent += 1
             self.done += 1
             if self.done % self._every == 0:
