@@ -59,7 +59,14 @@ from gmpy2 import mpz
 from phe import paillier
 from pydantic import Field, field_validator, model_validator
 
-from shared.protocol import MAX_BATCH, MAX_CIPHERTEXT_BYTES, HexId, Message, b64decode
+from shared.protocol import (
+    MAX_BATCH,
+    MAX_CIPHERTEXT_BYTES,
+    MAX_REPORTS_PER_UPLOAD,
+    HexId,
+    Message,
+    b64decode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +312,13 @@ class EncryptedCounts(Message):
 
     key_id: int = Field(ge=0, le=255)
     ct: str = Field(max_length=4 * MAX_CIPHERTEXT_BYTES // 3 + 4)
+
+
+class SecureSumUpload(Message):
+    """Device → shuffler (``POST /v1/tasks/{task}/encrypted-counts``): one or many secure-sum
+    reports of one task, like ``ReportUpload`` for HPKE reports."""
+
+    reports: list[EncryptedCounts] = Field(min_length=1, max_length=MAX_REPORTS_PER_UPLOAD)
 
 
 class EncryptedBatchSum(Message):

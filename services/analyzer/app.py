@@ -14,6 +14,8 @@ from services.analyzer.routes import router
 from services.analyzer.runtime import AnalyzerRuntime, row_wire_bytes
 from services.analyzer.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
 from shared.crypto import ciphertext_length
+from shared.protocol import MAX_CIPHERTEXT_BYTES
+from shared.secure_sum import DEFAULT_KEY_BITS
 from shared.settings import Settings
 
 
@@ -22,22 +24,37 @@ def max_body_bytes(settings: Settings) -> int:
     length, with room for formatting; anything larger is refused with 413 before parsing."""
     largest = 64 * 1024
     for task in settings.tasks:
+        if task.aggregation == "secure-sum":
+            # One EncryptedBatchSum: a few ciphertexts, whatever l is (base64 of at most
+            # MAX_CIPHERTEXT_BYTES, the bound its ``ct`` field enforces).
+            largest = max(largest, 4 * MAX_CIPHERTEXT_BYTES // 3 + 64 * 1024)
+            continue
         per_report = report_json_bytes(ciphertext_length(row_wire_bytes(task)))
         largest = max(largest, task.batch_size * per_report + 64 * 1024)
     return largest
 
 
-def create_app(settings: Settings | None = None, *, sse_keepalive: float = 15.0) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    sse_keepalive: float = 15.0,
+    paillier_key_bits: int = DEFAULT_KEY_BITS,
+) -> FastAPI:
     """Build an analyzer app; its state and keys live in ``settings.data_dir / "analyzer"``.
 
     ``sse_keepalive``: seconds between keep-alive comments on idle model streams.
+    ``paillier_key_bits``: size of a Paillier key created on first start (an existing key is
+    loaded as it is). Below 2048 bits only for tests: such a key is refused unless the app is
+    built with the same small size, and the deployment configuration cannot ask for one.
     """
     settings = settings if settings is not None else Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Opening SQLite and loading keys and policy state happen before the first request.
-        runtime = AnalyzerRuntime(settings, sse_keepalive=sse_keepalive)
+        runtime = AnalyzerRuntime(
+            settings, sse_keepalive=sse_keepalive, paillier_key_bits=paillier_key_bits
+        )
         runtime.bind_loop(asyncio.get_running_loop())
         app.state.runtime = runtime
         runtime.start()

@@ -12,7 +12,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.analyzer.runtime import AnalyzerRuntime, ShuttingDown, TaskRuntime, task_info
+from services.analyzer.runtime import (
+    AnalyzerRuntime,
+    BatchRefused,
+    BatchSumJob,
+    ShuttingDown,
+    TaskRuntime,
+    task_info,
+)
 from services.analyzer.store import Store
 from services.analyzer.web import ApiError
 from shared.protocol import (
@@ -23,6 +30,12 @@ from shared.protocol import (
     ModelMessage,
     PrivacyReport,
     TaskInfo,
+)
+from shared.secure_sum import (
+    CiphertextError,
+    EncryptedBatchSum,
+    PaillierConfig,
+    decode_ciphertexts,
 )
 
 log = logging.getLogger(__name__)
@@ -74,9 +87,23 @@ def require_shuffler(
 ERRORS = {
     401: {"model": ErrorBody},
     404: {"model": ErrorBody},
+    409: {"model": ErrorBody},
     413: {"model": ErrorBody},
     422: {"model": ErrorBody},
 }
+
+
+def _wrong_transport(rt: TaskRuntime) -> ApiError:
+    """409: the request uses the other shuffle transport than the task is configured with."""
+    if rt.config.aggregation == "secure-sum":
+        hint = f"it takes only encrypted batch sums (POST /v1/tasks/{rt.id}/batch-sums)"
+    else:
+        hint = f"it takes only report batches (POST /v1/tasks/{rt.id}/batches)"
+    return ApiError(
+        409,
+        "aggregation_mismatch",
+        f"task {rt.id!r} uses {rt.config.aggregation} aggregation: {hint}; nothing was counted",
+    )
 
 
 @router.get("/healthz")
@@ -94,9 +121,30 @@ async def hpke_config(runtime: RuntimeDep) -> HpkeConfig:
     return runtime.keys.hpke_config()
 
 
+@router.get("/v1/paillier-config")
+async def paillier_config(runtime: RuntimeDep) -> PaillierConfig:
+    """The Paillier public key of the secure-sum transport (no task layout)."""
+    # In a thread: the key is generated here if no secure-sum task created it at start-up.
+    keys = await run_in_threadpool(runtime.paillier_keys)
+    return keys.paillier_config()
+
+
 @router.get("/v1/tasks/{task}", responses=ERRORS)
 async def get_task_info(rt: TaskDep) -> TaskInfo:
     return task_info(rt.config)
+
+
+@router.get("/v1/tasks/{task}/secure-sum", responses=ERRORS)
+async def secure_sum_config(rt: TaskDep, runtime: RuntimeDep) -> PaillierConfig:
+    """The Paillier public key with the task's slot layout: everything a device needs to pack
+    and encrypt its counts (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits)."""
+    if rt.layout is None:
+        raise ApiError(
+            404,
+            "not_secure_sum",
+            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum",
+        )
+    return runtime.paillier_keys().paillier_config(rt.layout)
 
 
 def _etag_matches(if_none_match: str | None, etag: str) -> bool:
@@ -169,18 +217,14 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
 
 @router.post(
     "/v1/tasks/{task}/batches",
-    responses={**ERRORS, 501: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={**ERRORS, 503: {"model": ErrorBody}},
     dependencies=[Depends(require_shuffler)],
 )
 async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> BatchAck:
     """One shuffled batch of exactly l reports from the shuffler; idempotent on batch id."""
     if rt.config.aggregation != "reports":
-        raise ApiError(
-            501,
-            "unsupported_aggregation",
-            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, which takes no report "
-            "batches on this analyzer",
-        )
+        # Individual reports of a secure-sum task must never reach the analyzer.
+        raise _wrong_transport(rt)
     l = rt.config.batch_size
     if len(upload.reports) != l:
         raise ApiError(
@@ -190,6 +234,46 @@ async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> B
         )
     try:
         return await runtime.submit(rt, upload)
+    except ShuttingDown as exc:
+        raise ApiError(503, "unavailable", f"{exc}; retry later") from exc
+
+
+@router.post(
+    "/v1/tasks/{task}/batch-sums",
+    responses={**ERRORS, 503: {"model": ErrorBody}},
+    dependencies=[Depends(require_shuffler)],
+)
+async def post_batch_sum(
+    upload: EncryptedBatchSum, rt: TaskDep, runtime: RuntimeDep
+) -> BatchAck:
+    """The encrypted sum of one batch of exactly l secure-sum reports from the shuffler;
+    idempotent on batch id. A refused sum (422) changes no state and leaves its id unprocessed.
+    """
+    if rt.layout is None:
+        raise _wrong_transport(rt)
+    l = rt.config.batch_size
+    if upload.count != l:
+        raise ApiError(
+            422,
+            "batch_size_mismatch",
+            f"task {rt.id!r} takes sums of exactly l = {l} reports, got count = {upload.count}",
+        )
+    keys = runtime.paillier_keys()
+    if upload.key_id != keys.key_id:
+        raise ApiError(
+            422,
+            "unknown_key",
+            f"batch {upload.batch_id} is encrypted under Paillier key {upload.key_id}; this "
+            f"analyzer's key is {keys.key_id}",
+        )
+    try:
+        ciphertexts = decode_ciphertexts(upload.ct, keys.n, rt.layout.plaintexts)
+    except CiphertextError as exc:
+        raise ApiError(422, "bad_ciphertext", f"batch {upload.batch_id}: {exc}") from exc
+    try:
+        return await runtime.submit(rt, BatchSumJob(upload, ciphertexts))
+    except BatchRefused as exc:
+        raise ApiError(422, exc.code, exc.message) from exc
     except ShuttingDown as exc:
         raise ApiError(503, "unavailable", f"{exc}; retry later") from exc
 

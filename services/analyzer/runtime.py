@@ -1,5 +1,7 @@
 """The analyzer's in-memory runtime: per-task policy, published model, stream feed, and the
-batch-ingest procedure (decrypt → validate → de-duplicate → aggregate → commit).
+batch-ingest procedures: HPKE report batches (decrypt → validate → de-duplicate → aggregate →
+commit) and, for ``secure-sum`` tasks, encrypted batch sums (decrypt → range-check → aggregate →
+commit).
 
 Readers (``GET /model``, ``/privacy``, the stream) only ever see ``TaskRuntime.published``, which
 is replaced after a batch is committed, so no client observes a model that is not on disk.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,15 @@ from shared.crypto import CryptoError, KeyStore, row_length, unpack_report
 from shared.policies import Policy, build_policy, randomizer_for
 from shared.policies.model import Model
 from shared.protocol import BatchAck, BatchUpload, ModelMessage, TaskInfo
+from shared.secure_sum import (
+    DEFAULT_KEY_BITS,
+    MIN_KEY_BITS,
+    CiphertextError,
+    EncryptedBatchSum,
+    PaillierKeyStore,
+    SlotLayout,
+    SlotRangeError,
+)
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
@@ -37,6 +49,34 @@ MAX_GROUP_REPORTS = 20_000
 
 class ShuttingDown(Exception):
     """The analyzer stopped before a batch could be ingested."""
+
+
+class BatchRefused(Exception):
+    """A batch that cannot be counted and was NOT recorded (its id stays unprocessed): the
+    route answers 422 with ``code``. Raised per batch, so the rest of its group still commits."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class BatchSumJob:
+    """An encrypted batch sum whose wire form has been checked (count, key id, ciphertexts in
+    Z*_{n²}); ``ciphertexts`` are the decoded integers, one per plaintext of the task layout."""
+
+    upload: EncryptedBatchSum
+    ciphertexts: list[int]
+
+    @property
+    def batch_id(self) -> str:
+        return self.upload.batch_id
+
+
+# What a task's ingest worker queues: report batches for ``reports`` tasks, batch sums for
+# ``secure-sum`` tasks (the routes never mix them), each with the future of its answer.
+IngestItem = BatchUpload | BatchSumJob
 
 
 def row_wire_bytes(config: TaskConfig) -> int:
@@ -117,8 +157,10 @@ class TaskRuntime:
     duplicates: int = 0
     batches: int = 0
     ledger_cache: PrivacyLedger | None = None
+    # Secure-sum tasks only: the slot layout of the task under the analyzer's Paillier key.
+    layout: SlotLayout | None = None
     # The ingest worker and its queue of (batch, future); None is the stop sentinel.
-    queue: asyncio.Queue[tuple[BatchUpload, asyncio.Future[BatchAck]] | None] | None = None
+    queue: asyncio.Queue[tuple[IngestItem, asyncio.Future[BatchAck]] | None] | None = None
     worker: asyncio.Task[None] | None = None
 
     @property
@@ -129,12 +171,28 @@ class TaskRuntime:
 class AnalyzerRuntime:
     """Everything the routes need, created in the lifespan and closed with it."""
 
-    def __init__(self, settings: Settings, *, sse_keepalive: float = 15.0) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        sse_keepalive: float = 15.0,
+        paillier_key_bits: int = DEFAULT_KEY_BITS,
+    ) -> None:
         self.settings = settings
         self.sse_keepalive = sse_keepalive
         self.metrics = AnalyzerMetrics()
         data = Path(settings.data_dir) / "analyzer"
+        self.data_dir = data
         self.keys = KeyStore(data)
+        # The Paillier key of the secure-sum transport lives next to the HPKE key. Keys below
+        # 2048 bits are only reachable through this constructor argument (tests), never through
+        # the deployment configuration.
+        self._paillier_key_bits = paillier_key_bits
+        self._paillier: PaillierKeyStore | None = None
+        self._paillier_lock = threading.Lock()
+        if any(t.aggregation == "secure-sum" for t in settings.tasks):
+            # Created (or loaded) before the first request: devices and the shuffler need it.
+            self.paillier_keys()
         self.store = Store(data / DB_FILE)
         self.tasks: dict[str, TaskRuntime] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -169,6 +227,9 @@ class AnalyzerRuntime:
                 f"task {config.id!r}: stored policy state is unusable: {exc}"
             ) from exc
         row_bytes = row_wire_bytes(config)
+        task_layout = None
+        if config.aggregation == "secure-sum":
+            task_layout = self._task_layout(config, policy)
         published = model_message(config.id, policy.model)
         self.metrics.model_version.labels(config.id).set(published.version)
         return TaskRuntime(
@@ -181,7 +242,34 @@ class AnalyzerRuntime:
             rejected=record.rejected,
             duplicates=record.duplicates,
             batches=record.batches,
+            layout=task_layout,
         )
+
+    def _task_layout(self, config: TaskConfig, policy: Policy) -> SlotLayout:
+        """c = d(d+3)/2 counts of 0..m per report, batch size l, under the Paillier key."""
+        c = getattr(policy.randomizer, "c", None)
+        m = getattr(config.policy, "m", None)
+        if not isinstance(c, int) or not isinstance(m, int):
+            raise RuntimeError(f"task {config.id!r}: secure-sum needs the 0/1 randomizer (sblb)")
+        try:
+            return self.paillier_keys().layout(c, config.batch_size, m)
+        except ValueError as exc:
+            raise RuntimeError(f"task {config.id!r}: no secure-sum slot layout: {exc}") from exc
+
+    def paillier_keys(self) -> PaillierKeyStore:
+        """The analyzer's Paillier key store, created on first use (at start-up when a task uses
+        secure-sum; otherwise on the first ``GET /v1/paillier-config``). Thread-safe."""
+        with self._paillier_lock:
+            if self._paillier is None:
+                bits = self._paillier_key_bits
+                self._paillier = PaillierKeyStore(
+                    self.data_dir, bits, allow_small=bits < MIN_KEY_BITS
+                )
+                log.info(
+                    "Paillier key %d (%d bits) in %s",
+                    self._paillier.key_id, self._paillier.key_bits, self._paillier.path,
+                )
+            return self._paillier
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -205,7 +293,8 @@ class AnalyzerRuntime:
     def ledger(self, rt: TaskRuntime) -> PrivacyLedger:
         """The task's ledger (depends on its parameters only; computed once, it can take ~1 s)."""
         if rt.ledger_cache is None:
-            rt.ledger_cache = rt.policy.ledger(T=None)
+            # The transport decides what an observer of the shuffler output sees (spec §3).
+            rt.ledger_cache = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
         return rt.ledger_cache
 
     # -----------------------------------------------------------------------------------------
@@ -230,8 +319,9 @@ class AnalyzerRuntime:
                 if item is not None and not item[1].done():
                     item[1].set_exception(ShuttingDown("the analyzer is shutting down"))
 
-    async def submit(self, rt: TaskRuntime, upload: BatchUpload) -> BatchAck:
-        """Queue a batch for its task's worker and wait for its (committed) ack."""
+    async def submit(self, rt: TaskRuntime, upload: IngestItem) -> BatchAck:
+        """Queue a batch (or a checked batch sum) for its task's worker and wait for its
+        (committed) ack; raises ``BatchRefused`` for a batch sum that cannot be counted."""
         if rt.queue is None or rt.worker is None or rt.worker.done():
             raise ShuttingDown("the analyzer is not accepting batches")
         fut: asyncio.Future[BatchAck] = asyncio.get_running_loop().create_future()
@@ -246,20 +336,28 @@ class AnalyzerRuntime:
             if first is None:
                 return
             group = [first]
-            reports = len(first[0].reports)
+            reports = _weight(first[0])
             while not rt.queue.empty() and len(group) < MAX_GROUP_BATCHES:
                 item = rt.queue.get_nowait()
                 if item is None:
                     rt.queue.put_nowait(None)  # stop after this group
                     break
                 group.append(item)
-                reports += len(item[0].reports)
+                reports += _weight(item[0])
                 if reports >= MAX_GROUP_REPORTS:
                     break
             uploads = [upload for upload, _ in group]
             try:
                 # Not abandoned on cancellation: shutdown waits for a commit in progress.
-                acks = await anyio.to_thread.run_sync(self.ingest_group, rt, uploads)
+                acks: list[BatchAck | BatchRefused]
+                if rt.layout is not None:
+                    jobs = [u for u in uploads if isinstance(u, BatchSumJob)]
+                    assert len(jobs) == len(uploads), "report batch queued for a secure-sum task"
+                    acks = await anyio.to_thread.run_sync(self.ingest_sum_group, rt, jobs)
+                else:
+                    batches = [u for u in uploads if isinstance(u, BatchUpload)]
+                    assert len(batches) == len(uploads), "batch sum queued for a reports task"
+                    acks = list(await anyio.to_thread.run_sync(self.ingest_group, rt, batches))
             except Exception as exc:
                 log.exception("task %s: ingest of %d batch(es) failed", rt.id, len(group))
                 for _, fut in group:
@@ -269,7 +367,11 @@ class AnalyzerRuntime:
             finally:
                 self.sync_published(rt)
             for (_, fut), ack in zip(group, acks, strict=True):
-                if not fut.done():
+                if fut.done():
+                    continue
+                if isinstance(ack, BatchRefused):
+                    fut.set_exception(ack)
+                else:
                     fut.set_result(ack)
 
     def ingest_group(self, rt: TaskRuntime, uploads: list[BatchUpload]) -> list[BatchAck]:
@@ -377,6 +479,105 @@ class AnalyzerRuntime:
             )
         return acks
 
+    def ingest_sum_group(
+        self, rt: TaskRuntime, jobs: list[BatchSumJob]
+    ) -> list[BatchAck | BatchRefused]:
+        """Open encrypted batch sums of one secure-sum task and commit the good ones in ONE
+        transaction; one ack (or ``BatchRefused``) per job, in order.
+
+        Runs in a worker thread, serialised per task like ``ingest_group``. Only the batch counts
+        (Z, U) are ever decrypted, never a single report. A sum with a slot outside 0..l·m (an
+        out-of-range report, too many reports, a tampered product) is refused before anything
+        is fed, so a refused batch changes no state and its id stays unprocessed; a batch id
+        already committed (or repeated within the group) is a replay. There are no report ids:
+        duplicates are dropped by the shuffler (identical ciphertexts) before a sum is formed.
+        """
+        started = time.perf_counter()
+        policy = rt.policy
+        assert rt.layout is not None
+        keys = self.paillier_keys()
+        committed = self.store.processed_batches(rt.id, [j.batch_id for j in jobs])
+
+        outcome: list[BatchRefused | None] = [None] * len(jobs)
+        replayed: set[int] = set()
+        opened: list[tuple[int, np.ndarray]] = []
+        group_batches: set[str] = set()
+        for i, job in enumerate(jobs):
+            if job.batch_id in committed or job.batch_id in group_batches:
+                replayed.add(i)
+                continue
+            try:
+                # Pure: decrypts and range-checks only; nothing is fed before every check passed.
+                stat = keys.open_batch_sum(job.ciphertexts, rt.layout, job.upload.count)
+            except SlotRangeError as exc:
+                outcome[i] = BatchRefused(
+                    "slot_out_of_range",
+                    f"batch {job.batch_id}: the decrypted sum is not one of {job.upload.count} "
+                    f"reports with counts in 0..{rt.layout.m} ({exc}); nothing was counted",
+                )
+                continue
+            except CiphertextError as exc:
+                outcome[i] = BatchRefused("bad_ciphertext", f"batch {job.batch_id}: {exc}")
+                continue
+            # Only an opened batch claims its id: a refused one may be re-sent (and re-refused).
+            group_batches.add(job.batch_id)
+            opened.append((i, stat))
+
+        before = policy.get_state()
+        results: dict[int, BatchResult] = {}
+        try:
+            for i, stat in opened:
+                job = jobs[i]
+                policy.ingest_statistic(stat, job.upload.count)
+                results[i] = BatchResult(
+                    batch_id=job.batch_id, counted=job.upload.count, rejected=0, duplicates=0,
+                    model_version=policy.model.version,
+                )
+            if results:
+                self.store.commit_batches(
+                    rt.id, [(r, []) for r in results.values()], policy.get_state()
+                )
+        except BaseException:
+            policy.set_state(before)
+            raise
+
+        m = self.metrics
+        for r in results.values():
+            rt.reports_counted += r.counted
+            rt.batches += 1
+            m.batches.labels(rt.id, "processed").inc()
+            m.reports_counted.labels(rt.id).inc(r.counted)
+        refused = sum(o is not None for o in outcome)
+        if refused:
+            m.batches.labels(rt.id, "refused").inc(refused)
+        if replayed:
+            m.batches.labels(rt.id, "replayed").inc(len(replayed))
+        if results:
+            m.ingest_seconds.labels(rt.id).observe(time.perf_counter() - started)
+            m.group_batches.labels(rt.id).observe(len(results))
+
+        acks: list[BatchAck | BatchRefused] = []
+        for i, job in enumerate(jobs):
+            refusal = outcome[i]
+            if refusal is not None:
+                acks.append(refusal)
+            elif i in replayed:
+                acks.append(
+                    BatchAck(
+                        batch_id=job.batch_id, replayed=True, counted=0, rejected=0,
+                        duplicates=0, model_version=policy.model.version,
+                    )
+                )
+            else:
+                r = results[i]
+                acks.append(
+                    BatchAck(
+                        batch_id=r.batch_id, replayed=False, counted=r.counted, rejected=0,
+                        duplicates=0, model_version=r.model_version,
+                    )
+                )
+        return acks
+
     @staticmethod
     def _feed(policy: Policy, rows: list[np.ndarray]) -> None:
         """Feed rows to the policy until all are consumed (exact policies consume rows up to
@@ -398,3 +599,9 @@ class AnalyzerRuntime:
             rt.published = model_message(rt.id, rt.policy.model)
             self.metrics.model_version.labels(rt.id).set(rt.published.version)
             rt.feed.publish(rt.published)
+
+
+def _weight(item: IngestItem) -> int:
+    """A queued item's share of a group's work bound: its reports (one decryption per report
+    for a report batch, one per plaintext for a batch sum, which is at most a few)."""
+    return len(item.reports) if isinstance(item, BatchUpload) else len(item.ciphertexts)

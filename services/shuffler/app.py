@@ -1,12 +1,17 @@
 """The shuffler service: accepts opaque HPKE ciphertexts from devices, keeps them durably, and
 releases each task's reports to the analyzer only in batches of exactly l, in a uniformly random
-order from the OS CSPRNG, with nothing but the batch id and the ciphertexts (spec §2).
+order from the OS CSPRNG, with nothing but the batch id and the ciphertexts (spec §2). For a
+``secure-sum`` task it accepts Paillier-encrypted counts instead and releases only the encrypted
+sum of each batch of l (spec §3).
 
-It holds no key and cannot read a report. Its task list comes from its own ``Settings``.
+It holds no private key and cannot read a report. Its task list comes from its own ``Settings``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,19 +22,29 @@ from fastapi import FastAPI
 from services.shuffler.forwarder import HTTP_TIMEOUT, Committer, Forwarder
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.routes import ShufflerRuntime, TaskSpec, router
+from services.shuffler.secure_sum import PaillierState, fetch_paillier_config, task_layout
 from services.shuffler.store import Store
 from services.shuffler.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
 from shared.crypto import ciphertext_length, row_length
 from shared.policies import randomizer_for
 from shared.protocol import MAX_REPORTS_PER_UPLOAD
+from shared.secure_sum import DEFAULT_KEY_BITS
 from shared.settings import Settings, TaskConfig
 
 DB_FILE = "shuffler.sqlite3"
 
 
 def _ct_bytes(config: TaskConfig) -> int:
-    """The task's ciphertext length: report id + the randomizer's row + AEAD tag (public)."""
+    """The task's HPKE ciphertext length: report id + the randomizer's row + AEAD tag (public).
+    0 for a secure-sum task, whose ciphertext length depends on the analyzer's Paillier key."""
+    if config.aggregation == "secure-sum":
+        return 0
     return ciphertext_length(row_length(randomizer_for(config.policy)))
+
+
+def _upload_limit(ct_bytes: int) -> int:
+    """Largest acceptable upload body: the most reports per upload of ``ct_bytes`` each."""
+    return MAX_REPORTS_PER_UPLOAD * report_json_bytes(ct_bytes) + 64 * 1024
 
 
 def create_app(
@@ -45,7 +60,23 @@ def create_app(
     settings = settings if settings is not None else Settings()
     specs = {t.id: TaskSpec(config=t, ct_bytes=_ct_bytes(t)) for t in settings.tasks}
     largest_report = max((s.ct_bytes for s in specs.values()), default=1024)
-    max_body = MAX_REPORTS_PER_UPLOAD * report_json_bytes(largest_report) + 64 * 1024
+    hpke_limit = _upload_limit(largest_report)
+    secure_tasks = [t for t in settings.tasks if t.aggregation == "secure-sum"]
+
+    @functools.lru_cache(maxsize=8)
+    def limit_for_key(key_bits: int) -> int:
+        return max(
+            [hpke_limit]
+            + [_upload_limit(task_layout(t, key_bits).ciphertext_bytes) for t in secure_tasks]
+        )
+
+    def max_body() -> int:
+        """The body limit, per request: a secure-sum report's length depends on the analyzer's
+        key, known once fetched (until then uploads are refused with 503 anyway, and the limit
+        assumes the default key size)."""
+        runtime = getattr(app.state, "runtime", None)
+        config = runtime.paillier.config if runtime is not None else None
+        return limit_for_key(config.key_bits if config is not None else DEFAULT_KEY_BITS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,14 +88,26 @@ def create_app(
         client = httpx.AsyncClient(
             base_url=settings.analyzer.url, transport=analyzer_transport, timeout=HTTP_TIMEOUT
         )
-        forwarder = Forwarder(settings, store, metrics, client)
+        paillier = PaillierState(settings.tasks)
+        forwarder = Forwarder(settings, store, metrics, client, paillier)
         committer = Committer(store, metrics, forwarder)
-        app.state.runtime = ShufflerRuntime(settings, store, specs, committer, forwarder, metrics)
+        app.state.runtime = ShufflerRuntime(
+            settings, store, specs, committer, forwarder, metrics, paillier
+        )
+        fetcher = None
+        if paillier.needed:
+            fetcher = asyncio.create_task(
+                fetch_paillier_config(paillier, client, settings), name="fetch-paillier-config"
+            )
         committer.start()
         forwarder.start()
         try:
             yield
         finally:
+            if fetcher is not None:
+                fetcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await fetcher
             await committer.stop()
             await forwarder.stop()
             await client.aclose()

@@ -6,7 +6,10 @@ while a commit is in progress form the next group), so a 202 costs a share of on
 ``Forwarder`` runs one delivery loop per task: it posts the oldest unacknowledged batches (batch
 id and ciphertexts in the stored shuffled order — nothing else) with the shuffler's bearer token
 and retries each with exponential backoff until it gets a 200 ``BatchAck`` for that batch id, then
-marks it acknowledged.
+marks it acknowledged. For a ``secure-sum`` task it first multiplies the batch's Paillier
+ciphertexts into one encrypted sum (in a worker thread), stores that durably in place of the
+members, and posts only ``EncryptedBatchSum`` to ``/batch-sums``; an individual report of such a
+task never leaves the shuffler.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import anyio.to_thread
 import httpx
 from pydantic import ValidationError
 
 from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.store import AcceptResult, Batch, Store, Upload
+from services.shuffler.secure_sum import PaillierState, SumUnavailable, batch_sum, sum_message
+from services.shuffler.store import AcceptResult, Store, Upload
 from shared.protocol import BatchAck, BatchUpload, EncryptedReport
+from shared.secure_sum import EncryptedCounts
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -67,7 +73,9 @@ class Committer:
             if item is not None and not item[1].done():
                 item[1].set_exception(ShuttingDown("the shuffler is shutting down"))
 
-    async def submit(self, task: str, reports: Sequence[EncryptedReport]) -> AcceptResult:
+    async def submit(
+        self, task: str, reports: Sequence[EncryptedReport] | Sequence[EncryptedCounts]
+    ) -> AcceptResult:
         """Return once the reports are durable (or raise; then nothing of them was stored)."""
         if self._task is None or self._task.done() or self._stopping:
             raise ShuttingDown("the shuffler is not accepting reports")
@@ -114,6 +122,16 @@ class Committer:
             self.forwarder.wake(task)
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """One batch ready to post: where to, and the exact body (re-sent unchanged on retries)."""
+
+    batch_id: str
+    task: str
+    path: str
+    body: str
+
+
 class Forwarder:
     """Delivers formed batches to the analyzer, exactly as stored, until acknowledged.
 
@@ -128,12 +146,15 @@ class Forwarder:
         store: Store,
         metrics: ShufflerMetrics,
         client: httpx.AsyncClient,
+        paillier: PaillierState | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.metrics = metrics
         self.client = client
-        self.tasks = [t.id for t in settings.tasks if t.aggregation == "reports"]
+        self.paillier = paillier if paillier is not None else PaillierState(settings.tasks)
+        self.tasks = [t.id for t in settings.tasks]
+        self.secure = {t.id for t in settings.tasks if t.aggregation == "secure-sum"}
         self.last_error: dict[str, str | None] = {t: None for t in self.tasks}
         self._wake = {t: asyncio.Event() for t in self.tasks}
         self._loops: list[asyncio.Task[None]] = []
@@ -171,6 +192,9 @@ class Forwarder:
             slots.release()
             event.set()
 
+        if task in self.secure:
+            # Sums need the analyzer's public key (batches stored before a restart wait too).
+            await self.paillier.ready.wait()
         while True:
             # Clear before looking: a batch formed (or a slot freed) after the look sets it again.
             event.clear()
@@ -182,42 +206,77 @@ class Forwarder:
                 continue
             for batch_id in ids:
                 await slots.acquire()
-                batch = await anyio.to_thread.run_sync(self.store.load_batch, batch_id)
-                if batch is None:  # acknowledged meanwhile
-                    slots.release()
-                    continue
                 in_flight.add(batch_id)
-                delivery = asyncio.create_task(self._deliver_until_acked(batch))
+                delivery = asyncio.create_task(self._deliver_until_acked(task, batch_id))
                 self._deliveries.add(delivery)
                 delivery.add_done_callback(self._deliveries.discard)
                 delivery.add_done_callback(lambda t, b=batch_id: finished(t, b))
 
-    async def _deliver_until_acked(self, batch: Batch) -> None:
-        task = batch.task
+    async def _backoff(self, delay: float) -> float:
+        # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
+        await asyncio.sleep(delay * (0.5 + self._jitter.random()))
+        return min(2 * delay, self.settings.retry_max)
+
+    async def _deliver_until_acked(self, task: str, batch_id: str) -> None:
         delay = self.settings.retry_initial
-        body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
-        while not await self._deliver(batch, body):
-            # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
-            await asyncio.sleep(delay * (0.5 + self._jitter.random()))
-            delay = min(2 * delay, self.settings.retry_max)
-        await anyio.to_thread.run_sync(self.store.acknowledge, batch.batch_id)
+        while True:
+            try:
+                delivery = await self._load(task, batch_id)
+                break
+            except SumUnavailable as exc:
+                self._failed(task, batch_id, "secure_sum", str(exc))
+                delay = await self._backoff(delay)
+        if delivery is None:  # acknowledged meanwhile
+            return
+        while not await self._deliver(delivery):
+            delay = await self._backoff(delay)
+        await anyio.to_thread.run_sync(self.store.acknowledge, batch_id)
         self.metrics.batches_acknowledged.labels(task).inc()
         self.last_error[task] = None
 
-    async def _deliver(self, batch: Batch, body: str) -> bool:
+    async def _load(self, task: str, batch_id: str) -> Delivery | None:
+        """The delivery of a stored unacknowledged batch, or None if it was acknowledged."""
+        if task in self.secure:
+            return await anyio.to_thread.run_sync(self._load_sum, batch_id)
+        batch = await anyio.to_thread.run_sync(self.store.load_batch, batch_id)
+        if batch is None:
+            return None
+        body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
+        return Delivery(batch_id, task, f"/v1/tasks/{task}/batches", body)
+
+    def _load_sum(self, batch_id: str) -> Delivery | None:
+        """(Worker thread.) The stored encrypted sum of a secure-sum batch, computed and stored
+        first if needed: the product is deterministic, so a crash between storing and posting
+        re-sends the same sum under the same batch id and the analyzer counts it once."""
+        batch = self.store.load_secure_batch(batch_id)
+        if batch is None:
+            return None
+        if batch.sum_ct is None:
+            started = time.perf_counter()
+            key_id, ct = batch_sum(self.paillier, batch)
+            self.metrics.sum_seconds.observe(time.perf_counter() - started)
+            if not self.store.save_sum(batch_id, key_id, batch.size, ct):
+                return None
+            batch = self.store.load_secure_batch(batch_id)
+            if batch is None or batch.sum_ct is None:
+                return None
+        body = sum_message(batch).model_dump_json()
+        return Delivery(batch_id, batch.task, f"/v1/tasks/{batch.task}/batch-sums", body)
+
+    async def _deliver(self, d: Delivery) -> bool:
         """One delivery attempt; True iff the analyzer acknowledged this batch id."""
-        task = batch.task
+        task = d.task
         try:
             resp = await self.client.post(
-                f"/v1/tasks/{task}/batches",
-                content=body,
+                d.path,
+                content=d.body,
                 headers={
                     "Authorization": f"Bearer {self.settings.shuffler_token}",
                     "Content-Type": "application/json",
                 },
             )
         except httpx.HTTPError as exc:
-            return self._failed(task, batch, "transport", f"{type(exc).__name__}: {exc}")
+            return self._failed(task, d.batch_id, "transport", f"{type(exc).__name__}: {exc}")
         if resp.status_code != 200:
             reason = "client_error" if 400 <= resp.status_code < 500 else "server_error"
             try:
@@ -225,26 +284,28 @@ class Forwarder:
                 detail = f"{detail.get('code')}: {detail.get('message')}"
             except (ValueError, AttributeError):
                 detail = resp.text[:200]
-            return self._failed(task, batch, reason, f"HTTP {resp.status_code} {detail}")
+            return self._failed(task, d.batch_id, reason, f"HTTP {resp.status_code} {detail}")
         try:
             ack = BatchAck.model_validate_json(resp.content)
         except ValidationError:
-            return self._failed(task, batch, "bad_ack", "analyzer answered 200 without a BatchAck")
-        if ack.batch_id != batch.batch_id:
             return self._failed(
-                task, batch, "bad_ack", f"analyzer acknowledged {ack.batch_id}, not this batch"
+                task, d.batch_id, "bad_ack", "analyzer answered 200 without a BatchAck"
+            )
+        if ack.batch_id != d.batch_id:
+            return self._failed(
+                task, d.batch_id, "bad_ack", f"analyzer acknowledged {ack.batch_id}, not this batch"
             )
         log.debug(
             "task %s batch %s acknowledged: counted=%d rejected=%d duplicates=%d replayed=%s",
-            task, batch.batch_id, ack.counted, ack.rejected, ack.duplicates, ack.replayed,
+            task, d.batch_id, ack.counted, ack.rejected, ack.duplicates, ack.replayed,
         )
         return True
 
-    def _failed(self, task: str, batch: Batch, reason: str, detail: str) -> bool:
-        message = f"batch {batch.batch_id}: {detail}"
+    def _failed(self, task: str, batch_id: str, reason: str, detail: str) -> bool:
+        message = f"batch {batch_id}: {detail}"
         self.last_error[task] = message
         self.metrics.forward_failures.labels(task, reason).inc()
         # A 4xx will not fix itself (wrong token, configs that disagree): say so loudly.
-        level = logging.ERROR if reason == "client_error" else logging.WARNING
+        level = logging.ERROR if reason in ("client_error", "secure_sum") else logging.WARNING
         log.log(level, "task %s: delivery failed, will retry: %s", task, message)
         return False

@@ -35,6 +35,11 @@ class ShufflerMetrics:
             "privbandit_shuffler_commit_group_uploads", "Uploads made durable per commit",
             registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128),
         )
+        self.sum_seconds = Histogram(
+            "privbandit_shuffler_batch_sum_seconds",
+            "Time to multiply one secure-sum batch's ciphertexts into its encrypted sum",
+            registry=r, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
+        )
         self.commit_seconds = Histogram(
             "privbandit_shuffler_commit_seconds", "Time of one group commit", registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),

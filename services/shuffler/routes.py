@@ -12,10 +12,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from services.shuffler.forwarder import Committer, Forwarder, ShuttingDown
 from services.shuffler.metrics import ShufflerMetrics
+from services.shuffler.secure_sum import PaillierState
 from services.shuffler.store import Store
 from services.shuffler.web import ApiError
 from shared.crypto import ENC_BYTES
 from shared.protocol import (
+    EncryptedReport,
     ErrorBody,
     ReportsAccepted,
     ReportUpload,
@@ -23,6 +25,7 @@ from shared.protocol import (
     TaskQueueStatus,
     b64decode,
 )
+from shared.secure_sum import EncryptedCounts, SecureSumUpload
 from shared.settings import Settings, TaskConfig
 
 
@@ -31,7 +34,9 @@ class TaskSpec:
     """What the shuffler knows of a task: public parameters only."""
 
     config: TaskConfig
-    ct_bytes: int  # every report of the task has exactly this ciphertext length
+    # Every HPKE report of the task has exactly this ciphertext length; for a secure-sum task an
+    # upper bound (the exact length depends on the analyzer's Paillier key).
+    ct_bytes: int
 
     @property
     def id(self) -> str:
@@ -46,6 +51,7 @@ class ShufflerRuntime:
     committer: Committer
     forwarder: Forwarder
     metrics: ShufflerMetrics
+    paillier: PaillierState
 
 
 router = APIRouter()
@@ -76,16 +82,37 @@ TaskDep = Annotated[TaskSpec, Depends(get_task)]
 
 ERRORS = {
     404: {"model": ErrorBody},
+    409: {"model": ErrorBody},
     413: {"model": ErrorBody},
     422: {"model": ErrorBody},
-    501: {"model": ErrorBody},
     503: {"model": ErrorBody},
 }
 
 
+def _wrong_transport(spec: TaskSpec) -> ApiError:
+    """409: the upload uses the other shuffle transport than the task is configured with."""
+    if spec.config.aggregation == "secure-sum":
+        hint = (f"it takes Paillier-encrypted counts (SecureSumUpload) at "
+                f"POST /v1/tasks/{spec.id}/encrypted-counts")
+    else:
+        hint = f"it takes HPKE reports (ReportUpload) at POST /v1/tasks/{spec.id}/reports"
+    return ApiError(
+        409,
+        "aggregation_mismatch",
+        f"task {spec.id!r} uses {spec.config.aggregation} aggregation: {hint}; "
+        "no report was stored",
+    )
+
+
 @router.get("/healthz")
 async def healthz(runtime: RuntimeDep) -> dict[str, object]:
-    return {"status": "ok", "service": "shuffler", "tasks": sorted(runtime.tasks)}
+    body: dict[str, object] = {
+        "status": "ok", "service": "shuffler", "tasks": sorted(runtime.tasks)
+    }
+    if runtime.paillier.needed:
+        # Secure-sum intake opens once the analyzer's Paillier key is known.
+        body["secure_sum_ready"] = runtime.paillier.config is not None
+    return body
 
 
 def _status(runtime: ShufflerRuntime) -> ShufflerStatus:
@@ -123,12 +150,7 @@ async def metrics(runtime: RuntimeDep) -> Response:
 async def post_reports(upload: ReportUpload, spec: TaskDep, runtime: RuntimeDep) -> JSONResponse:
     """Accept ciphertexts; 202 only once they are durable. Identical ciphertexts are dropped."""
     if spec.config.aggregation != "reports":
-        raise ApiError(
-            501,
-            "unsupported_aggregation",
-            f"task {spec.id!r} uses {spec.config.aggregation} aggregation, which this shuffler "
-            "does not implement; no report was stored",
-        )
+        raise _wrong_transport(spec)
     # All reports of a task have one public length; anything else cannot be a report of this
     # task (the analyzer would reject it), and equal lengths leak nothing in the batch.
     for i, report in enumerate(upload.reports):
@@ -140,8 +162,31 @@ async def post_reports(upload: ReportUpload, spec: TaskDep, runtime: RuntimeDep)
                 f"reports[{i}]: task {spec.id!r} takes enc of {ENC_BYTES} bytes and ct of "
                 f"{spec.ct_bytes} bytes, got {enc} and {ct}; no report was stored",
             )
+    return await _accept(runtime, spec, upload.reports)
+
+
+@router.post("/v1/tasks/{task}/encrypted-counts", status_code=202, responses=ERRORS)
+async def post_encrypted_counts(
+    upload: SecureSumUpload, spec: TaskDep, runtime: RuntimeDep
+) -> JSONResponse:
+    """Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable.
+    Identical ciphertexts are dropped. Each batch of l is released only as its encrypted sum."""
+    if spec.config.aggregation != "secure-sum":
+        raise _wrong_transport(spec)
+    # Key id and ciphertexts in Z*_{n²} of the task's length, checked before anything is stored:
+    # one bad ciphertext in a batch would make its whole sum undecryptable.
+    await run_in_threadpool(runtime.paillier.check_upload, spec.id, upload.reports)
+    return await _accept(runtime, spec, upload.reports)
+
+
+async def _accept(
+    runtime: ShufflerRuntime,
+    spec: TaskSpec,
+    reports: list[EncryptedReport] | list[EncryptedCounts],
+) -> JSONResponse:
+    """Make checked reports durable (group commit) and answer 202 ``ReportsAccepted``."""
     try:
-        result = await runtime.committer.submit(spec.id, upload.reports)
+        result = await runtime.committer.submit(spec.id, reports)
     except ShuttingDown as exc:
         raise ApiError(503, "unavailable", str(exc)) from exc
     except Exception as exc:

@@ -6,7 +6,14 @@ Tables
 - ``pending``: accepted reports waiting for their task's batch to fill (ciphertext bytes only).
 - ``batches`` / ``batch_reports``: formed batches with their members in shuffled order. Members are
   deleted when the analyzer acknowledges the batch; the batch row (id, task, size) stays.
+- ``batch_sums``: secure-sum tasks only, the encrypted sum (product of the members' Paillier
+  ciphertexts) of a formed batch. Storing it deletes the members in the same transaction (the sum
+  is all that is ever forwarded, so no single ciphertext stays at rest longer than needed); it is
+  deleted when the analyzer acknowledges the batch.
 - ``counters``: per-task totals.
+
+Secure-sum reports (``EncryptedCounts``) use the same ``pending`` / ``batch_reports`` rows as HPKE
+reports, with an empty ``enc``.
 
 ``accept`` makes uploads durable and forms every batch that became full in the SAME transaction,
 so a report is, at every instant on disk, in exactly one of: pending, an unacknowledged batch, or
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.protocol import EncryptedReport, b64decode, b64encode
+from shared.secure_sum import EncryptedCounts
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (
@@ -62,23 +70,37 @@ CREATE TABLE IF NOT EXISTS batch_reports (
     ct BLOB NOT NULL,
     PRIMARY KEY (batch_id, position)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS batch_sums (
+    batch_id TEXT PRIMARY KEY,
+    key_id INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    ct BLOB NOT NULL
+) WITHOUT ROWID;
 """
 
 # Shuffling uses the OS CSPRNG: the permutation is what hides arrival order from the analyzer.
 _CSPRNG = secrets.SystemRandom()
 
 
-def report_hash(report: EncryptedReport) -> bytes:
+def _wire(report: EncryptedReport | EncryptedCounts) -> tuple[int, bytes, bytes]:
+    """(key id, enc, ct) as stored; a secure-sum report has no encapsulated key (enc = b"")."""
+    enc = b64decode(report.enc) if isinstance(report, EncryptedReport) else b""
+    return report.key_id, enc, b64decode(report.ct)
+
+
+def report_hash(report: EncryptedReport | EncryptedCounts) -> bytes:
     """sha256(enc ‖ ct): identical ciphertexts are the same report."""
-    return hashlib.sha256(b64decode(report.enc) + b64decode(report.ct)).digest()
+    _, enc, ct = _wire(report)
+    return hashlib.sha256(enc + ct).digest()
 
 
 @dataclass(frozen=True)
 class Upload:
-    """One device upload: reports for one task."""
+    """One device upload: reports for one task (HPKE reports, or Paillier-encrypted counts for a
+    secure-sum task; never both)."""
 
     task: str
-    reports: Sequence[EncryptedReport]
+    reports: Sequence[EncryptedReport | EncryptedCounts]
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,19 @@ class Batch:
     batch_id: str
     task: str
     reports: list[EncryptedReport]
+
+
+@dataclass(frozen=True)
+class SecureBatch:
+    """An unacknowledged batch of a secure-sum task: its encrypted sum once computed
+    (``sum_ct``, with ``key_id``), otherwise its members' (key id, ciphertext bytes)."""
+
+    batch_id: str
+    task: str
+    size: int
+    key_id: int | None
+    sum_ct: bytes | None
+    members: list[tuple[int, bytes]]
 
 
 @dataclass(frozen=True)
@@ -142,17 +177,17 @@ class Store:
                 for upload in uploads:
                     accepted = duplicates = 0
                     for report in upload.reports:
+                        key_id, enc, ct = _wire(report)
                         cur = conn.execute(
                             "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
-                            (upload.task, report_hash(report)),
+                            (upload.task, hashlib.sha256(enc + ct).digest()),
                         )
                         if cur.rowcount == 0:
                             duplicates += 1
                             continue
                         conn.execute(
                             "INSERT INTO pending (task, key_id, enc, ct) VALUES (?, ?, ?, ?)",
-                            (upload.task, report.key_id, b64decode(report.enc),
-                             b64decode(report.ct)),
+                            (upload.task, key_id, enc, ct),
                         )
                         accepted += 1
                     conn.execute(
@@ -231,13 +266,75 @@ class Store:
         ]
         return Batch(batch_id=batch_id, task=row[0], reports=reports)
 
+    def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
+        """A stored unacknowledged secure-sum batch: its sum if computed, else its members."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT task, size FROM batches WHERE batch_id = ? AND acked = 0", (batch_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            stored = self._conn.execute(
+                "SELECT key_id, ct FROM batch_sums WHERE batch_id = ?", (batch_id,)
+            ).fetchone()
+            members: list[tuple[int, bytes]] = []
+            if stored is None:
+                members = [
+                    (key_id, bytes(ct)) for key_id, ct in self._conn.execute(
+                        "SELECT key_id, ct FROM batch_reports WHERE batch_id = ? "
+                        "ORDER BY position",
+                        (batch_id,),
+                    )
+                ]
+        return SecureBatch(
+            batch_id=batch_id,
+            task=row[0],
+            size=row[1],
+            key_id=None if stored is None else stored[0],
+            sum_ct=None if stored is None else bytes(stored[1]),
+            members=members,
+        )
+
+    def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes) -> bool:
+        """Store the encrypted sum of an unacknowledged batch and delete its members, in ONE
+        durable transaction. The sum is a deterministic function of the members, so whichever
+        of two racing computations lands first is the same value. False if the batch was
+        acknowledged meanwhile (then nothing changes)."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                live = conn.execute(
+                    "SELECT 1 FROM batches WHERE batch_id = ? AND acked = 0", (batch_id,)
+                ).fetchone()
+                if live is not None:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO batch_sums (batch_id, key_id, count, ct) "
+                        "VALUES (?, ?, ?, ?)",
+                        (batch_id, key_id, count, ct),
+                    )
+                    conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return live is not None
+
+    def has_sum(self, batch_id: str) -> bool:
+        """Whether the encrypted sum of a batch is stored (False once acknowledged)."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT 1 FROM batch_sums WHERE batch_id = ?", (batch_id,)
+            ).fetchone() is not None
+
     def next_unacked(self, task: str) -> Batch | None:
         """The oldest batch of ``task`` the analyzer has not acknowledged."""
         ids = self.unacked(task, 1)
         return self.load_batch(ids[0]) if ids else None
 
     def acknowledge(self, batch_id: str) -> bool:
-        """Mark a batch acknowledged and delete its ciphertexts (one transaction).
+        """Mark a batch acknowledged and delete its ciphertexts or encrypted sum (one
+        transaction).
 
         This commit alone runs with synchronous=NORMAL (no fsync of its own): if a crash loses
         it, the batch is simply re-sent with the same id and the analyzer answers "replayed".
@@ -254,6 +351,7 @@ class Store:
                 done = cur.rowcount == 1
                 if done:
                     conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
+                    conn.execute("DELETE FROM batch_sums WHERE batch_id = ?", (batch_id,))
                     conn.execute(
                         "UPDATE counters SET batches_acknowledged = batches_acknowledged + 1 "
                         "WHERE task = (SELECT task FROM batches WHERE batch_id = ?)",

@@ -7,6 +7,7 @@ own request-validation 422s, Starlette's 404/405 and the 413 of the body-size li
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -93,19 +94,28 @@ def report_json_bytes(ct_bytes: int) -> int:
 
 class BodyLimitMiddleware:
     """Refuse request bodies above ``max_bytes`` with 413 ``body_too_large`` (as ``ErrorBody``),
-    from the Content-Length header when present and while streaming otherwise, before parsing."""
+    from the Content-Length header when present and while streaming otherwise, before parsing.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    ``max_bytes`` may be a function, evaluated per request (the limit for secure-sum uploads is
+    known only once the analyzer's Paillier key is)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int | Callable[[], int]) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self._max_bytes = max_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        limit = self._max_bytes
+        return limit() if callable(limit) else limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        message = f"request body exceeds {self.max_bytes} bytes"
+        max_bytes = self.max_bytes
+        message = f"request body exceeds {max_bytes} bytes"
         length = Headers(scope=scope).get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+        if length is not None and length.isdigit() and int(length) > max_bytes:
             await error_response(413, "body_too_large", message)(scope, receive, send)
             return
         total = 0
@@ -115,7 +125,7 @@ class BodyLimitMiddleware:
             msg = await receive()
             if msg["type"] == "http.request":
                 total += len(msg.get("body", b""))
-                if total > self.max_bytes:
+                if total > max_bytes:
                     # An HTTPException: FastAPI re-raises it from body parsing to our handler.
                     raise ApiError(413, "body_too_large", message)
             return msg

@@ -327,7 +327,7 @@ async def test_secure_sum_tasks_take_no_report_batches(tmp_path: Path) -> None:
     async with running(create_app(settings)) as client:
         make = report_maker(await hpke_of(client))
         r = await client.post("/v1/tasks/sum/batches", json=batch(make(cfg, 5)), headers=auth())
-        error(r, 501, "unsupported_aggregation")
+        error(r, 409, "aggregation_mismatch")
         assert (await privacy(client, "sum")).batches == 0
 
 

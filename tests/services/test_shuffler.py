@@ -205,7 +205,7 @@ async def test_upload_errors_store_nothing(tmp_path: Path, keys: KeyStore) -> No
         r = await client.post(url, content=chunked(), headers={"Content-Type": "application/json"})
         error(r, 413, "body_too_large")
         r = await client.post("/v1/tasks/sum/reports", json={"reports": [rep]})
-        error(r, 501, "unsupported_aggregation")
+        error(r, 409, "aggregation_mismatch")
         for task in ("shuf", "sum"):
             s = await task_status(client, task)
             assert (s.pending, s.accepted, s.batches_formed) == (0, 0, 0)

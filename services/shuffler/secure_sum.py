@@ -1,0 +1,177 @@
+"""The shuffler's side of the ``secure-sum`` transport (spec §3): it learns the analyzer's Paillier
+public key, checks encrypted counts at intake, and turns each formed batch into ONE encrypted
+batch sum, which is all it ever forwards for such a task.
+
+The shuffler holds no Paillier private key. It needs the public modulus n for two things: to check
+at intake that every ciphertext lies in Z*_{n²} (a ciphertext sharing a factor with n would make
+the product of its whole batch undecryptable), and to multiply the l ciphertexts of a batch
+modulo n². It fetches n from the analyzer's ``GET /v1/paillier-config`` at start-up and retries
+until it gets it; until then, secure-sum uploads are refused with 503 ``not_ready``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Sequence
+
+import httpx
+from pydantic import ValidationError
+
+from services.shuffler.store import SecureBatch
+from services.shuffler.web import ApiError
+from shared.policies import randomizer_for
+from shared.protocol import b64encode
+from shared.secure_sum import (
+    CiphertextError,
+    EncryptedBatchSum,
+    EncryptedCounts,
+    PaillierConfig,
+    SlotLayout,
+    ciphertext_width,
+    decode_ciphertexts,
+    homomorphic_sum,
+    layout,
+)
+from shared.settings import Settings, TaskConfig
+
+log = logging.getLogger(__name__)
+
+
+def task_layout(config: TaskConfig, key_bits: int) -> SlotLayout:
+    """The task's slot layout (c = d(d+3)/2 counts in 0..m, batch size l) under a key size:
+    the same derivation as the analyzer's and the device's."""
+    c = getattr(randomizer_for(config.policy), "c", None)
+    m = getattr(config.policy, "m", None)
+    if not isinstance(c, int) or not isinstance(m, int):
+        raise ValueError(f"task {config.id!r}: secure-sum needs the 0/1 randomizer (sblb)")
+    return layout(c, config.batch_size, m, key_bits)
+
+
+class PaillierState:
+    """The analyzer's Paillier public configuration as this shuffler knows it (event loop and
+    worker threads read it; it is set once, from the event loop)."""
+
+    def __init__(self, tasks: Sequence[TaskConfig]) -> None:
+        self.task_configs = {t.id: t for t in tasks if t.aggregation == "secure-sum"}
+        self.config: PaillierConfig | None = None
+        self.n = 0
+        self.n_squared = 0
+        self.layouts: dict[str, SlotLayout] = {}
+        self.last_error: str | None = None
+        self.ready = asyncio.Event()
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.task_configs)
+
+    def set(self, config: PaillierConfig) -> None:
+        """Adopt a fetched config; raises ValueError (and changes nothing) if a task's layout
+        does not fit this key."""
+        layouts = {t: task_layout(c, config.key_bits) for t, c in self.task_configs.items()}
+        n = config.modulus()
+        self.layouts = layouts
+        self.n, self.n_squared = n, n * n
+        self.config = config
+        self.last_error = None
+        self.ready.set()
+
+    def check_upload(self, task: str, reports: Sequence[EncryptedCounts]) -> None:
+        """Intake validation of secure-sum reports (CPU: base64 and one gcd per ciphertext, run
+        it in a worker thread). Raises ``ApiError`` for the first bad report; then nothing of
+        the upload may be stored."""
+        config = self.config
+        if config is None:
+            raise ApiError(
+                503, "not_ready", "the shuffler has not yet fetched the analyzer's Paillier key; "
+                "retry shortly (no report was stored)", headers={"Retry-After": "1"},
+            )
+        plaintexts = self.layouts[task].plaintexts
+        for i, report in enumerate(reports):
+            if report.key_id != config.key_id:
+                raise ApiError(
+                    422, "unknown_key",
+                    f"reports[{i}]: encrypted under Paillier key {report.key_id}, the analyzer's "
+                    f"key is {config.key_id}; no report was stored",
+                )
+            try:
+                decode_ciphertexts(report.ct, self.n, plaintexts)
+            except CiphertextError as exc:
+                raise ApiError(
+                    422, "bad_ciphertext",
+                    f"reports[{i}]: {exc} (task {task!r} takes {plaintexts} ciphertext(s) of "
+                    f"{ciphertext_width(config.key_bits)} bytes); no report was stored",
+                ) from exc
+
+
+class SumUnavailable(Exception):
+    """A batch's encrypted sum cannot be formed now (key unknown, or members under another key);
+    the forwarder reports it and retries with backoff."""
+
+
+def batch_sum(state: PaillierState, batch: SecureBatch) -> tuple[int, bytes]:
+    """(key id, wire bytes) of E(Σ counts) = Π ciphertexts mod n² over the batch's members, per
+    plaintext position. CPU work (~l · plaintexts multiplications mod n²): call it in a thread."""
+    config = state.config
+    if config is None:
+        raise SumUnavailable("the analyzer's Paillier key is not known yet")
+    if len(batch.members) != batch.size:
+        raise SumUnavailable(
+            f"batch {batch.batch_id} has {len(batch.members)} stored members, not {batch.size}"
+        )
+    key_ids = {key_id for key_id, _ in batch.members}
+    if key_ids != {config.key_id}:
+        # Members were checked against the key at intake; the analyzer's key changed since.
+        raise SumUnavailable(
+            f"batch {batch.batch_id} holds ciphertexts under key(s) {sorted(key_ids)}, the "
+            f"analyzer's key is {config.key_id}"
+        )
+    lay = state.layouts[batch.task]
+    width = ciphertext_width(config.key_bits)
+    reports = []
+    for _, raw in batch.members:
+        if len(raw) != lay.plaintexts * width:
+            raise SumUnavailable(f"batch {batch.batch_id}: a stored ciphertext has a bad length")
+        reports.append(
+            [int.from_bytes(raw[j * width : (j + 1) * width], "big") for j in range(lay.plaintexts)]
+        )
+    total = homomorphic_sum(reports, state.n_squared)
+    # Fixed-width bytes; the analyzer decodes them with ``decode_ciphertexts``.
+    return config.key_id, b"".join(c.to_bytes(width, "big") for c in total)
+
+
+def sum_message(batch: SecureBatch) -> EncryptedBatchSum:
+    """The only thing forwarded for a secure-sum batch: its id, key id, count and sum."""
+    assert batch.sum_ct is not None and batch.key_id is not None
+    return EncryptedBatchSum(
+        batch_id=batch.batch_id, key_id=batch.key_id, count=batch.size, ct=b64encode(batch.sum_ct)
+    )
+
+
+async def fetch_paillier_config(
+    state: PaillierState, client: httpx.AsyncClient, settings: Settings
+) -> None:
+    """Fetch ``GET /v1/paillier-config`` until a valid config arrives (exponential backoff with
+    jitter, as batch delivery), then adopt it. Runs as a background task from start-up."""
+    delay = settings.retry_initial
+    jitter = secrets.SystemRandom()
+    while True:
+        try:
+            resp = await client.get("/v1/paillier-config")
+            if resp.status_code == 200:
+                state.set(PaillierConfig.model_validate_json(resp.content))
+                assert state.config is not None
+                log.info(
+                    "analyzer Paillier key %d (%d bits); secure-sum intake open",
+                    state.config.key_id, state.config.key_bits,
+                )
+                return
+            error = f"HTTP {resp.status_code}: {resp.text[:200]}"
+        except (httpx.HTTPError, ValidationError, ValueError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        state.last_error = f"fetching the analyzer's Paillier key: {error}"
+        log.warning("%s; retrying", state.last_error)
+        await asyncio.sleep(delay * (0.5 + jitter.random()))
+        delay = min(2 * delay, settings.retry_max)
+
