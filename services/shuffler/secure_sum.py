@@ -16,6 +16,7 @@ import logging
 import secrets
 from collections.abc import Sequence
 
+import gmpy2
 import httpx
 from pydantic import ValidationError
 
@@ -136,7 +137,10 @@ def batch_sum(state: PaillierState, batch: SecureBatch) -> tuple[int, bytes]:
         reports.append(
             [int.from_bytes(raw[j * width : (j + 1) * width], "big") for j in range(lay.plaintexts)]
         )
-    total = homomorphic_sum(reports, state.n_squared)
+    # Let gmpy2 release the GIL during the big multiplications (thread-local context), so the
+    # event loop keeps answering uploads while a batch is summed.
+    with gmpy2.context(allow_release_gil=True):
+        total = homomorphic_sum(reports, state.n_squared)
     # Fixed-width bytes; the analyzer decodes them with ``decode_ciphertexts``.
     return config.key_id, b"".join(c.to_bytes(width, "big") for c in total)
 

@@ -16,10 +16,14 @@ from fastapi import FastAPI
 from shared.crypto import pack_report, seal
 from shared.policies import randomizer_for
 from shared.protocol import EncryptedReport, HpkeConfig, b64decode
+from shared.secure_sum import EncryptedCounts, PaillierConfig, PaillierEncryptor, encode_ciphertexts
 from shared.settings import Settings, TaskConfig
 
 TOKEN = "test-shuffler-token-0123456789"
 L = 5  # shuffle batch size used throughout: small, so tests are fast
+# Paillier key size for service tests (create_app(..., paillier_key_bits=...)): small and fast;
+# production keys are 2048 bits or more.
+PAILLIER_TEST_BITS = 1024
 
 
 def shuffle_task(
@@ -123,3 +127,34 @@ def report_maker(hpke: HpkeConfig, seed: int = 0) -> ReportMaker:
 
 def auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKEN}"}
+
+
+def secure_sum_task(task_id: str = "sum", l: int = 10, **policy: Any) -> TaskConfig:
+    """A secure-sum shuffle task: ``shuffle_task`` with aggregation = "secure-sum"."""
+    return shuffle_task(task_id, l=l, aggregation="secure-sum", **policy)
+
+
+CountsMaker = Callable[[TaskConfig, int], tuple[np.ndarray, list[EncryptedCounts]]]
+
+
+def counts_maker(paillier: PaillierConfig, seed: int = 0) -> CountsMaker:
+    """make(config, n) → (report rows, their ``EncryptedCounts``), as a secure-sum device builds
+    them: randomize, ``counts`` per report, ``pack`` into slots, Paillier-encrypt, encode."""
+    rng = np.random.default_rng(seed)
+    encryptor = PaillierEncryptor.from_config(paillier)
+
+    def make(config: TaskConfig, n: int) -> tuple[np.ndarray, list[EncryptedCounts]]:
+        rows = make_rows(config, n, rng)
+        rand = randomizer_for(config.policy)  # the 0/1 randomizer of sblb (counts in 0..m)
+        counts = rand.counts(rows)  # type: ignore[attr-defined]
+        l, m = config.batch_size, int(rand.m)  # type: ignore[attr-defined]
+        out = [
+            EncryptedCounts(
+                key_id=paillier.key_id,
+                ct=encode_ciphertexts(encryptor.encrypt_counts(c, l, m), paillier.key_bits),
+            )
+            for c in counts
+        ]
+        return rows, out
+
+    return make
