@@ -544,6 +544,8 @@ class _Progress:
 
 
 def print_result(out: dict[str, Any], console: Any) -> None:
+    from rich.markup import escape
+
     p = out["privacy"]
     rec = out["reconciliation"]
 
@@ -568,7 +570,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
     if p.get("rdp_alpha") is not None:
         lines.append(f"    RDP               α={fmt(p['rdp_alpha'])}, ε={fmt(p['rdp_epsilon'])}")
     if p.get("accounting"):
-        lines.append(f"    accounting        {p['accounting']}")
+        lines.append(f"    accounting        {escape(str(p['accounting']))}")
     mark = "[green]✓[/green]" if rec["consistent"] else "[bold red]✗[/bold red]"
     lines += [
         f"  reconciliation    {mark}",
@@ -583,7 +585,8 @@ def print_result(out: dict[str, Any], console: Any) -> None:
     console.print("\n".join(lines), highlight=False)
     if not rec["consistent"]:
         console.print(
-            "[bold red]RECONCILIATION FAILED: " + "; ".join(rec["problems"]) + "[/bold red]"
+            "[bold red]RECONCILIATION FAILED: " + escape("; ".join(rec["problems"]))
+            + "[/bold red]"
         )
 
 
