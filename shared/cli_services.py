@@ -109,11 +109,13 @@ def run_up(args: argparse.Namespace) -> int:
               "stop them first (or change the ports in the config)", file=sys.stderr)
         return 1
     cluster = Cluster(data_dir.resolve(), ports, config=cfg.resolve())
-    stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:
-        stop["now"] = True
+        raise KeyboardInterrupt
 
+    # Explicit handlers: a shell starts background jobs with SIGINT ignored, and SIGTERM (e.g.
+    # from a process manager) must stop the services too, not orphan them.
+    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     print(f"starting services (config {cfg}, data in {data_dir.resolve()}) ...", flush=True)
     try:
@@ -125,7 +127,7 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"  tasks     {tasks}")
         print(f"  try       privbandit demo --threat-model shuffle --users 2000 --config {cfg}")
         print("Ctrl-C stops all three.", flush=True)
-        while not stop["now"]:
+        while True:
             dead = [n for n in SERVICES if not cluster[n].alive()]
             if dead:
                 print(f"error: {', '.join(dead)} exited; stopping the others", file=sys.stderr)

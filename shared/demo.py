@@ -401,12 +401,20 @@ def _same(a: Snapshot, b: Snapshot) -> bool:
 
 
 def reconcile(sent: int, before: Snapshot, after: Snapshot) -> dict[str, Any]:
-    """The spec §6 reconciliation (changes during this run) and whether it holds."""
+    """The spec §6 reconciliation for this run, and whether it holds.
+
+    Accepted, counted, batches and model versions are changes during the run; pending is what
+    waits in the shuffler at the end. With services that were already running, reports left
+    pending by earlier runs (``reports_pending_before``) may fill this run's batches, so the
+    identity is  counted + pending == accepted + pending_before  (pending_before = 0 for fresh
+    services, which is the spec's  counted + pending == accepted).
+    """
     rec = {
         "feedbacks_sent": sent,
         "reports_accepted": after.accepted - before.accepted,
         "reports_counted": after.counted - before.counted,
-        "reports_pending": after.pending - before.pending,
+        "reports_pending": after.pending,
+        "reports_pending_before": before.pending,
         "batches": after.batches - before.batches,
         "model_versions": after.model_version - before.model_version,
     }
@@ -415,10 +423,13 @@ def reconcile(sent: int, before: Snapshot, after: Snapshot) -> dict[str, Any]:
         problems.append(
             f"reports_accepted ({rec['reports_accepted']}) != feedbacks_sent ({sent})"
         )
-    if rec["reports_counted"] + rec["reports_pending"] != rec["reports_accepted"]:
+    if rec["reports_counted"] + rec["reports_pending"] != (
+        rec["reports_accepted"] + rec["reports_pending_before"]
+    ):
         problems.append(
             f"reports_counted ({rec['reports_counted']}) + reports_pending "
             f"({rec['reports_pending']}) != reports_accepted ({rec['reports_accepted']})"
+            + (f" + reports_pending_before ({before.pending})" if before.pending else "")
         )
     rec["consistent"] = not problems
     rec["problems"] = problems
@@ -579,6 +590,11 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         f"    reports_counted   {rec['reports_counted']}  (analyzer)",
         f"    reports_pending   {rec['reports_pending']}  (shuffler, waiting for a batch of "
         f"{out['params']['batch_size']})",
+    ]
+    if rec["reports_pending_before"]:
+        lines.append(f"    (+ {rec['reports_pending_before']} reports already pending in the "
+                     "shuffler before this run)")
+    lines += [
         f"    batches           {rec['batches']}",
         f"    model_versions    {rec['model_versions']}",
     ]

@@ -37,6 +37,7 @@ def test_demo_reconciles_exactly(cluster: Cluster, threat_model: str) -> None:
     assert rec["consistent"], rec
     assert rec["feedbacks_sent"] == USERS
     assert rec["reports_accepted"] == USERS
+    assert rec["reports_pending_before"] == 0  # each task is driven once on this cluster
     assert rec["reports_counted"] + rec["reports_pending"] == USERS
     # Only whole batches of exactly l are counted.
     assert rec["reports_counted"] == l * rec["batches"]
@@ -110,6 +111,21 @@ def test_demo_command_starts_fresh_services_and_writes_json(
     assert out["params"]["confidence_scale"] == 1.0 and out["params"]["regularizer"] == "paper"
     assert out["paper"] is True
     assert out_png.stat().st_size > 1000
+
+
+def test_repeated_demo_on_running_services_reconciles(cluster: Cluster) -> None:
+    """A second run on the same services starts with reports left pending by the first; they
+    fill this run's batches, and the reconciliation accounts for them."""
+    runs = []
+    for seed in (1, 2):
+        opts = DemoOptions("shuffle", users=110, concurrency=3, seed=seed, progress=False)
+        runs.append(asyncio.run(run_demo_against(cluster.urls, TASKS["shuffle"], opts)))
+    first, second = (r["reconciliation"] for r in runs)
+    assert first["consistent"] and second["consistent"], (first, second)
+    assert second["reports_pending_before"] == first["reports_pending"]
+    assert (second["reports_counted"] + second["reports_pending"]
+            == 110 + second["reports_pending_before"])
+    assert second["reports_counted"] % 20 == 0
 
 
 def test_demo_command_rejects_a_missing_threat_model_task(tmp_path: Path) -> None:
