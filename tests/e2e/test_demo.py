@@ -76,6 +76,18 @@ def test_demo_reconciles_exactly(cluster: Cluster, threat_model: str) -> None:
     assert out["params"]["d"] == 3 and out["params"]["K"] == 5
 
 
+def test_device_follows_the_sse_broadcast(cluster: Cluster) -> None:
+    """Against the real analyzer the device subscribes to every task's model stream (it falls
+    back to ETag polling only when a stream fails)."""
+    deadline = time.monotonic() + 10
+    while True:
+        health = httpx.get(f"{cluster.urls['device']}/healthz").json()
+        if health["streaming"] == sorted(TASKS.values()):
+            break
+        assert time.monotonic() < deadline, health
+        time.sleep(0.1)
+
+
 def _cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="privbandit")
     sub = parser.add_subparsers(dest="command", required=True)
