@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo simulate test bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,9 +13,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/privbandit simulate --algo sblb --env linear --d 5 --K 20 --T 200000 --runs 2 --seed 1 \
-		--confidence-scale 0.1 --regularizer clip --eps0 32 --batch-size 1000 \
-		--json out/demo.json --plot out/demo.png
+	$(BIN)/privbandit demo --threat-model shuffle --users 10000 --json out/demo.json --plot out/demo.png
+
+simulate: $(STAMP)
+	$(BIN)/privbandit simulate --algo sblb --env linear --d 5 --K 20 --T 1000000 --runs 3 --seed 1 \
+		--eps0 30 --batch-size 1000 --aggregation secure-sum --confidence-scale 0.1 \
+		--regularizer clip --json out/simulate.json --plot out/simulate.png
 
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -23,6 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/simulator.py
+	$(BIN)/python bench/secure_sum.py
 
 clean:
 	rm -rf $(VENV) out

@@ -56,9 +56,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eta", type=float, help="sblb: det growth η")
     p.add_argument("--failure-prob", type=float, help="δ of the confidence set")
     p.add_argument("--lam", type=float, help="base ridge regularizer λ")
-    p.add_argument("--aggregation", choices=["reports", "secure-sum"], default="reports",
-                   help="sblb: what the shuffler releases — whole shuffled reports, or only their "
-                        "sums (secure summation); changes the central ledger, not the learning")
+    p.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum",
+                   help="sblb: what the shuffler releases — only batch sums (secure summation, "
+                        "default) or whole shuffled reports; changes the central ledger, not the "
+                        "learning")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -213,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         pass
     else:
         add_privacy_parser(sub)
+    from shared.cli_services import add_demo_parser, add_up_parser
+
+    add_up_parser(sub)
+    add_demo_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "privacy":
         from shared.cli_privacy import run_privacy

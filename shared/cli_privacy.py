@@ -100,8 +100,8 @@ def add_privacy_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
     p.add_argument(
         "--aggregation",
         choices=["reports", "secure-sum"],
-        default="reports",
-        help="shuffle transport: whole reports (default) or batch sums only",
+        default="secure-sum",
+        help="shuffle transport: batch sums only (secure summation, default) or whole reports",
     )
     p.add_argument(
         "--target-epsilon", type=_positive_float, help="inverse question: target central ε"

@@ -37,7 +37,7 @@ def assert_all_fields(data: dict) -> None:
 def test_spec_example(tmp_path: Path) -> None:
     code, data = run(
         ["--threat-model", "shuffle", "--eps0", "2", "--batch-size", "10000", "--delta", "1e-6",
-         "--T", "100000", "--d", "5", "--m", "1"],
+         "--T", "100000", "--d", "5", "--m", "1", "--aggregation", "reports"],
         tmp_path,
     )
     assert code == 0
@@ -63,7 +63,7 @@ def test_secure_sum_and_inverse(tmp_path: Path) -> None:
 
     code, data = run(
         ["--threat-model", "shuffle", "--batch-size", "1000", "--target-epsilon", "1",
-         "--solve", "eps0"],
+         "--solve", "eps0", "--aggregation", "reports"],
         tmp_path,
     )
     assert code == 0
@@ -74,12 +74,17 @@ def test_secure_sum_and_inverse(tmp_path: Path) -> None:
 
     code, data = run(
         ["--threat-model", "shuffle", "--eps0", "2", "--target-epsilon", "0.3",
-         "--solve", "batch-size"],
+         "--solve", "batch-size", "--aggregation", "reports"],
         tmp_path,
     )
     assert code == 0
     n = data["solution"]["batch_size"]
     assert shuffle_epsilon(2.0, n, 1e-6) <= 0.3 < shuffle_epsilon(2.0, n - 1, 1e-6)
+
+
+def test_secure_sum_is_the_default_shuffle_transport(tmp_path: Path) -> None:
+    code, data = run(["--threat-model", "shuffle", "--eps0", "8", "--batch-size", "200"], tmp_path)
+    assert code == 0 and data["aggregation"] == "secure-sum"
 
 
 def test_other_threat_models(tmp_path: Path) -> None:
