@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -164,14 +165,23 @@ def test_up_runs_until_interrupted(tmp_path: Path, e2e_config: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     urls = {n: f"http://127.0.0.1:{p}" for n, p in ports.items()}
+    lines: list[str] = []
+    # Read the output in a thread: the services answer /healthz a moment before the launcher
+    # itself has seen them all healthy and printed its banner, so wait for the banner (a SIGINT
+    # before it would interrupt the start-up, which is another code path).
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 60
-        while not all(healthy(u) for u in urls.values()):
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        while not any("Ctrl-C stops all three" in line for line in list(lines)):
+            assert proc.poll() is None, "".join(lines)
             assert time.monotonic() < deadline, "services did not come up"
-            time.sleep(0.2)
+            time.sleep(0.1)
+        assert all(healthy(u) for u in urls.values())
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+        out = "".join(lines)
     finally:
         if proc.poll() is None:
             proc.kill()
