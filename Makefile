@@ -27,6 +27,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/simulator.py
 	$(BIN)/python bench/secure_sum.py
+	$(BIN)/python bench/service_ingest.py
 
 clean:
 	rm -rf $(VENV) out

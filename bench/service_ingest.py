@@ -1,0 +1,158 @@
+"""Service ingest costs as ratios to floors measured in the same run (spec §7).
+
+- Shuffler intake: N uploads of R HPKE reports each into the real shuffler app (validation,
+  durable SQLite WAL commit before the 202) vs. a bare FastAPI endpoint that parses the same
+  ``ReportUpload`` body and answers 202. Both run in-process over httpx's ASGI transport, at
+  concurrency 1 and 8 (the shuffler group-commits concurrent uploads).
+- Analyzer batch ingest: B batches of l reports posted to the real analyzer app (HPKE open,
+  validate, de-duplicate, aggregate, SBLB update, one SQLite transaction) vs. the bare loop of HPKE
+  decryptions of the same ciphertexts on one core.
+
+    python bench/service_ingest.py [--uploads 200] [--per-upload 50] [--batches 5] [--l 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from fastapi import FastAPI
+
+from services.analyzer.app import create_app as analyzer_app
+from services.shuffler.app import create_app as shuffler_app
+from shared.crypto import KeyStore, open_report, pack_report, seal
+from shared.policies import randomizer_for
+from shared.protocol import BatchUpload, ReportsAccepted, ReportUpload, b64decode
+from shared.settings import Settings, TaskConfig
+
+TOKEN = "bench-shuffler-token-0123456789"
+
+
+def task(l: int) -> TaskConfig:
+    return TaskConfig.model_validate({
+        "id": "bench", "threat_model": "shuffle", "K": 20,
+        "policy": {"algo": "sblb", "d": 5, "eps0": 8.0, "batch_size": l},
+    })
+
+
+def reports(config: TaskConfig, public_key: bytes, key_id: int, n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    rz = randomizer_for(config.policy)
+    x = rng.normal(size=(n, 5))
+    x /= np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))
+    rows = rz.randomize(x, rng.random(n), rng)
+    return [seal(public_key, key_id, config.id, pack_report(rz.to_bytes(r))[1]) for r in rows]
+
+
+def bare_app() -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/tasks/{task}/reports", status_code=202)
+    async def accept(task: str, body: ReportUpload) -> ReportsAccepted:
+        return ReportsAccepted(accepted=len(body.reports), duplicates=0)
+
+    return app
+
+
+async def drive(app: FastAPI, uploads: list[dict], concurrency: int) -> float:
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            queue = list(uploads)
+
+            async def worker() -> None:
+                while queue:
+                    body = queue.pop()
+                    resp = await client.post("/v1/tasks/bench/reports", json=body)
+                    assert resp.status_code == 202, resp.text
+
+            start = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return time.perf_counter() - start
+
+
+async def shuffler_bench(n_uploads: int, per_upload: int, tmp: Path) -> list[dict]:
+    keys = KeyStore(tmp / "keys")
+    config = task(10**6)  # no batch fills: this measures intake only
+    reps = reports(config, keys.public_key_bytes, keys.key_id, n_uploads * per_upload)
+    uploads = [
+        {"reports": [r.model_dump() for r in reps[i * per_upload:(i + 1) * per_upload]]}
+        for i in range(n_uploads)
+    ]
+    out = []
+    for conc in (1, 8):
+        settings = Settings(data_dir=tmp / f"shuf{conc}", shuffler_token=TOKEN, tasks=[config])
+        real = await drive(shuffler_app(settings), uploads, conc)
+        floor = await drive(bare_app(), uploads, conc)
+        n = n_uploads * per_upload
+        out.append({"bench": "shuffler intake", "concurrency": conc, "reports": n,
+                    "reports_per_second": n / real, "floor_reports_per_second": n / floor,
+                    "ratio_to_floor": real / floor})
+    return out
+
+
+async def analyzer_bench(batches: int, l: int, tmp: Path) -> dict:
+    config = task(l)
+    settings = Settings(data_dir=tmp / "ana", shuffler_token=TOKEN, tasks=[config])
+    app = analyzer_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://b") as client:
+            hpke = (await client.get("/v1/hpke-config")).json()
+            pub, key_id = b64decode(hpke["public_key"]), hpke["key_id"]
+            all_reports = [reports(config, pub, key_id, l, seed=b) for b in range(batches)]
+            bodies = [BatchUpload(batch_id=f"{b:032x}", reports=r).model_dump()
+                      for b, r in enumerate(all_reports)]
+            start = time.perf_counter()
+            for body in bodies:
+                resp = await client.post("/v1/tasks/bench/batches", json=body,
+                                         headers={"Authorization": f"Bearer {TOKEN}"})
+                assert resp.status_code == 200 and resp.json()["counted"] == l, resp.text
+            real = time.perf_counter() - start
+    private = KeyStore(tmp / "ana" / "analyzer").private_key
+    start = time.perf_counter()
+    for reps in all_reports:
+        for r in reps:
+            open_report(private, key_id, config.id, r)
+    floor = time.perf_counter() - start
+    n = batches * l
+    return {"bench": "analyzer batch ingest", "batch_size": l, "reports": n,
+            "reports_per_second": n / real, "floor_reports_per_second": n / floor,
+            "ratio_to_floor": real / floor, "seconds_per_batch": real / batches}
+
+
+async def main_async(args: argparse.Namespace) -> list[dict]:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        rows = await shuffler_bench(args.uploads, args.per_upload, tmp)
+        rows.append(await analyzer_bench(args.batches, args.l, tmp))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--uploads", type=int, default=200)
+    ap.add_argument("--per-upload", type=int, default=50)
+    ap.add_argument("--batches", type=int, default=5)
+    ap.add_argument("--l", type=int, default=1000)
+    ap.add_argument("--json", type=Path, default=Path("out/bench_services.json"))
+    args = ap.parse_args()
+    rows = asyncio.run(main_async(args))
+    for r in rows:
+        extra = (f"concurrency {r['concurrency']}" if "concurrency" in r
+                 else f"l = {r['batch_size']}")
+        print(f"{r['bench']:22s} {extra:14s} {r['reports_per_second']:10,.0f} reports/s  "
+              f"floor {r['floor_reports_per_second']:10,.0f}/s  ratio {r['ratio_to_floor']:6.2f}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
