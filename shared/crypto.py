@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.hpke import AEAD, KDF, KEM, Suite
 
+from shared.keyfile import create_private_file
 from shared.protocol import (
     PROTOCOL_VERSION,
     REPORT_ID_BYTES,
@@ -159,25 +160,7 @@ class KeyStore:
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
-        tmp = self.directory / f".{KEY_FILE}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(pem)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                # link() fails if the key exists: two processes starting at once agree on one key.
-                os.link(tmp, self.path)
-            except FileExistsError:
-                pass
-        finally:
-            tmp.unlink(missing_ok=True)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        create_private_file(self.path, pem)
 
     def hpke_config(self) -> HpkeConfig:
         return HpkeConfig(key_id=self.key_id, public_key=b64encode(self.public_key_bytes))

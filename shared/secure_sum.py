@@ -59,6 +59,7 @@ from gmpy2 import mpz
 from phe import paillier
 from pydantic import Field, field_validator, model_validator
 
+from shared.keyfile import create_private_file
 from shared.protocol import (
     MAX_BATCH,
     MAX_CIPHERTEXT_BYTES,
@@ -686,25 +687,7 @@ class PaillierKeyStore:
     def _create(self) -> None:
         _, private_key = generate_keypair(self.key_bits_requested, allow_small=self.allow_small)
         body = json.dumps(_key_to_json(private_key), indent=1).encode("utf-8")
-        tmp = self.directory / f".{KEY_FILE}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-                fh.flush()
-                os.fsync(fh.fileno())
-            try:
-                # link() fails if the key exists: two processes starting at once agree on one key.
-                os.link(tmp, self.path)
-            except FileExistsError:
-                pass
-        finally:
-            tmp.unlink(missing_ok=True)
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        create_private_file(self.path, body)
 
     def layout(self, c: int, batch_size: int, m: int) -> SlotLayout:
         return layout(c, batch_size, m, self.key_bits)

@@ -46,6 +46,8 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import binom
 
+from shared.accounting.search import smallest_satisfying
+
 # Largest batch size the inverse search `shuffle_min_batch` will consider.
 MAX_BATCH_SIZE = 10**8
 # Default absolute truncation mass per tail of C in `shuffle_delta` (≤ 1e-12·δ for δ ≥ 1e-6).
@@ -214,18 +216,7 @@ def shuffle_min_batch(
     def ok(n: int) -> bool:
         return shuffle_delta(target_eps, eps0, n, tail_mass=tail) <= delta
 
-    lo, hi = 1, 2  # invariant: not ok(lo)
-    while not ok(hi):
-        if hi >= max_n:
-            return None
-        lo, hi = hi, min(2 * hi, max_n)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_satisfying(ok, max_n)
 
 
 def shuffle_closed_form_epsilon(eps0: float, n: int, delta: float) -> float | None:

@@ -65,6 +65,7 @@ from scipy.stats import binom
 
 from shared.accounting.garcelon import randomizer_probability, theorem5_epsilon
 from shared.accounting.ledger import PrivacyLedger
+from shared.accounting.search import smallest_satisfying
 from shared.accounting.shuffle import shuffle_epsilon
 
 Method = Literal["worst-case", "all-equal", "blanket"]
@@ -330,18 +331,7 @@ def sum_only_min_batch(
     def ok(l: int) -> bool:
         return sum_only_epsilon(eps0, l, delta, d, m, method) <= target_eps
 
-    lo, hi = 1, 2
-    while not ok(hi):
-        if hi >= max_l:
-            return None
-        lo, hi = hi, min(2 * hi, max_l)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_satisfying(ok, max_l)
 
 
 def secure_sum_ledger(
