@@ -1,7 +1,9 @@
 """The device service: the on-device agent of the ESA pipeline (spec §2).
 
 It decides locally from the cached broadcast model, and turns each feedback into a locally
-randomised report sealed to the analyzer (HPKE), queued durably and uploaded to the shuffler.
+randomised report encrypted to the analyzer — sealed with HPKE for a ``reports`` task, or only its
+coordinate counts under the analyzer's Paillier key for a ``secure-sum`` task — queued durably and
+uploaded to the shuffler.
 """
 
 from services.device.app import create_app

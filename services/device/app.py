@@ -28,10 +28,12 @@ from services.device.background import stop_task
 from services.device.cache import ModelCache
 from services.device.metrics import DeviceMetrics
 from services.device.outbox import Uploader
+from services.device.secure_sum import SecureSumKeys
 from services.device.store import Store
 from shared.policies import randomizer_for
 from shared.protocol import ErrorBody
 from shared.randomizers.base import Randomizer
+from shared.secure_sum import MIN_KEY_BITS
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,7 @@ class Device:
     settings: Settings
     store: Store
     cache: ModelCache
+    keys: SecureSumKeys
     uploader: Uploader
     metrics: DeviceMetrics
     randomizers: dict[str, Randomizer]
@@ -74,6 +77,14 @@ class Device:
         if cfg is None:
             raise ApiError(404, "unknown_task", f"no task {task_id!r} on this device")
         return cfg
+
+    @property
+    def ready(self) -> bool:
+        """Every key and model the device needs has come from the analyzer."""
+        return self.cache.ready and self.keys.ready
+
+    def missing(self) -> list[str]:
+        return self.cache.missing() + self.keys.missing()
 
 
 async def get_device(request: Request) -> Device:
@@ -94,8 +105,16 @@ def create_app(
     *,
     analyzer_transport: httpx.AsyncBaseTransport | None = None,
     shuffler_transport: httpx.AsyncBaseTransport | None = None,
+    paillier_min_bits: int = MIN_KEY_BITS,
+    paillier_pool: int | None = None,
 ) -> FastAPI:
-    """The device app. Its lifespan opens the store and starts the cache and the uploader."""
+    """The device app. Its lifespan opens the store and starts the cache, the secure-sum key
+    fetchers and the uploader.
+
+    ``paillier_min_bits``: smallest Paillier key the device encrypts under (tests lower it to
+    use fast test keys; production keys have at least 2048 bits). ``paillier_pool``: obfuscators
+    precomputed per secure-sum task (default ``secure_sum.POOL_TARGET``).
+    """
     settings = settings if settings is not None else Settings()
 
     @asynccontextmanager
@@ -112,9 +131,15 @@ def create_app(
         # never return: with one, follow the model by polling only.
         stream = not isinstance(analyzer_transport, httpx.ASGITransport)
         cache = ModelCache(settings, analyzer, stream=stream, on_update=metrics.on_model)
-        uploader = Uploader(store, shuffler, metrics)
+        keys = SecureSumKeys(
+            settings, analyzer, min_key_bits=paillier_min_bits, pool_target=paillier_pool,
+            on_change=metrics.on_paillier_key,
+        )
+        uploader = Uploader(store, shuffler, metrics, refresh_key=keys.refresh)
         metrics.bind_store(
-            lambda: store.counters.outbox_pending, lambda: store.counters.dead_letters
+            lambda: store.counters.outbox_pending,
+            lambda: store.counters.dead_letters,
+            lambda: store.counters.dropped,
         )
         for task, m in cache.versions().items():
             metrics.model_version.labels(task).set(m)
@@ -122,11 +147,13 @@ def create_app(
             settings=settings,
             store=store,
             cache=cache,
+            keys=keys,
             uploader=uploader,
             metrics=metrics,
             randomizers={t.id: randomizer_for(t.policy) for t in settings.tasks},
         )
         cache.start()
+        keys.start()
         uploader.start()
         if store.counters.outbox_pending:
             log.info("outbox holds %d earlier reports; uploading", store.counters.outbox_pending)
@@ -136,6 +163,7 @@ def create_app(
         finally:
             await stop_task(pruner)
             await uploader.stop()
+            await keys.stop()
             await cache.stop()
             await analyzer.aclose()
             await shuffler.aclose()

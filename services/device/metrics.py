@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services.device.secure_sum import TaskKey
 from shared.policies import Model
 
 
@@ -27,7 +28,7 @@ class DeviceMetrics:
         )
         self.uploads = Counter(
             "privbandit_device_upload_events",
-            "Outbox events: uploaded (reports), failures (attempts), dead_lettered (reports)",
+            "Outbox events: uploaded, dead_lettered, dropped (reports), failures (attempts)",
             ["event"], registry=r,
         )
         self.model_version = Gauge(
@@ -48,11 +49,38 @@ class DeviceMetrics:
             "privbandit_device_dead_letters", "Reports the shuffler refused permanently",
             registry=r,
         )
+        self.dropped = Gauge(
+            "privbandit_device_dropped_reports",
+            "Secure-sum reports dropped: encrypted under a Paillier key the analyzer no longer has",
+            registry=r,
+        )
+        self.paillier_pool = Gauge(
+            "privbandit_device_paillier_pool", "Precomputed Paillier obfuscators r^n mod n²",
+            ["task"], registry=r,
+        )
+        self.paillier_fallbacks = Gauge(
+            "privbandit_device_paillier_fallbacks",
+            "Encryptions that found the pool empty and computed r^n on the request path "
+            "(current key)", ["task"], registry=r,
+        )
+        self.paillier_key = Gauge(
+            "privbandit_device_paillier_key_id", "Paillier key id in use", ["task"], registry=r
+        )
 
-    def bind_store(self, pending: Callable[[], float], dead: Callable[[], float]) -> None:
+    def bind_store(
+        self, pending: Callable[[], float], dead: Callable[[], float], dropped: Callable[[], float]
+    ) -> None:
         """Read the outbox gauges from the store's committed counters at scrape time."""
         self.outbox_pending.set_function(pending)
         self.dead_letters.set_function(dead)
+        self.dropped.set_function(dropped)
+
+    def on_paillier_key(self, task: str, key: TaskKey) -> None:
+        """A (new) Paillier key for a task: read its pool at scrape time."""
+        enc = key.encryptor
+        self.paillier_key.labels(task).set(key.key_id)
+        self.paillier_pool.labels(task).set_function(lambda: enc.pool_size)
+        self.paillier_fallbacks.labels(task).set_function(lambda: enc.fallbacks)
 
     def on_model(self, task: str, model: Model, source: str) -> None:
         self.model_version.labels(task).set(model.version)

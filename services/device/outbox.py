@@ -1,17 +1,27 @@
 """The background uploader: moves sealed reports from the durable outbox to the shuffler.
 
-At-least-once delivery with per-task backoff:
+At-least-once delivery with backoff per (task, transport) group:
 
-- items are read oldest first, up to ``UPLOAD_BATCH`` of one task per ``ReportUpload``;
+- items are read oldest first, up to ``UPLOAD_BATCH`` of one task and one transport per upload:
+  HPKE reports as a ``ReportUpload`` to ``POST /v1/tasks/{task}/reports``, Paillier-encrypted
+  counts of a secure-sum task as a ``SecureSumUpload`` to
+  ``POST /v1/tasks/{task}/encrypted-counts``;
 - they are deleted from the outbox only after the shuffler answers 202 (it answers 202 only once
   the reports are durable), so a crash of either side at any moment loses nothing;
-- a retry after a lost 202 re-sends byte-identical ciphertexts, which the shuffler counts as
-  duplicates and the analyzer would drop by report id, so nothing is counted twice;
-- transport errors, 5xx, 408, 429 and configuration errors (401/403/404: the shuffler does not
-  know the task or us) are retried with exponential backoff per task, so one task's trouble
-  does not stall another's;
-- 400/413/422 mean the shuffler refuses these very bytes: retrying cannot help, so the items go to
-  a dead-letter table (kept on disk, logged, exported as a metric) instead of blocking the queue.
+- a retry after a lost 202 re-sends the byte-identical stored ciphertexts, which the shuffler
+  drops as duplicates (and the analyzer would drop HPKE reports by report id), so nothing is
+  counted twice. This matters most for secure-sum: a fresh encryption of the same counts would be
+  a different ciphertext, and the shuffler would add it to a batch sum a second time;
+- transport errors, 5xx, 408, 429 and configuration errors (401/403/404, 409 for a transport the
+  shuffler's task does not take) are retried with exponential backoff per group, so one task's
+  trouble does not stall another's; a ``Retry-After`` header sets a lower bound on the wait;
+- a secure-sum upload refused with 422 ``unknown_key`` makes the device re-fetch the task's
+  Paillier config: items under a key the analyzer no longer has are dropped and counted (they
+  can never be counted nor re-encrypted, see ``Store.drop_stale``); if the key is still current,
+  the shuffler is behind and the upload is retried later;
+- other 400/413/422 mean the shuffler refuses these very bytes: retrying cannot help, so the
+  offending items (found by splitting the upload) go to a dead-letter table (kept on disk,
+  logged, exported as a metric) instead of blocking the queue.
 """
 
 from __future__ import annotations
@@ -20,12 +30,13 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
 
 import httpx
 
 from services.device.background import stop_task
-from services.device.store import OutboxItem, Store
-from shared.protocol import ReportsAccepted
+from services.device.store import SECURE_SUM, OutboxItem, Store
+from shared.protocol import ErrorBody, ReportsAccepted
 
 log = logging.getLogger(__name__)
 
@@ -33,19 +44,48 @@ UPLOAD_BATCH = 100
 BACKOFF_INITIAL = 0.1
 BACKOFF_MAX = 5.0
 PERMANENT = {400, 413, 422}
+# Shuffler endpoint per transport; both take {"reports": [...]} of the stored JSON items.
+ENDPOINTS = {"reports": "reports", SECURE_SUM: "encrypted-counts"}
+
+Group = tuple[str, str]  # (task, transport)
+# Re-fetch a task's Paillier config; the current key id, or None if the analyzer is unreachable.
+KeyRefresher = Callable[[str], Awaitable[int | None]]
+
+
+def _error_code(resp: httpx.Response) -> str | None:
+    try:
+        return ErrorBody.model_validate_json(resp.content).code
+    except ValueError:
+        return None
+
+
+def _retry_after(resp: httpx.Response) -> float:
+    try:
+        return max(0.0, float(resp.headers.get("retry-after", 0)))
+    except ValueError:  # an HTTP date: not worth parsing, the backoff applies
+        return 0.0
 
 
 class Uploader:
-    """Drains the outbox to the shuffler; ``wake()`` after queuing a report."""
+    """Drains the outbox to the shuffler; ``wake()`` after queuing a report.
 
-    def __init__(self, store: Store, client: httpx.AsyncClient, metrics: object | None = None):
+    ``refresh_key`` is called when the shuffler does not know a secure-sum report's key."""
+
+    def __init__(
+        self,
+        store: Store,
+        client: httpx.AsyncClient,
+        metrics: object | None = None,
+        refresh_key: KeyRefresher | None = None,
+    ) -> None:
         self.store = store
         self.client = client
         self.metrics = metrics
+        self.refresh_key = refresh_key
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        # Per-task backoff: task -> (current delay, monotonic time before which not to retry).
-        self._blocked: dict[str, tuple[float, float]] = {}
+        # Per-group backoff: group -> (current delay, monotonic time before which not to retry).
+        self._blocked: dict[Group, tuple[float, float]] = {}
         self.last_error: str | None = None
         self._stopping = False
 
@@ -66,7 +106,7 @@ class Uploader:
             # Clear before reading so a report queued while we read is not missed.
             self._event.clear()
             now = time.monotonic()
-            blocked = {t for t, (_, until) in self._blocked.items() if until > now}
+            blocked = {g for g, (_, until) in self._blocked.items() if until > now}
             try:
                 items = await self.store.outbox_head(UPLOAD_BATCH, exclude=blocked)
             except Exception:  # storage trouble: log, wait, try again
@@ -81,7 +121,7 @@ class Uploader:
                 await self._upload(items)
             except Exception:  # never let the uploader die
                 log.exception("outbox upload crashed; retrying")
-                self._backoff(items[0].task, "internal error")
+                self._backoff(_group(items[0]), "internal error")
 
     async def _sleep(self, timeout: float | None) -> None:
         """Until ``wake()`` or ``timeout`` seconds, whichever comes first."""
@@ -92,16 +132,18 @@ class Uploader:
             waiter.cancel()
 
     async def _upload(self, items: list[OutboxItem]) -> None:
-        task = items[0].task
+        group = _group(items[0])
+        task, transport = group
+        # The stored JSON goes out verbatim: a retry sends exactly the bytes of the first try.
         body = '{"reports":[' + ",".join(it.report for it in items) + "]}"
         try:
             resp = await self.client.post(
-                f"/v1/tasks/{task}/reports",
+                f"/v1/tasks/{task}/{ENDPOINTS[transport]}",
                 content=body.encode(),
                 headers={"Content-Type": "application/json"},
             )
         except httpx.HTTPError as exc:
-            self._backoff(task, f"shuffler unreachable: {exc!r}")
+            self._backoff(group, f"shuffler unreachable: {exc!r}")
             return
         status = resp.status_code
         if status == 202:
@@ -112,11 +154,14 @@ class Uploader:
                 # parse does not change that, so still delete (re-sending would be harmless too).
                 log.warning("shuffler 202 with an unexpected body: %r", resp.content[:200])
             await self.store.mark_uploaded([it.seq for it in items])
-            self._blocked.pop(task, None)
+            self._blocked.pop(group, None)
             self.last_error = None
             self._count("uploaded", len(items))
             return
         detail = resp.text[:300]
+        if status == 422 and transport == SECURE_SUM and _error_code(resp) == "unknown_key":
+            await self._unknown_key(group, items, detail)
+            return
         if status in PERMANENT:
             if len(items) > 1:
                 # Find the offending report(s) instead of discarding good neighbours.
@@ -128,19 +173,46 @@ class Uploader:
             await self.store.dead_letter(items, f"{status} {detail}")
             self._count("dead_lettered", len(items))
             return
-        self._backoff(task, f"shuffler answered {status}: {detail}")
+        self._backoff(group, f"shuffler answered {status}: {detail}", _retry_after(resp))
 
-    def _backoff(self, task: str, reason: str) -> None:
-        delay, _ = self._blocked.get(task, (BACKOFF_INITIAL / 2, 0.0))
+    async def _unknown_key(self, group: Group, items: list[OutboxItem], detail: str) -> None:
+        """The shuffler does not know the Paillier key of (some of) these items: ask the analyzer
+        for its current key, drop what was encrypted under another one, retry the rest."""
+        task = group[0]
+        current = await self.refresh_key(task) if self.refresh_key is not None else None
+        if current is None:
+            self._backoff(group, f"unknown_key and the analyzer's key is unknown: {detail}")
+            return
+        if all(it.key_id == current for it in items):
+            # The device holds the analyzer's current key: the shuffler has an older one and
+            # must catch up; keep the items (they are valid) and retry later.
+            self._backoff(group, f"the shuffler does not know the analyzer's current Paillier "
+                                 f"key {current} yet: {detail}")
+            return
+        # Items sealed under an old key cannot be re-sent (no analyzer can decrypt them) nor
+        # re-encrypted (the device keeps no plaintext): they are lost, and say so.
+        dropped = await self.store.drop_stale(task, current)
+        log.error("task %s: dropped %d report(s) encrypted under a Paillier key the analyzer no "
+                  "longer has (its key is now %d); they cannot be counted", task, dropped, current)
+        self._count("dropped", dropped)
+        self._blocked.pop(group, None)  # what remains is under the current key: send it now
+
+    def _backoff(self, group: Group, reason: str, at_least: float = 0.0) -> None:
+        delay, _ = self._blocked.get(group, (BACKOFF_INITIAL / 2, 0.0))
         delay = min(2 * delay, BACKOFF_MAX)
         # Jitter spreads the retries of many devices; not security relevant.
-        until = time.monotonic() + delay * (0.5 + random.random())
-        self._blocked[task] = (delay, until)
+        wait = max(delay * (0.5 + random.random()), min(at_least, BACKOFF_MAX))
+        self._blocked[group] = (delay, time.monotonic() + wait)
         self.last_error = reason
         self._count("failures", 1)
-        log.warning("upload for %s failed (%s); retry in %.2fs", task, reason, delay)
+        log.warning("upload for %s (%s) failed (%s); retry in %.2fs", group[0], group[1],
+                    reason, wait)
 
     def _count(self, what: str, n: int) -> None:
         hook = getattr(self.metrics, "on_upload", None)
         if hook is not None:
             hook(what, n)
+
+
+def _group(item: OutboxItem) -> Group:
+    return item.task, item.transport

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 
@@ -9,9 +10,10 @@ import numpy as np
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import Field
 
 from services.device.app import ApiError, DeviceDep, error_response
-from services.device.store import DecisionNotFound, DecisionUsed
+from services.device.store import REPORTS, SECURE_SUM, DecisionNotFound, DecisionUsed
 from shared.crypto import pack_report, seal
 from shared.protocol import (
     DecideRequest,
@@ -73,82 +75,104 @@ async def decide(task: str, body: DecideRequest, device: DeviceDep) -> DecideRes
     return DecideResponse(decision_id=decision_id, action=action, model_version=model.version)
 
 
+class DeviceStatusReport(DeviceStatus):
+    """``DeviceStatus`` (spec §4) plus what the device had to give up on."""
+
+    dropped: int = Field(
+        0, ge=0,
+        description="secure-sum reports dropped because they were encrypted under a Paillier key "
+                    "the analyzer no longer has (they could never be counted)",
+    )
+
+
+def _decision_error(exc: Exception, task: str, decision_id: str) -> ApiError:
+    if isinstance(exc, DecisionUsed):
+        return ApiError(
+            409, "decision_used", f"feedback for decision {decision_id} was already given"
+        )
+    return ApiError(404, "unknown_decision", f"no open decision {decision_id} for task {task}")
+
+
 @router.post(
     "/v1/tasks/{task}/feedback",
     status_code=202,
     response_model=FeedbackResponse,
     responses={
         **_ERRORS,
-        501: {"model": ErrorBody, "description": "the task's aggregation is not supported"},
-        503: {"model": ErrorBody, "description": "no HPKE key yet"},
+        503: {"model": ErrorBody, "description": "the analyzer's key is not known yet"},
     },
 )
 async def feedback(task: str, body: FeedbackRequest, device: DeviceDep) -> FeedbackResponse:
-    """Randomise (x, r) locally, seal it to the analyzer and queue it durably for the shuffler.
+    """Randomise (x, r) locally, encrypt it to the analyzer and queue it durably for the shuffler.
 
-    202 means the sealed report is in the device's durable outbox; it reaches the shuffler in the
-    background. The decision's feature vector is erased in the same transaction.
+    A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
+    its coordinate counts under the analyzer's Paillier key (the shuffler will add them up).
+    202 means the encrypted report is in the device's durable outbox; it reaches the shuffler in
+    the background. The decision's feature vector is erased in the same transaction. No network
+    round trip happens here: the keys come from the background fetchers.
     """
     cfg = device.task(task)
-    if cfg.aggregation != "reports":
-        # Secure summation needs additively homomorphic encryption of the randomized counts,
-        # which this device does not implement; refuse before touching any state.
-        raise ApiError(
-            501, "unsupported_aggregation",
-            f"task {task} uses {cfg.aggregation} aggregation; this device sends HPKE reports only",
-        )
+    secure = cfg.aggregation == "secure-sum"
+    key = device.keys.get(task) if secure else None
     hpke, public_key = device.cache.hpke, device.cache.hpke_public_key
-    if hpke is None or public_key is None:
+    if secure and key is None:
+        raise ApiError(
+            503, "no_paillier_key",
+            f"the analyzer's Paillier key for task {task} is not known yet; retry soon",
+        )
+    if not secure and (hpke is None or public_key is None):
         raise ApiError(503, "no_hpke_key", "the analyzer's HPKE key is not known yet; retry soon")
     try:
         x = await device.store.get_decision(body.decision_id, task)
-    except DecisionNotFound:
-        raise ApiError(
-            404, "unknown_decision", f"no open decision {body.decision_id} for task {task}"
-        ) from None
-    except DecisionUsed:
-        raise ApiError(
-            409, "decision_used", f"feedback for decision {body.decision_id} was already given"
-        ) from None
+    except (DecisionNotFound, DecisionUsed) as exc:
+        raise _decision_error(exc, task, body.decision_id) from None
     randomizer = device.randomizers[task]
     try:
         row = randomizer.randomize(x[None, :], np.array([body.reward]), device.rng)[0]
-        _, plaintext = pack_report(randomizer.to_bytes(row))
+        if key is not None:
+            # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs.
+            counts = randomizer.counts(row[None, :])[0]  # type: ignore[attr-defined]
+            if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
+                wire = key.encrypt(counts)
+            else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
+                wire = await asyncio.to_thread(key.encrypt, counts)
+            report_json, transport, key_id = wire.model_dump_json(), SECURE_SUM, wire.key_id
+        else:
+            assert hpke is not None and public_key is not None
+            _, plaintext = pack_report(randomizer.to_bytes(row))
+            report = seal(public_key, hpke.key_id, task, plaintext)
+            report_json, transport, key_id = report.model_dump_json(), REPORTS, None
     except ValueError as exc:  # cannot happen for a vector accepted by decide; stay a 4xx anyway
         raise ApiError(422, "invalid_report", str(exc)) from None
-    report = seal(public_key, hpke.key_id, task, plaintext)
     try:
-        await device.store.complete_feedback(body.decision_id, task, report.model_dump_json())
-    except DecisionUsed:  # a concurrent feedback for the same decision won the race
-        raise ApiError(
-            409, "decision_used", f"feedback for decision {body.decision_id} was already given"
-        ) from None
-    except DecisionNotFound:
-        raise ApiError(
-            404, "unknown_decision", f"no open decision {body.decision_id} for task {task}"
-        ) from None
+        await device.store.complete_feedback(
+            body.decision_id, task, report_json, transport=transport, key_id=key_id
+        )
+    except (DecisionNotFound, DecisionUsed) as exc:  # a concurrent feedback won the race
+        raise _decision_error(exc, task, body.decision_id) from None
     device.uploader.wake()
     device.metrics.feedbacks.labels(task).inc()
     return FeedbackResponse(queued=True, outbox_pending=device.store.counters.outbox_pending)
 
 
-@router.get("/v1/status", response_model=DeviceStatus)
-async def status(device: DeviceDep) -> DeviceStatus:
+@router.get("/v1/status", response_model=DeviceStatusReport)
+async def status(device: DeviceDep) -> DeviceStatusReport:
     c = device.store.counters
-    return DeviceStatus(
+    return DeviceStatusReport(
         tasks=device.cache.versions(),
         feedbacks=c.feedbacks,
         outbox_pending=c.outbox_pending,
         uploaded=c.uploaded,
+        dropped=c.dropped,
     )
 
 
 @router.get("/healthz")
 async def healthz(device: DeviceDep) -> Response:
-    """200 once the analyzer's key and every task's model are cached; 503 while starting."""
-    if not device.cache.ready:
+    """200 once the analyzer's keys and every task's model are cached; 503 while starting."""
+    if not device.ready:
         return error_response(
-            503, "starting", "waiting for the analyzer: " + ", ".join(device.cache.missing())
+            503, "starting", "waiting for the analyzer: " + ", ".join(device.missing())
         )
     return JSONResponse(
         {
@@ -157,6 +181,9 @@ async def healthz(device: DeviceDep) -> Response:
             "models": device.cache.versions(),
             "streaming": sorted(device.cache.streaming),
             "outbox_pending": device.store.counters.outbox_pending,
+            "dropped": device.store.counters.dropped,
+            "paillier_keys": {t: k.key_id for t in device.keys.tasks
+                              if (k := device.keys.get(t)) is not None},
             "last_upload_error": device.uploader.last_error,
         }
     )

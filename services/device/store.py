@@ -5,9 +5,11 @@ One SQLite file in WAL mode (``<data_dir>/device/device.sqlite3``):
 - ``decisions``: the chosen arm's feature vector of each decision, kept *only* here until the
   feedback arrives. Feedback replaces the vector by NULL (a tombstone, so that a second feedback is
   told 409 rather than 404) in the same transaction that appends the sealed report to the outbox.
-- ``outbox``: sealed reports (``EncryptedReport`` JSON) not yet acknowledged by the shuffler. A row
-  is deleted only after the shuffler's 202, so a shuffler outage or a device crash loses nothing.
-- ``counters``: monotone totals shown by ``GET /v1/status``.
+- ``outbox``: sealed reports not yet acknowledged by the shuffler, with their transport:
+  ``reports`` (``EncryptedReport`` JSON, HPKE) or ``secure-sum`` (``EncryptedCounts`` JSON,
+  Paillier, with its key id). A row is deleted only after the shuffler's 202, so a shuffler outage
+  or a device crash loses nothing; the stored bytes are what every retry sends.
+- ``counters``: monotone totals shown by ``GET /v1/status`` (feedbacks, uploaded, dropped).
 
 All writes go through one writer thread that commits whatever requests have queued up in a single
 transaction (group commit): with ``synchronous=FULL`` every acknowledged feedback is on disk, and
@@ -44,7 +46,9 @@ CREATE TABLE IF NOT EXISTS decisions (
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     task TEXT NOT NULL,
-    report TEXT NOT NULL         -- EncryptedReport JSON
+    report TEXT NOT NULL,        -- EncryptedReport or EncryptedCounts JSON, sent as stored
+    transport TEXT NOT NULL DEFAULT 'reports',  -- 'reports' | 'secure-sum'
+    key_id INTEGER               -- secure-sum: the Paillier key id the counts are encrypted under
 );
 CREATE INDEX IF NOT EXISTS outbox_task ON outbox (task, seq);
 CREATE TABLE IF NOT EXISTS dead_letters (
@@ -52,7 +56,8 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     task TEXT NOT NULL,
     report TEXT NOT NULL,
     reason TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    transport TEXT NOT NULL DEFAULT 'reports'
 );
 CREATE TABLE IF NOT EXISTS counters (
     name TEXT PRIMARY KEY,
@@ -60,8 +65,18 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 """
 
+# Columns added after the first release: (table, column, definition). A store created by an older
+# device gets them on open, with the defaults that describe its rows (HPKE reports).
+MIGRATIONS = (
+    ("outbox", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
+    ("outbox", "key_id", "INTEGER"),
+    ("dead_letters", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
+)
+
 # How many queued write requests one transaction may absorb (bounds commit latency).
 GROUP_COMMIT_MAX = 512
+REPORTS = "reports"
+SECURE_SUM = "secure-sum"
 
 
 class DecisionNotFound(LookupError):
@@ -77,6 +92,8 @@ class OutboxItem:
     seq: int
     task: str
     report: str
+    transport: str = REPORTS
+    key_id: int | None = None
 
 
 @dataclass
@@ -87,6 +104,9 @@ class Counters:
     uploaded: int = 0
     outbox_pending: int = 0
     dead_letters: int = 0
+    # Secure-sum reports discarded because they were encrypted under a Paillier key the analyzer
+    # no longer has (see ``Store.drop_stale``).
+    dropped: int = 0
 
 
 class Store:
@@ -101,6 +121,7 @@ class Store:
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._conn.executescript(SCHEMA)
+        self._migrate()
         self.counters = self._load_counters()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._writer, name="device-store", daemon=True)
@@ -108,6 +129,12 @@ class Store:
         self._thread.start()
 
     # -- lifecycle ---------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        for table, column, definition in MIGRATIONS:
+            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     def _load_counters(self) -> Counters:
         rows = dict(self._conn.execute("SELECT name, value FROM counters").fetchall())
@@ -118,6 +145,7 @@ class Store:
             uploaded=int(rows.get("uploaded", 0)),
             outbox_pending=int(pending),
             dead_letters=int(dead),
+            dropped=int(rows.get("dropped", 0)),
         )
 
     def close(self) -> None:
@@ -218,8 +246,18 @@ class Store:
 
         return np.frombuffer(await self.run(op), dtype="<f8").astype(float)
 
-    async def complete_feedback(self, decision_id: str, task: str, report_json: str) -> int:
+    async def complete_feedback(
+        self,
+        decision_id: str,
+        task: str,
+        report_json: str,
+        transport: str = REPORTS,
+        key_id: int | None = None,
+    ) -> int:
         """Atomically tombstone the decision and queue its sealed report; returns the outbox seq.
+
+        ``transport`` says where the uploader sends it (``reports`` or ``secure-sum``);
+        ``key_id`` is the Paillier key id of a secure-sum report.
 
         The decision is re-checked inside the transaction, so of two concurrent feedbacks for one
         decision exactly one succeeds and the other gets DecisionUsed.
@@ -236,7 +274,8 @@ class Store:
                 ).fetchone()
                 raise DecisionUsed(decision_id) if exists else DecisionNotFound(decision_id)
             seq = conn.execute(
-                "INSERT INTO outbox (task, report) VALUES (?, ?)", (task, report_json)
+                "INSERT INTO outbox (task, report, transport, key_id) VALUES (?, ?, ?, ?)",
+                (task, report_json, transport, key_id),
             ).lastrowid
             _bump(conn, "feedbacks", 1)
             return int(seq)
@@ -246,24 +285,33 @@ class Store:
         self.counters.outbox_pending += 1
         return seq
 
-    async def outbox_head(self, limit: int, exclude: set[str] | None = None) -> list[OutboxItem]:
-        """The oldest outbox items of one task (one task per upload): the task of the oldest item
-        not in ``exclude`` (tasks in backoff), so one task's trouble does not block another."""
+    async def outbox_head(
+        self, limit: int, exclude: set[tuple[str, str]] | None = None
+    ) -> list[OutboxItem]:
+        """The oldest outbox items of one (task, transport) group (one group per upload: the
+        transports go to different endpoints): the group of the oldest item not in ``exclude``
+        (groups in backoff), so one group's trouble does not block another."""
         skip = sorted(exclude or ())
 
         def op(conn: sqlite3.Connection) -> list[OutboxItem]:
-            marks = ",".join("?" * len(skip))
-            where = f"WHERE task NOT IN ({marks})" if skip else ""
+            where = " AND ".join("NOT (task = ? AND transport = ?)" for _ in skip)
+            params = [v for group in skip for v in group]
             first = conn.execute(
-                f"SELECT task FROM outbox {where} ORDER BY seq LIMIT 1", skip
+                f"SELECT task, transport FROM outbox {'WHERE ' + where if skip else ''} "
+                "ORDER BY seq LIMIT 1",
+                params,
             ).fetchone()
             if first is None:
                 return []
             rows = conn.execute(
-                "SELECT seq, task, report FROM outbox WHERE task = ? ORDER BY seq LIMIT ?",
-                (first[0], limit),
+                "SELECT seq, task, report, transport, key_id FROM outbox "
+                "WHERE task = ? AND transport = ? ORDER BY seq LIMIT ?",
+                (first[0], first[1], limit),
             ).fetchall()
-            return [OutboxItem(int(s), str(t), str(r)) for s, t, r in rows]
+            return [
+                OutboxItem(int(s), str(t), str(r), str(tr), None if k is None else int(k))
+                for s, t, r, tr, k in rows
+            ]
 
         return await self.run(op)
 
@@ -291,9 +339,9 @@ class Store:
             for it in items:
                 if conn.execute("DELETE FROM outbox WHERE seq = ?", (it.seq,)).rowcount:
                     conn.execute(
-                        "INSERT INTO dead_letters (seq, task, report, reason, created) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (it.seq, it.task, it.report, reason[:1000], now),
+                        "INSERT INTO dead_letters (seq, task, report, reason, created, transport)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (it.seq, it.task, it.report, reason[:1000], now, it.transport),
                     )
                     moved += 1
             return moved
@@ -301,6 +349,31 @@ class Store:
         moved = await self.run(op)
         self.counters.outbox_pending -= moved
         self.counters.dead_letters += moved
+
+    async def drop_stale(self, task: str, current_key_id: int) -> int:
+        """Delete the task's secure-sum outbox items encrypted under any Paillier key other than
+        ``current_key_id``; returns how many (counted in ``dropped``).
+
+        Only for keys the analyzer no longer holds: such an item can never be counted, and it
+        cannot be re-encrypted either, since the device keeps no plaintext (the randomized
+        counts exist only inside the ciphertext; the decision's features are erased at
+        feedback). Re-randomizing instead would make a second, different report for one
+        feedback. So it is dropped, loudly (log, ``/v1/status``, metrics)."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            n = conn.execute(
+                "DELETE FROM outbox WHERE task = ? AND transport = ? "
+                "AND (key_id IS NULL OR key_id != ?)",
+                (task, SECURE_SUM, current_key_id),
+            ).rowcount
+            if n:
+                _bump(conn, "dropped", n)
+            return n
+
+        n = await self.run(op)
+        self.counters.outbox_pending -= n
+        self.counters.dropped += n
+        return n
 
     async def prune_decisions(self, used_ttl: float, unused_ttl: float) -> int:
         """Forget tombstones older than ``used_ttl`` and unanswered decisions older than

@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from shared.crypto import pack_report, seal
-from shared.policies import randomizer_for
+from shared.policies import build_policy, randomizer_for
 from shared.protocol import EncryptedReport, HpkeConfig, b64decode
 from shared.secure_sum import EncryptedCounts, PaillierConfig, PaillierEncryptor, encode_ciphertexts
 from shared.settings import Settings, TaskConfig
@@ -158,3 +158,24 @@ def counts_maker(paillier: PaillierConfig, seed: int = 0) -> CountsMaker:
         return rows, out
 
     return make
+
+
+def reference_state(config: TaskConfig, batches: list[np.ndarray]) -> dict[str, Any]:
+    """SBLB fed the plaintext rows of each batch (the reports path's arithmetic)."""
+    policy = build_policy(config.policy, np.random.default_rng(0))
+    for rows in batches:
+        assert policy.ingest(rows) == rows.shape[0]
+    return policy.get_state()
+
+
+def assert_same_state(got: dict[str, Any], want: dict[str, Any]) -> None:
+    # Both sides do the same float arithmetic on the same integer counts: equal to rounding.
+    assert got.keys() == want.keys()
+    for key in want:
+        g, w = got[key], want[key]
+        if isinstance(w, dict):
+            assert_same_state(g, w)
+        elif isinstance(w, (list, float)):
+            np.testing.assert_allclose(np.asarray(g, float), np.asarray(w, float), rtol=1e-12)
+        else:
+            assert g == w, key

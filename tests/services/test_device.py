@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,17 +27,33 @@ from fastapi.responses import JSONResponse
 from services.analyzer.app import create_app as create_analyzer
 from services.device import cache as device_cache
 from services.device import create_app as create_device
+from services.device import outbox as device_outbox
+from services.shuffler.app import create_app as create_shuffler
 from shared.crypto import KeyStore, unpack_report
 from shared.policies import randomizer_for
 from shared.protocol import EncryptedReport, ReportUpload
-from shared.settings import Settings, TaskConfig
+from shared.secure_sum import (
+    EncryptedCounts,
+    PaillierConfig,
+    PaillierKeyStore,
+    SecureSumUpload,
+    decode_ciphertexts,
+    decrypt_sum,
+    pack,
+    unpack,
+)
+from shared.settings import Settings
 from tests.services.conftest import (
+    PAILLIER_TEST_BITS,
+    assert_same_state,
     auth,
     central_task,
     ldp_task,
     make_settings,
+    reference_state,
     report_maker,
     running,
+    secure_sum_task,
     shuffle_task,
 )
 
@@ -56,28 +73,48 @@ def fast_polling(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @dataclass
 class FakeShuffler:
-    """Accepts ReportUploads like the real shuffler (202 ReportsAccepted); can be made to fail."""
+    """Accepts ReportUploads and SecureSumUploads like the real shuffler (202 ReportsAccepted);
+    can be made to fail. Records the raw body of every attempt."""
 
     status: int = 202  # what to answer: 202, or e.g. 503 to simulate an outage
     uploads: list[tuple[str, list[EncryptedReport]]] = field(default_factory=list)
+    counts: list[tuple[str, list[EncryptedCounts]]] = field(default_factory=list)
+    bodies: list[tuple[str, bytes]] = field(default_factory=list)  # (path, body) per attempt
     attempts: int = 0
 
     def app(self) -> FastAPI:
         app = FastAPI()
 
-        @app.post("/v1/tasks/{task}/reports")
-        async def reports(task: str, request: Request) -> JSONResponse:
+        async def answer(request: Request) -> JSONResponse | None:
             self.attempts += 1
+            self.bodies.append((request.url.path, await request.body()))
             if self.status != 202:
                 return JSONResponse({"code": "down", "message": "outage"}, status_code=self.status)
+            return None
+
+        @app.post("/v1/tasks/{task}/reports")
+        async def reports(task: str, request: Request) -> JSONResponse:
+            if (refused := await answer(request)) is not None:
+                return refused
             upload = ReportUpload.model_validate_json(await request.body())
             self.uploads.append((task, list(upload.reports)))
+            return JSONResponse({"accepted": len(upload.reports), "duplicates": 0}, 202)
+
+        @app.post("/v1/tasks/{task}/encrypted-counts")
+        async def encrypted_counts(task: str, request: Request) -> JSONResponse:
+            if (refused := await answer(request)) is not None:
+                return refused
+            upload = SecureSumUpload.model_validate_json(await request.body())
+            self.counts.append((task, list(upload.reports)))
             return JSONResponse({"accepted": len(upload.reports), "duplicates": 0}, 202)
 
         return app
 
     def reports(self, task: str | None = None) -> list[EncryptedReport]:
         return [r for t, rs in self.uploads for r in rs if task is None or t == task]
+
+    def encrypted(self, task: str | None = None) -> list[EncryptedCounts]:
+        return [r for t, rs in self.counts for r in rs if task is None or t == task]
 
 
 class DeadTransport(httpx.AsyncBaseTransport):
@@ -106,20 +143,29 @@ async def stack(
 ) -> AsyncIterator[Stack]:
     """Real analyzer + fake shuffler + device, all in-process with their lifespans running."""
     shuffler = shuffler if shuffler is not None else FakeShuffler()
-    analyzer_app = create_analyzer(settings)
+    analyzer_app = create_analyzer(settings, paillier_key_bits=PAILLIER_TEST_BITS)
     async with running(analyzer_app) as analyzer:
         a_transport: httpx.AsyncBaseTransport = (
             httpx.ASGITransport(app=analyzer_app) if analyzer_up else DeadTransport()
         )
-        app = create_device(
-            settings,
-            analyzer_transport=a_transport,
-            shuffler_transport=httpx.ASGITransport(app=shuffler.app()),
-        )
+        app = device_app(settings, a_transport, httpx.ASGITransport(app=shuffler.app()))
         async with running(app) as device:
             if wait_ready:
                 await wait_for(lambda: _ok(device.get("/healthz")), what="device ready")
             yield Stack(device, analyzer, settings, shuffler, app)
+
+
+def device_app(
+    settings: Settings,
+    analyzer: httpx.AsyncBaseTransport,
+    shuffler: httpx.AsyncBaseTransport,
+) -> FastAPI:
+    """A device app for tests: it accepts the analyzer's small test Paillier keys and keeps a
+    small pool of precomputed randomness."""
+    return create_device(
+        settings, analyzer_transport=analyzer, shuffler_transport=shuffler,
+        paillier_min_bits=PAILLIER_TEST_BITS, paillier_pool=16,
+    )
 
 
 async def _ok(coro: Any) -> bool:
@@ -179,6 +225,7 @@ async def test_health_status_and_decide(settings: Settings) -> None:
             "feedbacks": 0,
             "outbox_pending": 0,
             "uploaded": 0,
+            "dropped": 0,
         }
         for task in ("shuf", "loc", "cen"):
             out = await decide(s.device, task, features(rng))
@@ -557,24 +604,292 @@ async def test_metrics(settings: Settings) -> None:
 
 
 async def test_status_is_json_of_the_protocol_message(settings: Settings) -> None:
+    """``/v1/status`` is the protocol's ``DeviceStatus`` plus the ``dropped`` count."""
     async with stack(settings) as s:
         body = (await s.device.get("/v1/status")).json()
+        from services.device.routes import DeviceStatusReport
         from shared.protocol import DeviceStatus
 
-        DeviceStatus.model_validate_json(json.dumps(body))
+        DeviceStatusReport.model_validate_json(json.dumps(body))
+        DeviceStatus.model_validate({k: v for k, v in body.items() if k != "dropped"})
 
 
-async def test_secure_sum_tasks_are_refused_for_feedback(tmp_path: Path) -> None:
-    """This device sends HPKE reports only: feedback for a secure-sum task is refused (501)
-    without consuming the decision."""
-    sec = TaskConfig.model_validate(
-        {**shuffle_task("sec").model_dump(), "aggregation": "secure-sum"}
-    )
-    settings = make_settings(tmp_path / "data", tasks=[shuffle_task(), sec])
-    rng = np.random.default_rng(14)
+# ---------------------------------------------------------------------------------------------
+# secure-sum: Paillier-encrypted counts instead of HPKE reports
+
+SUM = secure_sum_task("sum", l=10)  # sblb-fixed, d = 3: c = 9 counts in 0..1, l = 10
+
+
+def secure_settings(tmp_path: Path, name: str = "data") -> Settings:
+    return make_settings(tmp_path / name, tasks=[SUM, shuffle_task()])
+
+
+def expected_counts(features_and_rewards: list[tuple[np.ndarray, float]], seed: int) -> np.ndarray:
+    """The counts the device's randomizer produces for these (x, r), in this order, when its
+    generator is ``default_rng(seed)`` (the test seeds the device's generator the same way)."""
+    rand = randomizer_for(SUM.policy)
+    rng = np.random.default_rng(seed)
+    rows = [rand.randomize(x[None, :], np.array([r]), rng)[0] for x, r in features_and_rewards]
+    return rand.counts(np.asarray(rows))  # type: ignore[attr-defined]
+
+
+async def secure_feedbacks(
+    s: Stack, n: int, rng: np.random.Generator, task: str = "sum"
+) -> list[tuple[np.ndarray, float]]:
+    """n decide + feedback rounds, one after the other; the chosen (x, r) of each."""
+    out = []
+    for _ in range(n):
+        feats = features(rng)
+        dec = await decide(s.device, task, feats)
+        reward = float(rng.integers(0, 2))
+        resp = await s.device.post(f"/v1/tasks/{task}/feedback",
+                                   json={"decision_id": dec["decision_id"], "reward": reward})
+        assert resp.status_code == 202, resp.text
+        out.append((np.asarray(feats[dec["action"]]), reward))
+    return out
+
+
+def decrypt_report(keys: PaillierKeyStore, report: EncryptedCounts) -> list[int]:
+    lay = keys.layout(9, SUM.batch_size, 1)
+    return decrypt_sum(keys.private_key, decode_ciphertexts(report.ct, keys.n, lay.plaintexts))
+
+
+async def test_secure_sum_feedback_sends_exactly_the_packed_randomized_counts(
+    tmp_path: Path,
+) -> None:
+    """Feedback for a secure-sum task: the shuffler receives ``EncryptedCounts`` at
+    /encrypted-counts which, decrypted with the analyzer's Paillier key, are exactly the packed
+    counts of the report the task's randomizer made from (x, r); the HPKE task beside it still
+    sends HPKE reports."""
+    settings = secure_settings(tmp_path)
+    rng = np.random.default_rng(20)
     async with stack(settings) as s:
-        did = (await decide(s.device, "sec", features(rng)))["decision_id"]
-        resp = await s.device.post("/v1/tasks/sec/feedback", json={"decision_id": did,
-                                                                   "reward": 1.0})
-        assert_error(resp, 501, "unsupported_aggregation")
-        assert (await status(s.device))["feedbacks"] == 0
+        config = PaillierConfig.model_validate_json(
+            (await s.analyzer.get("/v1/tasks/sum/secure-sum")).content)
+        s.app.state.device.rng = np.random.default_rng(99)  # reproducible for this check only
+        chosen = await secure_feedbacks(s, 4, rng)
+        await give_feedbacks(s, "shuf", 1, rng)
+        await wait_for(lambda: _outbox_empty(s), what="delivery")
+        sent = s.shuffler.encrypted("sum")
+        assert len(sent) == 4 and s.shuffler.encrypted("shuf") == []
+        assert [t for t, _ in s.shuffler.uploads] == ["shuf"]
+        assert {path for path, _ in s.shuffler.bodies} == {
+            "/v1/tasks/sum/encrypted-counts", "/v1/tasks/shuf/reports"}
+        keys = PaillierKeyStore(Path(settings.data_dir) / "analyzer", PAILLIER_TEST_BITS,
+                                allow_small=True)
+        want = expected_counts(chosen, seed=99)
+        assert want.shape == (4, 9) and want.min() >= 0 and want.max() <= 1
+        for report, counts in zip(sent, want, strict=True):
+            assert report.key_id == config.key_id == keys.key_id
+            plain = decrypt_report(keys, report)
+            assert plain == pack(counts, SUM.batch_size, 1, keys.key_bits)
+            np.testing.assert_array_equal(
+                unpack(plain, 9, SUM.batch_size, 1, keys.key_bits, n_reports=1), counts)
+        # Fresh randomness per report: no two ciphertexts alike, even for equal counts.
+        assert len({r.ct for r in sent}) == 4
+        st = await status(s.device)
+        assert (st["feedbacks"], st["uploaded"], st["outbox_pending"], st["dropped"]) == (
+            5, 5, 0, 0)
+        health = (await s.device.get("/healthz")).json()
+        assert health["paillier_keys"] == {"sum": config.key_id}
+        metrics = (await s.device.get("/metrics")).text
+        assert f'privbandit_device_paillier_key_id{{task="sum"}} {float(config.key_id)}' in metrics
+        assert 'privbandit_device_paillier_pool{task="sum"}' in metrics
+
+
+async def test_secure_sum_through_the_real_shuffler_and_analyzer(tmp_path: Path) -> None:
+    """Device → real shuffler → real analyzer: one batch of l = 10 secure-sum reports is counted
+    once, and the analyzer's SBLB state equals SBLB fed the device's randomized rows."""
+    settings = secure_settings(tmp_path)
+    rng = np.random.default_rng(21)
+    a_app = create_analyzer(settings, paillier_key_bits=PAILLIER_TEST_BITS)
+    async with running(a_app) as analyzer:
+        s_app = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(a_app))
+        async with running(s_app) as shuffler:
+            await wait_for(lambda: _secure_sum_ready(shuffler), what="shuffler key")
+            app = device_app(settings, httpx.ASGITransport(a_app), httpx.ASGITransport(s_app))
+            async with running(app) as device:
+                await wait_for(lambda: _ok(device.get("/healthz")), what="device ready")
+                s = Stack(device, analyzer, settings, FakeShuffler(), app)
+                app.state.device.rng = np.random.default_rng(7)
+                chosen = await secure_feedbacks(s, 12, rng)
+                await wait_for(lambda: _counted(analyzer, "sum", 10), what="batch counted")
+                await wait_for(lambda: _outbox_empty(s), what="delivery")
+                queue = (await shuffler.get("/v1/status")).json()["tasks"]
+                q = next(t for t in queue if t["task"] == "sum")
+                assert (q["accepted"], q["pending"], q["batches_acknowledged"]) == (12, 2, 1)
+                # The shuffler batches the oldest l reports, and the device uploads in feedback
+                # order, so the batch is the first 10 reports (permuted, which a sum ignores).
+                rand = randomizer_for(SUM.policy)
+                rows_rng = np.random.default_rng(7)
+                rows = np.asarray([rand.randomize(x[None, :], np.array([r]), rows_rng)[0]
+                                   for x, r in chosen])
+                assert_same_state(a_app.state.runtime.tasks["sum"].policy.get_state(),
+                                  reference_state(SUM, [rows[:10]]))
+
+
+async def _secure_sum_ready(client: httpx.AsyncClient) -> bool:
+    return (await client.get("/healthz")).json().get("secure_sum_ready") is True
+
+
+async def _counted(client: httpx.AsyncClient, task: str, n: int) -> bool:
+    return (await client.get(f"/v1/tasks/{task}/privacy")).json()["reports_counted"] >= n
+
+
+async def test_secure_sum_outage_and_restart_resend_identical_bytes(tmp_path: Path) -> None:
+    """While the shuffler is down the encrypted counts wait in the outbox; every retry, also
+    after a device restart, sends the very bytes encrypted at feedback time (a re-encryption
+    would be a different ciphertext, which the shuffler would add to a sum a second time)."""
+    settings = secure_settings(tmp_path)
+    rng = np.random.default_rng(22)
+    down = FakeShuffler(status=503)
+    async with stack(settings, down) as s:
+        await secure_feedbacks(s, 3, rng)
+        await wait_for(lambda: _full_attempts(down, 2), what="two failed attempts with all 3")
+        st = await status(s.device)
+        assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 3, 0)
+    tried = [SecureSumUpload.model_validate_json(body).reports for _, body in down.bodies]
+    # Every attempt sent stored ciphertexts: 3 distinct ones in all, each re-sent unchanged.
+    assert len({r.ct for reports in tried for r in reports}) == 3
+    full = [body for _, body in down.bodies if len(SecureSumUpload.model_validate_json(body)
+                                                   .reports) == 3]
+    assert len(full) >= 2 and len(set(full)) == 1  # retries are byte-identical
+    up = FakeShuffler()
+    async with stack(settings, up) as s:
+        await wait_for(lambda: _outbox_empty(s), what="delivery after restart")
+        assert [body for _, body in up.bodies] == [full[0]]
+        assert up.encrypted("sum") == SecureSumUpload.model_validate_json(full[0]).reports
+        st = await status(s.device)
+        assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 0, 3)
+
+
+async def _full_attempts(shuffler: FakeShuffler, n: int) -> bool:
+    sizes = [len(SecureSumUpload.model_validate_json(b).reports) for _, b in shuffler.bodies]
+    return sizes.count(3) >= n
+
+
+async def test_secure_sum_feedback_waits_for_the_paillier_key(tmp_path: Path) -> None:
+    """Without the analyzer's Paillier config the device cannot encrypt: feedback for a
+    secure-sum task is refused with 503 and the decision stays open; decide still works."""
+    settings = secure_settings(tmp_path)
+    rng = np.random.default_rng(23)
+    async with stack(settings, analyzer_up=False, wait_ready=False) as s:
+        health = assert_error(await s.device.get("/healthz"), 503, "starting")
+        assert "paillier-config:sum" in health["message"]
+        did = (await decide(s.device, "sum", features(rng)))["decision_id"]
+        resp = await s.device.post("/v1/tasks/sum/feedback",
+                                   json={"decision_id": did, "reward": 1.0})
+        assert_error(resp, 503, "no_paillier_key")
+        st = await status(s.device)
+        assert (st["feedbacks"], st["outbox_pending"]) == (0, 0)
+        db = Path(settings.data_dir) / "device" / "device.sqlite3"
+        with sqlite3.connect(db) as conn:
+            (x,) = conn.execute("SELECT x FROM decisions WHERE id = ?", (did,)).fetchone()
+        assert x is not None  # not consumed
+
+
+class Switch(httpx.AsyncBaseTransport):
+    """A transport whose target can be changed: the device's analyzer being redeployed."""
+
+    def __init__(self, target: httpx.AsyncBaseTransport) -> None:
+        self.target = target
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.target.handle_async_request(request)
+
+
+async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real shuffler knows analyzer B's Paillier key; the device starts on analyzer A's.
+
+    1. The shuffler answers 422 unknown_key; the device re-fetches its config, still gets A's
+       key (its items are under the current key), so it keeps them and retries later.
+    2. The device's analyzer is redeployed as B: the next unknown_key re-fetch brings B's key;
+       the reports under A's key can never be counted, so they are dropped and counted as such.
+    3. New feedback is encrypted under B's key, accepted, batched and counted by B.
+    """
+    monkeypatch.setattr(device_outbox, "BACKOFF_MAX", 0.2)
+    dev_settings = secure_settings(tmp_path, "device")
+    # Two analyzers with different Paillier keys (ids are 8 bits: make sure they differ).
+    key_a = PaillierKeyStore(tmp_path / "a" / "analyzer", PAILLIER_TEST_BITS, allow_small=True)
+    while True:
+        key_b = PaillierKeyStore(tmp_path / "b" / "analyzer", PAILLIER_TEST_BITS,
+                                 allow_small=True)
+        if key_b.key_id != key_a.key_id:
+            break
+        key_b.path.unlink()
+    a_app = create_analyzer(secure_settings(tmp_path, "a"), paillier_key_bits=PAILLIER_TEST_BITS)
+    b_app = create_analyzer(secure_settings(tmp_path, "b"), paillier_key_bits=PAILLIER_TEST_BITS)
+    rng = np.random.default_rng(24)
+    async with running(a_app) as a_client, running(b_app) as b_client:
+        s_app = create_shuffler(dev_settings, analyzer_transport=httpx.ASGITransport(b_app))
+        async with running(s_app) as shuffler:
+            await wait_for(lambda: _secure_sum_ready(shuffler), what="shuffler key")
+            analyzer = Switch(httpx.ASGITransport(a_app))
+            app = device_app(dev_settings, analyzer, httpx.ASGITransport(s_app))
+            async with running(app) as device:
+                await wait_for(lambda: _ok(device.get("/healthz")), what="device ready")
+                s = Stack(device, a_client, dev_settings, FakeShuffler(), app)
+                keys = app.state.device.keys
+                assert keys.get("sum").key_id == key_a.key_id
+                await secure_feedbacks(s, 3, rng)
+                fetched = keys.fetches
+                # 1. refused, re-fetched, same key: kept.
+                await wait_for(lambda: _fetched_more(keys, fetched + 1), what="re-fetch")
+                st = await status(device)
+                assert (st["outbox_pending"], st["dropped"]) == (3, 0)
+                health = (await device.get("/healthz")).json()
+                assert "does not know the analyzer's current Paillier key" in (
+                    health["last_upload_error"])
+                # 2. the analyzer is redeployed with key B.
+                analyzer.target = httpx.ASGITransport(b_app)
+                await wait_for(lambda: _dropped(device, 3), what="stale reports dropped")
+                assert keys.get("sum").key_id == key_b.key_id
+                st = await status(device)
+                assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 0, 0)
+                metrics = (await device.get("/metrics")).text
+                assert "privbandit_device_dropped_reports 3.0" in metrics
+                assert 'privbandit_device_upload_events_total{event="dropped"} 3.0' in metrics
+                # 3. new reports under B's key go through and are counted by B.
+                await secure_feedbacks(s, 10, rng)
+                await wait_for(lambda: _counted(b_client, "sum", 10), what="counted by B")
+                st = await status(device)
+                assert (st["feedbacks"], st["uploaded"], st["dropped"]) == (13, 10, 3)
+        assert (await b_client.get("/v1/tasks/sum/privacy")).json()["reports_counted"] == 10
+        assert (await a_client.get("/v1/tasks/sum/privacy")).json()["reports_counted"] == 0
+
+
+async def _fetched_more(keys: Any, n: int) -> bool:
+    return keys.fetches >= n
+
+
+async def _dropped(client: httpx.AsyncClient, n: int) -> bool:
+    return (await status(client))["dropped"] >= n
+
+
+def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
+    """A config whose layout differs from what the device derives (c, m, l), a task the
+    analyzer does not run as secure-sum, or a key below the minimum is refused."""
+    from services.device.secure_sum import ConfigMismatch, check_config
+    from shared.protocol import TaskInfo
+    from shared.secure_sum import generate_keypair, layout, paillier_config
+
+    public, _ = generate_keypair(512, allow_small=True)
+    info = TaskInfo(id="sum", threat_model="shuffle", algo="sblb-fixed", d=3, K=4,
+                    batch_size=10, aggregation="secure-sum", policy=SUM.policy.model_dump())
+    good = paillier_config(public, layout(9, 10, 1, 512))
+    assert check_config(SUM, info, good, 512) == good.layout
+    bad = [
+        (info, paillier_config(public, layout(9, 10, 2, 512)), 512),  # m = 2
+        (info, paillier_config(public, layout(9, 20, 1, 512)), 512),  # l = 20
+        (info, paillier_config(public, layout(14, 10, 1, 512)), 512),  # d = 4
+        (info, paillier_config(public), 512),  # no layout
+        (info, good, 2048),  # key too small
+        (info.model_copy(update={"aggregation": "reports"}), good, 512),
+        (info.model_copy(update={"batch_size": 20}), paillier_config(public, layout(9, 20, 1, 512)),
+         512),  # analyzer and device disagree on l
+    ]
+    for task_info, config, min_bits in bad:
+        with pytest.raises(ConfigMismatch):
+            check_config(SUM, task_info, config, min_bits)

@@ -22,7 +22,6 @@ from fastapi import FastAPI
 
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
-from shared.policies import build_policy
 from shared.protocol import (
     BatchAck,
     ErrorBody,
@@ -47,12 +46,14 @@ from shared.secure_sum import (
     homomorphic_sum,
     pack,
 )
-from shared.settings import Settings, TaskConfig
+from shared.settings import Settings
 from tests.services.conftest import (
     PAILLIER_TEST_BITS,
+    assert_same_state,
     auth,
     counts_maker,
     make_settings,
+    reference_state,
     report_maker,
     running,
     secure_sum_task,
@@ -175,27 +176,6 @@ async def acked(client: httpx.AsyncClient, n: int) -> bool:
 
 def analyzer_state(app: FastAPI, task: str = "sum") -> dict[str, Any]:
     return app.state.runtime.tasks[task].policy.get_state()
-
-
-def reference_state(config: TaskConfig, batches: list[np.ndarray]) -> dict[str, Any]:
-    """SBLB fed the plaintext rows of each batch (the reports path's arithmetic)."""
-    policy = build_policy(config.policy, np.random.default_rng(0))
-    for rows in batches:
-        assert policy.ingest(rows) == rows.shape[0]
-    return policy.get_state()
-
-
-def assert_same_state(got: dict[str, Any], want: dict[str, Any]) -> None:
-    # Both sides do the same float arithmetic on the same integer counts: equal to rounding.
-    assert got.keys() == want.keys()
-    for key in want:
-        g, w = got[key], want[key]
-        if isinstance(w, dict):
-            assert_same_state(g, w)
-        elif isinstance(w, (list, float)):
-            np.testing.assert_allclose(np.asarray(g, float), np.asarray(w, float), rtol=1e-12)
-        else:
-            assert g == w, key
 
 
 def sum_body(

@@ -1,0 +1,217 @@
+"""The device's side of the ``secure-sum`` transport (spec §3): the analyzer's Paillier public key
+per secure-sum task, and the encryption of one report's randomized counts under it.
+
+For each secure-sum task the device fetches, at start-up and retrying until the analyzer answers
+(like the HPKE config),
+
+1. ``GET /v1/tasks/{task}`` (``TaskInfo``: the analyzer must agree that the task is secure-sum),
+2. ``GET /v1/tasks/{task}/secure-sum`` (``PaillierConfig`` with the task's slot layout),
+
+and checks the layout against what it derives itself (c = d(d+3)/2 coordinates and m from its
+own randomizer, l from the analyzer's task parameters): a device that packed its counts under
+another layout would produce sums the analyzer refuses. It then keeps a pool of precomputed
+obfuscators r^n mod n² topped up by a background thread (``PoolRefiller``), so that encrypting
+a report on the request path is one multiplication mod n² per plaintext. The config is refreshed
+periodically, and at once when the shuffler says ``unknown_key`` (``refresh``); a new key gets a
+new encryptor and pool (the old pool's randomness is useless under another modulus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+
+from services.device.background import stop_task
+from shared.policies import randomizer_for
+from shared.protocol import TaskInfo
+from shared.secure_sum import (
+    MIN_KEY_BITS,
+    EncryptedCounts,
+    PaillierConfig,
+    PaillierEncryptor,
+    PoolRefiller,
+    SecureSumLayout,
+    encode_ciphertexts,
+)
+from shared.settings import Settings, TaskConfig
+
+log = logging.getLogger(__name__)
+
+# Precomputed obfuscators kept per task. One costs ~10 ms of CPU at 2048 bits and 512 bytes of
+# memory; a report of a task with d <= 19 under a 2048-bit key needs one. 256 absorb a burst of
+# a few seconds of feedback before encryption falls back to computing r^n per request.
+POOL_TARGET = 256
+REFRESH_INTERVAL = 60.0  # seconds between routine re-fetches of a known config
+RETRY_INITIAL = 0.1
+RETRY_MAX = 2.0
+
+
+class ConfigMismatch(ValueError):
+    """The analyzer's secure-sum parameters do not match what this device derives itself."""
+
+
+def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_key_bits: int
+                 ) -> SecureSumLayout:
+    """The task's layout from a fetched config, or ``ConfigMismatch`` if the analyzer's view of
+    the task differs from the device's (aggregation, c, m, l) or the key is too small."""
+    if info.id != task.id or info.aggregation != "secure-sum":
+        raise ConfigMismatch(
+            f"the analyzer runs task {info.id!r} with {info.aggregation} aggregation, "
+            f"this device is configured for secure-sum"
+        )
+    lay = config.layout
+    if lay is None:
+        raise ConfigMismatch("the Paillier config carries no slot layout for the task")
+    if config.key_bits < min_key_bits:
+        raise ConfigMismatch(f"a {config.key_bits}-bit Paillier key is below {min_key_bits} bits")
+    rand = randomizer_for(task.policy)
+    c, m = getattr(rand, "c", None), getattr(rand, "m", None)
+    want = {"c": c, "m": m, "batch_size": info.batch_size}
+    got = {"c": lay.c, "m": lay.m, "batch_size": lay.batch_size}
+    if want != got:
+        raise ConfigMismatch(f"slot layout {got} does not match the task's {want}")
+    if info.batch_size != task.batch_size:
+        raise ConfigMismatch(
+            f"the analyzer's batch size l = {info.batch_size} differs from this device's "
+            f"l = {task.batch_size}"
+        )
+    return lay
+
+
+@dataclass
+class TaskKey:
+    """One task's Paillier config, layout and encryptor (with its refilling pool)."""
+
+    config: PaillierConfig
+    layout: SecureSumLayout
+    encryptor: PaillierEncryptor
+    refiller: PoolRefiller
+
+    @property
+    def key_id(self) -> int:
+        return self.config.key_id
+
+    def encrypt_inline_ok(self) -> bool:
+        """True when encrypting now costs only multiplications (the pool has randomness)."""
+        return self.encryptor.pool_size >= self.layout.plaintexts
+
+    def encrypt(self, counts: np.ndarray) -> EncryptedCounts:
+        """The wire form of one report's counts (each in 0..m): pack, encrypt, encode."""
+        cts = self.encryptor.encrypt_counts(counts, self.layout.batch_size, self.layout.m)
+        return EncryptedCounts(key_id=self.config.key_id,
+                               ct=encode_ciphertexts(cts, self.config.key_bits))
+
+
+class SecureSumKeys:
+    """The Paillier configs of this device's secure-sum tasks, fed by background fetches."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: httpx.AsyncClient,
+        *,
+        min_key_bits: int = MIN_KEY_BITS,
+        pool_target: int | None = None,
+        on_change: Callable[[str, TaskKey], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.min_key_bits = min_key_bits
+        self.pool_target = pool_target if pool_target is not None else POOL_TARGET
+        self.on_change = on_change
+        self.tasks = {t.id: t for t in settings.tasks if t.aggregation == "secure-sum"}
+        self._keys: dict[str, TaskKey] = {}
+        self._locks = {t: asyncio.Lock() for t in self.tasks}
+        self._bg: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.last_error: dict[str, str] = {}
+        self.fetches = 0  # successful config fetches (tests and logs)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def get(self, task: str) -> TaskKey | None:
+        return self._keys.get(task)
+
+    @property
+    def ready(self) -> bool:
+        return set(self._keys) == set(self.tasks)
+
+    def missing(self) -> list[str]:
+        return [f"paillier-config:{t}" for t in self.tasks if t not in self._keys]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for task in self.tasks:
+            self._bg.append(asyncio.create_task(self._follow(task), name=f"paillier:{task}"))
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await asyncio.gather(*(stop_task(t) for t in self._bg))
+        self._bg.clear()
+        # join() waits for an exponentiation in progress (~10 ms each): off the event loop.
+        await asyncio.gather(*(asyncio.to_thread(k.refiller.stop) for k in self._keys.values()))
+
+    # -- fetching -------------------------------------------------------------------------------
+
+    async def refresh(self, task: str) -> int | None:
+        """Fetch the task's config now (e.g. after the shuffler answered ``unknown_key``); the
+        current key id afterwards, or None if the analyzer could not be asked."""
+        try:
+            key = await self._fetch(task)
+        except (httpx.HTTPError, ValueError) as exc:
+            self.last_error[task] = str(exc)
+            log.warning("task %s: Paillier config refresh failed: %s", task, exc)
+            return None
+        return key.key_id
+
+    async def _fetch(self, task: str) -> TaskKey:
+        """Fetch and check the task's parameters and config; adopt a new key. Raises
+        ``httpx.HTTPError`` or ``ValueError`` (including ``ConfigMismatch``)."""
+        async with self._locks[task]:
+            r = await self.client.get(f"/v1/tasks/{task}")
+            r.raise_for_status()
+            info = TaskInfo.model_validate_json(r.content)
+            r = await self.client.get(f"/v1/tasks/{task}/secure-sum")
+            r.raise_for_status()
+            # Checks key id vs n and the layout's derived fields.
+            config = PaillierConfig.model_validate_json(r.content)
+            lay = check_config(self.tasks[task], info, config, self.min_key_bits)
+            self.fetches += 1
+            self.last_error.pop(task, None)
+            old = self._keys.get(task)
+            if old is not None and old.config == config:
+                return old
+            encryptor = PaillierEncryptor.from_config(config)
+            key = TaskKey(config, lay, encryptor, encryptor.start_refiller(self.pool_target))
+            self._keys[task] = key
+            if old is not None:
+                log.warning("task %s: analyzer Paillier key changed (key id %d -> %d)",
+                            task, old.key_id, key.key_id)
+                await asyncio.to_thread(old.refiller.stop)
+            else:
+                log.info("task %s: Paillier key %d (%d bits), %d plaintext(s) per report",
+                         task, key.key_id, config.key_bits, lay.plaintexts)
+            if self.on_change is not None:
+                self.on_change(task, key)
+            return key
+
+    async def _follow(self, task: str) -> None:
+        delay = RETRY_INITIAL
+        while not self._stopping:
+            try:
+                await self._fetch(task)
+            except (httpx.HTTPError, ValueError) as exc:
+                self.last_error[task] = str(exc)
+                level = logging.ERROR if isinstance(exc, ConfigMismatch) else logging.INFO
+                log.log(level, "task %s: Paillier config not available (%s); retrying in %.1fs",
+                        task, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(2 * delay, RETRY_MAX)
+                continue
+            delay = RETRY_INITIAL
+            await asyncio.sleep(REFRESH_INTERVAL)
