@@ -61,8 +61,9 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                    help="data directory for services the demo starts (default: a fresh "
                         "temporary one, removed afterwards)")
     p.add_argument("--aggregation", choices=["reports", "secure-sum"],
-                   help="pick the task with this shuffle transport (default: the first task "
-                        "of the threat model)")
+                   help="the shuffle transport: pick a task configured with it, or else run "
+                        "the config's first shuffle task with it on freshly started services "
+                        "(a temporary config, as --paper does); default: the task's own")
     p.add_argument("--paper", action="store_true",
                    help="run the task with the paper's widths (confidence_scale = 1, "
                         "regularizer = paper) on freshly started services")

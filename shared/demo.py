@@ -14,6 +14,12 @@ reconciles the counts of all three services:
 
 When the services were already running, every count is the change during this run.
 
+``--aggregation`` picks the shuffle transport. If no shuffle task of the config uses the requested
+one, the first shuffle task runs with it on freshly started services (a temporary copy of the
+config, as ``--paper`` writes). With ``secure-sum`` the analyzer decrypts only batch sums and
+counts l reports per sum, so the reconciliation is the same identity, and the ledger printed is
+the sum-only one (what an observer of the released sums could learn).
+
 Randomness: the environment (contexts, true means and reward draws) uses seeded numpy generators;
 the device's own randomness is its business (CSPRNG-seeded, not reproducible by design).
 """
@@ -41,7 +47,7 @@ import numpy as np
 from shared.environments import make_environment
 from shared.launcher import SERVICES, Cluster, LaunchError, free_ports, healthy
 from shared.protocol import TaskInfo
-from shared.settings import DEFAULT_CONFIG, Settings
+from shared.settings import DEFAULT_CONFIG, Settings, TaskConfig
 
 THREAT_MODELS = ("ldp", "shuffle", "central")
 # Users per default run: enough to watch the model learn, small enough for a minute or two.
@@ -100,6 +106,33 @@ def pick_task(settings: Settings, threat_model: str, aggregation: str | None) ->
     raise DemoError(f"the config has no {want} task; it has: {have or 'no tasks'}")
 
 
+def choose_task(
+    settings: Settings, threat_model: str, aggregation: str | None
+) -> tuple[str, bool]:
+    """(task id, whether its aggregation must be overridden to ``aggregation``).
+
+    A task configured with the requested aggregation is preferred. Otherwise, for the shuffle
+    model (the only one with two transports), the first shuffle task whose policy supports the
+    requested transport is run with its aggregation overridden."""
+    try:
+        return pick_task(settings, threat_model, aggregation), False
+    except DemoError:
+        if aggregation is None or threat_model != "shuffle":
+            raise
+    errors = []
+    for task in settings.tasks:
+        if task.threat_model != threat_model:
+            continue
+        try:
+            TaskConfig.model_validate({**task.model_dump(), "aggregation": aggregation})
+        except ValueError as exc:
+            errors.append(f"{task.id}: {exc}")
+            continue
+        return task.id, True
+    raise DemoError(f"no shuffle task of the config can run with {aggregation} aggregation"
+                    + (f" ({'; '.join(errors)})" if errors else ""))
+
+
 def dump_toml(data: dict[str, Any]) -> str:
     """Serialise the nested dicts/lists ``tomllib`` produces for a config file back to TOML."""
 
@@ -143,20 +176,34 @@ def dump_toml(data: dict[str, Any]) -> str:
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
-def paper_config(base: Path, task_id: str, out: Path) -> Path:
-    """A copy of ``base`` where ``task_id`` uses the paper's widths: confidence_scale = 1 and
-    regularizer = "paper" (where the policy has a regularizer)."""
+def derived_config(
+    base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None
+) -> Path:
+    """A copy of ``base`` where ``task_id`` is changed for this demo run:
+
+    - ``paper``: the paper's widths, confidence_scale = 1 and regularizer = "paper" (where the
+      policy has a regularizer);
+    - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
+    """
     from shared.policies.config import CONFIGS
 
     data = tomllib.loads(base.read_text())
     for task in data.get("tasks", []):
         if task.get("id") == task_id:
             policy = task.setdefault("policy", {})
-            policy["confidence_scale"] = 1.0
-            if "regularizer" in CONFIGS[policy["algo"]].model_fields:
-                policy["regularizer"] = "paper"
+            if paper:
+                policy["confidence_scale"] = 1.0
+                if "regularizer" in CONFIGS[policy["algo"]].model_fields:
+                    policy["regularizer"] = "paper"
+            if aggregation is not None:
+                task["aggregation"] = aggregation
     out.write_text(dump_toml(data))
     return out
+
+
+def paper_config(base: Path, task_id: str, out: Path) -> Path:
+    """``derived_config`` with the paper's widths only."""
+    return derived_config(base, task_id, out, paper=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,6 +541,7 @@ async def run_demo_against(
         "users": opts.users,
         "concurrency": opts.concurrency,
         "seed": opts.seed,
+        "aggregation": task.aggregation,
         "params": {**task.policy, "d": task.d, "K": task.K, "batch_size": task.batch_size,
                    "aggregation": task.aggregation},
         "final_regret": result.final_regret,
@@ -573,11 +621,28 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         f"{out['random_regret']:.1f})",
         f"  throughput        {out['users_per_second']:.0f} users/s "
         f"({out['wall_seconds']:.1f} s)",
-        f"  privacy           threat model {p.get('threat_model')}",
+    ]
+    aggregation = out.get("aggregation", "reports")
+    secure = aggregation == "secure-sum"
+    if out["threat_model"] == "shuffle":
+        how = ("the shuffler forwards only the encrypted sum of each batch; the analyzer "
+               "decrypts only the sums" if secure else
+               "the analyzer decrypts each shuffled report")
+        overridden = " (overridden for this run)" if out.get("aggregation_overridden") else ""
+        lines.append(f"  aggregation       {aggregation}{overridden}: {how}")
+    ledger = ""
+    if out["threat_model"] == "shuffle":
+        ledger = (" — sum-only ledger (observer of the released batch sums)" if secure
+                  else " — whole-report ledger (observer of the shuffled reports)")
+    lines += [
+        f"  privacy           threat model {p.get('threat_model')}{ledger}",
         f"    LDP (per report)  ε={fmt(p.get('ldp_epsilon'))}, δ={fmt(p.get('ldp_delta'))}",
         f"    central           ε={fmt(p.get('central_epsilon'))}, "
         f"δ={fmt(p.get('central_delta'))}",
     ]
+    if "central_epsilon_paper" in p:
+        lines.append(f"    central (paper)   ε={fmt(p.get('central_epsilon_paper'))}  (Garcelon "
+                     "Thm 5; — where its conditions fail)")
     if p.get("rdp_alpha") is not None:
         lines.append(f"    RDP               α={fmt(p['rdp_alpha'])}, ε={fmt(p['rdp_epsilon'])}")
     if p.get("accounting"):
@@ -587,7 +652,8 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         f"  reconciliation    {mark}",
         f"    feedbacks_sent    {rec['feedbacks_sent']}  (device API, 202)",
         f"    reports_accepted  {rec['reports_accepted']}  (shuffler)",
-        f"    reports_counted   {rec['reports_counted']}  (analyzer)",
+        f"    reports_counted   {rec['reports_counted']}  (analyzer"
+        + (": l per decrypted batch sum)" if secure else ")"),
         f"    reports_pending   {rec['reports_pending']}  (shuffler, waiting for a batch of "
         f"{out['params']['batch_size']})",
     ]
@@ -641,13 +707,14 @@ def main_demo(
     base = config_path(config)
     try:
         settings = load_settings(base)
-        task_id = pick_task(settings, threat_model, aggregation)
+        task_id, override = choose_task(settings, threat_model, aggregation)
     except (DemoError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
     opts = DemoOptions(threat_model, users, concurrency, seed, aggregation, progress=progress)
 
-    urls = None if (paper or fresh) else running_services(settings)
+    # Running services cannot change a task's transport or widths: those runs start their own.
+    urls = None if (paper or fresh or override) else running_services(settings)
     cluster: Cluster | None = None
     tmp: Path | None = None  # fresh data dir and/or the --paper config; removed after success
     ok = False
@@ -666,10 +733,17 @@ def main_demo(
                 console.print(f"starting analyzer, shuffler and device with data directory "
                               f"{data}")
             cfg_file = base
+            if paper or override:
+                cfg_file = derived_config(base, task_id, tmp / "demo.toml", paper=paper,
+                                          aggregation=aggregation if override else None)
             if paper:
-                cfg_file = paper_config(base, task_id, tmp / "paper.toml")
                 console.print(f"--paper: task {task_id} with confidence_scale = 1 and the "
                               f"paper's regularizer ({cfg_file})")
+            if override:
+                configured = settings.task(task_id).aggregation  # type: ignore[union-attr]
+                console.print(f"--aggregation {aggregation}: task {task_id} runs with "
+                              f"{aggregation} aggregation instead of its configured "
+                              f"{configured} ({cfg_file})")
             ports = dict(zip(SERVICES, free_ports(3), strict=True))
             cluster = Cluster(data, ports, config=cfg_file, log_dir=data / "logs")
             cluster.start()
@@ -693,6 +767,7 @@ def main_demo(
             else:
                 err.print(f"kept {tmp} (data and service logs) for inspection")
     out["paper"] = paper
+    out["aggregation_overridden"] = override
     print_result(out, console)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,11 +6,19 @@ The config is small so the suite stays fast: d = 3, K = 5, shuffle batches of l 
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from shared.cli_services import add_demo_parser, add_up_parser
+from shared.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
 from shared.launcher import Cluster, local_cluster
 
 E2E_CONFIG = """\
@@ -77,3 +85,87 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, e2e_config: Path) -> Itera
     root = tmp_path_factory.mktemp("e2e-cluster")
     with local_cluster(root / "data", config=e2e_config, log_dir=root / "logs") as c:
         yield c
+
+
+@pytest.fixture
+def fresh_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
+    """A deployment of its own for one test (tests that crash services)."""
+    with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs") as c:
+        yield c
+
+
+def cli(argv: list[str]) -> int:
+    """``privbandit up`` / ``privbandit demo`` as the CLI runs them."""
+    parser = argparse.ArgumentParser(prog="privbandit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_up_parser(sub)
+    add_demo_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:
+    """Until the driver has finished ``n`` users."""
+    deadline = time.monotonic() + timeout
+    while driver.done < n:
+        assert time.monotonic() < deadline, f"driver stuck at {driver.done} users"
+        await asyncio.sleep(0.01)
+
+
+def run_with_backend_crash(
+    cluster: Cluster, task_id: str, users: int, seed: int
+) -> tuple[Driver, dict[str, Any], list[str]]:
+    """Drive ``users`` users through ``task_id`` while the shuffler and the analyzer are killed
+    with SIGKILL a fifth of the way in, users keep coming while both are down (decide is local,
+    feedback goes to the device's durable outbox), the shuffler restarts first (and cannot
+    deliver), then the analyzer, on their old stores, keys and ports. Returns the driver, the
+    reconciliation once the system is quiescent, and what happened when."""
+    urls = cluster.urls
+    events: list[str] = []
+
+    async def chaos(driver: Driver) -> None:
+        await wait_done(driver, users // 5)
+        await asyncio.to_thread(cluster.kill, "shuffler")
+        await asyncio.to_thread(cluster.kill, "analyzer")
+        events.append(f"killed at {driver.done}")
+        mark = driver.done
+        await wait_done(driver, mark + users // 5)
+        async with httpx.AsyncClient() as c:
+            st = (await c.get(f"{urls['device']}/v1/status")).json()
+        assert st["outbox_pending"] > 0, st
+        events.append(f"outbox {st['outbox_pending']} at {driver.done}")
+        await asyncio.to_thread(cluster.restart, "shuffler")
+        await wait_done(driver, driver.done + users // 10)
+        await asyncio.to_thread(cluster.restart, "analyzer")
+        events.append(f"restarted at {driver.done}")
+
+    async def run() -> tuple[Driver, dict[str, Any]]:
+        task = await fetch_task(urls["analyzer"], task_id)
+        async with httpx.AsyncClient(timeout=10) as c:
+            before = await snapshot(urls, task_id, c)
+        driver = Driver(urls["device"], task, users, concurrency=4, seed=seed)
+        result, _ = await asyncio.gather(driver.run(), chaos(driver))
+        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=90)
+        return driver, reconcile(result.feedbacks_sent, before, after)
+
+    driver, rec = asyncio.run(run())
+    assert len(events) == 3, events
+    return driver, rec, events
+
+
+def analyzer_totals(data_dir: Path, task_id: str) -> dict[str, Any]:
+    """What the analyzer's durable store says about a task (read-only)."""
+    db = Path(data_dir) / "analyzer" / "analyzer.sqlite3"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        ids, distinct = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT report_id) FROM report_ids WHERE task = ?",
+            (task_id,),
+        ).fetchone()
+        counted, rejected, batches = conn.execute(
+            "SELECT reports_counted, rejected, batches FROM tasks WHERE task = ?", (task_id,)
+        ).fetchone()
+        per_batch = [n for (n,) in conn.execute(
+            "SELECT counted FROM batches WHERE task = ?", (task_id,)
+        )]
+    return {"report_ids": ids, "distinct_report_ids": distinct, "counted": counted,
+            "rejected": rejected, "batches": batches, "per_batch": per_batch}

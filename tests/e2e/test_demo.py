@@ -4,7 +4,6 @@ with exact reconciliation of the three services' counts, for every threat model;
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -18,10 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.cli_services import add_demo_parser, add_up_parser
 from shared.demo import DemoOptions, run_demo_against
 from shared.launcher import SERVICES, Cluster, free_ports, healthy
-from tests.e2e.conftest import BATCH, TASKS
+from tests.e2e.conftest import BATCH, TASKS, cli
 
 pytestmark = pytest.mark.slow
 
@@ -89,22 +87,13 @@ def test_device_follows_the_sse_broadcast(cluster: Cluster) -> None:
         time.sleep(0.1)
 
 
-def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="privbandit")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_up_parser(sub)
-    add_demo_parser(sub)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
 def test_demo_command_starts_fresh_services_and_writes_json(
     tmp_path: Path, e2e_config: Path
 ) -> None:
     """``privbandit demo --paper``: starts its own services on free ports with a temporary
     config using the paper's widths, and writes the spec §6 JSON and a plot."""
     out_json, out_png = tmp_path / "demo.json", tmp_path / "demo.png"
-    code = _cli([
+    code = cli([
         "demo", "--threat-model", "shuffle", "--users", "150", "--concurrency", "3",
         "--config", str(e2e_config), "--paper", "--no-progress", "--seed", "3",
         "--json", str(out_json), "--plot", str(out_png),
@@ -145,7 +134,7 @@ def test_demo_command_rejects_a_missing_threat_model_task(tmp_path: Path) -> Non
     cfg = tmp_path / "only-central.toml"
     cfg.write_text('[[tasks]]\nid = "c"\nthreat_model = "central"\nK = 3\n'
                    '[tasks.policy]\nalgo = "adar-oful"\nd = 2\n')
-    assert _cli(["demo", "--threat-model", "shuffle", "--users", "5", "--config", str(cfg),
+    assert cli(["demo", "--threat-model", "shuffle", "--users", "5", "--config", str(cfg),
                  "--no-progress"]) == 2
 
 
@@ -156,8 +145,8 @@ def test_up_runs_until_interrupted(tmp_path: Path, e2e_config: Path) -> None:
     env = dict(os.environ)
     for name, port in ports.items():
         env[f"PRIVBANDIT_{name.upper()}__PORT"] = str(port)
-    code = ("import sys; from tests.e2e.test_demo import _cli; "
-            "sys.exit(_cli(sys.argv[1:]))")
+    code = ("import sys; from tests.e2e.conftest import cli; "
+            "sys.exit(cli(sys.argv[1:]))")
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "up", "--config", str(e2e_config),
          "--data-dir", str(tmp_path / "data")],

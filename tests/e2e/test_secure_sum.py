@@ -1,0 +1,94 @@
+"""End-to-end secure-sum: real device, shuffler and analyzer processes on loopback, with 2048-bit
+Paillier keys (the production path: the services offer no setting for smaller ones).
+
+The e2e config's shuffle task (d = 3, K = 5, l = 20) is configured with the ``reports``
+transport; ``privbandit demo --aggregation secure-sum`` runs it with ``secure-sum`` instead, and the
+crash test starts a deployment from the same kind of derived config. Devices encrypt their
+randomized counts, the shuffler releases only encrypted batch sums, the analyzer decrypts only
+those and counts l reports per sum, so the counts must reconcile exactly as for HPKE reports.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.demo import derived_config
+from shared.launcher import Cluster, local_cluster
+from tests.e2e.conftest import TASKS, analyzer_totals, cli, run_with_backend_crash
+
+pytestmark = pytest.mark.slow
+
+TASK = TASKS["shuffle"]
+L = 20
+
+
+def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
+    users = 250
+    out_json, data = tmp_path / "demo.json", tmp_path / "data"
+    code = cli([
+        "demo", "--threat-model", "shuffle", "--aggregation", "secure-sum", "--users", str(users),
+        "--concurrency", "4", "--config", str(e2e_config), "--data-dir", str(data),
+        "--no-progress", "--seed", "5", "--json", str(out_json),
+    ])
+    assert code == 0
+    out = json.loads(out_json.read_text())
+    assert out["task"] == TASK and out["aggregation"] == "secure-sum"
+    assert out["aggregation_overridden"] is True
+    assert out["params"]["d"] == 3 and out["params"]["K"] == 5 and out["params"]["batch_size"] == L
+    rec = out["reconciliation"]
+    assert rec["consistent"], rec
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == users
+    # Fresh services: 250 = 12 batch sums of l = 20, counted as 20 reports each, + 10 pending.
+    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (240, 10, 12)
+    assert rec["model_versions"] >= 1
+    # The sum-only ledger: the analyzer saw batch sums, not reports.
+    privacy = out["privacy"]
+    assert privacy["aggregation"] == "secure-sum" and privacy["threat_model"] == "shuffle"
+    assert privacy["ldp_epsilon"] == 8.0
+    assert 0 < privacy["central_epsilon"] <= privacy["ldp_epsilon"]
+    assert "batch sums" in privacy["accounting"]
+    assert 0 <= out["final_regret"] <= users and out["users_per_second"] > 0
+    # What the stores kept: the analyzer counted l per decrypted sum and holds no report id; the
+    # shuffler keeps nothing of an acknowledged batch.
+    totals = analyzer_totals(data, TASK)
+    assert totals["per_batch"] == [L] * 12 and totals["counted"] == 240
+    assert totals["report_ids"] == 0 and totals["rejected"] == 0
+    db = data / "shuffler" / "shuffler.sqlite3"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM batch_reports").fetchone()[0] == 0
+    key = json.loads((data / "analyzer" / "paillier.json").read_text())
+    assert key["key_bits"] == 2048
+
+
+@pytest.fixture
+def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
+    """A fresh deployment whose shuffle task uses secure-sum aggregation."""
+    config = derived_config(e2e_config, TASK, tmp_path / "secure-sum.toml",
+                            aggregation="secure-sum")
+    with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs") as c:
+        yield c
+
+
+def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
+    secure_sum_cluster: Cluster,
+) -> None:
+    """kill -9 of the shuffler and the analyzer mid-run: the device's retries re-send the stored
+    ciphertexts (duplicates are dropped by the shuffler), the shuffler re-fetches the analyzer's
+    (persisted) Paillier key, and every accepted report ends up in exactly one counted sum or
+    still pending: counted + pending == accepted == feedbacks."""
+    users = 600
+    driver, rec, events = run_with_backend_crash(secure_sum_cluster, TASK, users, seed=13)
+    assert driver.feedbacks_sent == users
+    assert rec["consistent"], (rec, events)
+    assert rec["reports_accepted"] == users
+    assert rec["reports_counted"] + rec["reports_pending"] == users
+    assert rec["reports_counted"] == L * rec["batches"] and rec["reports_pending"] < L
+    totals = analyzer_totals(secure_sum_cluster.data_dir, TASK)
+    assert totals["per_batch"] == [L] * rec["batches"]
+    assert totals["counted"] == sum(totals["per_batch"]) == rec["reports_counted"]
+    assert totals["rejected"] == 0 and totals["report_ids"] == 0
