@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from services.analyzer.routes import router
 from services.analyzer.runtime import AnalyzerRuntime, row_wire_bytes
-from services.analyzer.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
+from services.common.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
 from shared.crypto import ciphertext_length
 from shared.protocol import MAX_CIPHERTEXT_BYTES
 from shared.secure_sum import DEFAULT_KEY_BITS

@@ -21,7 +21,7 @@ from services.analyzer.runtime import (
     task_info,
 )
 from services.analyzer.store import Store
-from services.analyzer.web import ApiError
+from services.common.web import ApiError
 from shared.protocol import (
     BatchAck,
     BatchUpload,

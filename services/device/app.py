@@ -18,12 +18,9 @@ from typing import Annotated
 
 import httpx
 import numpy as np
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi import Depends, FastAPI, Request
 
+from services.common.web import ApiError, BodyLimitMiddleware, install_error_handlers
 from services.device.background import stop_task
 from services.device.cache import ModelCache
 from services.device.metrics import DeviceMetrics
@@ -31,7 +28,6 @@ from services.device.outbox import Uploader
 from services.device.secure_sum import SecureSumKeys
 from services.device.store import Store
 from shared.policies import randomizer_for
-from shared.protocol import ErrorBody
 from shared.randomizers.base import Randomizer
 from shared.secure_sum import MIN_KEY_BITS
 from shared.settings import Settings, TaskConfig
@@ -41,18 +37,13 @@ log = logging.getLogger(__name__)
 DB_FILE = "device.sqlite3"
 # Largest request body accepted: K = 1024 arms × d = 64 features as JSON text fits comfortably.
 MAX_BODY_BYTES = 4 * 1024 * 1024
+# The device's name for a 413 (the analyzer and shuffler say "body_too_large"); clients rely on it.
+PAYLOAD_TOO_LARGE = "payload_too_large"
 # Decision bookkeeping: tombstones of answered decisions are kept an hour (so a late duplicate
 # feedback still gets 409), unanswered decisions a day; then they are forgotten.
 USED_DECISION_TTL = 3600.0
 UNUSED_DECISION_TTL = 86400.0
 PRUNE_INTERVAL = 300.0
-
-
-class ApiError(HTTPException):
-    """An HTTP error with a machine-readable code, rendered as ``ErrorBody``."""
-
-    def __init__(self, status_code: int, code: str, message: str) -> None:
-        super().__init__(status_code=status_code, detail={"code": code, "message": message})
 
 
 @dataclass
@@ -175,8 +166,8 @@ def create_app(
         lifespan=lifespan,
         description="On-device agent: decides locally, randomises and encrypts feedback.",
     )
-    install_error_handlers(app)
-    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    install_error_handlers(app, too_large_code=PAYLOAD_TOO_LARGE, on_error=_count_rejection)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES, code=PAYLOAD_TOO_LARGE)
     from services.device.routes import router
 
     app.include_router(router)
@@ -194,86 +185,8 @@ async def _prune_forever(store: Store) -> None:
             log.exception("decision pruning failed")
 
 
-# ---------------------------------------------------------------------------------------------
-# Errors: every 4xx (and our 503s) is an ErrorBody {code, message}.
-
-_STATUS_CODES = {
-    400: "bad_request",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    422: "invalid_request",
-    503: "unavailable",
-}
-
-
-def error_response(status: int, code: str, message: str, headers=None) -> JSONResponse:
-    body = ErrorBody(code=code, message=message).model_dump()
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        detail = exc.detail
-        if isinstance(detail, dict) and {"code", "message"} <= detail.keys():
-            code, message = str(detail["code"]), str(detail["message"])
-        else:
-            code = _STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
-            message = str(detail)
-        _count_rejection(request, exc.status_code, code)
-        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = []
-        for err in exc.errors()[:10]:
-            loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-        _count_rejection(request, 422, "invalid_request")
-        return error_response(422, "invalid_request", "; ".join(parts) or "invalid request")
-
-
 def _count_rejection(request: Request, status: int, code: str) -> None:
+    """Count every 4xx the device answers, by code (a metric of client mistakes)."""
     device = getattr(request.app.state, "device", None)
     if device is not None and 400 <= status < 500:
         device.metrics.rejected.labels(code).inc()
-
-
-class BodyLimit:
-    """Refuse request bodies larger than ``limit`` bytes with 413, before reading them whole."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    too_big = int(value) > self.limit
-                except ValueError:
-                    too_big = True
-                if too_big:
-                    resp = error_response(
-                        413, "payload_too_large", f"request body exceeds {self.limit} bytes"
-                    )
-                    await resp(scope, receive, send)
-                    return
-        received = 0
-
-        async def limited() -> dict:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise ApiError(413, "payload_too_large",
-                                   f"request body exceeds {self.limit} bytes")
-            return message
-
-        await self.app(scope, limited, send)

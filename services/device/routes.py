@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import Field
 
-from services.device.app import ApiError, DeviceDep, error_response
+from services.common.web import ApiError, error_response
+from services.device.app import DeviceDep
 from services.device.store import REPORTS, SECURE_SUM, DecisionNotFound, DecisionUsed
 from shared.crypto import pack_report, seal
 from shared.protocol import (

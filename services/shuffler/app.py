@@ -19,12 +19,12 @@ from pathlib import Path
 import httpx
 from fastapi import FastAPI
 
+from services.common.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
 from services.shuffler.forwarder import HTTP_TIMEOUT, Committer, Forwarder
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.routes import ShufflerRuntime, TaskSpec, router
 from services.shuffler.secure_sum import PaillierState, fetch_paillier_config, task_layout
 from services.shuffler.store import Store
-from services.shuffler.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
 from shared.crypto import ciphertext_length, row_length
 from shared.policies import randomizer_for
 from shared.protocol import MAX_REPORTS_PER_UPLOAD

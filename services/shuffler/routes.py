@@ -10,11 +10,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from services.common.web import ApiError
 from services.shuffler.forwarder import Committer, Forwarder, ShuttingDown
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.secure_sum import PaillierState
 from services.shuffler.store import Store
-from services.shuffler.web import ApiError
 from shared.crypto import ENC_BYTES
 from shared.protocol import (
     EncryptedReport,

@@ -20,8 +20,8 @@ import gmpy2
 import httpx
 from pydantic import ValidationError
 
+from services.common.web import ApiError
 from services.shuffler.store import SecureBatch
-from services.shuffler.web import ApiError
 from shared.policies import randomizer_for
 from shared.protocol import b64encode
 from shared.secure_sum import (

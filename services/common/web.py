@@ -1,12 +1,15 @@
-"""HTTP plumbing of the analyzer: API errors as ``ErrorBody`` JSON, body-size limits.
+"""HTTP plumbing shared by the analyzer, the shuffler and the device: API errors as ``ErrorBody``
+JSON and request-body limits.
 
-Every error leaves the service as ``{"code": ..., "message": ...}`` (spec §4), including FastAPI's
-own request-validation 422s, Starlette's 404/405 and the 413 of the body-size limit.
+Every error leaves a service as ``{"code": ..., "message": ...}`` (spec §4), including FastAPI's
+own request-validation 422s, Starlette's 404/405, the 413 of the body-size limit and (logged) 500s
+for anything unexpected.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,17 +23,24 @@ from shared.protocol import ErrorBody
 
 log = logging.getLogger(__name__)
 
-# Codes for errors raised by the framework rather than by our routes.
+BODY_TOO_LARGE = "body_too_large"
+
+# Codes for errors raised by the framework rather than by our routes (413 is per app, see
+# ``install_error_handlers``).
 _DEFAULT_CODES = {
     400: "bad_request",
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
-    413: "body_too_large",
+    409: "conflict",
     415: "unsupported_media_type",
     422: "invalid_request",
     500: "internal_error",
+    503: "unavailable",
 }
+
+# Called with (request, status, code) for every error response (e.g. to count rejections).
+ErrorHook = Callable[[Request, int, str], None]
 
 
 class ApiError(StarletteHTTPException):
@@ -50,7 +60,7 @@ def error_response(
     return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
 
 
-def _describe(errors: list[dict[str, Any]], limit: int = 5) -> str:
+def describe_errors(errors: list[dict[str, Any]], limit: int = 5) -> str:
     """A short human summary of pydantic errors; never echoes the (possibly huge) input."""
     parts = []
     for err in errors[:limit]:
@@ -62,22 +72,37 @@ def _describe(errors: list[dict[str, Any]], limit: int = 5) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Render every error as ``ErrorBody`` JSON."""
+def install_error_handlers(
+    app: FastAPI, *, too_large_code: str = BODY_TOO_LARGE, on_error: ErrorHook | None = None
+) -> None:
+    """Render every error as ``ErrorBody`` JSON.
+
+    ``too_large_code``: the code of a framework-raised 413 (the services grew different names
+    for it and clients rely on them). ``on_error(request, status, code)`` sees every error
+    response this installs."""
+    codes = {**_DEFAULT_CODES, 413: too_large_code}
+
+    def respond(
+        request: Request, status: int, code: str, message: str,
+        headers: dict[str, str] | None = None,
+    ) -> JSONResponse:
+        if on_error is not None:
+            on_error(request, status, code)
+        return error_response(status, code, message, headers)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = getattr(exc, "code", None) or _DEFAULT_CODES.get(exc.status_code, "error")
+        code = getattr(exc, "code", None) or codes.get(exc.status_code, "error")
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-        return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+        return respond(request, exc.status_code, code, message, getattr(exc, "headers", None))
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return error_response(422, "invalid_request", _describe(list(exc.errors())))
+        return respond(request, 422, "invalid_request", describe_errors(list(exc.errors())))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal_error", "internal error (logged on the server)")
+        return respond(request, 500, "internal_error", "internal error (logged on the server)")
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -92,21 +117,33 @@ def report_json_bytes(ct_bytes: int) -> int:
 
 
 class BodyLimitMiddleware:
-    """Refuse request bodies above ``max_bytes`` with 413 ``body_too_large`` (as ``ErrorBody``),
-    from the Content-Length header when present and while streaming otherwise, before parsing."""
+    """Refuse request bodies above ``max_bytes`` with 413 (as ``ErrorBody`` with ``code``), from
+    the Content-Length header when present and while streaming otherwise, before parsing.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    ``max_bytes`` may be a function, evaluated per request (the shuffler's limit for secure-sum
+    uploads is known only once the analyzer's Paillier key is)."""
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int | Callable[[], int], code: str = BODY_TOO_LARGE
+    ) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self._max_bytes = max_bytes
+        self.code = code
+
+    @property
+    def max_bytes(self) -> int:
+        limit = self._max_bytes
+        return limit() if callable(limit) else limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        message = f"request body exceeds {self.max_bytes} bytes"
+        max_bytes = self.max_bytes
+        message = f"request body exceeds {max_bytes} bytes"
         length = Headers(scope=scope).get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await error_response(413, "body_too_large", message)(scope, receive, send)
+        if length is not None and length.isdigit() and int(length) > max_bytes:
+            await error_response(413, self.code, message)(scope, receive, send)
             return
         total = 0
 
@@ -115,9 +152,9 @@ class BodyLimitMiddleware:
             msg = await receive()
             if msg["type"] == "http.request":
                 total += len(msg.get("body", b""))
-                if total > self.max_bytes:
+                if total > max_bytes:
                     # An HTTPException: FastAPI re-raises it from body parsing to our handler.
-                    raise ApiError(413, "body_too_large", message)
+                    raise ApiError(413, self.code, message)
             return msg
 
         await self.app(scope, limited_receive, send)

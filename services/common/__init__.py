@@ -1,0 +1,1 @@
+"""Code the three services share (HTTP plumbing); nothing here knows about a particular service."""
