@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    # httpx logs every request at INFO: one line per batch delivery (or key fetch) is noise.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     build_server(create_app(settings), args.host, args.port, settings.log_level).run()
 
 
