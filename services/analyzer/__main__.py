@@ -1,15 +1,15 @@
-"""``python -m services.analyzer [--host H] [--port P]``: run the analyzer with uvicorn."""
+"""``python -m services.analyzer [--host H] [--port P] [--access-log]``: run the analyzer with
+uvicorn."""
 
 from __future__ import annotations
 
-import argparse
-import logging
 from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
 
 from services.analyzer.app import create_app, request_shutdown
+from services.common.cli import service_args, setup_logging
 from shared.settings import Settings
 
 
@@ -31,15 +31,18 @@ class Server(uvicorn.Server):
         self.should_exit = True
 
 
-def build_server(app: FastAPI, host: str, port: int, log_level: str = "info") -> Server:
-    """A uvicorn server for an analyzer app (port 0 picks a free port)."""
+def build_server(
+    app: FastAPI, host: str, port: int, log_level: str = "info", access_log: bool | None = None
+) -> Server:
+    """A uvicorn server for an analyzer app (port 0 picks a free port). ``access_log`` defaults
+    to on only at log level debug."""
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level.lower(),
         # One line per request costs more than a batch ingest of l = 1 under load.
-        access_log=log_level.lower() == "debug",
+        access_log=log_level.lower() == "debug" if access_log is None else access_log,
         timeout_graceful_shutdown=10,
     )
     return Server(config, app)
@@ -47,16 +50,11 @@ def build_server(app: FastAPI, host: str, port: int, log_level: str = "info") ->
 
 def main(argv: list[str] | None = None) -> None:
     settings = Settings()
-    parser = argparse.ArgumentParser(prog="python -m services.analyzer", description=__doc__)
-    parser.add_argument("--host", default=settings.analyzer.host)
-    parser.add_argument("--port", type=int, default=settings.analyzer.port)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
-    # httpx logs every request at INFO: one line per batch delivery (or key fetch) is noise.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    build_server(create_app(settings), args.host, args.port, settings.log_level).run()
+    args = service_args("analyzer", __doc__, settings, argv)
+    setup_logging(settings)
+    server = build_server(create_app(settings), args.host, args.port, settings.log_level,
+                          access_log=args.access_log)
+    server.run()
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from services.analyzer.runtime import (
     TaskRuntime,
     task_info,
 )
-from services.analyzer.store import Store
 from services.common.web import ApiError
 from shared.protocol import (
     BatchAck,
@@ -48,13 +47,6 @@ def get_runtime(request: Request) -> AnalyzerRuntime:
 
 
 RuntimeDep = Annotated[AnalyzerRuntime, Depends(get_runtime)]
-
-
-def get_store(runtime: RuntimeDep) -> Store:
-    return runtime.store
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
 
 
 def get_task(task: str, runtime: RuntimeDep) -> TaskRuntime:

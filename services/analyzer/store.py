@@ -9,12 +9,13 @@ the aggregate that includes them are all on disk, or none is, and the shuffler r
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from services.common.sqlite import open_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -69,17 +70,6 @@ class BatchResult:
     model_version: int
 
 
-def open_db(path: Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, synchronous=FULL."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # check_same_thread=False: ingests run in worker threads; Store serialises access with a lock.
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    return conn
-
-
 class Store:
     """Thread-safe access to the analyzer's SQLite file."""
 
@@ -115,31 +105,26 @@ class Store:
 
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
         """The subset of ``batch_ids`` already committed for ``task``."""
-        done: set[str] = set()
-        with self._lock:
-            for start in range(0, len(batch_ids), _CHUNK):
-                chunk = batch_ids[start : start + _CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(
-                    f"SELECT batch_id FROM batches WHERE task = ? AND batch_id IN ({marks})",
-                    (task, *chunk),
-                )
-                done.update(r[0] for r in rows)
-        return done
+        return {str(v) for v in self._present("batches", "batch_id", task, batch_ids)}
 
     def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]:
         """The subset of ``report_ids`` already counted for ``task``."""
-        known: set[bytes] = set()
+        return {bytes(v) for v in self._present("report_ids", "report_id", task, report_ids)}
+
+    def _present(self, table: str, column: str, task: str, values: Sequence[Any]) -> list[Any]:
+        """The ``values`` found in ``table.column`` for ``task``, queried in chunks of at most
+        ``_CHUNK`` host parameters. ``table`` and ``column`` are constants of this module."""
+        found: list[Any] = []
         with self._lock:
-            for start in range(0, len(report_ids), _CHUNK):
-                chunk = report_ids[start : start + _CHUNK]
+            for start in range(0, len(values), _CHUNK):
+                chunk = values[start : start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows = self._conn.execute(
-                    f"SELECT report_id FROM report_ids WHERE task = ? AND report_id IN ({marks})",
+                    f"SELECT {column} FROM {table} WHERE task = ? AND {column} IN ({marks})",
                     (task, *chunk),
                 )
-                known.update(bytes(r[0]) for r in rows)
-        return known
+                found.extend(r[0] for r in rows)
+        return found
 
     def commit_batches(
         self,

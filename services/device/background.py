@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -29,3 +31,20 @@ async def stop_task(task: asyncio.Task[None] | None, *, attempts: int = 50) -> N
         return
     with contextlib.suppress(asyncio.CancelledError, Exception):
         task.result()
+
+
+class Loops:
+    """Background loops started together and stopped together: ``stopping`` is the flag the
+    loops check (see the module docstring), ``stop`` sets it and then stops every task."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self._tasks.append(asyncio.create_task(coro, name=name))
+
+    async def stop(self) -> None:
+        self.stopping = True
+        await asyncio.gather(*(stop_task(t) for t in self._tasks))
+        self._tasks.clear()

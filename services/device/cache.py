@@ -25,7 +25,7 @@ from collections.abc import Callable
 import httpx
 import numpy as np
 
-from services.device.background import stop_task
+from services.device.background import Loops
 from shared.policies import Model, build_policy
 from shared.protocol import HpkeConfig, ModelMessage, b64decode
 from shared.settings import Settings, TaskConfig
@@ -71,8 +71,7 @@ class ModelCache:
         self.hpke: HpkeConfig | None = None
         self.hpke_public_key: bytes | None = None
         self.streaming: set[str] = set()  # tasks whose SSE stream is currently open
-        self._bg: list[asyncio.Task[None]] = []
-        self._stopping = False
+        self._loops = Loops()
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -94,14 +93,12 @@ class ModelCache:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._bg.append(asyncio.create_task(self._hpke_loop(), name="hpke-config"))
+        self._loops.start(self._hpke_loop(), "hpke-config")
         for task in self.tasks:
-            self._bg.append(asyncio.create_task(self._follow(task), name=f"model:{task}"))
+            self._loops.start(self._follow(task), f"model:{task}")
 
     async def stop(self) -> None:
-        self._stopping = True
-        await asyncio.gather(*(stop_task(t) for t in self._bg))
-        self._bg.clear()
+        await self._loops.stop()
 
     # -- applying updates -----------------------------------------------------------------------
 
@@ -155,7 +152,7 @@ class ModelCache:
 
     async def _follow(self, task: str) -> None:
         delay = RETRY_INITIAL
-        while task not in self.fetched and not self._stopping:
+        while task not in self.fetched and not self._loops.stopping:
             try:
                 await self.poll(task)
             except (httpx.HTTPError, ValueError) as exc:
@@ -163,7 +160,7 @@ class ModelCache:
                 await asyncio.sleep(delay)
                 delay = min(2 * delay, RETRY_MAX)
         stream_pause = STREAM_RETRY_INITIAL
-        while not self._stopping:
+        while not self._loops.stopping:
             if self.stream:
                 opened = time.monotonic()
                 try:
@@ -176,7 +173,7 @@ class ModelCache:
                 if time.monotonic() - opened > STREAM_RETRY_MAX:
                     stream_pause = STREAM_RETRY_INITIAL
             deadline = time.monotonic() + (stream_pause if self.stream else float("inf"))
-            while time.monotonic() < deadline and not self._stopping:
+            while time.monotonic() < deadline and not self._loops.stopping:
                 try:
                     await self.poll(task)
                 except (httpx.HTTPError, ValueError) as exc:
@@ -225,7 +222,7 @@ class ModelCache:
 
     async def _hpke_loop(self) -> None:
         delay = RETRY_INITIAL
-        while not self._stopping:
+        while not self._loops.stopping:
             try:
                 resp = await self.client.get("/v1/hpke-config")
                 resp.raise_for_status()

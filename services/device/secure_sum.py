@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from services.device.background import stop_task
+from services.device.background import Loops
 from shared.policies import randomizer_for
 from shared.protocol import TaskInfo
 from shared.secure_sum import (
@@ -126,8 +126,7 @@ class SecureSumKeys:
         self.tasks = {t.id: t for t in settings.tasks if t.aggregation == "secure-sum"}
         self._keys: dict[str, TaskKey] = {}
         self._locks = {t: asyncio.Lock() for t in self.tasks}
-        self._bg: list[asyncio.Task[None]] = []
-        self._stopping = False
+        self._loops = Loops()
         self.last_error: dict[str, str] = {}
         self.fetches = 0  # successful config fetches (tests and logs)
 
@@ -147,12 +146,10 @@ class SecureSumKeys:
 
     def start(self) -> None:
         for task in self.tasks:
-            self._bg.append(asyncio.create_task(self._follow(task), name=f"paillier:{task}"))
+            self._loops.start(self._follow(task), f"paillier:{task}")
 
     async def stop(self) -> None:
-        self._stopping = True
-        await asyncio.gather(*(stop_task(t) for t in self._bg))
-        self._bg.clear()
+        await self._loops.stop()
         # join() waits for an exponentiation in progress (~10 ms each): off the event loop.
         await asyncio.gather(*(asyncio.to_thread(k.refiller.stop) for k in self._keys.values()))
 
@@ -202,7 +199,7 @@ class SecureSumKeys:
 
     async def _follow(self, task: str) -> None:
         delay = RETRY_INITIAL
-        while not self._stopping:
+        while not self._loops.stopping:
             try:
                 await self._fetch(task)
             except (httpx.HTTPError, ValueError) as exc:

@@ -32,6 +32,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from services.common.sqlite import open_db
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -114,12 +116,8 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        # FULL: a feedback answered 202 survives a power cut, not only a process crash.
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
+        # One connection, used by the writer thread (and at start-up): a short lock timeout.
+        self._conn = open_db(path, timeout=5.0)
         self._conn.executescript(SCHEMA)
         self._migrate()
         self.counters = self._load_counters()

@@ -64,13 +64,6 @@ def get_runtime(request: Request) -> ShufflerRuntime:
 RuntimeDep = Annotated[ShufflerRuntime, Depends(get_runtime)]
 
 
-def get_store(runtime: RuntimeDep) -> Store:
-    return runtime.store
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
-
-
 def get_task(task: str, runtime: RuntimeDep) -> TaskSpec:
     spec = runtime.tasks.get(task)
     if spec is None:

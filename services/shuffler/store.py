@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.common.sqlite import open_db
 from shared.protocol import EncryptedReport, b64decode, b64encode
 from shared.secure_sum import EncryptedCounts
 
@@ -136,15 +136,6 @@ class TaskCounts:
     duplicates: int
     batches_formed: int
     batches_acknowledged: int
-
-
-def open_db(path: Path) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, synchronous=FULL."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    return conn
 
 
 class Store:

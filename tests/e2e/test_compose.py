@@ -99,6 +99,7 @@ def test_dockerfile() -> None:
 
 def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a container the device binds 0.0.0.0 but talks to http://analyzer:8701 etc."""
+    import services.common.cli as service_cli
     import services.device.__main__ as device_main
 
     for peer in SERVICES:
@@ -113,7 +114,7 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
         captured["settings"] = settings
         return object()
 
-    monkeypatch.setattr(device_main.uvicorn, "run", fake_run)
+    monkeypatch.setattr(service_cli.uvicorn, "run", fake_run)
     monkeypatch.setattr(device_main, "create_app", fake_create_app)
     device_main.main(["--host", "0.0.0.0"])
     assert captured["host"] == "0.0.0.0" and captured["port"] == 8703

@@ -3,7 +3,8 @@ lifespans running, and httpx clients over ASGI transports."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,16 @@ from fastapi import FastAPI
 
 from shared.crypto import pack_report, seal
 from shared.policies import build_policy, randomizer_for
-from shared.protocol import EncryptedReport, HpkeConfig, b64decode
+from shared.protocol import (
+    EncryptedReport,
+    ErrorBody,
+    HpkeConfig,
+    PrivacyReport,
+    ReportsAccepted,
+    ShufflerStatus,
+    TaskQueueStatus,
+    b64decode,
+)
 from shared.secure_sum import EncryptedCounts, PaillierConfig, PaillierEncryptor, encode_ciphertexts
 from shared.settings import Settings, TaskConfig
 
@@ -179,3 +189,69 @@ def assert_same_state(got: dict[str, Any], want: dict[str, Any]) -> None:
             np.testing.assert_allclose(np.asarray(g, float), np.asarray(w, float), rtol=1e-12)
         else:
             assert g == w, key
+
+
+# ---------------------------------------------------------------------------------------------
+# Assertions and polling shared by the service tests
+
+
+def error(resp: httpx.Response, status: int, code: str | None = None) -> ErrorBody:
+    """Assert an ``ErrorBody`` answer (exactly {code, message}, a message for humans) with this
+    status and, if given, this code."""
+    assert resp.status_code == status, resp.text
+    body = ErrorBody.model_validate_json(resp.content)  # strict: no other fields
+    assert body.message
+    if code is not None:
+        assert body.code == code, body
+    return body
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition"
+) -> None:
+    """Poll ``check()`` until it is true; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def upload(
+    client: httpx.AsyncClient,
+    reports: list[EncryptedReport] | list[EncryptedCounts],
+    task: str | None = None,
+) -> ReportsAccepted:
+    """Post reports to the shuffler (HPKE reports or secure-sum counts, by their type) and
+    assert 202; ``task`` defaults to ``shuffle_task()``'s or ``secure_sum_task()``'s id."""
+    secure = isinstance(reports[0], EncryptedCounts)
+    task = task if task is not None else ("sum" if secure else "shuf")
+    endpoint = "encrypted-counts" if secure else "reports"
+    body = {"reports": [r.model_dump() for r in reports]}
+    r = await client.post(f"/v1/tasks/{task}/{endpoint}", json=body)
+    assert r.status_code == 202, r.text
+    return ReportsAccepted.model_validate_json(r.content)
+
+
+async def queue_status(client: httpx.AsyncClient, task: str) -> TaskQueueStatus:
+    """The shuffler's queue of one task."""
+    status = ShufflerStatus.model_validate_json((await client.get("/v1/status")).content)
+    return next(t for t in status.tasks if t.task == task)
+
+
+async def privacy(client: httpx.AsyncClient, task: str) -> PrivacyReport:
+    """The analyzer's privacy report of one task (with its counts)."""
+    r = await client.get(f"/v1/tasks/{task}/privacy")
+    assert r.status_code == 200, r.text
+    return PrivacyReport.model_validate_json(r.content)
+
+
+async def counted(client: httpx.AsyncClient, task: str, n: int) -> bool:
+    """Whether the analyzer has counted at least ``n`` reports of ``task``."""
+    return (await privacy(client, task)).reports_counted >= n
+
+
+async def secure_sum_ready(client: httpx.AsyncClient) -> bool:
+    """Whether the shuffler has the analyzer's Paillier key (secure-sum intake open)."""
+    return (await client.get("/healthz")).json().get("secure_sum_ready") is True

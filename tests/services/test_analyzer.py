@@ -8,7 +8,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,15 +19,14 @@ import pytest
 from services.analyzer.__main__ import build_server
 from services.analyzer.app import create_app
 from shared.crypto import pack_report, seal
+from shared.launcher import free_ports
 from shared.policies import randomizer_for
 from shared.protocol import (
     BatchAck,
     BatchUpload,
     EncryptedReport,
-    ErrorBody,
     HpkeConfig,
     ModelMessage,
-    PrivacyReport,
     TaskInfo,
     b64decode,
     b64encode,
@@ -39,9 +37,11 @@ from tests.services.conftest import (
     auth,
     central_task,
     encrypt_rows,
+    error,
     ldp_task,
     make_rows,
     make_settings,
+    privacy,
     report_maker,
     running,
     shuffle_task,
@@ -61,20 +61,6 @@ async def hpke_of(client: httpx.AsyncClient) -> HpkeConfig:
     r = await client.get("/v1/hpke-config")
     assert r.status_code == 200
     return HpkeConfig.model_validate_json(r.content)
-
-
-async def privacy(client: httpx.AsyncClient, task: str = "shuf") -> PrivacyReport:
-    r = await client.get(f"/v1/tasks/{task}/privacy")
-    assert r.status_code == 200
-    return PrivacyReport.model_validate_json(r.content)
-
-
-def error(r: httpx.Response, status: int, code: str) -> ErrorBody:
-    assert r.status_code == status, r.text
-    body = ErrorBody.model_validate_json(r.content)
-    assert body.code == code, body
-    assert body.message
-    return body
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,7 +130,7 @@ async def test_batch_counts_and_publishes(settings: Settings) -> None:
         ack = BatchAck.model_validate_json(r.content)
         assert (ack.replayed, ack.counted, ack.rejected, ack.duplicates) == (False, 5, 0, 0)
         assert ack.batch_id == body["batch_id"] and ack.model_version == 1
-        p = await privacy(client)
+        p = await privacy(client, "shuf")
         assert (p.reports_counted, p.batches, p.model_version) == (5, 1, 1)
         model = ModelMessage.model_validate_json((await client.get("/v1/tasks/shuf/model")).content)
         assert model.version == 1 and model.reports == 5 and any(v != 0 for v in model.theta)
@@ -166,7 +152,7 @@ async def test_replayed_batch_is_not_counted_twice(settings: Settings) -> None:
             (await client.post("/v1/tasks/shuf/batches", json=other, headers=auth())).content
         )
         assert ack.replayed
-        p = await privacy(client)
+        p = await privacy(client, "shuf")
         assert (p.reports_counted, p.batches, p.model_version) == (5, 1, 1)
         assert (await client.get("/v1/tasks/shuf/model")).json() == model_after_first
 
@@ -194,7 +180,7 @@ async def test_duplicate_report_ids_across_and_within_batches(settings: Settings
         r = await client.post("/v1/tasks/shuf/batches", json=batch(reports), headers=auth())
         ack = BatchAck.model_validate_json(r.content)
         assert (ack.counted, ack.duplicates, ack.rejected) == (2, 3, 0)
-        assert (await privacy(client)).reports_counted == 7
+        assert (await privacy(client, "shuf")).reports_counted == 7
         model = ModelMessage.model_validate_json((await client.get("/v1/tasks/shuf/model")).content)
         assert model.reports == 7
 
@@ -229,7 +215,7 @@ async def test_bad_reports_are_rejected_and_the_rest_counted(settings: Settings)
         r = await client.post("/v1/tasks/shuf/batches", json=batch(reports), headers=auth())
         ack = BatchAck.model_validate_json(r.content)
         assert (ack.counted, ack.rejected) == (4, 1)
-        p = await privacy(client)
+        p = await privacy(client, "shuf")
         assert p.reports_counted == 5 and p.batches == 2
         metrics = (await client.get("/metrics")).text
         assert 'privbandit_analyzer_reports_rejected_total{task="shuf"} 5.0' in metrics
@@ -314,7 +300,7 @@ async def test_batch_errors(settings: Settings, tmp_path: Path) -> None:
         )
         error(r, 413, "body_too_large")
 
-        p = await privacy(client)
+        p = await privacy(client, "shuf")
         assert (p.reports_counted, p.batches, p.model_version) == (0, 0, 0)
         # ... and the good batch is still accepted afterwards.
         r = await client.post(url, json=good, headers=auth())
@@ -350,13 +336,13 @@ async def test_failed_commit_rolls_back_and_the_retry_counts_once(
             r = await raw.post("/v1/tasks/shuf/batches", json=body, headers=auth())
         error(r, 500, "internal_error")
         monkeypatch.setattr(store, "commit_batches", real_commit)
-        p = await privacy(client)
+        p = await privacy(client, "shuf")
         assert (p.reports_counted, p.batches, p.model_version) == (0, 0, 0)
         assert app.state.runtime.tasks["shuf"].policy.reports == 0  # memory rolled back too
         r = await client.post("/v1/tasks/shuf/batches", json=body, headers=auth())
         ack = BatchAck.model_validate_json(r.content)
         assert not ack.replayed and ack.counted == 5
-        assert (await privacy(client)).reports_counted == 5
+        assert (await privacy(client, "shuf")).reports_counted == 5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,7 +367,7 @@ async def test_state_survives_restart(settings: Settings) -> None:
         assert await hpke_of(client) == hpke  # same key, same key id
         assert (await client.get("/v1/tasks/shuf/model")).json() == model_before
         assert (await client.get("/v1/tasks/cen/model")).json() == cen_before
-        p = await privacy(client)
+        p = await privacy(client, "shuf")
         assert (p.reports_counted, p.batches, p.model_version) == (10, 2, 2)
         assert (await privacy(client, "cen")).reports_counted == 3
         # Replayed batch id and already-counted report ids are still recognised.
@@ -399,7 +385,7 @@ async def test_state_survives_restart(settings: Settings) -> None:
         r = await client.post("/v1/tasks/shuf/batches", json=batch(resent), headers=auth())
         ack = BatchAck.model_validate_json(r.content)
         assert (ack.counted, ack.duplicates, ack.replayed) == (0, 5, False)
-        assert (await privacy(client)).reports_counted == 10
+        assert (await privacy(client, "shuf")).reports_counted == 10
 
 
 async def test_changed_task_config_refuses_to_start(settings: Settings) -> None:
@@ -492,16 +478,10 @@ async def test_model_stream_delivers_current_and_new_models(settings: Settings) 
         await serving
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def test_main_serves_and_sigterm_ends_streams(tmp_path: Path) -> None:
     """``python -m services.analyzer``: a stop signal ends open model streams and the process
     exits cleanly (uvicorn would otherwise wait for the never-ending stream)."""
-    port = _free_port()
+    port = free_ports(1)[0]
     config = tmp_path / "privbandit.toml"
     config.write_text(
         f'data_dir = "{tmp_path / "data"}"\nshuffler_token = "{TOKEN}"\nlog_level = "warning"\n'
@@ -572,4 +552,4 @@ async def test_concurrent_batches_commit_exactly_once(settings: Settings) -> Non
         acks = await asyncio.to_thread(app.state.runtime.ingest_group, rt, [u1, u1, u2])
         assert [(a.replayed, a.counted, a.duplicates) for a in acks] == [
             (False, 5, 0), (True, 0, 0), (False, 0, 5)]
-        assert (await privacy(client)).reports_counted == 5
+        assert (await privacy(client, "shuf")).reports_counted == 5

@@ -48,11 +48,15 @@ from tests.services.conftest import (
     assert_same_state,
     auth,
     central_task,
+    counted,
+    error,
+    eventually,
     ldp_task,
     make_settings,
     reference_state,
     report_maker,
     running,
+    secure_sum_ready,
     secure_sum_task,
     shuffle_task,
 )
@@ -84,31 +88,25 @@ class FakeShuffler:
 
     def app(self) -> FastAPI:
         app = FastAPI()
+        routes = (("reports", ReportUpload, self.uploads),
+                  ("encrypted-counts", SecureSumUpload, self.counts))
+        for endpoint, model, sink in routes:
+            app.add_api_route(f"/v1/tasks/{{task}}/{endpoint}", self._handler(model, sink),
+                              methods=["POST"])
+        return app
 
-        async def answer(request: Request) -> JSONResponse | None:
+    def _handler(self, model: type[ReportUpload] | type[SecureSumUpload], sink: list) -> Any:
+        async def handle(task: str, request: Request) -> JSONResponse:
             self.attempts += 1
-            self.bodies.append((request.url.path, await request.body()))
+            body = await request.body()
+            self.bodies.append((request.url.path, body))
             if self.status != 202:
                 return JSONResponse({"code": "down", "message": "outage"}, status_code=self.status)
-            return None
-
-        @app.post("/v1/tasks/{task}/reports")
-        async def reports(task: str, request: Request) -> JSONResponse:
-            if (refused := await answer(request)) is not None:
-                return refused
-            upload = ReportUpload.model_validate_json(await request.body())
-            self.uploads.append((task, list(upload.reports)))
+            upload = model.model_validate_json(body)
+            sink.append((task, list(upload.reports)))
             return JSONResponse({"accepted": len(upload.reports), "duplicates": 0}, 202)
 
-        @app.post("/v1/tasks/{task}/encrypted-counts")
-        async def encrypted_counts(task: str, request: Request) -> JSONResponse:
-            if (refused := await answer(request)) is not None:
-                return refused
-            upload = SecureSumUpload.model_validate_json(await request.body())
-            self.counts.append((task, list(upload.reports)))
-            return JSONResponse({"accepted": len(upload.reports), "duplicates": 0}, 202)
-
-        return app
+        return handle
 
     def reports(self, task: str | None = None) -> list[EncryptedReport]:
         return [r for t, rs in self.uploads for r in rs if task is None or t == task]
@@ -151,7 +149,7 @@ async def stack(
         app = device_app(settings, a_transport, httpx.ASGITransport(app=shuffler.app()))
         async with running(app) as device:
             if wait_ready:
-                await wait_for(lambda: _ok(device.get("/healthz")), what="device ready")
+                await eventually(lambda: _ok(device.get("/healthz")), what="device ready")
             yield Stack(device, analyzer, settings, shuffler, app)
 
 
@@ -172,16 +170,6 @@ async def _ok(coro: Any) -> bool:
     return (await coro).status_code == 200
 
 
-async def wait_for(cond: Any, timeout: float = 10.0, what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if await cond():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def features(rng: np.random.Generator, k: int = K, d: int = D) -> list[list[float]]:
     x = rng.normal(size=(k, d))
     x /= np.linalg.norm(x, axis=1, keepdims=True) * 1.25  # ||x|| = 0.8 <= L = 1
@@ -198,16 +186,6 @@ async def status(client: httpx.AsyncClient) -> dict:
     resp = await client.get("/v1/status")
     assert resp.status_code == 200
     return resp.json()
-
-
-def assert_error(resp: httpx.Response, status_code: int, code: str | None = None) -> dict:
-    assert resp.status_code == status_code, resp.text
-    body = resp.json()
-    assert set(body) == {"code", "message"}, body
-    assert body["message"]
-    if code is not None:
-        assert body["code"] == code, body
-    return body
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,13 +232,13 @@ async def test_decide_works_without_the_analyzer(settings: Settings) -> None:
     rng = np.random.default_rng(3)
     async with stack(settings, analyzer_up=False, wait_ready=False) as s:
         health = await s.device.get("/healthz")
-        assert_error(health, 503, "starting")
+        error(health, 503, "starting")
         out = await decide(s.device, "shuf", features(rng))
         assert out["model_version"] == 0
         resp = await s.device.post(
             "/v1/tasks/shuf/feedback", json={"decision_id": out["decision_id"], "reward": 1.0}
         )
-        assert_error(resp, 503, "no_hpke_key")
+        error(resp, 503, "no_hpke_key")
         assert (await status(s.device))["feedbacks"] == 0
 
 
@@ -293,7 +271,7 @@ BAD_DECIDE = [
 async def test_decide_rejects(settings: Settings, task: str, body: Any, code: int, err: str):
     async with stack(settings) as s:
         before = await status(s.device)
-        assert_error(await s.device.post(f"/v1/tasks/{task}/decide", json=body), code, err)
+        error(await s.device.post(f"/v1/tasks/{task}/decide", json=body), code, err)
         assert await status(s.device) == before
 
 
@@ -305,21 +283,21 @@ async def test_decide_rejects_non_finite(settings: Settings, literal: str) -> No
         resp = await s.device.post(
             "/v1/tasks/cen/decide", content=body, headers={"Content-Type": "application/json"}
         )
-        assert_error(resp, 422)
+        error(resp, 422)
 
 
 async def test_malformed_bodies_and_routes(settings: Settings) -> None:
     async with stack(settings) as s:
         headers = {"Content-Type": "application/json"}
-        assert_error(await s.device.post("/v1/tasks/cen/decide", content=b"{not json",
+        error(await s.device.post("/v1/tasks/cen/decide", content=b"{not json",
                                          headers=headers), 422)
-        assert_error(await s.device.post("/v1/tasks/cen/decide", content=b"\xff\xfe",
+        error(await s.device.post("/v1/tasks/cen/decide", content=b"\xff\xfe",
                                          headers=headers), 422)
         huge = b'{"features": [' + b"0," * (3 * 1024 * 1024) + b"0]}"
-        assert_error(await s.device.post("/v1/tasks/cen/decide", content=huge, headers=headers),
+        error(await s.device.post("/v1/tasks/cen/decide", content=huge, headers=headers),
                      413, "payload_too_large")
-        assert_error(await s.device.get("/v1/nothing-here"), 404)
-        assert_error(await s.device.get("/v1/tasks/cen/decide"), 405)
+        error(await s.device.get("/v1/nothing-here"), 404)
+        error(await s.device.get("/v1/tasks/cen/decide"), 405)
         assert (await status(s.device))["feedbacks"] == 0
 
 
@@ -342,7 +320,7 @@ async def test_feedback_queues_a_sealed_report_with_only_the_estimators_inputs(
         )
         assert resp.status_code == 202, resp.text
         assert resp.json()["queued"] is True
-        await wait_for(lambda: _delivered(s, 1), what="upload")
+        await eventually(lambda: _delivered(s, 1), what="upload")
         (report,) = s.shuffler.reports("cen")
         keys = KeyStore(Path(settings.data_dir) / "analyzer")
         plaintext = keys.open("cen", report)
@@ -373,7 +351,7 @@ async def test_randomized_reports_for_noisy_tasks(settings: Settings) -> None:
                 f"/v1/tasks/{task}/feedback", json={"decision_id": out["decision_id"], "reward": 1}
             )
             assert resp.status_code == 202, resp.text
-        await wait_for(lambda: _delivered(s, 2), what="upload")
+        await eventually(lambda: _delivered(s, 2), what="upload")
         keys = KeyStore(Path(settings.data_dir) / "analyzer")
         for task, cfg in (("loc", ldp_task()), ("shuf", shuffle_task())):
             (report,) = s.shuffler.reports(task)
@@ -406,18 +384,18 @@ async def test_feedback_errors_change_nothing(settings: Settings) -> None:
         ]
         for task, body, code, err in cases:
             resp = await s.device.post(f"/v1/tasks/{task}/feedback", json=body)
-            assert_error(resp, code, err)
+            error(resp, code, err)
         nan = '{"decision_id": "' + did + '", "reward": NaN}'
         resp = await s.device.post("/v1/tasks/cen/feedback", content=nan,
                                    headers={"Content-Type": "application/json"})
-        assert_error(resp, 422)
+        error(resp, 422)
         assert await status(s.device) == before
         # The decision is still open: a valid feedback now succeeds, a second one is a conflict.
         ok = await s.device.post("/v1/tasks/cen/feedback", json={"decision_id": did, "reward": 1})
         assert ok.status_code == 202, ok.text
         again = await s.device.post("/v1/tasks/cen/feedback", json={"decision_id": did,
                                                                     "reward": 0})
-        assert_error(again, 409, "decision_used")
+        error(again, 409, "decision_used")
         assert (await status(s.device))["feedbacks"] == 1
 
 
@@ -432,7 +410,7 @@ async def test_concurrent_double_feedback_counts_once(settings: Settings) -> Non
             )
             codes = sorted(r.status_code for r in results)
             assert codes == [202, 409, 409, 409], codes
-        await wait_for(lambda: _delivered(s, 5), what="uploads")
+        await eventually(lambda: _delivered(s, 5), what="uploads")
         assert len(s.shuffler.reports()) == 5
         assert (await status(s.device))["feedbacks"] == 5
 
@@ -473,12 +451,12 @@ async def test_shuffler_outage_loses_nothing(settings: Settings) -> None:
     async with stack(settings, shuffler) as s:
         await give_feedbacks(s, "cen", 30, rng)
         await give_feedbacks(s, "loc", 20, rng)
-        await wait_for(lambda: _attempted(shuffler), what="a failed attempt")
+        await eventually(lambda: _attempted(shuffler), what="a failed attempt")
         st = await status(s.device)
         assert st["feedbacks"] == 50 and st["outbox_pending"] == 50 and st["uploaded"] == 0
         assert shuffler.reports() == []
         shuffler.status = 202  # the shuffler comes back
-        await wait_for(lambda: _delivered(s, 50), timeout=15, what="drain after outage")
+        await eventually(lambda: _delivered(s, 50), timeout=15, what="drain after outage")
         st = await status(s.device)
         assert st["uploaded"] == 50 and st["outbox_pending"] == 0
         cts = [r.ct for r in shuffler.reports()]
@@ -497,7 +475,7 @@ async def test_permanently_refused_reports_are_dead_lettered(settings: Settings)
     shuffler = FakeShuffler(status=422)
     async with stack(settings, shuffler) as s:
         await give_feedbacks(s, "cen", 3, rng)
-        await wait_for(lambda: _outbox_empty(s), what="dead-lettering")
+        await eventually(lambda: _outbox_empty(s), what="dead-lettering")
         metrics = (await s.device.get("/metrics")).text
         assert "privbandit_device_dead_letters 3.0" in metrics
         assert (await status(s.device))["uploaded"] == 0
@@ -515,7 +493,7 @@ async def test_outbox_survives_a_device_restart(settings: Settings) -> None:
         assert (await status(s.device))["outbox_pending"] == 12
     up = FakeShuffler()
     async with stack(settings, up) as s:
-        await wait_for(lambda: _delivered(s, 12), what="upload after restart")
+        await eventually(lambda: _delivered(s, 12), what="upload after restart")
         st = await status(s.device)
         assert st["feedbacks"] == 12 and st["uploaded"] == 12
         assert len(up.reports("cen")) == 12
@@ -541,16 +519,13 @@ async def test_lost_acknowledgement_resends_identical_bytes(settings: Settings) 
 
     analyzer_app = create_analyzer(settings)
     async with running(analyzer_app):
-        device_app = create_device(
-            settings,
-            analyzer_transport=httpx.ASGITransport(app=analyzer_app),
-            shuffler_transport=httpx.ASGITransport(app=app),
-        )
-        async with running(device_app) as device:
-            await wait_for(lambda: _ok(device.get("/healthz")), what="ready")
-            s = Stack(device, device, settings, FakeShuffler(), device_app)
+        dev = device_app(settings, httpx.ASGITransport(app=analyzer_app),
+                         httpx.ASGITransport(app=app))
+        async with running(dev) as device:
+            await eventually(lambda: _ok(device.get("/healthz")), what="ready")
+            s = Stack(device, device, settings, FakeShuffler(), dev)
             await give_feedbacks(s, "cen", 1, rng)
-            await wait_for(lambda: _outbox_empty(s), what="delivery")
+            await eventually(lambda: _outbox_empty(s), what="delivery")
     assert len(seen) == 2 and seen[0] == seen[1]
 
 
@@ -574,7 +549,7 @@ async def test_device_follows_new_models(settings: Settings) -> None:
             assert resp.status_code == 200, resp.text
         target = (await s.analyzer.get("/v1/tasks/cen/model")).json()["version"]
         assert target > 0
-        await wait_for(lambda: _version_is(s, "cen", target), what="model update")
+        await eventually(lambda: _version_is(s, "cen", target), what="model update")
         out = await decide(s.device, "cen", features(np.random.default_rng(0)))
         assert out["model_version"] == target
         metrics = (await s.device.get("/metrics")).text
@@ -590,7 +565,7 @@ async def test_metrics(settings: Settings) -> None:
     async with stack(settings) as s:
         await give_feedbacks(s, "loc", 3, rng)
         await s.device.post("/v1/tasks/nope/decide", json={"features": [[0.0] * D] * K})
-        await wait_for(lambda: _outbox_empty(s), what="delivery")
+        await eventually(lambda: _outbox_empty(s), what="delivery")
         text = (await s.device.get("/metrics")).text
         assert 'privbandit_device_decisions_total{task="loc"} 3.0' in text
         assert 'privbandit_device_feedbacks_total{task="loc"} 3.0' in text
@@ -669,7 +644,7 @@ async def test_secure_sum_feedback_sends_exactly_the_packed_randomized_counts(
         s.app.state.device.rng = np.random.default_rng(99)  # reproducible for this check only
         chosen = await secure_feedbacks(s, 4, rng)
         await give_feedbacks(s, "shuf", 1, rng)
-        await wait_for(lambda: _outbox_empty(s), what="delivery")
+        await eventually(lambda: _outbox_empty(s), what="delivery")
         sent = s.shuffler.encrypted("sum")
         assert len(sent) == 4 and s.shuffler.encrypted("shuf") == []
         assert [t for t, _ in s.shuffler.uploads] == ["shuf"]
@@ -706,15 +681,15 @@ async def test_secure_sum_through_the_real_shuffler_and_analyzer(tmp_path: Path)
     async with running(a_app) as analyzer:
         s_app = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(a_app))
         async with running(s_app) as shuffler:
-            await wait_for(lambda: _secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
             app = device_app(settings, httpx.ASGITransport(a_app), httpx.ASGITransport(s_app))
             async with running(app) as device:
-                await wait_for(lambda: _ok(device.get("/healthz")), what="device ready")
+                await eventually(lambda: _ok(device.get("/healthz")), what="device ready")
                 s = Stack(device, analyzer, settings, FakeShuffler(), app)
                 app.state.device.rng = np.random.default_rng(7)
                 chosen = await secure_feedbacks(s, 12, rng)
-                await wait_for(lambda: _counted(analyzer, "sum", 10), what="batch counted")
-                await wait_for(lambda: _outbox_empty(s), what="delivery")
+                await eventually(lambda: counted(analyzer, "sum", 10), what="batch counted")
+                await eventually(lambda: _outbox_empty(s), what="delivery")
                 queue = (await shuffler.get("/v1/status")).json()["tasks"]
                 q = next(t for t in queue if t["task"] == "sum")
                 assert (q["accepted"], q["pending"], q["batches_acknowledged"]) == (12, 2, 1)
@@ -728,14 +703,6 @@ async def test_secure_sum_through_the_real_shuffler_and_analyzer(tmp_path: Path)
                                   reference_state(SUM, [rows[:10]]))
 
 
-async def _secure_sum_ready(client: httpx.AsyncClient) -> bool:
-    return (await client.get("/healthz")).json().get("secure_sum_ready") is True
-
-
-async def _counted(client: httpx.AsyncClient, task: str, n: int) -> bool:
-    return (await client.get(f"/v1/tasks/{task}/privacy")).json()["reports_counted"] >= n
-
-
 async def test_secure_sum_outage_and_restart_resend_identical_bytes(tmp_path: Path) -> None:
     """While the shuffler is down the encrypted counts wait in the outbox; every retry, also
     after a device restart, sends the very bytes encrypted at feedback time (a re-encryption
@@ -745,7 +712,7 @@ async def test_secure_sum_outage_and_restart_resend_identical_bytes(tmp_path: Pa
     down = FakeShuffler(status=503)
     async with stack(settings, down) as s:
         await secure_feedbacks(s, 3, rng)
-        await wait_for(lambda: _full_attempts(down, 2), what="two failed attempts with all 3")
+        await eventually(lambda: _full_attempts(down, 2), what="two failed attempts with all 3")
         st = await status(s.device)
         assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 3, 0)
     tried = [SecureSumUpload.model_validate_json(body).reports for _, body in down.bodies]
@@ -756,7 +723,7 @@ async def test_secure_sum_outage_and_restart_resend_identical_bytes(tmp_path: Pa
     assert len(full) >= 2 and len(set(full)) == 1  # retries are byte-identical
     up = FakeShuffler()
     async with stack(settings, up) as s:
-        await wait_for(lambda: _outbox_empty(s), what="delivery after restart")
+        await eventually(lambda: _outbox_empty(s), what="delivery after restart")
         assert [body for _, body in up.bodies] == [full[0]]
         assert up.encrypted("sum") == SecureSumUpload.model_validate_json(full[0]).reports
         st = await status(s.device)
@@ -774,12 +741,12 @@ async def test_secure_sum_feedback_waits_for_the_paillier_key(tmp_path: Path) ->
     settings = secure_settings(tmp_path)
     rng = np.random.default_rng(23)
     async with stack(settings, analyzer_up=False, wait_ready=False) as s:
-        health = assert_error(await s.device.get("/healthz"), 503, "starting")
-        assert "paillier-config:sum" in health["message"]
+        health = error(await s.device.get("/healthz"), 503, "starting")
+        assert "paillier-config:sum" in health.message
         did = (await decide(s.device, "sum", features(rng)))["decision_id"]
         resp = await s.device.post("/v1/tasks/sum/feedback",
                                    json={"decision_id": did, "reward": 1.0})
-        assert_error(resp, 503, "no_paillier_key")
+        error(resp, 503, "no_paillier_key")
         st = await status(s.device)
         assert (st["feedbacks"], st["outbox_pending"]) == (0, 0)
         db = Path(settings.data_dir) / "device" / "device.sqlite3"
@@ -825,18 +792,18 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
     async with running(a_app) as a_client, running(b_app) as b_client:
         s_app = create_shuffler(dev_settings, analyzer_transport=httpx.ASGITransport(b_app))
         async with running(s_app) as shuffler:
-            await wait_for(lambda: _secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
             analyzer = Switch(httpx.ASGITransport(a_app))
             app = device_app(dev_settings, analyzer, httpx.ASGITransport(s_app))
             async with running(app) as device:
-                await wait_for(lambda: _ok(device.get("/healthz")), what="device ready")
+                await eventually(lambda: _ok(device.get("/healthz")), what="device ready")
                 s = Stack(device, a_client, dev_settings, FakeShuffler(), app)
                 keys = app.state.device.keys
                 assert keys.get("sum").key_id == key_a.key_id
                 await secure_feedbacks(s, 3, rng)
                 fetched = keys.fetches
                 # 1. refused, re-fetched, same key: kept.
-                await wait_for(lambda: _fetched_more(keys, fetched + 1), what="re-fetch")
+                await eventually(lambda: _fetched_more(keys, fetched + 1), what="re-fetch")
                 st = await status(device)
                 assert (st["outbox_pending"], st["dropped"]) == (3, 0)
                 health = (await device.get("/healthz")).json()
@@ -844,7 +811,7 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
                     health["last_upload_error"])
                 # 2. the analyzer is redeployed with key B.
                 analyzer.target = httpx.ASGITransport(b_app)
-                await wait_for(lambda: _dropped(device, 3), what="stale reports dropped")
+                await eventually(lambda: _dropped(device, 3), what="stale reports dropped")
                 assert keys.get("sum").key_id == key_b.key_id
                 st = await status(device)
                 assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 0, 0)
@@ -853,7 +820,7 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
                 assert 'privbandit_device_upload_events_total{event="dropped"} 3.0' in metrics
                 # 3. new reports under B's key go through and are counted by B.
                 await secure_feedbacks(s, 10, rng)
-                await wait_for(lambda: _counted(b_client, "sum", 10), what="counted by B")
+                await eventually(lambda: counted(b_client, "sum", 10), what="counted by B")
                 st = await status(device)
                 assert (st["feedbacks"], st["uploaded"], st["dropped"]) == (13, 10, 3)
         assert (await b_client.get("/v1/tasks/sum/privacy")).json()["reports_counted"] == 10

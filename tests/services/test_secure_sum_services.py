@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,13 +24,9 @@ from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
 from shared.protocol import (
     BatchAck,
-    ErrorBody,
     HpkeConfig,
     ModelMessage,
-    PrivacyReport,
     ReportsAccepted,
-    ShufflerStatus,
-    TaskQueueStatus,
     b64decode,
     b64encode,
 )
@@ -51,13 +47,20 @@ from tests.services.conftest import (
     PAILLIER_TEST_BITS,
     assert_same_state,
     auth,
+    counted,
     counts_maker,
+    error,
+    eventually,
     make_settings,
+    privacy,
+    queue_status,
     reference_state,
     report_maker,
     running,
+    secure_sum_ready,
     secure_sum_task,
     shuffle_task,
+    upload,
 )
 
 SUM = secure_sum_task("sum", l=10)  # sblb-fixed, d = 3 (c = 9 counts), m = 1, l = 10
@@ -70,19 +73,6 @@ def settings_for(tmp_path: Path, **kw: Any) -> Settings:
 
 def analyzer_app(settings: Settings) -> FastAPI:
     return create_analyzer(settings, paillier_key_bits=PAILLIER_TEST_BITS)
-
-
-def error(r: httpx.Response, status: int, code: str) -> ErrorBody:
-    assert r.status_code == status, r.text
-    body = ErrorBody.model_validate_json(r.content)
-    assert body.code == code and body.message
-    return body
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.01)
 
 
 class Recorder(httpx.AsyncBaseTransport):
@@ -142,36 +132,12 @@ async def stack(
             assert r.status_code == 200, r.text
             config = PaillierConfig.model_validate_json(r.content)
             if wait_ready:
-                await eventually(lambda: _ready(s_client))
+                await eventually(lambda: secure_sum_ready(s_client))
             yield Stack(a_client, s_client, a_app, s_app, rec, config)
 
 
-async def _ready(client: httpx.AsyncClient) -> bool:
-    return (await client.get("/healthz")).json().get("secure_sum_ready") is True
-
-
-async def upload(
-    client: httpx.AsyncClient, reports: list[EncryptedCounts], task: str = "sum"
-) -> ReportsAccepted:
-    body = {"reports": [r.model_dump() for r in reports]}
-    r = await client.post(f"/v1/tasks/{task}/encrypted-counts", json=body)
-    assert r.status_code == 202, r.text
-    return ReportsAccepted.model_validate_json(r.content)
-
-
-async def queue(client: httpx.AsyncClient, task: str = "sum") -> TaskQueueStatus:
-    status = ShufflerStatus.model_validate_json((await client.get("/v1/status")).content)
-    return next(t for t in status.tasks if t.task == task)
-
-
-async def privacy(client: httpx.AsyncClient, task: str = "sum") -> PrivacyReport:
-    r = await client.get(f"/v1/tasks/{task}/privacy")
-    assert r.status_code == 200, r.text
-    return PrivacyReport.model_validate_json(r.content)
-
-
 async def acked(client: httpx.AsyncClient, n: int) -> bool:
-    return (await queue(client)).batches_acknowledged >= n
+    return (await queue_status(client, "sum")).batches_acknowledged >= n
 
 
 def analyzer_state(app: FastAPI, task: str = "sum") -> dict[str, Any]:
@@ -252,8 +218,8 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
         assert s.analyzer_app.state.runtime.tasks["sum"].feed.current == model
 
         # Reconciliation: accepted = counted + pending.
-        q = await queue(s.shuffler)
-        p = await privacy(s.analyzer)
+        q = await queue_status(s.shuffler, "sum")
+        p = await privacy(s.analyzer, "sum")
         assert (q.accepted, q.pending, q.batches_formed, q.batches_acknowledged) == (23, 3, 2, 2)
         assert (p.reports_counted, p.batches, p.model_version) == (20, 2, 2)
         assert q.accepted == p.reports_counted + q.pending and q.last_error is None
@@ -279,13 +245,9 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
         hpke = HpkeConfig.model_validate((await s.analyzer.get("/v1/hpke-config")).json())
         body = {"reports": [r.model_dump() for r in report_maker(hpke)(SHUF, 5)]}
         assert (await s.shuffler.post("/v1/tasks/shuf/reports", json=body)).status_code == 202
-        await eventually(lambda: _counted(s.analyzer, "shuf", 5))
+        await eventually(lambda: counted(s.analyzer, "shuf", 5))
         assert [p for p, _ in s.recorder.posts()][-1] == "/v1/tasks/shuf/batches"
         assert (await privacy(s.analyzer, "shuf")).ledger.aggregation == "reports"
-
-
-async def _counted(client: httpx.AsyncClient, task: str, n: int) -> bool:
-    return (await privacy(client, task)).reports_counted >= n
 
 
 async def test_analyzer_refuses_bad_batch_sums_without_a_state_change(tmp_path: Path) -> None:
@@ -302,7 +264,7 @@ async def test_analyzer_refuses_bad_batch_sums_without_a_state_change(tmp_path: 
         good = honest_sum(config, reports[:10])
 
         async def unchanged() -> None:
-            p = await privacy(client)
+            p = await privacy(client, "sum")
             assert (p.reports_counted, p.batches, p.model_version) == (0, 0, 0)
 
         # Authentication first.
@@ -380,7 +342,7 @@ async def test_analyzer_refuses_bad_batch_sums_without_a_state_change(tmp_path: 
             r = await client.post(url, json=body, headers=auth())
             ack = BatchAck.model_validate_json(r.content)
             assert (ack.replayed, ack.counted, ack.model_version) == (True, 0, 1)
-        p = await privacy(client)
+        p = await privacy(client, "sum")
         assert (p.reports_counted, p.batches, p.model_version) == (10, 1, 1)
         assert_same_state(analyzer_state(app), reference_state(SUM, [rows[:10]]))
 
@@ -421,7 +383,7 @@ async def test_shuffler_intake_validation_stores_nothing(tmp_path: Path) -> None
         error(await s.shuffler.post("/v1/tasks/sum/reports", json=body),
               409, "aggregation_mismatch")
 
-        q = await queue(s.shuffler)
+        q = await queue_status(s.shuffler, "sum")
         assert (q.accepted, q.pending, q.batches_formed) == (0, 0, 0)
         # The good reports of a refused upload were not stored: they are still new.
         assert await upload(s.shuffler, [good, other]) == ReportsAccepted(accepted=2,
@@ -446,12 +408,12 @@ async def test_intake_waits_for_the_analyzer_key(tmp_path: Path) -> None:
             error(r, 503, "not_ready")
             assert r.headers["retry-after"] == "1"
             assert (await client.get("/healthz")).json()["secure_sum_ready"] is False
-            assert (await queue(client)).accepted == 0
+            assert (await queue_status(client, "sum")).accepted == 0
             rec.block_gets = False
-            await eventually(lambda: _ready(client))
+            await eventually(lambda: secure_sum_ready(client))
             assert (await upload(client, reports)).accepted == 10
             await eventually(lambda: acked(client, 1))
-            assert (await privacy(a_client)).reports_counted == 10
+            assert (await privacy(a_client, "sum")).reports_counted == 10
 
 
 async def _attempts(rec: Recorder, n: int) -> bool:
@@ -474,14 +436,14 @@ async def test_a_poisoned_batch_is_refused_and_does_not_block_the_others(
                               ct=encode_ciphertexts(evil, s.config.key_bits))
         await upload(s.shuffler, [*honest, bad])
         await eventually(lambda: _failing(s.shuffler))
-        q = await queue(s.shuffler)
+        q = await queue_status(s.shuffler, "sum")
         assert q.last_error is not None and "slot_out_of_range" in q.last_error
-        assert (await privacy(s.analyzer)).reports_counted == 0
+        assert (await privacy(s.analyzer, "sum")).reports_counted == 0
         rows, good = make(SUM, 10)
         await upload(s.shuffler, good)
-        await eventually(lambda: _counted(s.analyzer, "sum", 10))
-        q = await queue(s.shuffler)
-        p = await privacy(s.analyzer)
+        await eventually(lambda: counted(s.analyzer, "sum", 10))
+        q = await queue_status(s.shuffler, "sum")
+        p = await privacy(s.analyzer, "sum")
         assert (q.accepted, q.pending, q.batches_formed, q.batches_in_flight) == (20, 0, 2, 1)
         assert (p.reports_counted, p.batches) == (10, 1)
         assert q.accepted == p.reports_counted + q.pending + q.batches_in_flight * SUM.batch_size
@@ -510,7 +472,7 @@ async def test_restarts_keep_keys_state_and_count_once(tmp_path: Path) -> None:
         await eventually(lambda: _has_sum(store, batch_id))
         assert store.batch_members(batch_id) == 0
         await eventually(lambda: _failing(s.shuffler))
-        assert (await privacy(s.analyzer)).reports_counted == 10
+        assert (await privacy(s.analyzer, "sum")).reports_counted == 10
 
     # Both restart on the same data directories; the first delivery's ack is lost.
     rec = Recorder()
@@ -522,8 +484,8 @@ async def test_restarts_keep_keys_state_and_count_once(tmp_path: Path) -> None:
         posts = [body for path, body in rec.posts() if path == "/v1/tasks/sum/batch-sums"]
         assert [b["batch_id"] for b in posts] == [batch_id, batch_id]  # lost ack → re-sent
         assert posts[0] == posts[1]  # the stored sum, unchanged
-        q = await queue(s.shuffler)
-        p = await privacy(s.analyzer)
+        q = await queue_status(s.shuffler, "sum")
+        p = await privacy(s.analyzer, "sum")
         assert (q.accepted, q.pending, q.batches_acknowledged) == (20, 0, 2)
         assert (p.reports_counted, p.batches, p.model_version) == (20, 2, 2)
         batches = [rows1[:10], np.concatenate([rows1[10:], rows2])]
@@ -536,7 +498,7 @@ async def _has_sum(store: Any, batch_id: str) -> bool:
 
 
 async def _failing(client: httpx.AsyncClient) -> bool:
-    return (await queue(client)).last_error is not None
+    return (await queue_status(client, "sum")).last_error is not None
 
 
 async def test_production_keys_are_2048_bits_and_small_keys_are_refused(tmp_path: Path) -> None:

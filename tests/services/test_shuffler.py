@@ -7,10 +7,8 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,59 +20,33 @@ from fastapi.responses import JSONResponse
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
 from shared.crypto import KeyStore
+from shared.launcher import free_ports
 from shared.protocol import (
     MAX_REPORTS_PER_UPLOAD,
     BatchUpload,
     EncryptedReport,
-    ErrorBody,
     HpkeConfig,
     PrivacyReport,
     ReportsAccepted,
     ShufflerStatus,
-    TaskQueueStatus,
 )
 from shared.settings import Settings
 from tests.services.conftest import (
     TOKEN,
+    error,
+    eventually,
     ldp_task,
     make_settings,
+    queue_status,
     report_maker,
     running,
     shuffle_task,
+    upload,
 )
 
 SHUF = shuffle_task()  # l = 5
 BIG = shuffle_task("big", l=20)
 LOC = ldp_task()  # l = 1
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.01)
-
-
-async def task_status(client: httpx.AsyncClient, task: str = "shuf") -> TaskQueueStatus:
-    r = await client.get("/v1/status")
-    assert r.status_code == 200
-    status = ShufflerStatus.model_validate_json(r.content)
-    return next(t for t in status.tasks if t.task == task)
-
-
-async def upload(
-    client: httpx.AsyncClient, reports: list[EncryptedReport], task: str = "shuf"
-) -> ReportsAccepted:
-    body = {"reports": [r.model_dump() for r in reports]}
-    r = await client.post(f"/v1/tasks/{task}/reports", json=body)
-    assert r.status_code == 202, r.text
-    return ReportsAccepted.model_validate_json(r.content)
-
-
-def error(r: httpx.Response, status: int, code: str) -> ErrorBody:
-    assert r.status_code == status, r.text
-    body = ErrorBody.model_validate_json(r.content)
-    assert body.code == code and body.message
-    return body
 
 
 @dataclass
@@ -130,6 +102,11 @@ class FlakyTransport(httpx.AsyncBaseTransport):
         return response
 
 
+def shuffler_app(settings: Settings, fake: FakeAnalyzer) -> FastAPI:
+    """A shuffler delivering to the fake analyzer."""
+    return create_shuffler(settings, analyzer_transport=httpx.ASGITransport(fake.app()))
+
+
 def shuffler_settings(tmp_path: Path, **kw: object) -> Settings:
     return make_settings(tmp_path / "data", tasks=[SHUF, BIG, LOC], **kw)
 
@@ -145,9 +122,7 @@ def keys(tmp_path: Path) -> KeyStore:
 
 async def test_health_status_and_unknown_task(tmp_path: Path, keys: KeyStore) -> None:
     fake = FakeAnalyzer()
-    app = create_shuffler(
-        shuffler_settings(tmp_path), analyzer_transport=httpx.ASGITransport(fake.app())
-    )
+    app = shuffler_app(shuffler_settings(tmp_path), fake)
     async with running(app) as client:
         r = await client.get("/healthz")
         assert r.status_code == 200 and r.json()["status"] == "ok"
@@ -167,7 +142,7 @@ async def test_upload_errors_store_nothing(tmp_path: Path, keys: KeyStore) -> No
     fake = FakeAnalyzer()
     cfg = shuffle_task("sum", aggregation="secure-sum")
     settings = make_settings(tmp_path / "data", tasks=[SHUF, LOC, cfg])
-    app = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(fake.app()))
+    app = shuffler_app(settings, fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         rep = make(SHUF, 1)[0].model_dump()
@@ -207,7 +182,7 @@ async def test_upload_errors_store_nothing(tmp_path: Path, keys: KeyStore) -> No
         r = await client.post("/v1/tasks/sum/reports", json={"reports": [rep]})
         error(r, 409, "aggregation_mismatch")
         for task in ("shuf", "sum"):
-            s = await task_status(client, task)
+            s = await queue_status(client, task)
             assert (s.pending, s.accepted, s.batches_formed) == (0, 0, 0)
         # The good report alone is still new.
         assert (await upload(client, [EncryptedReport.model_validate(rep)])).accepted == 1
@@ -215,43 +190,37 @@ async def test_upload_errors_store_nothing(tmp_path: Path, keys: KeyStore) -> No
 
 async def test_identical_ciphertexts_are_dropped(tmp_path: Path, keys: KeyStore) -> None:
     fake = FakeAnalyzer()
-    app = create_shuffler(
-        shuffler_settings(tmp_path), analyzer_transport=httpx.ASGITransport(fake.app())
-    )
+    app = shuffler_app(shuffler_settings(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         a, b, c = make(SHUF, 3)
         assert await upload(client, [a, b, a]) == ReportsAccepted(accepted=2, duplicates=1)
         assert await upload(client, [b, c]) == ReportsAccepted(accepted=1, duplicates=1)
-        s = await task_status(client)
+        s = await queue_status(client, "shuf")
         assert (s.accepted, s.pending) == (3, 3)
     # Still recognised after a restart, also once the reports have been batched and deleted.
-    async with running(create_shuffler(
-        shuffler_settings(tmp_path), analyzer_transport=httpx.ASGITransport(fake.app())
-    )) as client:
+    async with running(shuffler_app(shuffler_settings(tmp_path), fake)) as client:
         assert await upload(client, [a]) == ReportsAccepted(accepted=0, duplicates=1)
         await upload(client, make(SHUF, 2))
         await eventually(lambda: _acked(client, "shuf", 1))
         assert await upload(client, [c]) == ReportsAccepted(accepted=0, duplicates=1)
-        assert (await task_status(client)).pending == 0
+        assert (await queue_status(client, "shuf")).pending == 0
 
 
 async def _acked(client: httpx.AsyncClient, task: str, n: int) -> bool:
-    return (await task_status(client, task)).batches_acknowledged >= n
+    return (await queue_status(client, task)).batches_acknowledged >= n
 
 
 async def test_batches_are_exactly_l_in_random_order(tmp_path: Path, keys: KeyStore) -> None:
     fake = FakeAnalyzer()
-    app = create_shuffler(
-        shuffler_settings(tmp_path), analyzer_transport=httpx.ASGITransport(fake.app())
-    )
+    app = shuffler_app(shuffler_settings(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         arrivals = make(BIG, 47)
         for rep in arrivals:  # one upload each: arrival order is the list order
             await upload(client, [rep], task="big")
         await eventually(lambda: _acked(client, "big", 2))
-        s = await task_status(client, "big")
+        s = await queue_status(client, "big")
         assert (s.batches_formed, s.batches_acknowledged, s.pending, s.accepted) == (2, 2, 7, 47)
         assert s.batches_in_flight == 0 and s.last_error is None
         batches = fake.batches("big")
@@ -276,17 +245,13 @@ async def test_never_a_batch_below_l(tmp_path: Path, keys: KeyStore) -> None:
     fake = FakeAnalyzer()
     settings = shuffler_settings(tmp_path)
     make = report_maker(keys.hpke_config())
-    async with running(create_shuffler(
-        settings, analyzer_transport=httpx.ASGITransport(fake.app())
-    )) as client:
+    async with running(shuffler_app(settings, fake)) as client:
         await upload(client, make(SHUF, 4))
         await asyncio.sleep(0.1)
-        s = await task_status(client)
+        s = await queue_status(client, "shuf")
         assert (s.pending, s.batches_formed) == (4, 0) and fake.deliveries == []
-    async with running(create_shuffler(
-        settings, analyzer_transport=httpx.ASGITransport(fake.app())
-    )) as client:
-        assert (await task_status(client)).pending == 4  # durable across a restart
+    async with running(shuffler_app(settings, fake)) as client:
+        assert (await queue_status(client, "shuf")).pending == 4  # durable across a restart
         await upload(client, make(SHUF, 1))
         await eventually(lambda: _acked(client, "shuf", 1))
         assert len(fake.batches("shuf")) == 1 and len(fake.batches("shuf")[0].reports) == 5
@@ -294,15 +259,13 @@ async def test_never_a_batch_below_l(tmp_path: Path, keys: KeyStore) -> None:
 
 async def test_pass_through_task_forwards_batches_of_one(tmp_path: Path, keys: KeyStore) -> None:
     fake = FakeAnalyzer()
-    app = create_shuffler(
-        shuffler_settings(tmp_path), analyzer_transport=httpx.ASGITransport(fake.app())
-    )
+    app = shuffler_app(shuffler_settings(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         await upload(client, make(LOC, 3), task="loc")
         await eventually(lambda: _acked(client, "loc", 3))
         assert [len(b.reports) for b in fake.batches("loc")] == [1, 1, 1]
-        assert (await task_status(client, "loc")).pending == 0
+        assert (await queue_status(client, "loc")).pending == 0
 
 
 async def test_end_to_end_with_the_real_analyzer(tmp_path: Path) -> None:
@@ -318,7 +281,7 @@ async def test_end_to_end_with_the_real_analyzer(tmp_path: Path) -> None:
             results = await asyncio.gather(*(upload(s_client, [r]) for r in reports))
             assert sum(r.accepted for r in results) == 23
             await eventually(lambda: _acked(s_client, "shuf", 4))
-            s = await task_status(s_client)
+            s = await queue_status(s_client, "shuf")
             assert (s.accepted, s.batches_formed, s.batches_acknowledged, s.pending) == (
                 23, 4, 4, 3)
             p = PrivacyReport.model_validate_json(
@@ -342,9 +305,9 @@ async def test_retries_until_acknowledged_and_lost_acks_count_once(tmp_path: Pat
         async with running(create_shuffler(settings, analyzer_transport=flaky)) as s_client:
             await upload(s_client, make(SHUF, 5))
             await eventually(lambda: _has_error(s_client))
-            assert "ConnectError" in ((await task_status(s_client)).last_error or "")
+            assert "ConnectError" in ((await queue_status(s_client, "shuf")).last_error or "")
             await eventually(lambda: _acked(s_client, "shuf", 1))
-            s = await task_status(s_client)
+            s = await queue_status(s_client, "shuf")
             assert s.batches_in_flight == 0 and s.last_error is None
             assert flaky.attempts == 6
         p = PrivacyReport.model_validate_json(
@@ -354,19 +317,17 @@ async def test_retries_until_acknowledged_and_lost_acks_count_once(tmp_path: Pat
 
 
 async def _has_error(client: httpx.AsyncClient, task: str = "shuf") -> bool:
-    return (await task_status(client, task)).last_error is not None
+    return (await queue_status(client, task)).last_error is not None
 
 
 async def test_rejections_are_surfaced_and_retried(tmp_path: Path, keys: KeyStore) -> None:
     fake = FakeAnalyzer(status=401)
-    app = create_shuffler(
-        shuffler_settings(tmp_path), analyzer_transport=httpx.ASGITransport(fake.app())
-    )
+    app = shuffler_app(shuffler_settings(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         await upload(client, make(SHUF, 5))
         await eventually(lambda: _deliveries(fake, 3))
-        s = await task_status(client)
+        s = await queue_status(client, "shuf")
         assert "HTTP 401" in (s.last_error or "") and s.batches_in_flight == 1
         ids = {raw["batch_id"] for _, _, raw in fake.deliveries}
         assert len(ids) == 1  # the same batch each time
@@ -374,7 +335,7 @@ async def test_rejections_are_surfaced_and_retried(tmp_path: Path, keys: KeyStor
         await eventually(lambda: _error_has(client, "HTTP 422"))
         fake.status = 200
         await eventually(lambda: _acked(client, "shuf", 1))
-        assert (await task_status(client)).last_error is None
+        assert (await queue_status(client, "shuf")).last_error is None
         orders = {tuple(r["ct"] for r in raw["reports"]) for _, _, raw in fake.deliveries}
         assert len(orders) == 1  # and in the same order
 
@@ -384,7 +345,7 @@ async def _deliveries(fake: FakeAnalyzer, n: int) -> bool:
 
 
 async def _error_has(client: httpx.AsyncClient, text: str) -> bool:
-    return text in ((await task_status(client)).last_error or "")
+    return text in ((await queue_status(client, "shuf")).last_error or "")
 
 
 async def test_unacknowledged_batches_resent_after_restart(tmp_path: Path, keys: KeyStore) -> None:
@@ -396,15 +357,13 @@ async def test_unacknowledged_batches_resent_after_restart(tmp_path: Path, keys:
     async with running(app) as client:
         await upload(client, make(SHUF, 12))
         await eventually(lambda: _has_error(client))
-        s = await task_status(client)
+        s = await queue_status(client, "shuf")
         assert (s.batches_formed, s.batches_in_flight, s.pending) == (2, 2, 2)
         store = app.state.runtime.store
         first = store.next_unacked("shuf")
         assert first is not None
     fake = FakeAnalyzer()
-    async with running(create_shuffler(
-        settings, analyzer_transport=httpx.ASGITransport(fake.app())
-    )) as client:
+    async with running(shuffler_app(settings, fake)) as client:
         await eventually(lambda: _acked(client, "shuf", 2))
         got = fake.batches("shuf")
         assert len(got) == 2
@@ -412,7 +371,7 @@ async def test_unacknowledged_batches_resent_after_restart(tmp_path: Path, keys:
         # what matters is that the stored batch is re-sent unchanged (same id, same order).
         (resent,) = [b for b in got if b.batch_id == first.batch_id]
         assert resent.reports == first.reports
-        s = await task_status(client)
+        s = await queue_status(client, "shuf")
         assert (s.accepted, s.batches_formed, s.batches_acknowledged, s.pending) == (12, 2, 2, 2)
 
 
@@ -427,12 +386,6 @@ def test_shuffler_holds_no_decryption_capability() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Crashes of either service (real processes, SIGKILL)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Service:
@@ -472,7 +425,7 @@ ROOT = Path(__file__).parents[2]
 async def test_exactly_once_across_crashes_of_both_services(tmp_path: Path) -> None:
     """Every report the shuffler accepted is counted by the analyzer exactly once, although both
     processes are killed (SIGKILL) while uploads and deliveries are in progress."""
-    a_port, s_port = _free_port(), _free_port()
+    a_port, s_port = free_ports(2)
     config = tmp_path / "privbandit.toml"
     config.write_text(
         f'data_dir = "{tmp_path / "data"}"\nshuffler_token = "{TOKEN}"\nlog_level = "warning"\n'

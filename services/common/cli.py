@@ -1,0 +1,56 @@
+"""What ``python -m services.<name>`` does the same way for every service: its command line (bind
+address and access log) and its logging set-up."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+import uvicorn
+
+from shared.settings import Settings
+
+
+def service_args(
+    name: str, description: str | None, settings: Settings, argv: list[str] | None = None
+) -> argparse.Namespace:
+    """``--host``, ``--port`` (default: the service's address in the settings) and
+    ``--access-log`` (default: on only at log level debug: one line per request costs more than
+    handling a small request under load).
+
+    ``--host`` is only the bind address (``0.0.0.0`` in a container); the peers' addresses come
+    from the settings (config file and ``PRIVBANDIT_*`` environment variables)."""
+    address = getattr(settings, name)
+    parser = argparse.ArgumentParser(prog=f"python -m services.{name}", description=description)
+    parser.add_argument("--host", default=address.host,
+                        help=f"bind address (default: {address.host}, from the settings)")
+    parser.add_argument("--port", type=int, default=address.port,
+                        help=f"port (default: {address.port}, from the settings)")
+    parser.add_argument("--access-log", action="store_true",
+                        help="log every request (default: only at log level debug)")
+    args = parser.parse_args(argv)
+    args.access_log = args.access_log or settings.log_level.lower() == "debug"
+    return args
+
+
+def setup_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    # httpx logs every request at INFO: one line per upload, poll or batch delivery is noise,
+    # and costs time.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def serve(app: Any, args: argparse.Namespace, settings: Settings, graceful_timeout: float) -> None:
+    """Run ``app`` with uvicorn at the parsed address until SIGINT/SIGTERM; open responses get
+    ``graceful_timeout`` seconds to finish."""
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=settings.log_level.lower(),
+        access_log=args.access_log,
+        timeout_graceful_shutdown=graceful_timeout,
+    )
