@@ -136,7 +136,7 @@ async def feedback(task: str, body: FeedbackRequest, device: DeviceDep) -> Feedb
             if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
                 wire = key.encrypt(counts)
             else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
-                wire = await asyncio.to_thread(key.encrypt, counts)
+                wire = await asyncio.to_thread(key.encrypt_in_thread, counts)
             report_json, transport, key_id = wire.model_dump_json(), SECURE_SUM, wire.key_id
         else:
             assert hpke is not None and public_key is not None

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import gmpy2
 import httpx
 import numpy as np
 
@@ -105,6 +106,13 @@ class TaskKey:
         cts = self.encryptor.encrypt_counts(counts, self.layout.batch_size, self.layout.m)
         return EncryptedCounts(key_id=self.config.key_id,
                                ct=encode_ciphertexts(cts, self.config.key_bits))
+
+    def encrypt_in_thread(self, counts: np.ndarray) -> EncryptedCounts:
+        """``encrypt`` for a worker thread when the pool is empty: gmpy2 releases the GIL
+        during the r^n mod n² exponentiation (thread-local context), so the event loop keeps
+        serving requests meanwhile."""
+        with gmpy2.context(allow_release_gil=True):
+            return self.encrypt(counts)
 
 
 class SecureSumKeys:

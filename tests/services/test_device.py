@@ -35,6 +35,7 @@ from shared.protocol import EncryptedReport, ReportUpload
 from shared.secure_sum import (
     EncryptedCounts,
     PaillierConfig,
+    PaillierEncryptor,
     PaillierKeyStore,
     SecureSumUpload,
     decode_ciphertexts,
@@ -860,3 +861,22 @@ def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
     for task_info, config, min_bits in bad:
         with pytest.raises(ConfigMismatch):
             check_config(SUM, task_info, config, min_bits)
+
+
+async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop() -> None:
+    """With the pool empty, a report is still encrypted correctly (r^n computed on the spot, in
+    a worker thread that releases the GIL) and counted as a fallback."""
+    from services.device.secure_sum import TaskKey
+    from shared.secure_sum import PoolRefiller, generate_keypair, layout, paillier_config
+
+    public, private = generate_keypair(512, allow_small=True)
+    config = paillier_config(public, layout(9, 10, 1, 512))
+    assert config.layout is not None
+    enc = PaillierEncryptor.from_config(config)
+    key = TaskKey(config, config.layout, enc, PoolRefiller(enc, 1))  # refiller never started
+    assert not key.encrypt_inline_ok()
+    counts = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1])
+    report = await asyncio.to_thread(key.encrypt_in_thread, counts)
+    assert enc.fallbacks == 1
+    (plain,) = decrypt_sum(private, decode_ciphertexts(report.ct, int(public.n), 1))
+    np.testing.assert_array_equal(unpack([plain], 9, 10, 1, 512, n_reports=1), counts)
