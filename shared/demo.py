@@ -46,8 +46,10 @@ import numpy as np
 
 from shared.environments import make_environment
 from shared.launcher import SERVICES, Cluster, LaunchError, free_ports, healthy
+from shared.policies import make_config
 from shared.protocol import TaskInfo
 from shared.settings import DEFAULT_CONFIG, Settings, TaskConfig
+from shared.simulator import same_users_regret, user_streams
 
 THREAT_MODELS = ("ldp", "shuffle", "central")
 # Users per default run: enough to watch the model learn, small enough for a minute or two.
@@ -256,8 +258,7 @@ class Driver:
     def __post_init__(self) -> None:
         if self.users < 1 or self.concurrency < 1:
             raise ValueError("users and concurrency must be >= 1")
-        env_rng, self._reward_rng = (np.random.default_rng(s)
-                                     for s in np.random.SeedSequence(self.seed).spawn(2))
+        env_rng, self._reward_rng = user_streams(self.seed)
         self.env = make_environment("linear", self.task.d, self.task.K, env_rng)
         # Features are drawn with ||x|| <= 1; a task with a smaller bound L gets them scaled.
         self._scale = min(1.0, float(self.task.policy.get("L", 1.0)))
@@ -533,6 +534,7 @@ async def run_demo_against(
                       f"acknowledged (l = {task.batch_size})...[/dim]")
     after = await wait_quiescent(urls, task.id, task.batch_size, opts.settle_timeout)
     rec = reconcile(result.feedbacks_sent, before, after)
+    reference = simulator_reference(task, opts, result.final_regret)
     return {
         "threat_model": task.threat_model,
         "task": task.id,
@@ -551,9 +553,30 @@ async def run_demo_against(
         "users_per_second": result.users_per_second,
         "wall_seconds": result.wall_seconds,
         "reconciliation": rec,
+        "simulator_reference": reference,
         "model_version": after.model_version,
         "request_retries": result.errors,
         "services": urls,
+    }
+
+
+def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
+                        reps: int = 20) -> dict[str, Any]:
+    """The in-process simulator on the very same users (θ*, contexts, reward draws), ``reps``
+    times over device/analyzer randomness: where a services run of this task should land."""
+    params = {k: v for k, v in task.policy.items() if k != "algo"}
+    config = make_config(task.policy["algo"], **params)
+    finals = same_users_regret(config, "linear", task.K, opts.users, opts.seed, reps)
+    sd = float(finals.std(ddof=1))
+    return {
+        "runs": reps,
+        "mean": float(finals.mean()),
+        "sd": sd,
+        "min": float(finals.min()),
+        "max": float(finals.max()),
+        "demo_z": (regret - float(finals.mean())) / sd if sd > 0 else 0.0,
+        "what": "privbandit's in-process simulator on the same users (same θ*, contexts and "
+                "reward draws), varying only device and analyzer randomness",
     }
 
 
@@ -602,6 +625,15 @@ class _Progress:
                          version=driver.model_version)
 
 
+def _reference_line(ref: dict[str, Any] | None) -> list[str]:
+    if not ref:
+        return []
+    return [
+        f"  simulator         {ref['mean']:.1f} ± {ref['sd']:.1f} (mean ± sd of {ref['runs']} "
+        f"in-process runs on the same users; this run is {ref['demo_z']:+.1f} sd)"
+    ]
+
+
 def print_result(out: dict[str, Any], console: Any) -> None:
     from rich.markup import escape
 
@@ -619,6 +651,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         f"{out['users']} users, concurrency {out['concurrency']}, seed {out['seed']}",
         f"  regret            {out['final_regret']:.1f}   (uniformly random policy: "
         f"{out['random_regret']:.1f})",
+        *_reference_line(out.get("simulator_reference")),
         f"  throughput        {out['users_per_second']:.0f} users/s "
         f"({out['wall_seconds']:.1f} s)",
     ]

@@ -210,3 +210,8 @@ class DeviceStatus(Message):
     feedbacks: int
     outbox_pending: int
     uploaded: int
+    dropped: int = Field(
+        0, ge=0,
+        description="secure-sum reports dropped because they were encrypted under a Paillier key "
+                    "the analyzer no longer has (they could never be counted)",
+    )

@@ -152,3 +152,29 @@ def summarize(results: list[RunResult]) -> dict[str, Any]:
         "reports_ingested_mean": float(np.mean([r.reports_ingested for r in results])),
         "run_wall_seconds": [r.wall_seconds for r in results],
     }
+
+
+def user_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    """(environment, reward) generators of the user sequence that ``privbandit demo --seed``
+    drives through the services; ``same_users_regret`` replays exactly these users in memory."""
+    env_ss, reward_ss = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(env_ss), np.random.default_rng(reward_ss)
+
+
+def same_users_regret(
+    config: PolicyConfig, env_name: str, K: int, T: int, seed: int, reps: int = 20
+) -> np.ndarray:
+    """Final regret of ``reps`` in-memory runs on the demo's users for ``seed`` (same θ*, same
+    contexts, same reward draws), varying only the device and analyzer randomness: the spread
+    a services run of the same task should fall in."""
+    finals = np.empty(reps)
+    for rep in range(reps):
+        env_rng, reward_rng = user_streams(seed)
+        env = make_environment(env_name, config.d, K, env_rng)
+        device_rng, policy_rng = (
+            np.random.default_rng(s) for s in np.random.SeedSequence([seed, rep, 0x5EED]).spawn(2)
+        )
+        policy = build_policy(config, policy_rng)
+        result = run_once(policy, env, T, reward_rng, device_rng, checkpoints_for(T, 1))
+        finals[rep] = result.regret[-1]
+    return finals

@@ -10,7 +10,6 @@ import numpy as np
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import Field
 
 from services.common.web import ApiError, error_response
 from services.device.app import DeviceDep
@@ -74,16 +73,6 @@ async def decide(task: str, body: DecideRequest, device: DeviceDep) -> DecideRes
     device.metrics.decisions.labels(task).inc()
     device.metrics.decide_seconds.observe(time.perf_counter() - started)
     return DecideResponse(decision_id=decision_id, action=action, model_version=model.version)
-
-
-class DeviceStatusReport(DeviceStatus):
-    """``DeviceStatus`` (spec §4) plus what the device had to give up on."""
-
-    dropped: int = Field(
-        0, ge=0,
-        description="secure-sum reports dropped because they were encrypted under a Paillier key "
-                    "the analyzer no longer has (they could never be counted)",
-    )
 
 
 def _decision_error(exc: Exception, task: str, decision_id: str) -> ApiError:
@@ -156,10 +145,10 @@ async def feedback(task: str, body: FeedbackRequest, device: DeviceDep) -> Feedb
     return FeedbackResponse(queued=True, outbox_pending=device.store.counters.outbox_pending)
 
 
-@router.get("/v1/status", response_model=DeviceStatusReport)
-async def status(device: DeviceDep) -> DeviceStatusReport:
+@router.get("/v1/status", response_model=DeviceStatus)
+async def status(device: DeviceDep) -> DeviceStatus:
     c = device.store.counters
-    return DeviceStatusReport(
+    return DeviceStatus(
         tasks=device.cache.versions(),
         feedbacks=c.feedbacks,
         outbox_pending=c.outbox_pending,

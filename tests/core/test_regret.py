@@ -82,3 +82,15 @@ def test_simulation_is_reproducible() -> None:
     c = summarize(simulate(cfg, "linear", 5, 3000, 2, seed=5)[0])
     assert a["regret_curve"] == b["regret_curve"]
     assert a["regret_curve"] != c["regret_curve"]
+
+
+def test_same_users_replay_varies_only_private_randomness() -> None:
+    """The demo's reference replays fixed users: a non-private policy is then deterministic,
+    while a private one varies with the device randomness."""
+    from shared.simulator import same_users_regret
+
+    exact = same_users_regret(make_config("linucb", d=3), "linear", 5, 2000, seed=3, reps=3)
+    assert np.ptp(exact) == 0
+    noisy = same_users_regret(make_config("sblb", d=3, eps0=4.0, batch_size=100), "linear", 5,
+                              2000, seed=3, reps=3)
+    assert np.ptp(noisy) > 0
