@@ -46,6 +46,7 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import binom
 
+from shared.accounting.binomial import truncated_binomial
 from shared.accounting.search import smallest_satisfying
 
 # Largest batch size the inverse search `shuffle_min_batch` will consider.
@@ -82,26 +83,10 @@ def _conditional_divergence(eps: float, eps0: float, c: np.ndarray) -> np.ndarra
 def _clone_support(eps0: float, n: int, tail_mass: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Truncated support of C ~ Bin(n-1, e^{-ε0}): (values, pmf, mass left out).
 
-    The window is mean ± t with t from Bernstein's inequality,
-    Pr[|C - μ| ≥ t] ≤ 2 exp(-t² / (2 (var + t/3))), solved for a tail of ``tail_mass``.
-    (``scipy.stats.binom.isf`` returns n for tails this small in scipy 1.17, so it is not used.)
-    The mass actually left out is then computed from the binomial cdf/sf and returned, so the
-    caller can add it to δ whatever the window.
+    Window and accounting of the left-out mass: ``shared.accounting.binomial``.
     """
-    trials = n - 1
-    q = math.exp(-eps0)
-    mean = trials * q
-    var = trials * q * (1.0 - q)
-    log_inv = math.log(2.0 / tail_mass)
-    t = log_inv / 3.0 + math.sqrt(log_inv**2 / 9.0 + 2.0 * var * log_inv)
-    lo = max(0, math.floor(mean - t))
-    hi = min(trials, math.ceil(mean + t))
-    c = np.arange(lo, hi + 1, dtype=float)
-    pmf = binom.pmf(c, trials, q)
-    left_out = (float(binom.cdf(lo - 1, trials, q)) if lo > 0 else 0.0) + (
-        float(binom.sf(hi, trials, q)) if hi < trials else 0.0
-    )
-    return c, pmf, left_out
+    lo, pmf, left_out = truncated_binomial(n - 1, math.exp(-eps0), tail_mass)
+    return np.arange(lo, lo + pmf.shape[0], dtype=float), pmf, left_out
 
 
 def _check(eps0: float, n: int) -> None:

@@ -61,8 +61,8 @@ from typing import Literal
 import numpy as np
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from scipy.stats import binom
 
+from shared.accounting.binomial import truncated_binomial
 from shared.accounting.garcelon import randomizer_probability, theorem5_epsilon
 from shared.accounting.ledger import PrivacyLedger
 from shared.accounting.search import smallest_satisfying
@@ -102,19 +102,7 @@ def _flip_probability(eps_bit: float) -> float:
 
 def _truncated_binom(trials: int, prob: float) -> tuple[int, np.ndarray, float]:
     """(offset, pmf from offset on, mass cut off) of Bin(trials, prob) in a Bernstein window."""
-    if trials == 0:
-        return 0, np.ones(1), 0.0
-    mean = trials * prob
-    var = trials * prob * (1.0 - prob)
-    log_inv = math.log(2.0 / TAIL_MASS)
-    t = log_inv / 3.0 + math.sqrt(log_inv**2 / 9.0 + 2.0 * var * log_inv)
-    lo = max(0, math.floor(mean - t))
-    hi = min(trials, math.ceil(mean + t))
-    pmf = binom.pmf(np.arange(lo, hi + 1), trials, prob)
-    cut = (float(binom.cdf(lo - 1, trials, prob)) if lo > 0 else 0.0) + (
-        float(binom.sf(hi, trials, prob)) if hi < trials else 0.0
-    )
-    return lo, pmf, cut
+    return truncated_binomial(trials, prob, TAIL_MASS)
 
 
 def _pair(f: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:

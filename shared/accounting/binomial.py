@@ -1,0 +1,33 @@
+"""A binomial distribution truncated to where its mass is, with the mass left out accounted for.
+
+Accountants sum over binomial counts of up to millions of trials; almost all of the mass lies in a
+window of width O(√n) around the mean. The window is mean ± t with t from Bernstein's inequality,
+Pr[|C − μ| ≥ t] ≤ 2 exp(−t² / (2 (var + t/3))), solved for a tail of ``tail_mass``.
+(``scipy.stats.binom.isf`` returns n for tails this small in scipy 1.17, so it is not used.) The
+mass actually left out is computed from the binomial cdf/sf and returned, so a caller can add it
+to δ and stay sound whatever the window.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import binom
+
+
+def truncated_binomial(trials: int, prob: float, tail_mass: float) -> tuple[int, np.ndarray, float]:
+    """(offset, pmf of Bin(trials, prob) on offset…offset+len−1, probability mass left out)."""
+    if trials == 0:
+        return 0, np.ones(1), 0.0
+    mean = trials * prob
+    var = trials * prob * (1.0 - prob)
+    log_inv = math.log(2.0 / tail_mass)
+    t = log_inv / 3.0 + math.sqrt(log_inv**2 / 9.0 + 2.0 * var * log_inv)
+    lo = max(0, math.floor(mean - t))
+    hi = min(trials, math.ceil(mean + t))
+    pmf = binom.pmf(np.arange(lo, hi + 1), trials, prob)
+    left_out = (float(binom.cdf(lo - 1, trials, prob)) if lo > 0 else 0.0) + (
+        float(binom.sf(hi, trials, prob)) if hi < trials else 0.0
+    )
+    return lo, pmf, left_out
