@@ -132,6 +132,23 @@ class NoisyStatisticsPolicy(Policy):
     @abstractmethod
     def paper_regularizer(self, t: int) -> float: ...
 
+    def noise_bound(self, t: int) -> float:
+        """Υ_t: our high-probability bound on ‖H_t‖ (1/3 of δ, uniform over update times)."""
+        cfg = self.config
+        dt = time_uniform(cfg.failure_prob / 3, t)
+        return matrix_noise_bound(t * self.randomizer.matrix_proxy(), cfg.d, dt)
+
+    def regularizer(self, t: int) -> float:
+        """The paper's regularizer, raised to Υ_t + λ where it falls below our noise bound.
+
+        The papers size c_t so that H_t + c_t I ⪰ (c_t − ‖H_t‖) I stays positive definite, but
+        their bounds on ‖H_t‖ hold for one fixed direction (Garcelon Eq. 13) or hide constants
+        (Zheng Alg. 5); for large d·m at the first few reports they are smaller than the operator
+        norm. Raising c_t keeps ρ_min = c_t − Υ_t ≥ λ > 0 so the width stays finite and valid;
+        where the paper's value is larger (the usual case, tested) it is used unchanged.
+        """
+        return max(self.paper_regularizer(t), self.noise_bound(t) + self.config.lam)
+
     def paper_beta(self, t: int, c: float) -> float:
         """β at t reports for regularizer c, with our derived noise bounds (see shared.confidence).
 
@@ -140,9 +157,8 @@ class NoisyStatisticsPolicy(Policy):
         """
         cfg = self.config
         third = cfg.failure_prob / 3
-        dt = time_uniform(third, t)
-        ups = matrix_noise_bound(t * self.randomizer.matrix_proxy(), cfg.d, dt)
-        chi = vector_noise_bound(t * self.randomizer.vector_proxy(), cfg.d, dt)
+        ups = self.noise_bound(t)
+        chi = vector_noise_bound(t * self.randomizer.vector_proxy(), cfg.d, time_uniform(third, t))
         return noisy_ridge_beta(
             t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
             rho_min=c - ups, rho_max=c + ups, chi=chi, delta=third,
@@ -157,7 +173,7 @@ class NoisyStatisticsPolicy(Policy):
             solved = ridge_solve(V, self.u, cfg.lam)
             beta = oful_beta(cfg, t, cfg.lam)
         else:
-            c = self.paper_regularizer(t)
+            c = self.regularizer(t)
             solved = ridge_solve(self.G + c * np.eye(cfg.d), self.u, cfg.lam)
             clipped = solved.repaired
             beta = self.paper_beta(t, c)

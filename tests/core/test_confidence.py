@@ -70,3 +70,25 @@ def test_ellipsoid_norms_match_definition() -> None:
     got = ellipsoid_norms(np.linalg.cholesky(V), X)
     want = np.sqrt(np.einsum("nkd,de,nke->nk", X, np.linalg.solve(V, np.eye(4)), X))
     assert np.allclose(got, want)
+
+
+def test_eq8_regularizer_dominates_the_bit_noise_bound_where_it_matters() -> None:
+    """SBLB's paper regularizer c_t = 2L²·2λ_j (Eq. 8) exceeds our high-probability bound Υ_t on
+    ‖H_t‖ once a few reports are in, for every supported d and m; where it does not (d·m large,
+    t tiny) the policy raises c_t to Υ_t + λ, so ρ_min > 0 and β is always finite."""
+    from shared.policies import build_policy, make_config
+
+    raised = 0
+    for d in (2, 5, 10, 20, 40, 64):
+        for eps0 in (0.5, 8.0, 64.0):
+            for m in (1, 4, 16):
+                p = build_policy(make_config("sblb", d=d, eps0=eps0, m=m))
+                for t in (1, 2, 10, 100, 10_000, 10**6, 10**8):
+                    ups = p.noise_bound(t)
+                    if t >= 100:
+                        assert p.paper_regularizer(t) > 1.2 * ups, (d, eps0, m, t)
+                    c = p.regularizer(t)
+                    raised += c > p.paper_regularizer(t)
+                    assert c - ups >= p.config.lam * (1 - 1e-12)
+                    assert math.isfinite(p.paper_beta(t, c))
+    assert raised > 0  # the guard is exercised (d = 64, m = 16, t = 1)
