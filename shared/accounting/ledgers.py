@@ -127,7 +127,9 @@ def central_ledger(alpha: float, rdp_eps: float, delta: float) -> PrivacyLedger:
             f"(α, ε)-RDP of the Gaussian mechanism per adaptive episode (Azize–Basu 2023), "
             f"α={alpha:g}, ε={rdp_eps:g}, noise σ/Δ={sigma_over_delta:.4g}; (ε, δ) from the "
             f"mechanism's full RDP curve by dp-accounting's RdpAccountant (single-order "
-            f"conversion at α: {single:.4g}); trusted analyzer, no local guarantee; {COMPOSITION}"
+            f"conversion at α: {single:.4g}); trusted analyzer, no local guarantee; the guarantee "
+            f"covers each user's reward — contexts are public in Azize–Basu's model and V = λI + "
+            f"Σ x xᵀ is broadcast exactly; {COMPOSITION}"
         ),
         central_epsilon_single_order=single,
     )
