@@ -32,6 +32,8 @@ from shared.policies.config import AdaROFULConfig, LinUCBConfig
 from shared.randomizers.identity import IdentityRandomizer
 
 MAX_WINDOW = 8192
+# first_switch materialises (window, d, d) cumulative matrices: keep them near 32 MB.
+MAX_WINDOW_FLOATS = 1 << 22
 
 
 class ExactPolicy(Policy):
@@ -46,6 +48,7 @@ class ExactPolicy(Policy):
         self.u = np.zeros(d)
         self._logdet_published = logdet_pd(self.V)
         self._window = 64
+        self._max_window = max(16, min(MAX_WINDOW, MAX_WINDOW_FLOATS // (d * d)))
 
     def _make_randomizer(self) -> IdentityRandomizer:
         return IdentityRandomizer(self.config.d, self.config.L)
@@ -80,9 +83,9 @@ class ExactPolicy(Policy):
             self._logdet_published = logdet_pd(self.V)
             self._publish_exact()
             # Adapt the simulator's window to the observed episode length.
-            self._window = int(min(MAX_WINDOW, max(16, 2 * n)))
+            self._window = int(min(self._max_window, max(16, 2 * n)))
         else:
-            self._window = int(min(MAX_WINDOW, 2 * self._window))
+            self._window = int(min(self._max_window, 2 * self._window))
         return n
 
     def oful_radius(self, delta: float) -> float:
