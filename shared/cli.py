@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.policies.config import CONFIGS
+from shared.summary import ledger_lines
 
 # Command-line flag → config field. A flag the chosen policy does not use is reported, not silently
 # dropped, so a user never believes a parameter was applied when it was not.
@@ -173,14 +174,6 @@ class _progress:
             self._bar.stop()
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def _print_summary(out: dict[str, Any]) -> None:
     p = out["privacy"]
     lines = [
@@ -189,17 +182,8 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"   (uniformly random policy: {out['random_regret_mean']:.1f})",
         f"  model updates     {out['model_updates_mean']:.1f}",
         f"  wall time         {out['wall_seconds']:.1f} s",
-        f"  privacy           threat model {p['threat_model']}",
-        f"    LDP (per report)  ε={_fmt(p['ldp_epsilon'])}, δ={_fmt(p['ldp_delta'])}",
-        f"    central           ε={_fmt(p['central_epsilon'])}, δ={_fmt(p['central_delta'])}",
     ]
-    if "central_epsilon_paper" in p:
-        lines.append(f"    central (paper)   ε={_fmt(p['central_epsilon_paper'])}"
-                     "  (Garcelon Thm 5; — where its conditions fail)")
-    if p.get("rdp_alpha") is not None:
-        lines.append(f"    RDP               α={_fmt(p['rdp_alpha'])}, ε={_fmt(p['rdp_epsilon'])}")
-    if p.get("accounting"):
-        lines.append(f"    accounting        {p['accounting']}")
+    lines += ledger_lines(p)
     print("\n".join(lines))
 
 

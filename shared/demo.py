@@ -50,6 +50,7 @@ from shared.policies import make_config
 from shared.protocol import TaskInfo
 from shared.settings import DEFAULT_CONFIG, Settings, TaskConfig
 from shared.simulator import same_users_regret, user_streams
+from shared.summary import ledger_lines
 
 THREAT_MODELS = ("ldp", "shuffle", "central")
 # Users per default run: enough to watch the model learn, small enough for a minute or two.
@@ -640,11 +641,6 @@ def print_result(out: dict[str, Any], console: Any) -> None:
     p = out["privacy"]
     rec = out["reconciliation"]
 
-    def fmt(v: Any) -> str:
-        if v is None:
-            return "—"
-        return f"{v:.4g}" if isinstance(v, float) else str(v)
-
     lines = [
         f"[bold]{out['threat_model']}[/bold] demo: task {out['task']} ({out['algo']}, "
         f"d={out['params']['d']}, K={out['params']['K']}, l={out['params']['batch_size']}), "
@@ -667,19 +663,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
     if out["threat_model"] == "shuffle":
         ledger = (" — sum-only ledger (observer of the released batch sums)" if secure
                   else " — whole-report ledger (observer of the shuffled reports)")
-    lines += [
-        f"  privacy           threat model {p.get('threat_model')}{ledger}",
-        f"    LDP (per report)  ε={fmt(p.get('ldp_epsilon'))}, δ={fmt(p.get('ldp_delta'))}",
-        f"    central           ε={fmt(p.get('central_epsilon'))}, "
-        f"δ={fmt(p.get('central_delta'))}",
-    ]
-    if "central_epsilon_paper" in p:
-        lines.append(f"    central (paper)   ε={fmt(p.get('central_epsilon_paper'))}  (Garcelon "
-                     "Thm 5; — where its conditions fail)")
-    if p.get("rdp_alpha") is not None:
-        lines.append(f"    RDP               α={fmt(p['rdp_alpha'])}, ε={fmt(p['rdp_epsilon'])}")
-    if p.get("accounting"):
-        lines.append(f"    accounting        {escape(str(p['accounting']))}")
+    lines += ledger_lines(p, ledger, escape)
     mark = "[green]✓[/green]" if rec["consistent"] else "[bold red]✗[/bold red]"
     lines += [
         f"  reconciliation    {mark}",
