@@ -14,8 +14,8 @@ WORKDIR /opt/privbandit
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
+COPY privbandit ./privbandit
 RUN pip install . && rm -rf build *.egg-info
-COPY deploy ./deploy
 
 # Run unprivileged; each stateful service gets a named volume under /data (created here so the
 # volumes inherit this ownership).
@@ -26,8 +26,7 @@ USER privbandit
 # Run from a neutral directory so `python -m services.x` imports the installed package.
 WORKDIR /data
 
-ENV PRIVBANDIT_CONFIG=/opt/privbandit/deploy/privbandit.toml \
-    PRIVBANDIT_DATA_DIR=/data
+ENV PRIVBANDIT_DATA_DIR=/data
 
 EXPOSE 8701 8702 8703
 CMD ["python", "-m", "services.device", "--host", "0.0.0.0"]

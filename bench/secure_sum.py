@@ -32,18 +32,17 @@ import gmpy2
 import numpy as np
 from gmpy2 import mpz
 
-from shared.randomizers.binary import BinaryRandomizer, n_coords
-from shared.secure_sum import (
+from shared.core.randomizers.binary import BinaryRandomizer, n_coords
+from shared.crypto.paillier import (
     PaillierEncryptor,
     decode_ciphertexts,
     decrypt_sum,
     encode_ciphertexts,
     generate_keypair,
     homomorphic_sum,
-    layout,
     open_batch_sum,
-    pack,
 )
+from shared.crypto.slots import layout, pack
 
 
 def per_call(fn, repeats: int) -> list[float]:

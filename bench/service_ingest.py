@@ -26,9 +26,10 @@ from fastapi import FastAPI
 
 from services.analyzer.app import create_app as analyzer_app
 from services.shuffler.app import create_app as shuffler_app
-from shared.crypto import KeyStore, open_report, pack_report, seal
-from shared.policies import randomizer_for
-from shared.protocol import BatchUpload, ReportsAccepted, ReportUpload, b64decode
+from shared.core.policies import randomizer_for
+from shared.crypto.hpke import open_report, pack_report, seal
+from shared.crypto.keystore import HpkeKeyStore
+from shared.protocol.messages import BatchUpload, ReportsAccepted, ReportUpload, b64decode
 from shared.settings import Settings, TaskConfig
 
 TOKEN = "bench-shuffler-token-0123456789"
@@ -78,7 +79,7 @@ async def drive(app: FastAPI, uploads: list[dict], concurrency: int) -> float:
 
 
 async def shuffler_bench(n_uploads: int, per_upload: int, tmp: Path) -> list[dict]:
-    keys = KeyStore(tmp / "keys")
+    keys = HpkeKeyStore(tmp / "keys")
     config = task(10**6)  # no batch fills: this measures intake only
     reps = reports(config, keys.public_key_bytes, keys.key_id, n_uploads * per_upload)
     uploads = [
@@ -115,7 +116,7 @@ async def analyzer_bench(batches: int, l: int, tmp: Path) -> dict:
                                          headers={"Authorization": f"Bearer {TOKEN}"})
                 assert resp.status_code == 200 and resp.json()["counted"] == l, resp.text
             real = time.perf_counter() - start
-    private = KeyStore(tmp / "ana" / "analyzer").private_key
+    private = HpkeKeyStore(tmp / "ana" / "analyzer").private_key
     start = time.perf_counter()
     for reps in all_reports:
         for r in reps:

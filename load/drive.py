@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
-from shared.demo import (  # noqa: E402
+from privbandit.demo import (  # noqa: E402
     THREAT_MODELS,
     Driver,
     config_path,
@@ -42,7 +42,7 @@ from shared.demo import (  # noqa: E402
     snapshot,
     wait_quiescent,
 )
-from shared.launcher import SERVICES, local_cluster  # noqa: E402
+from privbandit.launcher import SERVICES, local_cluster  # noqa: E402
 
 MAX_USERS = 1_000_000
 MAX_TIME = 3600.0

@@ -1,6 +1,7 @@
 """Deployment configuration shared by the three services (pydantic-settings).
 
-One TOML file (path in ``PRIVBANDIT_CONFIG``; ``deploy/privbandit.toml`` by default) holds the
+One TOML file (path in ``PRIVBANDIT_CONFIG``; by default ``shared/defaults/privbandit.toml``,
+package data read with ``importlib.resources``, so it is found from any install) holds the
 service addresses, the shuffler's credential and the tasks; environment variables override it
 (prefix ``PRIVBANDIT_``, nested with ``__``, e.g. ``PRIVBANDIT_ANALYZER__PORT=9000``). The same
 file serves ``privbandit up`` and docker compose.
@@ -9,6 +10,7 @@ file serves ``privbandit up`` and docker compose.
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -20,10 +22,11 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from shared.policies.config import AnyPolicyConfig
-from shared.protocol import TASK_ID_PATTERN
+from shared.core.policies.config import AnyPolicyConfig
+from shared.protocol.messages import TASK_ID_PATTERN
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "privbandit.toml"
+# A real file in a source checkout and in an installed wheel alike (setuptools package data).
+DEFAULT_CONFIG = Path(str(resources.files("shared").joinpath("defaults", "privbandit.toml")))
 
 # Which threat model each policy serves (spec §3, §5).
 POLICY_THREAT_MODELS: dict[str, tuple[str, ...]] = {

@@ -13,9 +13,9 @@ from fastapi import FastAPI
 from services.analyzer.routes import router
 from services.analyzer.runtime import AnalyzerRuntime, row_wire_bytes
 from services.common.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
-from shared.crypto import ciphertext_length
-from shared.protocol import MAX_CIPHERTEXT_BYTES
-from shared.secure_sum import DEFAULT_KEY_BITS
+from shared.crypto.hpke import ciphertext_length
+from shared.crypto.paillier import DEFAULT_KEY_BITS
+from shared.protocol.messages import MAX_CIPHERTEXT_BYTES
 from shared.settings import Settings
 
 

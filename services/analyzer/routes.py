@@ -21,7 +21,8 @@ from services.analyzer.runtime import (
     task_info,
 )
 from services.common.web import ApiError
-from shared.protocol import (
+from shared.crypto.paillier import CiphertextError, decode_ciphertexts
+from shared.protocol.messages import (
     BatchAck,
     BatchUpload,
     ErrorBody,
@@ -30,12 +31,7 @@ from shared.protocol import (
     PrivacyReport,
     TaskInfo,
 )
-from shared.secure_sum import (
-    CiphertextError,
-    EncryptedBatchSum,
-    PaillierConfig,
-    decode_ciphertexts,
-)
+from shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
 
 log = logging.getLogger(__name__)
 

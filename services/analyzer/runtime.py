@@ -22,20 +22,15 @@ import numpy as np
 
 from services.analyzer.metrics import AnalyzerMetrics
 from services.analyzer.store import BatchResult, Store
-from shared.accounting.ledger import PrivacyLedger
-from shared.crypto import CryptoError, KeyStore, row_length, unpack_report
-from shared.policies import Policy, build_policy, randomizer_for
-from shared.policies.model import Model
-from shared.protocol import BatchAck, BatchUpload, ModelMessage, TaskInfo
-from shared.secure_sum import (
-    DEFAULT_KEY_BITS,
-    MIN_KEY_BITS,
-    CiphertextError,
-    EncryptedBatchSum,
-    PaillierKeyStore,
-    SlotLayout,
-    SlotRangeError,
-)
+from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.policies import Policy, build_policy, randomizer_for
+from shared.core.policies.model import Model
+from shared.crypto.hpke import CryptoError, row_length, unpack_report
+from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
+from shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS, CiphertextError
+from shared.crypto.slots import SlotLayout, SlotRangeError, layout_for
+from shared.protocol.messages import BatchAck, BatchUpload, ModelMessage, TaskInfo
+from shared.protocol.secure_sum import EncryptedBatchSum
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
@@ -183,7 +178,7 @@ class AnalyzerRuntime:
         self.metrics = AnalyzerMetrics()
         data = Path(settings.data_dir) / "analyzer"
         self.data_dir = data
-        self.keys = KeyStore(data)
+        self.keys = HpkeKeyStore(data)
         # The Paillier key of the secure-sum transport lives next to the HPKE key. Keys below
         # 2048 bits are only reachable through this constructor argument (tests), never through
         # the deployment configuration.
@@ -247,12 +242,8 @@ class AnalyzerRuntime:
 
     def _task_layout(self, config: TaskConfig, policy: Policy) -> SlotLayout:
         """c = d(d+3)/2 counts of 0..m per report, batch size l, under the Paillier key."""
-        c = getattr(policy.randomizer, "c", None)
-        m = getattr(config.policy, "m", None)
-        if not isinstance(c, int) or not isinstance(m, int):
-            raise RuntimeError(f"task {config.id!r}: secure-sum needs the 0/1 randomizer (sblb)")
         try:
-            return self.paillier_keys().layout(c, config.batch_size, m)
+            return layout_for(config, self.paillier_keys().key_bits)
         except ValueError as exc:
             raise RuntimeError(f"task {config.id!r}: no secure-sum slot layout: {exc}") from exc
 

@@ -19,7 +19,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.protocol import ErrorBody
+from shared.protocol.messages import ErrorBody
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from services.device.metrics import DeviceMetrics
 from services.device.outbox import Uploader
 from services.device.secure_sum import SecureSumKeys
 from services.device.store import Store
-from shared.policies import randomizer_for
-from shared.randomizers.base import Randomizer
-from shared.secure_sum import MIN_KEY_BITS
+from shared.core.policies import randomizer_for
+from shared.core.randomizers.base import Randomizer
+from shared.crypto.paillier import MIN_KEY_BITS
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ import httpx
 import numpy as np
 
 from services.device.background import Loops
-from shared.policies import Model, build_policy
-from shared.protocol import HpkeConfig, ModelMessage, b64decode
+from shared.core.policies import Model, build_policy
+from shared.protocol.messages import HpkeConfig, ModelMessage, b64decode
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.device.secure_sum import TaskKey
-from shared.policies import Model
+from shared.core.policies import Model
 
 
 class DeviceMetrics:

@@ -36,7 +36,7 @@ import httpx
 
 from services.device.background import stop_task
 from services.device.store import SECURE_SUM, OutboxItem, Store
-from shared.protocol import ErrorBody, ReportsAccepted
+from shared.protocol.messages import ErrorBody, ReportsAccepted
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from services.common.web import ApiError, error_response
 from services.device.app import DeviceDep
 from services.device.store import REPORTS, SECURE_SUM, DecisionNotFound, DecisionUsed
-from shared.crypto import pack_report, seal
-from shared.protocol import (
+from shared.crypto.hpke import pack_report, seal
+from shared.protocol.messages import (
     DecideRequest,
     DecideResponse,
     DeviceStatus,

@@ -28,17 +28,11 @@ import httpx
 import numpy as np
 
 from services.device.background import Loops
-from shared.policies import randomizer_for
-from shared.protocol import TaskInfo
-from shared.secure_sum import (
-    MIN_KEY_BITS,
-    EncryptedCounts,
-    PaillierConfig,
-    PaillierEncryptor,
-    PoolRefiller,
-    SecureSumLayout,
-    encode_ciphertexts,
-)
+from services.device.refiller import PoolRefiller, start_refiller
+from shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
+from shared.crypto.slots import layout_for
+from shared.protocol.messages import TaskInfo
+from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSumLayout
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
@@ -70,16 +64,18 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
         raise ConfigMismatch("the Paillier config carries no slot layout for the task")
     if config.key_bits < min_key_bits:
         raise ConfigMismatch(f"a {config.key_bits}-bit Paillier key is below {min_key_bits} bits")
-    rand = randomizer_for(task.policy)
-    c, m = getattr(rand, "c", None), getattr(rand, "m", None)
-    want = {"c": c, "m": m, "batch_size": info.batch_size}
-    got = {"c": lay.c, "m": lay.m, "batch_size": lay.batch_size}
-    if want != got:
-        raise ConfigMismatch(f"slot layout {got} does not match the task's {want}")
     if info.batch_size != task.batch_size:
         raise ConfigMismatch(
             f"the analyzer's batch size l = {info.batch_size} differs from this device's "
             f"l = {task.batch_size}"
+        )
+    try:
+        want = SecureSumLayout.of(layout_for(task, config.key_bits))
+    except ValueError as exc:
+        raise ConfigMismatch(str(exc)) from exc
+    if lay != want:
+        raise ConfigMismatch(
+            f"slot layout {lay.model_dump()} does not match the task's {want.model_dump()}"
         )
     return lay
 
@@ -192,7 +188,7 @@ class SecureSumKeys:
             if old is not None and old.config == config:
                 return old
             encryptor = PaillierEncryptor.from_config(config)
-            key = TaskKey(config, lay, encryptor, encryptor.start_refiller(self.pool_target))
+            key = TaskKey(config, lay, encryptor, start_refiller(encryptor, self.pool_target))
             self._keys[task] = key
             if old is not None:
                 log.warning("task %s: analyzer Paillier key changed (key id %d -> %d)",

@@ -23,12 +23,13 @@ from services.common.web import BodyLimitMiddleware, install_error_handlers, rep
 from services.shuffler.forwarder import HTTP_TIMEOUT, Committer, Forwarder
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.routes import ShufflerRuntime, TaskSpec, router
-from services.shuffler.secure_sum import PaillierState, fetch_paillier_config, task_layout
+from services.shuffler.secure_sum import PaillierState, fetch_paillier_config
 from services.shuffler.store import Store
-from shared.crypto import ciphertext_length, row_length
-from shared.policies import randomizer_for
-from shared.protocol import MAX_REPORTS_PER_UPLOAD
-from shared.secure_sum import DEFAULT_KEY_BITS
+from shared.core.policies import randomizer_for
+from shared.crypto.hpke import ciphertext_length, row_length
+from shared.crypto.paillier import DEFAULT_KEY_BITS
+from shared.crypto.slots import layout_for
+from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD
 from shared.settings import Settings, TaskConfig
 
 DB_FILE = "shuffler.sqlite3"
@@ -67,7 +68,7 @@ def create_app(
     def limit_for_key(key_bits: int) -> int:
         return max(
             [hpke_limit]
-            + [_upload_limit(task_layout(t, key_bits).ciphertext_bytes) for t in secure_tasks]
+            + [_upload_limit(layout_for(t, key_bits).ciphertext_bytes) for t in secure_tasks]
         )
 
     def max_body() -> int:

@@ -29,8 +29,8 @@ from pydantic import ValidationError
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.secure_sum import PaillierState, SumUnavailable, batch_sum, sum_message
 from services.shuffler.store import AcceptResult, Store, Upload
-from shared.protocol import BatchAck, BatchUpload, EncryptedReport
-from shared.secure_sum import EncryptedCounts
+from shared.protocol.messages import BatchAck, BatchUpload, EncryptedReport
+from shared.protocol.secure_sum import EncryptedCounts
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from services.shuffler.forwarder import Committer, Forwarder, ShuttingDown
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.secure_sum import PaillierState
 from services.shuffler.store import Store
-from shared.crypto import ENC_BYTES
-from shared.protocol import (
+from shared.crypto.hpke import ENC_BYTES
+from shared.protocol.messages import (
     EncryptedReport,
     ErrorBody,
     ReportsAccepted,
@@ -25,7 +25,7 @@ from shared.protocol import (
     TaskQueueStatus,
     b64decode,
 )
-from shared.secure_sum import EncryptedCounts, SecureSumUpload
+from shared.protocol.secure_sum import EncryptedCounts, SecureSumUpload
 from shared.settings import Settings, TaskConfig
 
 

@@ -22,32 +22,13 @@ from pydantic import ValidationError
 
 from services.common.web import ApiError
 from services.shuffler.store import SecureBatch
-from shared.policies import randomizer_for
-from shared.protocol import b64encode
-from shared.secure_sum import (
-    CiphertextError,
-    EncryptedBatchSum,
-    EncryptedCounts,
-    PaillierConfig,
-    SlotLayout,
-    ciphertext_width,
-    decode_ciphertexts,
-    homomorphic_sum,
-    layout,
-)
+from shared.crypto.paillier import CiphertextError, decode_ciphertexts, homomorphic_sum
+from shared.crypto.slots import SlotLayout, ciphertext_width, layout_for
+from shared.protocol.messages import b64encode
+from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
-
-
-def task_layout(config: TaskConfig, key_bits: int) -> SlotLayout:
-    """The task's slot layout (c = d(d+3)/2 counts in 0..m, batch size l) under a key size:
-    the same derivation as the analyzer's and the device's."""
-    c = getattr(randomizer_for(config.policy), "c", None)
-    m = getattr(config.policy, "m", None)
-    if not isinstance(c, int) or not isinstance(m, int):
-        raise ValueError(f"task {config.id!r}: secure-sum needs the 0/1 randomizer (sblb)")
-    return layout(c, config.batch_size, m, key_bits)
 
 
 class PaillierState:
@@ -70,7 +51,7 @@ class PaillierState:
     def set(self, config: PaillierConfig) -> None:
         """Adopt a fetched config; raises ValueError (and changes nothing) if a task's layout
         does not fit this key."""
-        layouts = {t: task_layout(c, config.key_bits) for t, c in self.task_configs.items()}
+        layouts = {t: layout_for(c, config.key_bits) for t, c in self.task_configs.items()}
         n = config.modulus()
         self.layouts = layouts
         self.n, self.n_squared = n, n * n

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.common.sqlite import open_db
-from shared.protocol import EncryptedReport, b64decode, b64encode
-from shared.secure_sum import EncryptedCounts
+from shared.protocol.messages import EncryptedReport, b64decode, b64encode
+from shared.protocol.secure_sum import EncryptedCounts
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (

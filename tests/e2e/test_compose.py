@@ -25,7 +25,7 @@ def compose() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def ports() -> dict[str, int]:
-    cfg = tomllib.loads((ROOT / "deploy" / "privbandit.toml").read_text())
+    cfg = tomllib.loads((ROOT / "shared" / "defaults" / "privbandit.toml").read_text())
     return {name: int(cfg[name]["port"]) for name in SERVICES}
 
 
@@ -78,7 +78,7 @@ def test_state_in_named_volumes_and_one_read_only_config(compose: dict[str, Any]
         vols = svc["volumes"]
         assert f"{name}-data:/data/{name}" in vols
         config_path = svc["environment"]["PRIVBANDIT_CONFIG"]
-        assert f"./deploy/privbandit.toml:{config_path}:ro" in vols
+        assert f"./shared/defaults/privbandit.toml:{config_path}:ro" in vols
         # Published on the host's loopback only.
         assert all(p.startswith("127.0.0.1:") for p in svc["ports"])
 
@@ -104,7 +104,7 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
 
     for peer in SERVICES:
         monkeypatch.setenv(f"PRIVBANDIT_{peer.upper()}__HOST", peer)
-    monkeypatch.setenv("PRIVBANDIT_CONFIG", str(ROOT / "deploy" / "privbandit.toml"))
+    monkeypatch.setenv("PRIVBANDIT_CONFIG", str(ROOT / "shared" / "defaults" / "privbandit.toml"))
     captured: dict[str, Any] = {}
 
     def fake_run(app: Any, **kwargs: Any) -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.demo import DemoOptions, run_demo_against
-from shared.launcher import SERVICES, Cluster, free_ports, healthy
-from tests.e2e.conftest import BATCH, TASKS, cli
+from privbandit.demo import DemoOptions, run_demo_against
+from privbandit.launcher import SERVICES, Cluster, free_ports, healthy
+from tests.helpers import BATCH, TASKS, cli
 
 pytestmark = pytest.mark.slow
 
@@ -145,7 +145,7 @@ def test_up_runs_until_interrupted(tmp_path: Path, e2e_config: Path) -> None:
     env = dict(os.environ)
     for name, port in ports.items():
         env[f"PRIVBANDIT_{name.upper()}__PORT"] = str(port)
-    code = ("import sys; from tests.e2e.conftest import cli; "
+    code = ("import sys; from tests.helpers import cli; "
             "sys.exit(cli(sys.argv[1:]))")
     proc = subprocess.Popen(
         [sys.executable, "-c", code, "up", "--config", str(e2e_config),

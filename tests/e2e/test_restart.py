@@ -15,9 +15,9 @@ import asyncio
 import httpx
 import pytest
 
-from shared.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
-from shared.launcher import Cluster
-from tests.e2e.conftest import TASKS, analyzer_totals, run_with_backend_crash, wait_done
+from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
+from privbandit.launcher import Cluster
+from tests.helpers import TASKS, analyzer_totals, run_with_backend_crash, wait_done
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.demo import derived_config
-from shared.launcher import Cluster, local_cluster
-from tests.e2e.conftest import TASKS, analyzer_totals, cli, run_with_backend_crash
+from privbandit.demo import derived_config
+from privbandit.launcher import Cluster, local_cluster
+from tests.helpers import TASKS, analyzer_totals, cli, run_with_backend_crash
 
 pytestmark = pytest.mark.slow
 

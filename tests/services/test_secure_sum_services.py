@@ -22,7 +22,15 @@ from fastapi import FastAPI
 
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
-from shared.protocol import (
+from shared.crypto.keystore import PAILLIER_KEY_FILE
+from shared.crypto.paillier import (
+    PaillierEncryptor,
+    PaillierKeyError,
+    encode_ciphertexts,
+    homomorphic_sum,
+)
+from shared.crypto.slots import ciphertext_width, pack
+from shared.protocol.messages import (
     BatchAck,
     HpkeConfig,
     ModelMessage,
@@ -30,20 +38,9 @@ from shared.protocol import (
     b64decode,
     b64encode,
 )
-from shared.secure_sum import (
-    KEY_FILE,
-    EncryptedBatchSum,
-    EncryptedCounts,
-    PaillierConfig,
-    PaillierEncryptor,
-    PaillierKeyError,
-    ciphertext_width,
-    encode_ciphertexts,
-    homomorphic_sum,
-    pack,
-)
+from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
 from shared.settings import Settings
-from tests.services.conftest import (
+from tests.helpers import (
     PAILLIER_TEST_BITS,
     assert_same_state,
     auth,
@@ -505,7 +502,7 @@ async def test_production_keys_are_2048_bits_and_small_keys_are_refused(tmp_path
     # Without a secure-sum task the key is created on first request; the default is 2048 bits.
     plain = make_settings(tmp_path / "plain", tasks=[SHUF])
     async with running(create_analyzer(plain)) as client:
-        key_file = tmp_path / "plain" / "analyzer" / KEY_FILE
+        key_file = tmp_path / "plain" / "analyzer" / PAILLIER_KEY_FILE
         assert not key_file.exists()
         config = PaillierConfig.model_validate_json(
             (await client.get("/v1/paillier-config")).content)

@@ -1,0 +1,277 @@
+"""``privbandit privacy``: the privacy ledger for given parameters, without running anything (§6).
+
+Forward question: ``--threat-model shuffle --eps0 E0 --batch-size L --delta D [--T T --d D --m M]
+[--aggregation reports|secure-sum]`` prints and writes the ledger, with the tight per-batch bound in
+``central_epsilon`` and Garcelon Thm 5 in ``central_epsilon_paper``. ``--threat-model ldp`` takes
+``--eps0`` (0/1 randomizer, pure LDP) or ``--epsilon`` (Gaussian randomizer, with ``--delta``);
+``--threat-model central`` takes ``--epsilon`` (RDP ε) and ``--alpha``.
+
+Inverse questions (shuffle only): ``--target-epsilon E --solve eps0 --batch-size L`` gives the
+largest ε0 whose central ε at (L, δ) is at most E; ``--target-epsilon E --solve batch-size --eps0
+E0`` gives the smallest batch size reaching E. The JSON then has a ``solution`` object and the
+ledger is evaluated at the solution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from shared.core.accounting.ledger import PrivacyLedger
+
+LEDGER_FIELDS = (
+    "threat_model",
+    "ldp_epsilon",
+    "ldp_delta",
+    "central_epsilon",
+    "central_delta",
+    "rdp_alpha",
+    "rdp_epsilon",
+    "central_epsilon_paper",
+    "accounting",
+)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+def _rdp_order(text: str) -> float:
+    value = _positive_float(text)
+    if value <= 1.0:
+        raise argparse.ArgumentTypeError(f"the Rényi order must be > 1, got {text}")
+    return value
+
+
+def add_privacy_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``privacy`` subcommand to ``subparsers`` and return its parser."""
+    p = subparsers.add_parser(
+        "privacy",
+        help="compute the privacy ledger for given parameters",
+        description=(
+            "Compute the privacy ledger (spec §3, §6) for given parameters without running "
+            "anything, or answer an inverse question (largest ε0 / smallest batch size for a "
+            "target central ε)."
+        ),
+    )
+    p.add_argument("--threat-model", required=True, choices=["ldp", "shuffle", "central"])
+    p.add_argument("--eps0", type=_positive_float, help="LDP ε0 of one report (0/1 randomizer)")
+    p.add_argument("--batch-size", type=_positive_int, help="shuffler batch size l")
+    p.add_argument("--delta", type=_probability, default=1e-6, help="δ (default 1e-6)")
+    p.add_argument("--T", type=_positive_int, help="horizon, for Garcelon Thm 5")
+    p.add_argument("--d", type=_positive_int, default=5, help="feature dimension (default 5)")
+    p.add_argument("--m", type=_positive_int, default=1, help="bits per coordinate (default 1)")
+    p.add_argument(
+        "--epsilon",
+        type=_positive_float,
+        help="ldp: target ε of the Gaussian randomizer; central: RDP ε",
+    )
+    p.add_argument("--alpha", type=_rdp_order, default=2.0, help="RDP order (default 2)")
+    p.add_argument(
+        "--aggregation",
+        choices=["reports", "secure-sum"],
+        default="secure-sum",
+        help="shuffle transport: batch sums only (secure summation, default) or whole reports",
+    )
+    p.add_argument(
+        "--target-epsilon", type=_positive_float, help="inverse question: target central ε"
+    )
+    p.add_argument(
+        "--solve",
+        choices=["eps0", "batch-size"],
+        help="inverse question: largest eps0 (given --batch-size) or smallest batch size "
+        "(given --eps0) reaching --target-epsilon",
+    )
+    p.add_argument("--json", dest="json_out", type=Path, help="write the ledger JSON here")
+    p.set_defaults(func=run_privacy)
+    return p
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _ledger(args: argparse.Namespace) -> tuple[PrivacyLedger, dict[str, Any] | None]:
+    """The ledger for ``args`` and, for an inverse question, the ``solution`` object."""
+    from shared.core.accounting import ledgers
+
+    tm = args.threat_model
+    target, solve = getattr(args, "target_epsilon", None), getattr(args, "solve", None)
+    if (target is None) != (solve is None):
+        raise _UsageError("--target-epsilon and --solve go together")
+    if solve is not None and tm != "shuffle":
+        raise _UsageError("inverse questions (--solve) apply to --threat-model shuffle only")
+
+    if tm == "ldp":
+        if args.eps0 is not None and args.epsilon is not None:
+            raise _UsageError(
+                "ldp: give --eps0 (0/1 randomizer) or --epsilon (Gaussian randomizer), not both"
+            )
+        if args.eps0 is not None:
+            return ledgers.ldp_binary_ledger(args.eps0), None
+        if args.epsilon is not None:
+            return ledgers.ldp_gaussian_ledger(args.epsilon, args.delta), None
+        raise _UsageError("ldp needs --eps0 (0/1 randomizer) or --epsilon (Gaussian randomizer)")
+
+    if tm == "central":
+        if args.epsilon is None:
+            raise _UsageError("central needs --epsilon (the RDP ε) and --alpha (default 2)")
+        return ledgers.central_ledger(args.alpha, args.epsilon, args.delta), None
+
+    # shuffle
+    return _shuffle_ledger(args, target, solve)
+
+
+def _shuffle_ledger(
+    args: argparse.Namespace, target: float | None, solve: str | None
+) -> tuple[PrivacyLedger, dict[str, Any] | None]:
+    from shared.core.accounting import ledgers, shuffle, sum_only
+
+    secure_sum = args.aggregation == "secure-sum"
+    build = sum_only.secure_sum_ledger if secure_sum else ledgers.shuffle_ledger
+    eps0, batch = args.eps0, args.batch_size
+    solution: dict[str, Any] | None = None
+    if solve == "eps0":
+        if batch is None:
+            raise _UsageError("--solve eps0 needs --batch-size")
+        assert target is not None
+        if secure_sum:
+            eps0 = sum_only.sum_only_max_eps0(target, batch, args.delta, args.d, args.m)
+        else:
+            eps0 = shuffle.shuffle_max_eps0(target, batch, args.delta)
+        solution = {"solve": "eps0", "target_epsilon": target, "eps0": eps0, "batch_size": batch}
+    elif solve == "batch-size":
+        if eps0 is None:
+            raise _UsageError("--solve batch-size needs --eps0")
+        assert target is not None
+        if secure_sum:
+            batch = sum_only.sum_only_min_batch(eps0, target, args.delta, args.d, args.m)
+            cap = sum_only.MAX_BATCH_SIZE
+        else:
+            batch = shuffle.shuffle_min_batch(eps0, target, args.delta)
+            cap = shuffle.MAX_BATCH_SIZE
+        solution = {
+            "solve": "batch-size",
+            "target_epsilon": target,
+            "eps0": eps0,
+            "batch_size": batch,
+        }
+        if batch is None:
+            solution["reason"] = f"no batch size up to {cap} reaches the target"
+            ledger = PrivacyLedger(
+                threat_model="shuffle",
+                ldp_epsilon=eps0,
+                ldp_delta=0.0,
+                central_delta=args.delta,
+                accounting=(
+                    f"no batch size up to {cap} brings the central ε of ε0={eps0:g} reports "
+                    f"({args.aggregation}) to {target:g} at δ={args.delta:g}"
+                ),
+                central_epsilon_paper=None,
+                aggregation=args.aggregation,
+            )
+            return ledger, solution
+    else:
+        missing = [f for f, v in (("--eps0", eps0), ("--batch-size", batch)) if v is None]
+        if missing:
+            raise _UsageError(f"shuffle needs {' and '.join(missing)}")
+    assert eps0 is not None and batch is not None
+    return build(eps0, batch, args.delta, T=args.T, d=args.d, m=args.m), solution
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _summary(out: dict[str, Any]) -> str:
+    rows = [
+        ("threat model", out["threat_model"]),
+        ("aggregation", out.get("aggregation")),
+        ("LDP (ε, δ)", f"({_fmt(out['ldp_epsilon'])}, {_fmt(out['ldp_delta'])})"),
+        ("central (ε, δ)", f"({_fmt(out['central_epsilon'])}, {_fmt(out['central_delta'])})"),
+        ("central ε, Garcelon Thm 5", _fmt(out.get("central_epsilon_paper"))),
+        ("RDP (α, ε)", f"({_fmt(out['rdp_alpha'])}, {_fmt(out['rdp_epsilon'])})"),
+    ]
+    if out.get("aggregation") is None:
+        rows.pop(1)
+    solution = out.get("solution")
+    if solution is not None:
+        key = "eps0" if solution["solve"] == "eps0" else "batch_size"
+        rows.append((f"solution ({solution['solve']})", _fmt(solution[key])))
+        if "reason" in solution:
+            rows.append(("", solution["reason"]))
+    width = max(len(name) for name, _ in rows)
+    lines = ["privacy ledger"]
+    lines += [f"  {name:<{width}}  {value}" for name, value in rows]
+    lines.append(f"  {'accounting':<{width}}  {out['accounting']}")
+    return "\n".join(lines)
+
+
+def run_privacy(args: argparse.Namespace) -> int:
+    """Run ``privbandit privacy``; 0 on success, 1 if an inverse question has no solution, 2 on
+    invalid or missing parameters."""
+    try:
+        ledger, solution = _ledger(args)
+    except (_UsageError, ValueError) as exc:
+        print(f"privbandit privacy: error: {exc}", file=sys.stderr)
+        return 2
+    out = ledger.model_dump()
+    out.setdefault("central_epsilon_paper", None)
+    for field in LEDGER_FIELDS:  # spec §6: fields that do not apply are null, never omitted
+        out.setdefault(field, None)
+    out["parameters"] = {
+        "threat_model": args.threat_model,
+        "eps0": args.eps0 if solution is None else solution["eps0"],
+        "batch_size": args.batch_size if solution is None else solution["batch_size"],
+        "delta": args.delta,
+        "T": args.T,
+        "d": args.d,
+        "m": args.m,
+        "epsilon": args.epsilon,
+        "alpha": args.alpha if args.threat_model == "central" else None,
+        "aggregation": args.aggregation if args.threat_model == "shuffle" else None,
+    }
+    if solution is not None:
+        out["solution"] = solution
+    print(_summary(out))
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(out, indent=2, allow_nan=False) + "\n")
+        print(f"wrote {args.json_out}")
+    if solution is not None and solution.get("batch_size") is None:
+        return 1
+    return 0

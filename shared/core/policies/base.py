@@ -1,0 +1,189 @@
+"""One policy interface for the simulator and the services.
+
+A policy lives on the analyzer. It owns the device-side ``randomizer`` the task uses, ingests
+report rows (or, for secure summation, a batch statistic), decides when to publish a new
+``Model``, and states its privacy ledger. The device only ever needs the published model.
+
+    window()                 how many upcoming reports the current model may serve before the
+                             policy might publish (the simulator's vectorisation unit)
+    ingest(rows) -> k        consume the first k ≥ 1 rows; at most one model is published, after
+                             row k. Services loop until all rows are consumed; the simulator
+                             re-decides the unconsumed users with the new model.
+    ingest_statistic(s, n)   one shuffled batch given only its sum (secure-sum transport)
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.confidence import (
+    clip_eigenvalues,
+    matrix_noise_bound,
+    noisy_ridge_beta,
+    ridge_solve,
+    self_normalized,
+    time_uniform,
+    vector_noise_bound,
+)
+from shared.core.policies.config import PolicyConfig
+from shared.core.policies.model import Model
+from shared.core.randomizers.base import Randomizer
+
+
+class Policy(ABC):
+    algo: ClassVar[str]
+    threat_model: ClassVar[str]
+
+    def __init__(self, config: PolicyConfig, rng: np.random.Generator | None = None) -> None:
+        self.config = config
+        self.rng = rng if rng is not None else np.random.default_rng()
+        self.randomizer: Randomizer = self._make_randomizer()
+        self.reports = 0
+        self.repairs = 0
+        self.model = Model.initial(config.d, config.lam, self._initial_beta())
+
+    @abstractmethod
+    def _make_randomizer(self) -> Randomizer: ...
+
+    @abstractmethod
+    def window(self) -> int: ...
+
+    @abstractmethod
+    def ingest(self, rows: np.ndarray) -> int: ...
+
+    def ingest_statistic(self, stat: np.ndarray, n: int) -> None:
+        raise NotImplementedError(f"{self.algo} does not accept batch statistics")
+
+    @abstractmethod
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+        """The privacy ledger; ``aggregation`` says what an observer of the shuffler output sees
+        (whole reports, or only batch sums under secure summation)."""
+
+    @property
+    def batch_size(self) -> int:
+        """Shuffler batch length l this policy expects (1 = pass-through)."""
+        return 1
+
+    def _initial_beta(self) -> float:
+        c = self.config
+        return c.confidence_scale * oful_beta(c, 0, c.lam)
+
+    def _publish(self, theta: np.ndarray, V: np.ndarray, beta: float) -> None:
+        self.model = Model(
+            version=self.model.version + 1,
+            theta=theta,
+            V=V,
+            beta=self.config.confidence_scale * beta,
+            reports=self.reports,
+        )
+
+    # State for the analyzer's store: plain JSON-able data, restored exactly.
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "reports": self.reports,
+            "repairs": self.repairs,
+            "model": self.model.to_dict(),
+            **self._extra_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.reports = int(state["reports"])
+        self.repairs = int(state["repairs"])
+        self.model = Model.from_dict(state["model"])
+        self._load_extra_state(state)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        return None
+
+
+def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:
+    """OFUL radius σ √(2 ln(1/δ) + d ln(1 + t L²/(d λ))) + √λ S (Abbasi-Yadkori 2011, Thm 2)."""
+    return self_normalized(c.reward_sigma, c.d, t, c.L, lam, c.failure_prob) + math.sqrt(lam) * c.S
+
+
+class NoisyStatisticsPolicy(Policy):
+    """Shared machinery of the policies that learn from noisy (G̃, ũ): SBLB and LDP-LinUCB.
+
+    Subclasses define the paper's regularizer ``paper_regularizer(t)`` and the noise bounds;
+    ``regularizer = "clip"`` replaces them by Ṽ = eigen-clip(G̃ + λI, λ) and the non-private OFUL
+    width — a practical setting with no coverage guarantee (post-processing; privacy unchanged).
+    """
+
+    def __init__(self, config: PolicyConfig, rng: np.random.Generator | None = None) -> None:
+        super().__init__(config, rng)
+        d = config.d
+        self.G = np.zeros((d, d))
+        self.u = np.zeros(d)
+
+    def _accumulate(self, stat: np.ndarray, n: int) -> None:
+        est = self.randomizer.estimate(stat, n)
+        self.G += est.G
+        self.u += est.u
+        self.reports += n
+
+    @abstractmethod
+    def paper_regularizer(self, t: int) -> float: ...
+
+    def noise_bound(self, t: int) -> float:
+        """Υ_t: our high-probability bound on ‖H_t‖ (1/3 of δ, uniform over update times)."""
+        cfg = self.config
+        dt = time_uniform(cfg.failure_prob / 3, t)
+        return matrix_noise_bound(t * self.randomizer.matrix_proxy(), cfg.d, dt)
+
+    def regularizer(self, t: int) -> float:
+        """The paper's regularizer, raised to Υ_t + λ where it falls below our noise bound.
+
+        The papers size c_t so that H_t + c_t I ⪰ (c_t − ‖H_t‖) I stays positive definite, but
+        their bounds on ‖H_t‖ hold for one fixed direction (Garcelon Eq. 13) or hide constants
+        (Zheng Alg. 5); for large d·m at the first few reports they are smaller than the operator
+        norm. Raising c_t keeps ρ_min = c_t − Υ_t ≥ λ > 0 so the width stays finite and valid;
+        where the paper's value is larger (the usual case, tested) it is used unchanged.
+        """
+        return max(self.paper_regularizer(t), self.noise_bound(t) + self.config.lam)
+
+    def paper_beta(self, t: int, c: float) -> float:
+        """β at t reports for regularizer c, with our derived noise bounds (``core.confidence``).
+
+        ρ_min = c − Υ_t and ρ_max = c + Υ_t where Υ_t bounds ‖H_t‖, and χ_t bounds ‖h_t‖; the
+        failure probability is split in three (reward noise, H, h), each uniform over update times.
+        """
+        cfg = self.config
+        third = cfg.failure_prob / 3
+        ups = self.noise_bound(t)
+        chi = vector_noise_bound(t * self.randomizer.vector_proxy(), cfg.d, time_uniform(third, t))
+        return noisy_ridge_beta(
+            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
+            rho_min=c - ups, rho_max=c + ups, chi=chi, delta=third,
+        )
+
+    def candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """(Ṽ, θ̃, β) that would be published now."""
+        cfg = self.config
+        t = self.reports
+        if getattr(cfg, "regularizer", "paper") == "clip":
+            V, clipped = clip_eigenvalues(self.G + cfg.lam * np.eye(cfg.d), cfg.lam)
+            solved = ridge_solve(V, self.u, cfg.lam)
+            beta = oful_beta(cfg, t, cfg.lam)
+        else:
+            c = self.regularizer(t)
+            solved = ridge_solve(self.G + c * np.eye(cfg.d), self.u, cfg.lam)
+            clipped = solved.repaired
+            beta = self.paper_beta(t, c)
+        if clipped:
+            self.repairs += 1
+        return solved.V, solved.theta, beta
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"G": self.G.tolist(), "u": self.u.tolist()}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self.G = np.asarray(state["G"], dtype=float)
+        self.u = np.asarray(state["u"], dtype=float)

@@ -1,0 +1,69 @@
+"""The published model (θ̃, V, β) and the local action selection that uses it.
+
+Devices choose  a = argmax_a ⟨x_a, θ̃⟩ + β ‖x_a‖_{V⁻¹}  (Garcelon Alg. 1 line c; Zheng Alg. 5 line 7;
+Azize–Basu Alg. 4 line 11) from the last broadcast model, without contacting any server. The
+Cholesky factor of V is computed once per model, so deciding for a window of n users with K arms
+is one triangular solve of n·K right-hand sides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared.core.confidence import ellipsoid_norms
+
+
+@dataclass(frozen=True)
+class Model:
+    version: int
+    theta: np.ndarray
+    V: np.ndarray
+    beta: float
+    reports: int
+    chol: np.ndarray = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.chol is None:
+            object.__setattr__(self, "chol", np.linalg.cholesky(self.V))
+
+    @property
+    def d(self) -> int:
+        return int(self.theta.shape[0])
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        """Optimistic indices ⟨x, θ̃⟩ + β ‖x‖_{V⁻¹} for X of shape (..., K, d)."""
+        mean = X @ self.theta
+        if self.beta == 0:
+            return mean
+        return mean + self.beta * ellipsoid_norms(self.chol, X)
+
+    def decide(self, X: np.ndarray) -> np.ndarray:
+        """Chosen arm per user for X of shape (n, K, d) (ties: lowest index)."""
+        return np.argmax(self.scores(X), axis=-1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "theta": self.theta.tolist(),
+            "V": self.V.tolist(),
+            "beta": float(self.beta),
+            "reports": int(self.reports),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Model:
+        return cls(
+            version=int(data["version"]),
+            theta=np.asarray(data["theta"], dtype=float),
+            V=np.asarray(data["V"], dtype=float),
+            beta=float(data["beta"]),
+            reports=int(data["reports"]),
+        )
+
+    @classmethod
+    def initial(cls, d: int, lam: float, beta: float) -> Model:
+        """Version 0: θ̃ = 0, V = λ I (every algorithm's initialisation)."""
+        return cls(version=0, theta=np.zeros(d), V=lam * np.eye(d), beta=beta, reports=0)

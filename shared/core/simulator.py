@@ -1,0 +1,180 @@
+"""The in-process simulator: many users, one policy, the whole ESA pipeline in arrays.
+
+Between two publications the model is fixed, so the simulator decides, rewards and randomises a
+whole window of users with array operations (``Policy.window`` users at a time), plays the
+shuffler (exact batches of l for shuffle-model policies; a partial batch at the end of the horizon
+is never released) and hands the reports to the same ``Policy.ingest`` the analyzer uses. Users that
+a model switch leaves undecided are returned to the environment and decided again with the new
+model, so the schedule is exactly the sequential one.
+
+Randomness: one SeedSequence per run spawns independent streams for contexts, rewards, device
+randomisers and the analyzer's own noise.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared.core.environments import Environment, make_environment
+from shared.core.policies import Policy, PolicyConfig, build_policy
+
+
+@dataclass
+class RunResult:
+    checkpoints: np.ndarray
+    regret: np.ndarray  # cumulative pseudo-regret at each checkpoint
+    random_regret: np.ndarray  # same for the uniformly random policy on the same users
+    model_updates: int
+    repairs: int
+    reports_ingested: int
+    wall_seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def checkpoints_for(T: int, points: int = 200) -> np.ndarray:
+    """Evenly spaced checkpoints ending at T."""
+    points = max(1, min(points, T))
+    return np.unique(np.linspace(T / points, T, points).round().astype(np.int64))
+
+
+def run_once(
+    policy: Policy,
+    env: Environment,
+    T: int,
+    reward_rng: np.random.Generator,
+    device_rng: np.random.Generator,
+    checkpoints: np.ndarray,
+    on_progress: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Simulate T users; returns the regret curve at ``checkpoints``."""
+    start = time.perf_counter()
+    cum = np.zeros(checkpoints.shape[0])
+    rnd = np.zeros(checkpoints.shape[0])
+    total = 0.0
+    total_random = 0.0
+    ci = 0
+    t = 0
+    batch = policy.batch_size
+    ingested = 0
+    while t < T:
+        want = policy.window()
+        n = min(want, T - t)
+        X, mu = env.contexts(n)
+        a = policy.model.decide(X)
+        idx = np.arange(n)
+        mu_a = mu[idx, a]
+        r = env.rewards(mu_a, reward_rng)
+        rows = policy.randomizer.randomize(X[idx, a], r, device_rng)
+        if batch > 1 and n < want:
+            k = n  # the shuffler never releases a batch smaller than l
+        else:
+            k = policy.ingest(rows)
+            ingested += k
+        if k < n:
+            env.unread(X[k:], mu[k:])
+        best = mu[:k].max(axis=1)
+        inst = np.cumsum(best - mu_a[:k])
+        inst_random = np.cumsum(best - mu[:k].mean(axis=1))
+        # Record every checkpoint that falls inside this window.
+        while ci < checkpoints.shape[0] and checkpoints[ci] <= t + k:
+            j = int(checkpoints[ci] - t) - 1
+            cum[ci] = total + inst[j]
+            rnd[ci] = total_random + inst_random[j]
+            ci += 1
+        total += float(inst[-1])
+        total_random += float(inst_random[-1])
+        t += k
+        if on_progress is not None:
+            on_progress(k)
+    return RunResult(
+        checkpoints=checkpoints,
+        regret=cum,
+        random_regret=rnd,
+        model_updates=policy.model.version,
+        repairs=policy.repairs,
+        reports_ingested=ingested,
+        wall_seconds=time.perf_counter() - start,
+    )
+
+
+def simulate(
+    config: PolicyConfig,
+    env_name: str,
+    K: int,
+    T: int,
+    runs: int,
+    seed: int,
+    on_progress: Callable[[int], None] | None = None,
+    points: int = 200,
+) -> tuple[list[RunResult], dict[str, Any]]:
+    """``runs`` independent runs; returns the results and the environment's parameters."""
+    if T < 1 or runs < 1:
+        raise ValueError("T and runs must be >= 1")
+    checkpoints = checkpoints_for(T, points)
+    results = []
+    env_params: dict[str, Any] = {}
+    for child in np.random.SeedSequence(seed).spawn(runs):
+        env_rng, reward_rng, device_rng, policy_rng = (
+            np.random.default_rng(s) for s in child.spawn(4)
+        )
+        env = make_environment(env_name, config.d, K, env_rng)
+        env_params = env.params()
+        policy = build_policy(config, policy_rng)
+        results.append(
+            run_once(policy, env, T, reward_rng, device_rng, checkpoints, on_progress)
+        )
+    return results, env_params
+
+
+def summarize(results: list[RunResult]) -> dict[str, Any]:
+    """Mean and standard error across runs (stderr = sample sd / √runs; 0 for one run)."""
+    R = len(results)
+    curves = np.stack([r.regret for r in results])
+    finals = curves[:, -1]
+    mean_curve = curves.mean(axis=0)
+    stderr_curve = curves.std(axis=0, ddof=1) / math.sqrt(R) if R > 1 else np.zeros_like(mean_curve)
+    rand = np.stack([r.random_regret for r in results])
+    cps = results[0].checkpoints
+    return {
+        "final_regret_mean": float(finals.mean()),
+        "final_regret_stderr": float(finals.std(ddof=1) / math.sqrt(R)) if R > 1 else 0.0,
+        "regret_curve": [[int(t), float(v)] for t, v in zip(cps, mean_curve, strict=True)],
+        "regret_curve_stderr": [float(v) for v in stderr_curve],
+        "random_regret_mean": float(rand[:, -1].mean()),
+        "model_updates_mean": float(np.mean([r.model_updates for r in results])),
+        "psd_repairs_mean": float(np.mean([r.repairs for r in results])),
+        "reports_ingested_mean": float(np.mean([r.reports_ingested for r in results])),
+        "run_wall_seconds": [r.wall_seconds for r in results],
+    }
+
+
+def user_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    """(environment, reward) generators of the user sequence that ``privbandit demo --seed``
+    drives through the services; ``same_users_regret`` replays exactly these users in memory."""
+    env_ss, reward_ss = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(env_ss), np.random.default_rng(reward_ss)
+
+
+def same_users_regret(
+    config: PolicyConfig, env_name: str, K: int, T: int, seed: int, reps: int = 20
+) -> np.ndarray:
+    """Final regret of ``reps`` in-memory runs on the demo's users for ``seed`` (same θ*, same
+    contexts, same reward draws), varying only the device and analyzer randomness: the spread
+    a services run of the same task should fall in."""
+    finals = np.empty(reps)
+    for rep in range(reps):
+        env_rng, reward_rng = user_streams(seed)
+        env = make_environment(env_name, config.d, K, env_rng)
+        device_rng, policy_rng = (
+            np.random.default_rng(s) for s in np.random.SeedSequence([seed, rep, 0x5EED]).spawn(2)
+        )
+        policy = build_policy(config, policy_rng)
+        result = run_once(policy, env, T, reward_rng, device_rng, checkpoints_for(T, 1))
+        finals[rep] = result.regret[-1]
+    return finals

@@ -1,0 +1,122 @@
+"""Wire messages of the ``secure-sum`` transport: the analyzer's Paillier configuration, the
+device's encrypted counts and the shuffler's encrypted batch sum (spec §4)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from shared.crypto.paillier import (
+    MAX_KEY_BITS,
+    MIN_TEST_KEY_BITS,
+    SCHEME,
+    b64_to_int,
+    int_to_b64,
+    paillier_key_id,
+)
+from shared.crypto.slots import SlotLayout, layout
+from shared.protocol.messages import (
+    MAX_BATCH,
+    MAX_CIPHERTEXT_BYTES,
+    MAX_REPORTS_PER_UPLOAD,
+    HexId,
+    Message,
+)
+
+
+class SecureSumLayout(Message):
+    """A task's slot layout, published so a device can check it derives the same one."""
+
+    c: int = Field(ge=1)
+    m: int = Field(ge=1)
+    batch_size: int = Field(ge=1, le=MAX_BATCH)
+    key_bits: int = Field(ge=MIN_TEST_KEY_BITS, le=MAX_KEY_BITS)
+    slot_bits: int = Field(ge=1)
+    slots_per_plaintext: int = Field(ge=1)
+    plaintexts: int = Field(ge=1)
+    ciphertext_bytes: int = Field(ge=1, le=MAX_CIPHERTEXT_BYTES)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SecureSumLayout:
+        want = layout(self.c, self.batch_size, self.m, self.key_bits)
+        fields = ("slot_bits", "slots_per_plaintext", "plaintexts", "ciphertext_bytes")
+        if any(getattr(self, f) != getattr(want, f) for f in fields):
+            raise ValueError("layout fields are not the ones derived from (c, l, m, key_bits)")
+        return self
+
+    @classmethod
+    def of(cls, lay: SlotLayout) -> SecureSumLayout:
+        """The wire form of a derived layout."""
+        return cls(
+            c=lay.c, m=lay.m, batch_size=lay.batch_size, key_bits=lay.key_bits,
+            slot_bits=lay.slot_bits, slots_per_plaintext=lay.slots_per_plaintext,
+            plaintexts=lay.plaintexts, ciphertext_bytes=lay.ciphertext_bytes,
+        )
+
+
+class PaillierConfig(Message):
+    """The analyzer's Paillier public key (g = n + 1), published next to its HPKE config.
+
+    ``n`` is the modulus as URL-safe base64 of its big-endian bytes. ``layout`` is set when the
+    config is served for one task (the slot layout depends on the task's l, m and d)."""
+
+    key_id: int = Field(ge=0, le=255)
+    scheme: Literal["paillier-g=n+1"] = SCHEME
+    key_bits: int = Field(ge=MIN_TEST_KEY_BITS, le=MAX_KEY_BITS)
+    n: str = Field(max_length=4 * (MAX_KEY_BITS // 8) // 3 + 4)
+    layout: SecureSumLayout | None = None
+
+    @field_validator("n")
+    @classmethod
+    def _n_is_base64(cls, text: str) -> str:
+        n = b64_to_int(text)
+        if n < 3 or n % 2 == 0:
+            raise ValueError("n must be an odd modulus")
+        return text
+
+    @model_validator(mode="after")
+    def _n_matches(self) -> PaillierConfig:
+        n = self.modulus()
+        if n.bit_length() != self.key_bits:
+            raise ValueError(f"n has {n.bit_length()} bits, config says {self.key_bits}")
+        if self.key_id != paillier_key_id(n):
+            raise ValueError("key_id does not match n")
+        if self.layout is not None and self.layout.key_bits != self.key_bits:
+            raise ValueError("layout is for another key size")
+        return self
+
+    def modulus(self) -> int:
+        return b64_to_int(self.n)
+
+
+class EncryptedCounts(Message):
+    """Device → shuffler: one secure-sum report, ``encode_ciphertexts`` of its ciphertexts."""
+
+    key_id: int = Field(ge=0, le=255)
+    ct: str = Field(max_length=4 * MAX_CIPHERTEXT_BYTES // 3 + 4)
+
+
+class SecureSumUpload(Message):
+    """Device → shuffler (``POST /v1/tasks/{task}/encrypted-counts``): one or many secure-sum
+    reports of one task, like ``ReportUpload`` for HPKE reports."""
+
+    reports: list[EncryptedCounts] = Field(min_length=1, max_length=MAX_REPORTS_PER_UPLOAD)
+
+
+class EncryptedBatchSum(Message):
+    """Shuffler → analyzer: the product of ``count`` reports' ciphertexts, nothing else."""
+
+    batch_id: HexId
+    key_id: int = Field(ge=0, le=255)
+    count: int = Field(ge=1, le=MAX_BATCH)
+    ct: str = Field(max_length=4 * MAX_CIPHERTEXT_BYTES // 3 + 4)
+
+
+def paillier_config(n: int, task_layout: SlotLayout | None = None) -> PaillierConfig:
+    """The published configuration of the Paillier key with modulus ``n`` (and a task's layout)."""
+    n = int(n)
+    return PaillierConfig(
+        key_id=paillier_key_id(n), key_bits=n.bit_length(), n=int_to_b64(n),
+        layout=SecureSumLayout.of(task_layout) if task_layout is not None else None,
+    )

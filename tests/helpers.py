@@ -1,0 +1,395 @@
+"""Helpers shared by the tests (fixtures live in the conftest files and use these).
+
+Services: task and settings builders, report and count makers (real HPKE, real Paillier), clients
+over ASGI transports with the apps' lifespans running, and small polling and assertion helpers.
+End to end: the small e2e deployment config, the command line as the CLI runs it, and crash runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+from fastapi import FastAPI
+
+from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
+from privbandit.launcher import Cluster
+from privbandit.services_cmd import add_demo_parser, add_up_parser
+from shared.core.policies import build_policy, randomizer_for
+from shared.crypto.hpke import pack_report, seal
+from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts
+from shared.protocol.messages import (
+    EncryptedReport,
+    ErrorBody,
+    HpkeConfig,
+    PrivacyReport,
+    ReportsAccepted,
+    ShufflerStatus,
+    TaskQueueStatus,
+    b64decode,
+)
+from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from shared.settings import Settings, TaskConfig
+
+TOKEN = "test-shuffler-token-0123456789"
+L = 5  # shuffle batch size used throughout: small, so tests are fast
+# Paillier key size for service tests (create_app(..., paillier_key_bits=...)): small and fast;
+# production keys are 2048 bits or more.
+PAILLIER_TEST_BITS = 1024
+
+
+def shuffle_task(
+    task_id: str = "shuf", l: int = L, aggregation: str = "reports", **policy: Any
+) -> TaskConfig:
+    """An SBLB-fixed shuffle task (d = 3, K = 4, batch size l); ``policy`` overrides fields."""
+    return TaskConfig.model_validate(
+        {
+            "id": task_id,
+            "threat_model": "shuffle",
+            "K": 4,
+            "aggregation": aggregation,
+            "policy": {"algo": "sblb-fixed", "d": 3, "eps0": 4.0, "batch_size": l, **policy},
+        }
+    )
+
+
+def ldp_task(task_id: str = "loc") -> TaskConfig:
+    return TaskConfig.model_validate(
+        {
+            "id": task_id,
+            "threat_model": "ldp",
+            "K": 4,
+            "policy": {"algo": "ldp-linucb", "d": 3, "update_every": 2, "regularizer": "clip"},
+        }
+    )
+
+
+def central_task(task_id: str = "cen") -> TaskConfig:
+    return TaskConfig.model_validate(
+        {
+            "id": task_id,
+            "threat_model": "central",
+            "K": 4,
+            "policy": {"algo": "adar-oful", "d": 3, "switching": 0.1},
+        }
+    )
+
+
+def make_settings(data_dir: Path, tasks: list[TaskConfig] | None = None, **kw: Any) -> Settings:
+    """Settings built directly (tasks and data_dir given, so the default config file is moot)."""
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "shuffler_token": TOKEN,
+        "tasks": tasks if tasks is not None else [shuffle_task(), ldp_task(), central_task()],
+        "retry_initial": 0.01,
+        "retry_max": 0.05,
+    }
+    values.update(kw)
+    return Settings(**values)
+
+
+@asynccontextmanager
+async def running(app: FastAPI, base_url: str = "http://test") -> AsyncIterator[httpx.AsyncClient]:
+    """Run the app's lifespan and yield a client talking to it in-process."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+            yield client
+
+
+def make_rows(config: TaskConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n randomized report rows for a task, as a device would produce them."""
+    d = config.policy.d
+    x = rng.normal(size=(n, d))
+    x /= np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))
+    r = rng.uniform(size=n)
+    return randomizer_for(config.policy).randomize(x, r, rng)
+
+
+def encrypt_rows(
+    config: TaskConfig, hpke: HpkeConfig, rows: np.ndarray, task: str | None = None
+) -> list[tuple[bytes, EncryptedReport]]:
+    """(report id, ciphertext) per row, sealed to the analyzer's key for ``task``."""
+    rand = randomizer_for(config.policy)
+    out = []
+    for row in rows:
+        report_id, plaintext = pack_report(rand.to_bytes(row))
+        out.append(
+            (report_id, seal(b64decode(hpke.public_key), hpke.key_id, task or config.id, plaintext))
+        )
+    return out
+
+
+ReportMaker = Callable[..., list[EncryptedReport]]
+
+
+def report_maker(hpke: HpkeConfig, seed: int = 0) -> ReportMaker:
+    rng = np.random.default_rng(seed)
+
+    def make(config: TaskConfig, n: int) -> list[EncryptedReport]:
+        return [rep for _, rep in encrypt_rows(config, hpke, make_rows(config, n, rng))]
+
+    return make
+
+
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKEN}"}
+
+
+def secure_sum_task(task_id: str = "sum", l: int = 10, **policy: Any) -> TaskConfig:
+    """A secure-sum shuffle task: ``shuffle_task`` with aggregation = "secure-sum"."""
+    return shuffle_task(task_id, l=l, aggregation="secure-sum", **policy)
+
+
+CountsMaker = Callable[[TaskConfig, int], tuple[np.ndarray, list[EncryptedCounts]]]
+
+
+def counts_maker(paillier: PaillierConfig, seed: int = 0) -> CountsMaker:
+    """make(config, n) → (report rows, their ``EncryptedCounts``), as a secure-sum device builds
+    them: randomize, ``counts`` per report, ``pack`` into slots, Paillier-encrypt, encode."""
+    rng = np.random.default_rng(seed)
+    encryptor = PaillierEncryptor.from_config(paillier)
+
+    def make(config: TaskConfig, n: int) -> tuple[np.ndarray, list[EncryptedCounts]]:
+        rows = make_rows(config, n, rng)
+        rand = randomizer_for(config.policy)  # the 0/1 randomizer of sblb (counts in 0..m)
+        counts = rand.counts(rows)  # type: ignore[attr-defined]
+        l, m = config.batch_size, int(rand.m)  # type: ignore[attr-defined]
+        out = [
+            EncryptedCounts(
+                key_id=paillier.key_id,
+                ct=encode_ciphertexts(encryptor.encrypt_counts(c, l, m), paillier.key_bits),
+            )
+            for c in counts
+        ]
+        return rows, out
+
+    return make
+
+
+def reference_state(config: TaskConfig, batches: list[np.ndarray]) -> dict[str, Any]:
+    """SBLB fed the plaintext rows of each batch (the reports path's arithmetic)."""
+    policy = build_policy(config.policy, np.random.default_rng(0))
+    for rows in batches:
+        assert policy.ingest(rows) == rows.shape[0]
+    return policy.get_state()
+
+
+def assert_same_state(got: dict[str, Any], want: dict[str, Any]) -> None:
+    # Both sides do the same float arithmetic on the same integer counts: equal to rounding.
+    assert got.keys() == want.keys()
+    for key in want:
+        g, w = got[key], want[key]
+        if isinstance(w, dict):
+            assert_same_state(g, w)
+        elif isinstance(w, (list, float)):
+            np.testing.assert_allclose(np.asarray(g, float), np.asarray(w, float), rtol=1e-12)
+        else:
+            assert g == w, key
+
+
+# ---------------------------------------------------------------------------------------------
+# Assertions and polling shared by the service tests
+
+
+def error(resp: httpx.Response, status: int, code: str | None = None) -> ErrorBody:
+    """Assert an ``ErrorBody`` answer (exactly {code, message}, a message for humans) with this
+    status and, if given, this code."""
+    assert resp.status_code == status, resp.text
+    body = ErrorBody.model_validate_json(resp.content)  # strict: no other fields
+    assert body.message
+    if code is not None:
+        assert body.code == code, body
+    return body
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition"
+) -> None:
+    """Poll ``check()`` until it is true; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def upload(
+    client: httpx.AsyncClient,
+    reports: list[EncryptedReport] | list[EncryptedCounts],
+    task: str | None = None,
+) -> ReportsAccepted:
+    """Post reports to the shuffler (HPKE reports or secure-sum counts, by their type) and
+    assert 202; ``task`` defaults to ``shuffle_task()``'s or ``secure_sum_task()``'s id."""
+    secure = isinstance(reports[0], EncryptedCounts)
+    task = task if task is not None else ("sum" if secure else "shuf")
+    endpoint = "encrypted-counts" if secure else "reports"
+    body = {"reports": [r.model_dump() for r in reports]}
+    r = await client.post(f"/v1/tasks/{task}/{endpoint}", json=body)
+    assert r.status_code == 202, r.text
+    return ReportsAccepted.model_validate_json(r.content)
+
+
+async def queue_status(client: httpx.AsyncClient, task: str) -> TaskQueueStatus:
+    """The shuffler's queue of one task."""
+    status = ShufflerStatus.model_validate_json((await client.get("/v1/status")).content)
+    return next(t for t in status.tasks if t.task == task)
+
+
+async def privacy(client: httpx.AsyncClient, task: str) -> PrivacyReport:
+    """The analyzer's privacy report of one task (with its counts)."""
+    r = await client.get(f"/v1/tasks/{task}/privacy")
+    assert r.status_code == 200, r.text
+    return PrivacyReport.model_validate_json(r.content)
+
+
+async def counted(client: httpx.AsyncClient, task: str, n: int) -> bool:
+    """Whether the analyzer has counted at least ``n`` reports of ``task``."""
+    return (await privacy(client, task)).reports_counted >= n
+
+
+async def secure_sum_ready(client: httpx.AsyncClient) -> bool:
+    """Whether the shuffler has the analyzer's Paillier key (secure-sum intake open)."""
+    return (await client.get("/healthz")).json().get("secure_sum_ready") is True
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end
+
+E2E_CONFIG = """\
+# privbandit end-to-end test deployment (ports and data dir come from the environment)
+shuffler_token = "e2e-shuffler-token-0123456789"
+retry_initial = 0.05
+retry_max = 0.5
+log_level = "warning"
+
+[[tasks]]
+id = "e2e-shuffle"
+threat_model = "shuffle"
+K = 5
+[tasks.policy]
+algo = "sblb"
+d = 3
+eps0 = 8.0
+batch_size = 20
+confidence_scale = 0.1
+regularizer = "clip"
+
+[[tasks]]
+id = "e2e-ldp"
+threat_model = "ldp"
+K = 5
+[tasks.policy]
+algo = "ldp-linucb"
+d = 3
+epsilon = 1.0
+update_every = 25
+confidence_scale = 0.1
+regularizer = "clip"
+
+[[tasks]]
+id = "e2e-central"
+threat_model = "central"
+K = 5
+[tasks.policy]
+algo = "adar-oful"
+d = 3
+alpha = 2.0
+epsilon = 1.0
+"""
+
+TASKS = {"shuffle": "e2e-shuffle", "ldp": "e2e-ldp", "central": "e2e-central"}
+BATCH = {"shuffle": 20, "ldp": 1, "central": 1}
+
+
+def write_config(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "e2e.toml"
+    path.write_text(E2E_CONFIG)
+    return path
+
+
+def cli(argv: list[str]) -> int:
+    """``privbandit up`` / ``privbandit demo`` as the CLI runs them."""
+    parser = argparse.ArgumentParser(prog="privbandit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_up_parser(sub)
+    add_demo_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:
+    """Until the driver has finished ``n`` users."""
+    deadline = time.monotonic() + timeout
+    while driver.done < n:
+        assert time.monotonic() < deadline, f"driver stuck at {driver.done} users"
+        await asyncio.sleep(0.01)
+
+
+def run_with_backend_crash(
+    cluster: Cluster, task_id: str, users: int, seed: int
+) -> tuple[Driver, dict[str, Any], list[str]]:
+    """Drive ``users`` users through ``task_id`` while the shuffler and the analyzer are killed
+    with SIGKILL a fifth of the way in, users keep coming while both are down (decide is local,
+    feedback goes to the device's durable outbox), the shuffler restarts first (and cannot
+    deliver), then the analyzer, on their old stores, keys and ports. Returns the driver, the
+    reconciliation once the system is quiescent, and what happened when."""
+    urls = cluster.urls
+    events: list[str] = []
+
+    async def chaos(driver: Driver) -> None:
+        await wait_done(driver, users // 5)
+        await asyncio.to_thread(cluster.kill, "shuffler")
+        await asyncio.to_thread(cluster.kill, "analyzer")
+        events.append(f"killed at {driver.done}")
+        mark = driver.done
+        await wait_done(driver, mark + users // 5)
+        async with httpx.AsyncClient() as c:
+            st = (await c.get(f"{urls['device']}/v1/status")).json()
+        assert st["outbox_pending"] > 0, st
+        events.append(f"outbox {st['outbox_pending']} at {driver.done}")
+        await asyncio.to_thread(cluster.restart, "shuffler")
+        await wait_done(driver, driver.done + users // 10)
+        await asyncio.to_thread(cluster.restart, "analyzer")
+        events.append(f"restarted at {driver.done}")
+
+    async def run() -> tuple[Driver, dict[str, Any]]:
+        task = await fetch_task(urls["analyzer"], task_id)
+        async with httpx.AsyncClient(timeout=10) as c:
+            before = await snapshot(urls, task_id, c)
+        driver = Driver(urls["device"], task, users, concurrency=4, seed=seed)
+        result, _ = await asyncio.gather(driver.run(), chaos(driver))
+        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=90)
+        return driver, reconcile(result.feedbacks_sent, before, after)
+
+    driver, rec = asyncio.run(run())
+    assert len(events) == 3, events
+    return driver, rec, events
+
+
+def analyzer_totals(data_dir: Path, task_id: str) -> dict[str, Any]:
+    """What the analyzer's durable store says about a task (read-only)."""
+    db = Path(data_dir) / "analyzer" / "analyzer.sqlite3"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        ids, distinct = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT report_id) FROM report_ids WHERE task = ?",
+            (task_id,),
+        ).fetchone()
+        counted, rejected, batches = conn.execute(
+            "SELECT reports_counted, rejected, batches FROM tasks WHERE task = ?", (task_id,)
+        ).fetchone()
+        per_batch = [n for (n,) in conn.execute(
+            "SELECT counted FROM batches WHERE task = ?", (task_id,)
+        )]
+    return {"report_ids": ids, "distinct_report_ids": distinct, "counted": counted,
+            "rejected": rejected, "batches": batches, "per_batch": per_batch}

@@ -1,0 +1,75 @@
+"""Zheng Alg. 5: the Gaussian report's sensitivity, its (ε, δ) calibration, and unbiasedness."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from shared.core.accounting.gaussian import gaussian_delta
+from shared.core.randomizers.base import upper_indices
+from shared.core.randomizers.gaussian import GaussianRandomizer, report_sensitivity
+
+
+def _clean(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    iu = upper_indices(x.shape[1])
+    return np.concatenate([x[:, iu[0]] * x[:, iu[1]], r[:, None] * x], axis=1)
+
+
+@pytest.mark.parametrize("L", [0.5, 1.0, 2.0])
+def test_sensitivity_bound_holds_and_is_nearly_attained(L: float) -> None:
+    """No pair of inputs moves the clean report by more than Δ; some pair gets within 15%."""
+    rng = np.random.default_rng(7)
+    d = 4
+    n = 200_000
+    x = rng.normal(size=(n, d))
+    x *= L / np.linalg.norm(x, axis=1, keepdims=True)
+    # Neighbours at every angle, including the worst ones (orthogonal-ish and opposite).
+    y = rng.normal(size=(n, d))
+    y *= L / np.linalg.norm(y, axis=1, keepdims=True)
+    r1, r2 = rng.random(n).round(), rng.random(n).round()
+    dist = np.linalg.norm(_clean(x, r1) - _clean(y, r2), axis=1)
+    delta = report_sensitivity(L)
+    assert dist.max() <= delta * (1 + 1e-12)
+    assert dist.max() >= 0.85 * delta
+
+
+@pytest.mark.parametrize("eps,delta", [(0.5, 1e-6), (1.0, 1e-5), (4.0, 1e-8)])
+def test_sigma_achieves_exactly_its_epsilon_delta(eps: float, delta: float) -> None:
+    """σ is the smallest noise for which the analytic Gaussian mechanism is (ε, δ)-DP."""
+    rz = GaussianRandomizer(d=5, epsilon=eps, delta=delta, L=1.0)
+    achieved = gaussian_delta(eps, rz.sigma, rz.sensitivity)
+    assert achieved <= delta
+    assert achieved == pytest.approx(delta, rel=1e-6)
+    assert gaussian_delta(eps, rz.sigma * 0.99, rz.sensitivity) > delta
+
+
+def test_gaussian_estimates_are_unbiased_and_symmetric() -> None:
+    rng = np.random.default_rng(3)
+    d, n, reps = 3, 30, 4000
+    x = rng.normal(size=(n, d))
+    x /= 1.2 * np.linalg.norm(x, axis=1, keepdims=True)
+    r = rng.random(n)
+    rz = GaussianRandomizer(d, epsilon=2.0, delta=1e-6)
+    rows = rz.randomize(np.tile(x, (reps, 1)), np.tile(r, reps), rng).reshape(reps, n, -1)
+    stats = rows.sum(axis=1)
+    Gs = np.stack([rz.estimate(s, n).G for s in stats])
+    us = np.stack([rz.estimate(s, n).u for s in stats])
+    assert np.allclose(Gs, np.transpose(Gs, (0, 2, 1)))
+    for est, truth in ((Gs, x.T @ x), (us, x.T @ r)):
+        se = est.std(axis=0, ddof=1) / math.sqrt(reps)
+        assert (np.abs(est.mean(axis=0) - truth) <= 4.5 * se).all()
+    # Per-entry variance is n σ² (the proxy the widths use), within 4 s.e. of a variance.
+    tol = 4 * math.sqrt(2 / (reps - 1))
+    assert np.allclose(Gs.var(axis=0) / (n * rz.matrix_proxy()), 1, atol=tol)
+
+
+def test_wire_form() -> None:
+    rz = GaussianRandomizer(3, epsilon=1.0, delta=1e-6)
+    row = rz.randomize(np.array([[0.1, 0.2, 0.3]]), np.array([1.0]), np.random.default_rng(0))[0]
+    assert np.array_equal(rz.from_bytes(rz.to_bytes(row)), row)
+    with pytest.raises(ValueError):
+        rz.from_bytes(b"\x00" * 7)
+    with pytest.raises(ValueError):
+        rz.from_bytes(np.full(rz.width, np.nan).tobytes())
