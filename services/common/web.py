@@ -19,6 +19,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from services.common.errors import ServiceError
 from shared.protocol.messages import ErrorBody
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,10 @@ def install_error_handlers(
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return respond(request, exc.status_code, code, message, getattr(exc, "headers", None))
 
+    async def service_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ServiceError)
+        return respond(request, exc.status, exc.code, exc.message, exc.headers)
+
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         return respond(request, 422, "invalid_request", describe_errors(list(exc.errors())))
@@ -104,6 +109,7 @@ def install_error_handlers(
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return respond(request, 500, "internal_error", "internal error (logged on the server)")
 
+    app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,42 @@
+"""The one retry schedule of the services: exponential backoff with jitter.
+
+Every loop that retries something remote (batch delivery, fetching the analyzer's keys, uploading
+the device outbox) iterates a ``Backoff``: delays start at ``initial``, double after each failure up
+to ``maximum``, and are drawn uniformly from [½, 1½) of the nominal delay with the OS CSPRNG, so
+that restarted processes do not retry in lockstep. ``reset()`` after a success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator
+
+_JITTER = secrets.SystemRandom()
+
+
+class Backoff(Iterator[float]):
+    """An endless iterator of jittered, doubling delays (seconds)."""
+
+    def __init__(self, initial: float, maximum: float, *, factor: float = 2.0) -> None:
+        if not 0 < initial <= maximum:
+            raise ValueError("need 0 < initial <= maximum")
+        if factor < 1:
+            raise ValueError("factor must be >= 1")
+        self.initial, self.maximum, self.factor = initial, maximum, factor
+        self.nominal = initial
+
+    def __next__(self) -> float:
+        delay = self.nominal * (0.5 + _JITTER.random())
+        self.nominal = min(self.nominal * self.factor, self.maximum)
+        return delay
+
+    def reset(self) -> None:
+        self.nominal = self.initial
+
+    async def sleep(self, at_least: float = 0.0) -> float:
+        """Sleep for the next delay (or ``at_least`` seconds, e.g. a server's Retry-After, capped
+        at ``maximum``); returns the time slept."""
+        delay = max(next(self), min(at_least, self.maximum))
+        await asyncio.sleep(delay)
+        return delay

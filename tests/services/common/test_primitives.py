@@ -1,0 +1,108 @@
+"""The shared service primitives: ``transaction``/``migrate`` on real SQLite files, ``Backoff``
+and ``GroupCommitter``."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from services.common.group_commit import GroupCommitter, ShuttingDown
+from services.common.retry import Backoff
+from services.common.sqlite import SchemaError, migrate, open_db, schema_version, transaction
+
+MIGRATIONS = [
+    "CREATE TABLE a (x INTEGER NOT NULL)",
+    "ALTER TABLE a ADD COLUMN y INTEGER NOT NULL DEFAULT 7; CREATE INDEX a_x ON a (x)",
+]
+
+
+def test_transaction_commits_or_rolls_back_as_a_whole(tmp_path: Path) -> None:
+    conn = open_db(tmp_path / "t.sqlite3")
+    conn.execute("CREATE TABLE t (v INTEGER)")
+    with transaction(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(ZeroDivisionError), transaction(conn):
+        conn.execute("INSERT INTO t VALUES (2)")
+        1 / 0  # noqa: B018
+    assert [r[0] for r in conn.execute("SELECT v FROM t")] == [1]
+    assert not conn.in_transaction
+
+
+def test_migrations_apply_once_in_order_and_newer_databases_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite3"
+    conn = open_db(path)
+    assert migrate(conn, MIGRATIONS[:1], store="test") == 1
+    conn.execute("INSERT INTO a (x) VALUES (1)")
+    assert migrate(conn, MIGRATIONS, store="test") == 2
+    assert conn.execute("SELECT x, y FROM a").fetchall() == [(1, 7)]
+    assert migrate(conn, MIGRATIONS, store="test") == 2  # idempotent
+    assert schema_version(conn) == 2
+    conn.close()
+    with pytest.raises(SchemaError, match="schema version 2"):
+        migrate(open_db(path), MIGRATIONS[:1], store="test")
+
+
+def test_a_failing_migration_leaves_the_previous_version_whole(tmp_path: Path) -> None:
+    conn = open_db(tmp_path / "f.sqlite3")
+    broken = [MIGRATIONS[0], "ALTER TABLE a ADD COLUMN z INTEGER; SELECT * FROM missing"]
+    with pytest.raises(sqlite3.OperationalError):
+        migrate(conn, broken, store="test")
+    assert schema_version(conn) == 1
+    assert [r[1] for r in conn.execute("PRAGMA table_info(a)")] == ["x"]
+
+
+def test_backoff_doubles_to_its_cap_with_bounded_jitter() -> None:
+    b = Backoff(0.1, 0.8)
+    delays = [next(b) for _ in range(6)]
+    nominal = [0.1, 0.2, 0.4, 0.8, 0.8, 0.8]
+    for d, n in zip(delays, nominal, strict=True):
+        assert 0.5 * n <= d < 1.5 * n
+    b.reset()
+    assert next(b) < 0.15
+    with pytest.raises(ValueError):
+        Backoff(1.0, 0.5)
+
+
+async def test_group_committer_groups_waiting_items_and_isolates_item_failures() -> None:
+    gate = threading.Event()
+    groups: list[list[int]] = []
+
+    def commit(items: list[int]) -> list[int | BaseException]:
+        gate.wait(5)
+        groups.append(items)
+        return [ValueError(f"bad {i}") if i == 3 else i * 10 for i in items]
+
+    seen: list[int] = []
+    gc: GroupCommitter[int, int] = GroupCommitter(
+        "test", commit, max_items=3, after=lambda items, _: seen.extend(items)
+    )
+    gc.start()
+    first = asyncio.ensure_future(gc.submit(0))
+    await asyncio.sleep(0.05)  # the worker now holds [0] and waits on the gate
+    rest = [asyncio.ensure_future(gc.submit(i)) for i in range(1, 6)]
+    await asyncio.sleep(0.05)
+    gate.set()
+    assert await first == 0
+    results = await asyncio.gather(*rest, return_exceptions=True)
+    assert results[:2] == [10, 20] and isinstance(results[2], ValueError)
+    assert results[3:] == [40, 50]
+    assert groups == [[0], [1, 2, 3], [4, 5]]
+    assert seen == [0, 1, 2, 3, 4, 5]
+    await gc.stop()
+    with pytest.raises(ShuttingDown):
+        await gc.submit(9)
+
+
+async def test_group_committer_fails_the_whole_group_when_the_commit_raises() -> None:
+    def commit(items: list[int]) -> list[int]:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    gc: GroupCommitter[int, int] = GroupCommitter("test", commit)
+    gc.start()
+    results = await asyncio.gather(gc.submit(1), gc.submit(2), return_exceptions=True)
+    assert all(isinstance(r, sqlite3.OperationalError) for r in results)
+    await gc.stop()
