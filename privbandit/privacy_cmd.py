@@ -15,11 +15,13 @@ ledger is evaluated at the solution.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.core.accounting.ledger import PrivacyLedger
 
@@ -35,35 +37,31 @@ LEDGER_FIELDS = (
     "accounting",
 )
 
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
+T = TypeVar("T", int, float)
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
-    return value
+def _checked(
+    convert: Callable[[str], T], noun: str, ok: Callable[[T], bool], requirement: str
+) -> Callable[[str], T]:
+    """An argparse ``type``: ``convert`` the text (else "not {noun}"), then require ``ok``."""
+
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
+_positive_float = _checked(
+    float, "a number", lambda v: v > 0 and math.isfinite(v), "a positive finite number"
+)
+_probability = _checked(float, "a number", lambda v: 0.0 < v < 1.0, "in (0, 1)")
+_positive_int = _checked(int, "an integer", lambda v: v >= 1, "an integer >= 1")
 
 
 def _rdp_order(text: str) -> float:
@@ -157,35 +155,25 @@ def _shuffle_ledger(
 ) -> tuple[PrivacyLedger, dict[str, Any] | None]:
     from shared.core.accounting import ledgers, shuffle, sum_only
 
-    secure_sum = args.aggregation == "secure-sum"
-    build = sum_only.secure_sum_ledger if secure_sum else ledgers.shuffle_ledger
+    if args.aggregation == "secure-sum":
+        build, cap = sum_only.secure_sum_ledger, sum_only.MAX_BATCH_SIZE
+        max_eps0 = functools.partial(sum_only.sum_only_max_eps0, d=args.d, m=args.m)
+        min_batch = functools.partial(sum_only.sum_only_min_batch, d=args.d, m=args.m)
+    else:
+        build, cap = ledgers.shuffle_ledger, shuffle.MAX_BATCH_SIZE
+        max_eps0, min_batch = shuffle.shuffle_max_eps0, shuffle.shuffle_min_batch
     eps0, batch = args.eps0, args.batch_size
     solution: dict[str, Any] | None = None
-    if solve == "eps0":
-        if batch is None:
-            raise _UsageError("--solve eps0 needs --batch-size")
+    if solve is not None:
+        given, flag = (batch, "--batch-size") if solve == "eps0" else (eps0, "--eps0")
+        if given is None:
+            raise _UsageError(f"--solve {solve} needs {flag}")
         assert target is not None
-        if secure_sum:
-            eps0 = sum_only.sum_only_max_eps0(target, batch, args.delta, args.d, args.m)
+        if solve == "eps0":
+            eps0 = max_eps0(target, batch, args.delta)
         else:
-            eps0 = shuffle.shuffle_max_eps0(target, batch, args.delta)
-        solution = {"solve": "eps0", "target_epsilon": target, "eps0": eps0, "batch_size": batch}
-    elif solve == "batch-size":
-        if eps0 is None:
-            raise _UsageError("--solve batch-size needs --eps0")
-        assert target is not None
-        if secure_sum:
-            batch = sum_only.sum_only_min_batch(eps0, target, args.delta, args.d, args.m)
-            cap = sum_only.MAX_BATCH_SIZE
-        else:
-            batch = shuffle.shuffle_min_batch(eps0, target, args.delta)
-            cap = shuffle.MAX_BATCH_SIZE
-        solution = {
-            "solve": "batch-size",
-            "target_epsilon": target,
-            "eps0": eps0,
-            "batch_size": batch,
-        }
+            batch = min_batch(eps0, target, args.delta)
+        solution = {"solve": solve, "target_epsilon": target, "eps0": eps0, "batch_size": batch}
         if batch is None:
             solution["reason"] = f"no batch size up to {cap} reaches the target"
             ledger = PrivacyLedger(
