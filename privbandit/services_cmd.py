@@ -1,65 +1,78 @@
 """``privbandit up`` and ``privbandit demo`` (spec §6): the services as local processes.
 
-Registered in ``shared/cli.py`` with ``add_up_parser(sub)`` and ``add_demo_parser(sub)``; each
+Registered in ``privbandit/cli.py`` with ``add_up_parser(sub)`` and ``add_demo_parser(sub)``; each
 sets ``func`` so the CLI calls ``args.func(args)``.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from privbandit.demo import DEFAULT_USERS, THREAT_MODELS, DemoError, config_path, load_settings
+from privbandit.demo.config import (
+    DEFAULT_THREAT_MODEL,
+    DEFAULT_USERS,
+    THREAT_MODELS,
+    DemoError,
+    config_path,
+    load_settings,
+)
 from privbandit.launcher import SERVICES, Cluster, LaunchError, healthy
 
 
-def add_up_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "up",
-        help="run analyzer, shuffler and device locally until Ctrl-C",
-        description=(
-            "Start the analyzer, the shuffler and the device as separate processes on loopback, "
-            "at the addresses of the config file, with embedded storage (SQLite) under the data "
-            "directory, and keep them running until Ctrl-C."
-        ),
-    )
+def _command(
+    sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int],
+    summary: str, description: str, data_dir_help: str,
+) -> argparse.ArgumentParser:
+    """A subcommand running ``func(args)``, with the options every services command has: the
+    config file and the data directory."""
+    p = sub.add_parser(name, help=summary, description=description)
     p.add_argument("--config", type=Path,
                    help="TOML config (default: $PRIVBANDIT_CONFIG or the packaged defaults)")
-    p.add_argument("--data-dir", type=Path,
-                   help="where the services keep their state (default: the config's data_dir)")
+    p.add_argument("--data-dir", type=Path, help=data_dir_help)
+    p.set_defaults(func=func)
+    return p
+
+
+def add_up_parser(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub, "up", run_up, "run analyzer, shuffler and device locally until Ctrl-C",
+        "Start the analyzer, the shuffler and the device as separate processes on loopback, at "
+        "the addresses of the config file, with embedded storage (SQLite) under the data "
+        "directory, and keep them running until Ctrl-C.",
+        "where the services keep their state (default: the config's data_dir)",
+    )
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for each service's /healthz (default 60)")
-    p.set_defaults(func=run_up)
 
 
 def add_demo_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="drive simulated users through the services; print regret, privacy, counts",
-        description=(
-            "Drive N simulated users of a seeded linear environment through the device API "
-            "(decide -> reward -> feedback), C at a time. Uses the services at the config's "
-            "addresses if they answer, else starts them on free loopback ports with a fresh "
-            "temporary data directory (so the demo starts from model version 0) and stops them "
-            "afterwards. Prints regret, the privacy ledger and the reconciliation of the counts "
-            "of all three services; exits 1 if the counts do not reconcile."
-        ),
+    """The demo's options; their destinations are the parameters of ``main_demo``."""
+    p = _command(
+        sub, "demo", run_demo,
+        "drive simulated users through the services; print regret, privacy, counts",
+        "Drive N simulated users of a seeded linear environment through the device API "
+        "(decide -> reward -> feedback), C at a time. Uses the services at the config's "
+        "addresses if they answer, else starts them on free loopback ports with a fresh "
+        "temporary data directory (so the demo starts from model version 0) and stops them "
+        "afterwards. Prints regret, the privacy ledger and the reconciliation of the counts "
+        "of all three services; exits 1 if the counts do not reconcile.",
+        "data directory for services the demo starts (default: a fresh temporary one, "
+        "removed afterwards)",
     )
-    p.add_argument("--threat-model", required=True, choices=THREAT_MODELS)
+    p.add_argument("--threat-model", choices=THREAT_MODELS, default=DEFAULT_THREAT_MODEL,
+                   help=f"which task of the config to drive (default {DEFAULT_THREAT_MODEL})")
     p.add_argument("--users", type=int, default=DEFAULT_USERS,
                    help=f"simulated users (default {DEFAULT_USERS})")
     p.add_argument("--concurrency", type=int, default=8,
                    help="users in flight at once (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the simulated environment")
-    p.add_argument("--config", type=Path,
-                   help="TOML config (default: $PRIVBANDIT_CONFIG or the packaged defaults)")
-    p.add_argument("--data-dir", type=Path,
-                   help="data directory for services the demo starts (default: a fresh "
-                        "temporary one, removed afterwards)")
     p.add_argument("--aggregation", choices=["reports", "secure-sum"],
                    help="the shuffle transport: pick a task configured with it, or else run "
                         "the config's first shuffle task with it on freshly started services "
@@ -71,27 +84,15 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                    help="always start fresh services, even if some are running")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result (JSON) here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
-    p.add_argument("--no-progress", action="store_true", help="no live progress bar")
-    p.set_defaults(func=run_demo)
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no live progress bar")
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from privbandit.demo import main_demo
+    from privbandit.demo.run import main_demo
 
-    return main_demo(
-        threat_model=args.threat_model,
-        users=args.users,
-        concurrency=args.concurrency,
-        seed=args.seed,
-        config=args.config,
-        data_dir=args.data_dir,
-        aggregation=args.aggregation,
-        paper=args.paper,
-        fresh=args.fresh,
-        json_out=args.json_out,
-        plot=args.plot,
-        progress=not args.no_progress,
-    )
+    parameters = inspect.signature(main_demo).parameters
+    return main_demo(**{name: getattr(args, name) for name in parameters})
 
 
 def run_up(args: argparse.Namespace) -> int:

@@ -1,0 +1,145 @@
+"""What a demo run is: its options, the config file, the task it drives, and the temporary copy of
+the config a run writes when it changes a task (``--paper``, ``--aggregation``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from shared.settings import DEFAULT_CONFIG, Settings, TaskConfig
+
+THREAT_MODELS = ("ldp", "shuffle", "central")
+# The threat model `privbandit demo` drives when none is given (the one `make demo` shows).
+DEFAULT_THREAT_MODEL = "shuffle"
+# Users per default run: enough to watch the model learn, small enough for a minute or two.
+DEFAULT_USERS = 10000
+
+
+class DemoError(RuntimeError):
+    """The demo could not run (no matching task, services unreachable, ...)."""
+
+
+@dataclass
+class DemoOptions:
+    threat_model: str
+    users: int = DEFAULT_USERS
+    concurrency: int = 1
+    seed: int = 0
+    aggregation: str | None = None
+    settle_timeout: float = 120.0
+    progress: bool = True
+
+
+def config_path(path: Path | None) -> Path:
+    """The config file to use: the given one, else $PRIVBANDIT_CONFIG, else the default."""
+    if path is not None:
+        return Path(path)
+    return Path(os.environ.get("PRIVBANDIT_CONFIG", DEFAULT_CONFIG))
+
+
+@contextlib.contextmanager
+def _config_env(path: Path) -> Iterator[None]:
+    old = os.environ.get("PRIVBANDIT_CONFIG")
+    os.environ["PRIVBANDIT_CONFIG"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PRIVBANDIT_CONFIG", None)
+        else:
+            os.environ["PRIVBANDIT_CONFIG"] = old
+
+
+def load_settings(path: Path, **overrides: Any) -> Settings:
+    """Settings as the services would read them from ``path`` (plus the environment)."""
+    if not path.exists():
+        raise DemoError(f"config file {path} does not exist")
+    with _config_env(path):
+        return Settings(**overrides)
+
+
+def pick_task(settings: Settings, threat_model: str, aggregation: str | None) -> str:
+    """The id of the first task with this threat model (and aggregation, if given)."""
+    for task in settings.tasks:
+        if task.threat_model == threat_model and (
+            aggregation is None or task.aggregation == aggregation
+        ):
+            return task.id
+    have = ", ".join(f"{t.id} ({t.threat_model}, {t.aggregation})" for t in settings.tasks)
+    want = threat_model + (f" with {aggregation} aggregation" if aggregation else "")
+    raise DemoError(f"the config has no {want} task; it has: {have or 'no tasks'}")
+
+
+def choose_task(
+    settings: Settings, threat_model: str, aggregation: str | None
+) -> tuple[str, bool]:
+    """(task id, whether its aggregation must be overridden to ``aggregation``).
+
+    A task configured with the requested aggregation is preferred. Otherwise, for the shuffle
+    model (the only one with two transports), the first shuffle task whose policy supports the
+    requested transport is run with its aggregation overridden."""
+    try:
+        return pick_task(settings, threat_model, aggregation), False
+    except DemoError:
+        if aggregation is None or threat_model != "shuffle":
+            raise
+    errors = []
+    for task in settings.tasks:
+        if task.threat_model != threat_model:
+            continue
+        try:
+            TaskConfig.model_validate({**task.model_dump(), "aggregation": aggregation})
+        except ValueError as exc:
+            errors.append(f"{task.id}: {exc}")
+            continue
+        return task.id, True
+    raise DemoError(f"no shuffle task of the config can run with {aggregation} aggregation"
+                    + (f" ({'; '.join(errors)})" if errors else ""))
+
+
+def demo_task(
+    config: Path | None, threat_model: str, aggregation: str | None
+) -> tuple[Path, Settings, str, bool]:
+    """The config file a run reads, its settings, the id of the task to drive and whether that
+    task's aggregation must be overridden (``choose_task``)."""
+    base = config_path(config)
+    settings = load_settings(base)
+    task_id, override = choose_task(settings, threat_model, aggregation)
+    return base, settings, task_id, override
+
+
+def derived_config(
+    base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None
+) -> Path:
+    """A copy of ``base`` where ``task_id`` is changed for this demo run:
+
+    - ``paper``: the paper's widths, confidence_scale = 1 and regularizer = "paper" (where the
+      policy has a regularizer);
+    - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
+    """
+    from shared.core.policies.config import CONFIGS
+
+    data = tomllib.loads(base.read_text())
+    for task in data.get("tasks", []):
+        if task.get("id") == task_id:
+            policy = task.setdefault("policy", {})
+            if paper:
+                policy["confidence_scale"] = 1.0
+                if "regularizer" in CONFIGS[policy["algo"]].model_fields:
+                    policy["regularizer"] = "paper"
+            if aggregation is not None:
+                task["aggregation"] = aggregation
+    out.write_text(tomli_w.dumps(data))
+    return out
+
+
+def paper_config(base: Path, task_id: str, out: Path) -> Path:
+    """``derived_config`` with the paper's widths only."""
+    return derived_config(base, task_id, out, paper=True)

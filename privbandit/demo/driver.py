@@ -1,0 +1,179 @@
+"""The demo's users: N simulated users of a seeded ``linear`` environment, C at a time, driven
+through one device task over HTTP (decide → Bernoulli reward → feedback), with their regret.
+
+Also used by the load test (``load/drive.py``) and the end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+
+from privbandit.demo.config import DemoError
+from shared.core.environments import make_environment
+from shared.core.simulator import user_streams
+from shared.protocol.messages import TaskInfo
+
+CURVE_POINTS = 200
+CONTEXT_CHUNK = 256
+# Transport retries per request (the device itself never needs the network to answer).
+REQUEST_RETRIES = 8
+
+
+async def fetch_task(analyzer_url: str, task_id: str) -> TaskInfo:
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        resp = await client.get(f"{analyzer_url}/v1/tasks/{task_id}")
+    if resp.status_code != 200:
+        raise DemoError(f"the analyzer does not serve task {task_id}: {resp.status_code} "
+                        f"{resp.text[:200]}")
+    return TaskInfo.model_validate_json(resp.content)
+
+
+@dataclass
+class DriveResult:
+    users: int
+    concurrency: int
+    feedbacks_sent: int
+    final_regret: float
+    random_regret: float
+    regret_curve: list[list[float]]
+    wall_seconds: float
+    model_version: int
+    errors: int
+
+    @property
+    def users_per_second(self) -> float:
+        return self.users / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+@dataclass
+class Driver:
+    """N simulated users, C at a time, against one device task over HTTP."""
+
+    device_url: str
+    task: TaskInfo
+    users: int
+    concurrency: int = 1
+    seed: int = 0
+    on_progress: Callable[[Driver], None] | None = None
+    transport: httpx.AsyncBaseTransport | None = None
+    # Stop starting new users after this many seconds (load tests); None = run all users.
+    time_limit: float | None = None
+    # live state (read by progress displays and tests)
+    done: int = 0
+    regret: float = 0.0
+    random_regret: float = 0.0
+    feedbacks_sent: int = 0
+    model_version: int = 0
+    errors: int = 0
+    curve: list[list[float]] = field(default_factory=list)
+    # Seconds per successful request, by endpoint ("decide", "feedback").
+    latencies: dict[str, list[float]] = field(
+        default_factory=lambda: {"decide": [], "feedback": []}
+    )
+
+    def __post_init__(self) -> None:
+        if self.users < 1 or self.concurrency < 1:
+            raise ValueError("users and concurrency must be >= 1")
+        env_rng, self._reward_rng = user_streams(self.seed)
+        self.env = make_environment("linear", self.task.d, self.task.K, env_rng)
+        # Features are drawn with ||x|| <= 1; a task with a smaller bound L gets them scaled.
+        self._scale = min(1.0, float(self.task.policy.get("L", 1.0)))
+        self._next = 0
+        self._buffer: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._buffer_start = 0
+        self._every = max(1, self.users // CURVE_POINTS)
+
+    def _user(self, i: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """User i's contexts, true means and reward draw (drawn in user order, so a run's users
+        do not depend on the concurrency)."""
+        if self._buffer is None or i >= self._buffer_start + self._buffer[0].shape[0]:
+            X, mu = self.env.contexts(CONTEXT_CHUNK)
+            u = self._reward_rng.random(CONTEXT_CHUNK)
+            self._buffer_start = i
+            self._buffer = (X * self._scale, mu, u)
+        j = i - self._buffer_start
+        X, mu, u = self._buffer
+        return X[j], mu[j], float(u[j])
+
+    async def run(self) -> DriveResult:
+        limits = httpx.Limits(max_connections=self.concurrency + 2,
+                              max_keepalive_connections=self.concurrency + 2)
+        started = time.perf_counter()
+        self._stop_at = None if self.time_limit is None else started + self.time_limit
+        async with httpx.AsyncClient(base_url=self.device_url, limits=limits, timeout=30.0,
+                                     transport=self.transport) as client:
+            await asyncio.gather(*(self._worker(client) for _ in range(self.concurrency)))
+        wall = time.perf_counter() - started
+        if not self.curve or self.curve[-1][0] != self.done:
+            self.curve.append([self.done, self.regret])
+        return DriveResult(
+            users=self.done,
+            concurrency=self.concurrency,
+            feedbacks_sent=self.feedbacks_sent,
+            final_regret=self.regret,
+            random_regret=self.random_regret,
+            regret_curve=self.curve,
+            wall_seconds=wall,
+            model_version=self.model_version,
+            errors=self.errors,
+        )
+
+    async def _worker(self, client: httpx.AsyncClient) -> None:
+        task = self.task.id
+        while self._next < self.users:
+            if self._stop_at is not None and time.perf_counter() > self._stop_at:
+                return
+            i = self._next
+            self._next += 1
+            X, mu, u = self._user(i)
+            t0 = time.perf_counter()
+            resp = await self._post(client, f"/v1/tasks/{task}/decide",
+                                    {"features": X.tolist()})
+            t1 = time.perf_counter()
+            if resp.status_code != 200:
+                raise DemoError(f"decide failed: {resp.status_code} {resp.text[:300]}")
+            out = resp.json()
+            a = int(out["action"])
+            self.model_version = max(self.model_version, int(out["model_version"]))
+            best = float(mu.max())
+            self.regret += best - float(mu[a])
+            self.random_regret += best - float(mu.mean())
+            reward = 1.0 if u < mu[a] else 0.0
+            body = {"decision_id": out["decision_id"], "reward": reward}
+            resp = await self._post(client, f"/v1/tasks/{task}/feedback", body, retry_409=True)
+            if resp.status_code != 202:
+                raise DemoError(f"feedback failed: {resp.status_code} {resp.text[:300]}")
+            self.latencies["decide"].append(t1 - t0)
+            self.latencies["feedback"].append(time.perf_counter() - t1)
+            self.feedbacks_sent += 1
+            self.done += 1
+            if self.done % self._every == 0:
+                self.curve.append([self.done, self.regret])
+            if self.on_progress is not None:
+                self.on_progress(self)
+
+    async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any],
+                    retry_409: bool = False) -> httpx.Response:
+        """POST with retries on transport errors and 5xx. A 409 on a *retried* feedback means
+        the first attempt was recorded (only its answer was lost): report it as the 202."""
+        delay = 0.05
+        for attempt in range(REQUEST_RETRIES):
+            try:
+                resp = await client.post(path, json=body)
+            except httpx.TransportError:
+                self.errors += 1
+            else:
+                if retry_409 and attempt > 0 and resp.status_code == 409:
+                    return httpx.Response(202, json={"queued": True, "outbox_pending": 0})
+                if resp.status_code < 500:
+                    return resp
+                self.errors += 1
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 2.0)
+        raise DemoError(f"POST {path}: the device did not answer after {REQUEST_RETRIES} tries")

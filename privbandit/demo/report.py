@@ -1,0 +1,148 @@
+"""What the demo shows: a live progress bar, the simulator's regret on the same users (where a
+services run should land), and the printed summary of a run."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from privbandit.demo.config import DemoOptions
+from privbandit.demo.driver import Driver
+from privbandit.summary import ledger_lines
+from shared.core.policies import make_config
+from shared.core.simulator import same_users_regret
+from shared.protocol.messages import TaskInfo
+
+
+def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
+                        reps: int = 20) -> dict[str, Any]:
+    """The in-process simulator on the very same users (θ*, contexts, reward draws), ``reps``
+    times over device/analyzer randomness: where a services run of this task should land."""
+    params = {k: v for k, v in task.policy.items() if k != "algo"}
+    config = make_config(task.policy["algo"], **params)
+    finals = same_users_regret(config, "linear", task.K, opts.users, opts.seed, reps)
+    sd = float(finals.std(ddof=1))
+    return {
+        "runs": reps,
+        "mean": float(finals.mean()),
+        "sd": sd,
+        "min": float(finals.min()),
+        "max": float(finals.max()),
+        "demo_z": (regret - float(finals.mean())) / sd if sd > 0 else 0.0,
+        "what": "privbandit's in-process simulator on the same users (same θ*, contexts and "
+                "reward draws), varying only device and analyzer randomness",
+    }
+
+
+class ProgressBar:
+    """A live rich progress bar: users done, users/s, regret so far, model version."""
+
+    def __init__(self, opts: DemoOptions, task: TaskInfo, console: Any | None) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.started = time.perf_counter()
+        self._bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>7.0f} users/s"),
+            TextColumn("regret {task.fields[regret]:>9.1f}"),
+            TextColumn("(random {task.fields[random]:>9.1f})"),
+            TextColumn("model v{task.fields[version]}"),
+            TimeElapsedColumn(), TimeRemainingColumn(),
+            console=console, refresh_per_second=8,
+        )
+        self._task = self._bar.add_task(f"{task.id}", total=opts.users, rate=0.0, regret=0.0,
+                                        random=0.0, version=0)
+        self._last = 0.0
+
+    def __enter__(self) -> ProgressBar:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def update(self, driver: Driver) -> None:
+        now = time.perf_counter()
+        if now - self._last < 0.05 and driver.done < driver.users:
+            return  # the bar refreshes 8×/s; no need to update it on every user
+        self._last = now
+        elapsed = max(now - self.started, 1e-9)
+        self._bar.update(self._task, completed=driver.done, rate=driver.done / elapsed,
+                         regret=driver.regret, random=driver.random_regret,
+                         version=driver.model_version)
+
+
+def _reference_line(ref: dict[str, Any] | None) -> list[str]:
+    if not ref:
+        return []
+    return [
+        f"  simulator         {ref['mean']:.1f} ± {ref['sd']:.1f} (mean ± sd of {ref['runs']} "
+        f"in-process runs on the same users; this run is {ref['demo_z']:+.1f} sd)"
+    ]
+
+
+def print_result(out: dict[str, Any], console: Any) -> None:
+    from rich.markup import escape
+
+    p = out["privacy"]
+    rec = out["reconciliation"]
+
+    lines = [
+        f"[bold]{out['threat_model']}[/bold] demo: task {out['task']} ({out['algo']}, "
+        f"d={out['params']['d']}, K={out['params']['K']}, l={out['params']['batch_size']}), "
+        f"{out['users']} users, concurrency {out['concurrency']}, seed {out['seed']}",
+        f"  regret            {out['final_regret']:.1f}   (uniformly random policy: "
+        f"{out['random_regret']:.1f})",
+        *_reference_line(out.get("simulator_reference")),
+        f"  throughput        {out['users_per_second']:.0f} users/s "
+        f"({out['wall_seconds']:.1f} s)",
+    ]
+    aggregation = out.get("aggregation", "reports")
+    secure = aggregation == "secure-sum"
+    if out["threat_model"] == "shuffle":
+        how = ("the shuffler forwards only the encrypted sum of each batch; the analyzer "
+               "decrypts only the sums" if secure else
+               "the analyzer decrypts each shuffled report")
+        overridden = " (overridden for this run)" if out.get("aggregation_overridden") else ""
+        lines.append(f"  aggregation       {aggregation}{overridden}: {how}")
+    ledger = ""
+    if out["threat_model"] == "shuffle":
+        ledger = (" — sum-only ledger (observer of the released batch sums)" if secure
+                  else " — whole-report ledger (observer of the shuffled reports)")
+    lines += ledger_lines(p, ledger, escape)
+    mark = "[green]✓[/green]" if rec["consistent"] else "[bold red]✗[/bold red]"
+    lines += [
+        f"  reconciliation    {mark}",
+        f"    feedbacks_sent    {rec['feedbacks_sent']}  (device API, 202)",
+        f"    reports_accepted  {rec['reports_accepted']}  (shuffler)",
+        f"    reports_counted   {rec['reports_counted']}  (analyzer"
+        + (": l per decrypted batch sum)" if secure else ")"),
+        f"    reports_pending   {rec['reports_pending']}  (shuffler, waiting for a batch of "
+        f"{out['params']['batch_size']})",
+    ]
+    if rec["reports_pending_before"]:
+        lines.append(f"    (+ {rec['reports_pending_before']} reports already pending in the "
+                     "shuffler before this run)")
+    lines += [
+        f"    batches           {rec['batches']}",
+        f"    model_versions    {rec['model_versions']}",
+    ]
+    console.print("\n".join(lines), highlight=False)
+    if not rec["consistent"]:
+        console.print(
+            "[bold red]RECONCILIATION FAILED: " + escape("; ".join(rec["problems"]))
+            + "[/bold red]"
+        )
+
+
+def make_console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr)

@@ -1,0 +1,76 @@
+"""The temporary config a demo run writes (``--paper``, ``--aggregation``): written with tomli-w,
+read back by the services exactly as intended."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from privbandit.demo.config import DemoError, choose_task, demo_task, derived_config, load_settings
+from shared.settings import DEFAULT_CONFIG
+from tests.helpers import write_config
+
+
+@pytest.fixture(params=["default", "e2e"])
+def base(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    return DEFAULT_CONFIG if request.param == "default" else write_config(tmp_path / "e2e")
+
+
+def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str | None) -> dict:
+    """``data`` with the changes ``derived_config`` promises, made by hand."""
+    want = copy.deepcopy(data)
+    task = next(t for t in want["tasks"] if t["id"] == task_id)
+    if paper:
+        task["policy"]["confidence_scale"] = 1.0
+        if task["policy"]["algo"] != "adar-oful":  # the one policy without a regularizer
+            task["policy"]["regularizer"] = "paper"
+    if aggregation is not None:
+        task["aggregation"] = aggregation
+    return want
+
+
+def test_unchanged_copy_reads_back_identically(base: Path, tmp_path: Path) -> None:
+    data = tomllib.loads(base.read_text())
+    out = derived_config(base, "no-such-task", tmp_path / "copy.toml")
+    assert tomllib.loads(out.read_text()) == data
+    assert load_settings(out) == load_settings(base)
+
+
+@pytest.mark.parametrize("paper", [False, True])
+@pytest.mark.parametrize("aggregation", [None, "reports", "secure-sum"])
+def test_derived_config_round_trips(
+    base: Path, tmp_path: Path, paper: bool, aggregation: str | None
+) -> None:
+    data = tomllib.loads(base.read_text())
+    shuffle = next(t["id"] for t in data["tasks"] if t["threat_model"] == "shuffle")
+    for task in data["tasks"]:
+        agg = aggregation if task["id"] == shuffle else None
+        out = derived_config(base, task["id"], tmp_path / f"{task['id']}.toml", paper=paper,
+                             aggregation=agg)
+        assert tomllib.loads(out.read_text()) == expected(data, task["id"], paper, agg)
+        # The services read it: every other task is as configured, this one as changed.
+        got, was = load_settings(out), load_settings(base)
+        for before, after in zip(was.tasks, got.tasks, strict=True):
+            if before.id != task["id"]:
+                assert after == before
+        changed = got.task(task["id"])
+        assert changed is not None
+        if paper:
+            assert changed.policy.confidence_scale == 1.0
+        if agg is not None:
+            assert changed.aggregation == agg
+
+
+def test_demo_task_overrides_the_shuffle_transport_when_none_is_configured(
+    tmp_path: Path,
+) -> None:
+    cfg = write_config(tmp_path)  # the e2e shuffle task uses the default "reports" transport
+    path, settings, task_id, override = demo_task(cfg, "shuffle", "secure-sum")
+    assert (path, task_id, override) == (cfg, "e2e-shuffle", True)
+    assert choose_task(settings, "shuffle", "reports") == ("e2e-shuffle", False)
+    with pytest.raises(DemoError):
+        choose_task(settings, "central", "secure-sum")
