@@ -47,7 +47,11 @@ from scipy.special import expit
 from scipy.stats import binom
 
 from shared.core.accounting.binomial import truncated_binomial
-from shared.core.accounting.search import smallest_satisfying
+from shared.core.accounting.search import (
+    bisect_boundary,
+    largest_satisfying,
+    smallest_satisfying,
+)
 
 # Largest batch size the inverse search `shuffle_min_batch` will consider.
 MAX_BATCH_SIZE = 10**8
@@ -136,14 +140,8 @@ def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
 
     if ok(0.0):
         return 0.0
-    lo, hi = 0.0, eps0  # invariant: not ok(lo), ok(hi) (δ(ε0) = 0)
-    while hi - lo > EPS_TOL:
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return min(hi, eps0)
+    # δ(ε0) = 0: ε0 is admissible, 0 is not.
+    return min(bisect_boundary(ok, 0.0, eps0, EPS_TOL), eps0)
 
 
 def shuffle_max_eps0(target_eps: float, n: int, delta: float) -> float:
@@ -166,19 +164,8 @@ def shuffle_max_eps0(target_eps: float, n: int, delta: float) -> float:
     def ok(e0: float) -> bool:
         return shuffle_delta(target_eps, e0, n, tail_mass=tail) <= delta
 
-    lo = target_eps  # ε0 ≤ target is always admissible
-    hi = 2.0 * target_eps
-    while ok(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e4:  # unreachable in practice: C would be ≡ 0, i.e. no amplification
-            return lo
-    while hi - lo > 1e-7:
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    # ε0 ≤ target is always admissible; above about 1e4, C would be ≡ 0 (no amplification).
+    return largest_satisfying(ok, target_eps, 1e-7)
 
 
 def shuffle_min_batch(

@@ -65,7 +65,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from shared.core.accounting.binomial import truncated_binomial
 from shared.core.accounting.garcelon import randomizer_probability, theorem5_epsilon
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.search import smallest_satisfying
+from shared.core.accounting.search import largest_satisfying, smallest_satisfying
 from shared.core.accounting.shuffle import shuffle_epsilon
 
 Method = Literal["worst-case", "all-equal", "blanket"]
@@ -187,19 +187,7 @@ def bit_pld(
         off, f, cut = _truncated_binom(l - 1, 0.5 * p)
         big_p, big_q = _pair(f, p)
         keys: list[object] = list(range(off, off + len(big_p)))
-        upper, lower = _log_pmf_dict(big_p, keys), _log_pmf_dict(big_q, keys)
-        if cut > 0.0:
-            # Outcome present under the upper measure only → counted as infinite loss
-            # (pessimistic), which is how the truncated mass is added to δ.
-            upper["cut"] = math.log(cut)
-            lower["cut_lower"] = math.log(cut)
-        return pld_lib.from_two_probability_mass_functions(
-            lower,
-            upper,
-            pessimistic_estimate=True,
-            value_discretization_interval=PMF_DISCRETIZATION,
-            symmetric=False,
-        )
+        return _pmf_pld(_log_pmf_dict(big_q, keys), _log_pmf_dict(big_p, keys), cut)
     if method == "blanket":
         off_n, w, cut_n = _truncated_binom(l - 1, p)
         upper_d: dict[object, float] = {}
@@ -212,17 +200,25 @@ def bit_pld(
             upper_d.update(_log_pmf_dict(weight * big_p, keys))
             lower_d.update(_log_pmf_dict(weight * big_q, keys))
             cut_n += weight * cut
-        if cut_n > 0.0:
-            upper_d["cut"] = math.log(cut_n)
-            lower_d["cut_lower"] = math.log(cut_n)
-        return pld_lib.from_two_probability_mass_functions(
-            lower_d,
-            upper_d,
-            pessimistic_estimate=True,
-            value_discretization_interval=PMF_DISCRETIZATION,
-            symmetric=False,
-        )
+        return _pmf_pld(lower_d, upper_d, cut_n)
     raise ValueError(f"unknown method {method!r}")
+
+
+def _pmf_pld(
+    lower: dict[object, float], upper: dict[object, float], cut: float
+) -> pld_lib.PrivacyLossDistribution:
+    """PLD of two log-pmfs (pessimistic). Truncated tail mass ``cut`` becomes an outcome under
+    the upper measure only — infinite loss — which is how it is added to δ."""
+    if cut > 0.0:
+        upper = {**upper, "cut": math.log(cut)}
+        lower = {**lower, "cut_lower": math.log(cut)}
+    return pld_lib.from_two_probability_mass_functions(
+        lower,
+        upper,
+        pessimistic_estimate=True,
+        value_discretization_interval=PMF_DISCRETIZATION,
+        symmetric=False,
+    )
 
 
 def _check(eps0: float, l: int, delta: float | None = None) -> None:
@@ -284,19 +280,7 @@ def sum_only_max_eps0(
     def ok(e0: float) -> bool:
         return sum_only_epsilon(e0, l, delta, d, m, method) <= target_eps
 
-    lo = target_eps  # ε0 ≤ target is always admissible (cap at ε0)
-    hi = 2.0 * lo
-    while ok(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e4:
-            return lo
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_satisfying(ok, target_eps, tol)  # ε0 ≤ target is always admissible
 
 
 def sum_only_min_batch(

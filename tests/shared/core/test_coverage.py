@@ -55,6 +55,7 @@ def coverage(algo: str, params: dict, runs: int, T: int, d: int = 3, K: int = 5)
     return covered / runs, worst, models
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", sorted(CASES))
 def test_paper_width_covers_theta_star(algo: str) -> None:
     rate, worst, models = coverage(algo, CASES[algo], runs=40, T=20_000)

@@ -16,6 +16,7 @@ def _finals(algo: str, T: int, runs: int, seed: int, **params) -> np.ndarray:
     return np.array([r.regret[-1] for r in results])
 
 
+@pytest.mark.slow
 def test_linucb_regret_is_sublinear() -> None:
     results, _ = simulate(make_config("linucb", d=5), "linear", 20, 40_000, 3, seed=2, points=40)
     s = summarize(results)
@@ -36,6 +37,7 @@ BUDGETS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo,small,large,common", BUDGETS, ids=[b[0] for b in BUDGETS])
 def test_regret_decreases_with_privacy_budget(algo, small, large, common) -> None:
     """Mean final regret at the larger budget is lower by more than 3 standard errors."""

@@ -160,6 +160,7 @@ def test_delta_and_epsilon_agree() -> None:
     assert sum_only_delta(eps - 0.01, 6.0, 150, 2, 1) > 1e-6
 
 
+@pytest.mark.slow
 def test_inverse_round_trips() -> None:
     e0 = sum_only_max_eps0(0.5, 100, 1e-6, 2, 1)
     assert sum_only_epsilon(e0, 100, 1e-6, 2, 1) <= 0.5
