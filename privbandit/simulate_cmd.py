@@ -1,0 +1,187 @@
+"""``privbandit simulate`` (spec §6): the in-process simulator, its JSON, summary and plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from privbandit.summary import ledger_lines
+from shared.core.policies.config import CONFIGS
+
+# Command-line flag → config field. A flag the chosen policy does not use is reported, not silently
+# dropped, so a user never believes a parameter was applied when it was not.
+FLAG_FIELDS = {
+    "eps0": "eps0",
+    "epsilon": "epsilon",
+    "delta": "delta",
+    "alpha": "alpha",
+    "batch_size": "batch_size",
+    "m": "m",
+    "confidence_scale": "confidence_scale",
+    "regularizer": "regularizer",
+    "update_every": "update_every",
+    "switching": "switching",
+    "eta": "eta",
+    "failure_prob": "failure_prob",
+    "lam": "lam",
+}
+
+
+def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="run the in-process simulator", description=(
+        "Simulate T users of one policy on one environment, with the whole device → shuffler → "
+        "analyzer pipeline in memory. Writes the JSON of spec §6."))
+    p.add_argument("--algo", required=True, choices=sorted(CONFIGS))
+    p.add_argument("--env", default="linear", choices=["linear", "digits"])
+    p.add_argument("--d", type=int, default=None,
+                   help="feature dimension (default: linear 5; digits 40 = 10 classes × 4 PCs)")
+    p.add_argument("--K", type=int, default=20, help="arms per round (digits: 10)")
+    p.add_argument("--T", type=int, default=100_000, help="users (rounds)")
+    p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eps0", type=float, help="sblb: LDP ε0 of a report")
+    p.add_argument("--epsilon", type=float, help="ldp-linucb: LDP ε; adar-oful: RDP ε")
+    p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
+    p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
+    p.add_argument("--batch-size", type=int, help="sblb: shuffler batch l")
+    p.add_argument("--m", type=int, help="sblb: bits per coordinate")
+    p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
+    p.add_argument("--regularizer", choices=["paper", "clip"],
+                   help="paper (Eq. 8 / Alg. 5) or clip (eigenvalue clipping, practical)")
+    p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
+    p.add_argument("--switching", type=float, help="linucb/adar-oful: det growth C")
+    p.add_argument("--eta", type=float, help="sblb: det growth η")
+    p.add_argument("--failure-prob", type=float, help="δ of the confidence set")
+    p.add_argument("--lam", type=float, help="base ridge regularizer λ")
+    p.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum",
+                   help="sblb: what the shuffler releases — only batch sums (secure summation, "
+                        "default) or whole shuffled reports; changes the central ledger, not the "
+                        "learning")
+    p.add_argument("--json", dest="json_out", type=Path, help="write the result here")
+    p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_simulate)
+
+
+def build_config(args: argparse.Namespace, d: int) -> tuple[Any, list[str]]:
+    cls = CONFIGS[args.algo]
+    params: dict[str, Any] = {"d": d}
+    ignored = []
+    for flag, field in FLAG_FIELDS.items():
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if field in cls.model_fields:
+            params[field] = value
+        else:
+            ignored.append("--" + flag.replace("_", "-"))
+    if "horizon" in cls.model_fields:
+        params["horizon"] = args.T
+    return cls(**params), ignored
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from shared.core.environments import environment_dimensions
+    from shared.core.simulator import simulate, summarize
+
+    if args.d is None:
+        args.d = 40 if args.env == "digits" else 5
+    d, K = environment_dimensions(args.env, args.d, args.K)
+    if (d, K) != (args.d, args.K):
+        print(f"note: env {args.env} uses d={d}, K={K} (requested d={args.d}, K={args.K})",
+              file=sys.stderr)
+    try:
+        config, ignored = build_config(args, d)
+    except ValidationError as exc:
+        print(f"error: invalid parameters for {args.algo}:\n{exc}", file=sys.stderr)
+        return 2
+    if ignored:
+        print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
+    if args.T < 1 or args.runs < 1:
+        print("error: --T and --runs must be >= 1", file=sys.stderr)
+        return 2
+
+    started = time.perf_counter()
+    total = args.T * args.runs
+    with _progress(total, f"{args.algo} on {args.env}", disable=args.no_progress) as advance:
+        results, env_params = simulate(config, args.env, K, args.T, args.runs, args.seed,
+                                       on_progress=advance)
+    wall = time.perf_counter() - started
+
+    from shared.core.policies import build_policy
+
+    ledger = build_policy(config).ledger(args.T, aggregation=args.aggregation)
+    out: dict[str, Any] = {
+        "algo": args.algo,
+        "env": args.env,
+        "T": args.T,
+        "runs": args.runs,
+        "seed": args.seed,
+        "params": {**config.model_dump(), **env_params},
+    }
+    out.update(summarize(results))
+    out["wall_seconds"] = wall
+    out["privacy"] = ledger.model_dump()
+    _print_summary(out)
+    if args.json_out:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(out, indent=2, allow_nan=False) + "\n")
+        print(f"wrote {args.json_out}")
+    if args.plot:
+        from privbandit.plots import regret_plot
+
+        regret_plot(out, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+class _progress:
+    """A rich progress bar on stderr (a no-op when disabled or not installed)."""
+
+    def __init__(self, total: int, label: str, disable: bool = False) -> None:
+        self.total, self.label, self.disable = total, label, disable
+        self._bar = None
+
+    def __enter__(self):
+        if self.disable:
+            return lambda n: None
+        try:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+        except ImportError:  # pragma: no cover
+            return lambda n: None
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TimeRemainingColumn(),
+                             console=Console(stderr=True), transient=True)
+        self._bar.start()
+        task = self._bar.add_task(self.label, total=self.total)
+        return lambda n: self._bar.advance(task, n)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _print_summary(out: dict[str, Any]) -> None:
+    p = out["privacy"]
+    lines = [
+        f"{out['algo']} on {out['env']}: T={out['T']}, runs={out['runs']}, seed={out['seed']}",
+        f"  final regret      {out['final_regret_mean']:.1f} ± {out['final_regret_stderr']:.1f}"
+        f"   (uniformly random policy: {out['random_regret_mean']:.1f})",
+        f"  model updates     {out['model_updates_mean']:.1f}",
+        f"  wall time         {out['wall_seconds']:.1f} s",
+    ]
+    lines += ledger_lines(p)
+    print("\n".join(lines))
