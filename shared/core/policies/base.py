@@ -45,6 +45,8 @@ class Policy(ABC):
         self.randomizer: Randomizer = self._make_randomizer()
         self.reports = 0
         self.repairs = 0
+        # Updates skipped because a statistic or a solve was unusable (see NoisyStatisticsPolicy).
+        self.skipped = 0
         self.model = Model.initial(config.d, config.lam, self._initial_beta())
 
     @abstractmethod
@@ -87,6 +89,7 @@ class Policy(ABC):
         return {
             "reports": self.reports,
             "repairs": self.repairs,
+            "skipped": self.skipped,
             "model": self.model.to_dict(),
             **self._extra_state(),
         }
@@ -94,6 +97,7 @@ class Policy(ABC):
     def set_state(self, state: dict[str, Any]) -> None:
         self.reports = int(state["reports"])
         self.repairs = int(state["repairs"])
+        self.skipped = int(state.get("skipped", 0))  # absent from states saved before it existed
         self.model = Model.from_dict(state["model"])
         self._load_extra_state(state)
 
@@ -123,11 +127,18 @@ class NoisyStatisticsPolicy(Policy):
         self.G = np.zeros((d, d))
         self.u = np.zeros(d)
 
-    def _accumulate(self, stat: np.ndarray, n: int) -> None:
+    def _accumulate(self, stat: np.ndarray, n: int) -> bool:
+        """Add a batch's (G̃, ũ) increments; False (and nothing changed, ``skipped`` counted) if
+        they would leave the state non-finite. The services refuse such reports when they decode
+        them; this keeps any statistic that slips through from making the state unsolvable."""
         est = self.randomizer.estimate(stat, n)
-        self.G += est.G
-        self.u += est.u
+        G, u = self.G + est.G, self.u + est.u
+        if not (np.isfinite(G).all() and np.isfinite(u).all()):
+            self.skipped += 1
+            return False
+        self.G, self.u = G, u
         self.reports += n
+        return True
 
     @abstractmethod
     def paper_regularizer(self, t: int) -> float: ...
@@ -164,8 +175,17 @@ class NoisyStatisticsPolicy(Policy):
             rho_min=c - ups, rho_max=c + ups, chi=chi, delta=third,
         )
 
-    def candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """(Ṽ, θ̃, β) that would be published now."""
+    def candidate(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """(Ṽ, θ̃, β) that would be published now, or None (``skipped`` counted) if the linear
+        algebra fails even after the eigenvalue repair: the update is skipped, the published
+        model stays, and a later batch tries again."""
+        try:
+            return self._candidate()
+        except (np.linalg.LinAlgError, ValueError):
+            self.skipped += 1
+            return None
+
+    def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
         cfg = self.config
         t = self.reports
         if getattr(cfg, "regularizer", "paper") == "clip":

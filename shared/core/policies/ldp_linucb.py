@@ -58,11 +58,14 @@ class LDPLinUCB(NoisyStatisticsPolicy):
     def ingest(self, rows: np.ndarray) -> int:
         rows = np.asarray(rows, dtype=float)
         k = min(rows.shape[0], self.window())
-        self._accumulate(self.randomizer.sufficient(rows[:k]), k)
+        if not self._accumulate(self.randomizer.sufficient(rows[:k]), k):
+            return k  # consumed, not learned from
         self.pending += k
         if self.pending >= self.config.update_every:
-            V, theta, beta = self.candidate()
-            self._publish(theta, V, beta)
+            cand = self.candidate()
+            if cand is not None:
+                V, theta, beta = cand
+                self._publish(theta, V, beta)
             self.pending = 0
         return k
 

@@ -78,8 +78,12 @@ class SBLB(NoisyStatisticsPolicy):
         """One batch given only its counts (Z, U) — what the paper's shuffler releases."""
         if n < 1:
             raise ValueError("a batch holds at least one report")
-        self._accumulate(stat, n)
-        V, theta, beta = self.candidate()
+        if not self._accumulate(stat, n):
+            return
+        cand = self.candidate()
+        if cand is None:
+            return
+        V, theta, beta = cand
         logdet = logdet_pd(V)
         if self.algo == "sblb-fixed" or logdet >= self._logdet_published + math.log1p(
             self.config.eta

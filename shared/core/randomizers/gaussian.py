@@ -10,6 +10,14 @@ report is one Gaussian mechanism on the vector (upper(x xᵀ), y x) whose L2 sen
 (‖x xᵀ − x'x'ᵀ‖_F² = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² and the upper triangle has no larger norm), and σ is
 the smallest noise for which the analytic Gaussian mechanism (Balle–Wang 2018) is (ε, δ)-DP.
 This is a correct and tighter choice than the paper's constant, and it is what the ledger reports.
+
+Admissible reports. Every entry of an honest report is its clean value plus N(0, σ²), and the clean
+values are bounded: x_i² ∈ [0, L²] on the diagonal, |x_i x_j| ≤ (x_i² + x_j²)/2 ≤ L²/2 off it, and
+|y x_i| ≤ L. The analyzer refuses a report with an entry more than τσ outside its clean range,
+where τ makes the union bound exact at ``HONEST_REFUSAL``: width · 2Φ̄(τ) = 2⁻⁴⁰. An honest
+report is thus refused with probability below 2⁻⁴⁰ (a failure event added to the confidence
+set's δ; refusing is post-processing, so the privacy guarantee is unchanged), while a forged one
+can move each statistic entry by at most L² + τσ — never by 1e300.
 """
 
 from __future__ import annotations
@@ -17,9 +25,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import norm
 
 from shared.core.accounting.gaussian import gaussian_sigma
 from shared.core.randomizers.base import Estimate, check_inputs, symmetric_from_upper, upper_indices
+
+# Probability that an honest report has some entry outside the admissible box (see module doc).
+HONEST_REFUSAL = 2.0**-40
 
 
 def report_sensitivity(L: float) -> float:
@@ -40,6 +52,14 @@ class GaussianRandomizer:
         self.sigma = gaussian_sigma(epsilon, delta, self.sensitivity)
         self._iu = upper_indices(d)
         self.n_upper = d * (d + 1) // 2
+        # τ with width · P(|N(0, 1)| > τ) = HONEST_REFUSAL (union bound over the entries).
+        self.tail_z = float(norm.isf(HONEST_REFUSAL / (2 * self.width)))
+        diag = self._iu[0] == self._iu[1]
+        L2 = self.L**2
+        clean_lo = np.concatenate([np.where(diag, 0.0, -L2 / 2), np.full(d, -self.L)])
+        clean_hi = np.concatenate([np.where(diag, L2, L2 / 2), np.full(d, self.L)])
+        self.report_low = clean_lo - self.tail_z * self.sigma
+        self.report_high = clean_hi + self.tail_z * self.sigma
 
     @property
     def width(self) -> int:
@@ -79,4 +99,8 @@ class GaussianRandomizer:
         row = np.frombuffer(data, dtype="<f8").astype(float)
         if not np.isfinite(row).all():
             raise ValueError("report values must be finite")
+        if ((row < self.report_low) | (row > self.report_high)).any():
+            raise ValueError(
+                f"report outside what the mechanism produces (clean range ± {self.tail_z:.2f}σ)"
+            )
         return row

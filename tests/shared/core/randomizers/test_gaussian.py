@@ -73,3 +73,41 @@ def test_wire_form() -> None:
         rz.from_bytes(b"\x00" * 7)
     with pytest.raises(ValueError):
         rz.from_bytes(np.full(rz.width, np.nan).tobytes())
+
+
+def test_admissible_box_refuses_honest_reports_with_probability_two_to_minus_40() -> None:
+    """The union bound is exact at 2⁻⁴⁰, and the clean ranges are the tight ones: an extreme
+    honest row (‖x‖ = L, y = 1, coordinates at ±L/√2) sits inside the box by exactly τσ."""
+    from scipy.stats import norm
+
+    from shared.core.randomizers.gaussian import HONEST_REFUSAL
+
+    rand = GaussianRandomizer(d=4, epsilon=1.0, delta=1e-6, L=1.0)
+    assert rand.width * 2 * norm.sf(rand.tail_z) == pytest.approx(HONEST_REFUSAL, rel=1e-9)
+    assert HONEST_REFUSAL == 2.0**-40
+    s = 1 / math.sqrt(2)
+    for x in (np.array([[s, s, 0, 0]]), np.array([[s, -s, 0, 0]]), np.array([[1.0, 0, 0, 0]])):
+        clean = _clean(x, np.array([1.0]))[0]
+        slack = np.minimum(clean - rand.report_low, rand.report_high - clean)
+        assert slack.min() == pytest.approx(rand.tail_z * rand.sigma, rel=1e-12)
+
+
+def test_honest_reports_pass_and_forged_ones_are_refused() -> None:
+    """2·10⁵ honest worst-case reports all decode (expected refusals: 2·10⁵·2⁻⁴⁰ ≈ 2·10⁻⁷); one
+    entry just past the box, or the 1e300 of a forged report, is refused."""
+    rng = np.random.default_rng(7)
+    rand = GaussianRandomizer(d=3, epsilon=2.0, delta=1e-6, L=1.0)
+    n = 200_000
+    x = rng.normal(size=(n, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    rows = rand.randomize(x, np.ones(n), rng)
+    ok = (rows >= rand.report_low) & (rows <= rand.report_high)
+    assert ok.all()
+    row = rows[0].copy()
+    assert np.array_equal(rand.from_bytes(rand.to_bytes(row)), row)
+    for j in (0, rand.width - 1):
+        for value in (np.nextafter(rand.report_high[j], np.inf), 1e300, -1e300):
+            bad = row.copy()
+            bad[j] = value
+            with pytest.raises(ValueError, match="outside what the mechanism produces"):
+                rand.from_bytes(bad.astype("<f8").tobytes())
