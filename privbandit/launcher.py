@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import os
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -31,11 +33,23 @@ import httpx
 
 SERVICES = ("analyzer", "shuffler", "device")
 LOOPBACK = "127.0.0.1"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class LaunchError(RuntimeError):
     """A service did not come up (it exited, or /healthz did not answer in time)."""
+
+
+def import_root() -> Path | None:
+    """Where a child must look to import the ``services`` this process would import: None when it
+    comes from an installed distribution (a site-packages directory, which the child finds by
+    itself), else the directory that holds the package (a source tree on ``sys.path``; an editable
+    install's checkout). Nothing here assumes a source checkout."""
+    spec = importlib.util.find_spec("services")
+    if spec is None or not spec.submodule_search_locations:
+        raise LaunchError("the services package is not importable")
+    root = Path(next(iter(spec.submodule_search_locations))).resolve().parent
+    site_dirs = {Path(p).resolve() for p in site.getsitepackages()}
+    return None if root in site_dirs else root
 
 
 def free_ports(n: int = 3, host: str = LOOPBACK) -> list[int]:
@@ -199,9 +213,11 @@ class Cluster:
     def env(self) -> dict[str, str]:
         """The child environment: this one, plus where everything is."""
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
-        )
+        root = import_root()
+        if root is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(root), env.get("PYTHONPATH", "")) if p
+            )
         env["PYTHONUNBUFFERED"] = "1"
         # The services do small linear algebra (d <= 64) per request; a multi-threaded BLAS
         # spends more time waking its threads than computing, and on a small machine the

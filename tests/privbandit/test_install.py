@@ -1,0 +1,124 @@
+"""A non-editable install works on its own: build a wheel of this tree, install it into a fresh
+virtual environment, and run ``privbandit demo --users 500`` from an empty directory elsewhere.
+
+The dependencies are not downloaded again: a ``.pth`` file in the new environment lists this
+environment's site-packages. A path line in a ``.pth`` file only adds the directory to
+``sys.path``; that directory's own ``.pth`` files (among them the editable install's finder,
+which maps ``privbandit``, ``shared`` and ``services`` to the checkout) are not processed, so the
+three packages can only come from the wheel. The services the demo starts are child processes of
+the new environment's interpreter, so they prove the install too."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+# Everything a build needs; what a checkout accumulates besides is left behind.
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "__pycache__", "*.egg-info", "build", "dist", "out", "data", ".*_cache"
+)
+
+
+def run(cmd: list[str], timeout: float = 300, **kw: object) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def can_build_without_isolation() -> bool:
+    """Whether this environment's setuptools builds wheels by itself (>= 70.1 has bdist_wheel;
+    older ones need the ``wheel`` package): then the build needs no package index at all."""
+    try:
+        import setuptools
+    except ImportError:
+        return False
+    major, minor = (int(x) for x in setuptools.__version__.split(".")[:2])
+    if (major, minor) >= (70, 1):
+        return True
+    try:
+        import wheel  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build_wheel(tmp: Path) -> Path:
+    """A wheel of this tree as it is now, built from a copy (the checkout stays untouched)."""
+    src = tmp / "src"
+    shutil.copytree(REPO, src, ignore=NOT_SOURCE)
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist")]
+    if can_build_without_isolation():
+        cmd.append("--no-build-isolation")  # else pip fetches setuptools for the build only
+    run([*cmd, str(src)])
+    (wheel,) = (tmp / "dist").glob("privbandit-*.whl")
+    return wheel
+
+
+def fresh_env() -> dict[str, str]:
+    """This environment without anything that points into the checkout or its settings."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+            and not k.startswith("PRIVBANDIT_")}
+
+
+def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+         "--no-index", "-q", str(wheel)])
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(run([str(python), "-c", purelib], env=fresh_env()).stdout.strip())
+    (site / "privbandit-test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    env = fresh_env()
+
+    # The three packages, the packaged default config and the launcher all resolve inside the
+    # new environment; children get no PYTHONPATH into the checkout.
+    probe = (
+        "import json, sys, privbandit, shared, services\n"
+        "from privbandit.launcher import Cluster, SERVICES, import_root\n"
+        "from shared.settings import DEFAULT_CONFIG\n"
+        "c = Cluster('d', dict.fromkeys(SERVICES, 1))\n"
+        "print(json.dumps({'files': [privbandit.__file__, shared.__file__, services.__file__,\n"
+        "    str(DEFAULT_CONFIG)], 'config_exists': DEFAULT_CONFIG.exists(),\n"
+        "    'import_root': str(import_root()), 'pythonpath': c.env().get('PYTHONPATH'),\n"
+        "    'path': sys.path}))\n"
+    )
+    seen = json.loads(run([str(python), "-c", probe], cwd=empty, env=env).stdout)
+    for file in seen["files"]:
+        assert Path(file).resolve().is_relative_to(venv.resolve()), seen
+    assert seen["config_exists"], seen
+    assert seen["import_root"] == "None" and seen["pythonpath"] is None, seen
+    assert not any(p and Path(p).resolve() == REPO for p in seen["path"]), seen["path"]
+
+    out = empty / "out.json"
+    proc = run([str(venv / "bin" / "privbandit"), "demo", "--users", "500", "--fresh",
+                "--data-dir", str(tmp_path / "data"), "--json", str(out), "--no-progress"],
+               timeout=180, cwd=empty, env=env)
+    result = json.loads(out.read_text())
+    assert isinstance(result["final_regret"], float) and 0 <= result["final_regret"] <= 500
+    rec = result["reconciliation"]
+    assert rec["consistent"], (rec, proc.stdout)
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == 500
+    assert rec["reports_accepted"] == (
+        rec["reports_counted"] + rec.get("reports_refused", 0) + rec["reports_pending"]
+    )
+    privacy = result["privacy"]
+    assert privacy["threat_model"] == result["threat_model"]
+    for key in ("ldp_epsilon", "ldp_delta", "central_epsilon", "central_delta", "accounting"):
+        assert key in privacy, key
+    assert sorted(p.name for p in empty.iterdir()) == ["out.json"]  # nothing else written here
