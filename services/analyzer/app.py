@@ -4,14 +4,14 @@ aggregates them with the task's policy and publishes models and the privacy ledg
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from services.analyzer.routes import router
-from services.analyzer.runtime import AnalyzerRuntime, row_wire_bytes
+from services.analyzer.runtime import AnalyzerRuntime
+from services.analyzer.tasks import row_wire_bytes
 from services.common.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
 from shared.crypto.hpke import ciphertext_length
 from shared.crypto.paillier import DEFAULT_KEY_BITS
@@ -55,7 +55,6 @@ def create_app(
         runtime = AnalyzerRuntime(
             settings, sse_keepalive=sse_keepalive, paillier_key_bits=paillier_key_bits
         )
-        runtime.bind_loop(asyncio.get_running_loop())
         app.state.runtime = runtime
         runtime.start()
         try:

@@ -12,16 +12,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.analyzer.runtime import (
-    AnalyzerRuntime,
-    BatchRefused,
-    BatchSumJob,
-    ShuttingDown,
-    TaskRuntime,
-    task_info,
-)
-from services.common.web import ApiError
-from shared.crypto.paillier import CiphertextError, decode_ciphertexts
+from services.analyzer.errors import NotReady, NotSecureSum, NotShuffler
+from services.analyzer.runtime import AnalyzerRuntime
+from services.analyzer.tasks import TaskRuntime, task_info
 from shared.protocol.messages import (
     BatchAck,
     BatchUpload,
@@ -39,17 +32,17 @@ router = APIRouter()
 
 
 def get_runtime(request: Request) -> AnalyzerRuntime:
-    return request.app.state.runtime
+    runtime = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        raise NotReady("the analyzer is starting")
+    return runtime
 
 
 RuntimeDep = Annotated[AnalyzerRuntime, Depends(get_runtime)]
 
 
 def get_task(task: str, runtime: RuntimeDep) -> TaskRuntime:
-    rt = runtime.tasks.get(task)
-    if rt is None:
-        raise ApiError(404, "unknown_task", f"no task {task[:64]!r} on this analyzer")
-    return rt
+    return runtime.task(task)
 
 
 TaskDep = Annotated[TaskRuntime, Depends(get_task)]
@@ -64,11 +57,8 @@ def require_shuffler(
     expected = runtime.settings.shuffler_token.encode()
     # compare_digest: the comparison time does not reveal how much of the token matched.
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-        raise ApiError(
-            401,
-            "unauthorized",
-            "batches are accepted from the shuffler only (missing or wrong bearer token)",
-            headers={"WWW-Authenticate": "Bearer"},
+        raise NotShuffler(
+            "batches are accepted from the shuffler only (missing or wrong bearer token)"
         )
 
 
@@ -81,21 +71,11 @@ ERRORS = {
 }
 
 
-def _wrong_transport(rt: TaskRuntime) -> ApiError:
-    """409: the request uses the other shuffle transport than the task is configured with."""
-    if rt.config.aggregation == "secure-sum":
-        hint = f"it takes only encrypted batch sums (POST /v1/tasks/{rt.id}/batch-sums)"
-    else:
-        hint = f"it takes only report batches (POST /v1/tasks/{rt.id}/batches)"
-    return ApiError(
-        409,
-        "aggregation_mismatch",
-        f"task {rt.id!r} uses {rt.config.aggregation} aggregation: {hint}; nothing was counted",
-    )
-
-
-@router.get("/healthz")
+@router.get("/healthz", responses={503: {"model": ErrorBody}})
 async def healthz(runtime: RuntimeDep) -> dict[str, object]:
+    """200 once the keys and tasks are loaded and batch ingest runs; 503 ``starting`` before
+    (and while stopping)."""
+    runtime.check_ready()
     return {"status": "ok", "service": "analyzer", "tasks": sorted(runtime.tasks)}
 
 
@@ -127,10 +107,8 @@ async def secure_sum_config(rt: TaskDep, runtime: RuntimeDep) -> PaillierConfig:
     """The Paillier public key with the task's slot layout: everything a device needs to pack
     and encrypt its counts (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits)."""
     if rt.layout is None:
-        raise ApiError(
-            404,
-            "not_secure_sum",
-            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum",
+        raise NotSecureSum(
+            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum"
         )
     return runtime.paillier_keys().paillier_config(rt.layout)
 
@@ -210,20 +188,7 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
 )
 async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> BatchAck:
     """One shuffled batch of exactly l reports from the shuffler; idempotent on batch id."""
-    if rt.config.aggregation != "reports":
-        # Individual reports of a secure-sum task must never reach the analyzer.
-        raise _wrong_transport(rt)
-    l = rt.config.batch_size
-    if len(upload.reports) != l:
-        raise ApiError(
-            422,
-            "batch_size_mismatch",
-            f"task {rt.id!r} takes batches of exactly l = {l} reports, got {len(upload.reports)}",
-        )
-    try:
-        return await runtime.submit(rt, upload)
-    except ShuttingDown as exc:
-        raise ApiError(503, "unavailable", f"{exc}; retry later") from exc
+    return await runtime.submit(rt, upload)
 
 
 @router.post(
@@ -237,33 +202,7 @@ async def post_batch_sum(
     """The encrypted sum of one batch of exactly l secure-sum reports from the shuffler;
     idempotent on batch id. A refused sum (422) changes no state and leaves its id unprocessed.
     """
-    if rt.layout is None:
-        raise _wrong_transport(rt)
-    l = rt.config.batch_size
-    if upload.count != l:
-        raise ApiError(
-            422,
-            "batch_size_mismatch",
-            f"task {rt.id!r} takes sums of exactly l = {l} reports, got count = {upload.count}",
-        )
-    keys = runtime.paillier_keys()
-    if upload.key_id != keys.key_id:
-        raise ApiError(
-            422,
-            "unknown_key",
-            f"batch {upload.batch_id} is encrypted under Paillier key {upload.key_id}; this "
-            f"analyzer's key is {keys.key_id}",
-        )
-    try:
-        ciphertexts = decode_ciphertexts(upload.ct, keys.n, rt.layout.plaintexts)
-    except CiphertextError as exc:
-        raise ApiError(422, "bad_ciphertext", f"batch {upload.batch_id}: {exc}") from exc
-    try:
-        return await runtime.submit(rt, BatchSumJob(upload, ciphertexts))
-    except BatchRefused as exc:
-        raise ApiError(422, exc.code, exc.message) from exc
-    except ShuttingDown as exc:
-        raise ApiError(503, "unavailable", f"{exc}; retry later") from exc
+    return await runtime.submit(rt, upload)
 
 
 @router.get("/v1/tasks/{task}/privacy", responses=ERRORS)

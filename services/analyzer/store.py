@@ -1,9 +1,13 @@
 """The analyzer's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
 
 Per task it keeps the policy state (``Policy.get_state()``, JSON), the counters, every processed
-batch id and every counted report id. ``commit_batch`` writes all of them for one batch in ONE
-transaction, which is what makes ingestion exactly-once: either the batch id, its report ids and
-the aggregate that includes them are all on disk, or none is, and the shuffler re-sends.
+batch id and every counted report id. ``commit_batches`` writes all of them for a group of batches
+in ONE transaction, which is what makes ingestion exactly-once: either a batch id, its report ids
+and the aggregate that includes them are all on disk, or none is, and the shuffler re-sends.
+
+The schema is versioned (``services.common.sqlite.migrate``): migration i is ``MIGRATIONS[i - 1]``.
+Migration 1 is the original schema; its ``IF NOT EXISTS`` makes it harmless on a database created
+before versioning (it only records version 1).
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.common.sqlite import open_db
+from services.common.sqlite import migrate, open_db, transaction
 
-SCHEMA = """
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS tasks (
     task TEXT PRIMARY KEY,
     config TEXT NOT NULL,
@@ -42,6 +46,9 @@ CREATE TABLE IF NOT EXISTS report_ids (
     PRIMARY KEY (task, report_id)
 ) WITHOUT ROWID;
 """
+
+# Append only: a released migration never changes.
+MIGRATIONS = [SCHEMA_V1]
 
 # SQLite's default limit on host parameters is 32766 since 3.32; stay far below it.
 _CHUNK = 500
@@ -70,15 +77,19 @@ class BatchResult:
     model_version: int
 
 
-class Store:
+class AnalyzerStore:
     """Thread-safe access to the analyzer's SQLite file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._conn = open_db(path)
         self._lock = threading.Lock()
-        with self._lock:
-            self._conn.executescript(SCHEMA)
+        try:
+            with self._lock:
+                migrate(self._conn, MIGRATIONS, store="analyzer")
+        except BaseException:
+            self._conn.close()
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -97,8 +108,8 @@ class Store:
 
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
         """Record a new task with its initial policy state (no-op if it exists)."""
-        with self._lock:
-            self._conn.execute(
+        with self._lock, transaction(self._conn) as conn:
+            conn.execute(
                 "INSERT OR IGNORE INTO tasks (task, config, state) VALUES (?, ?, ?)",
                 (task, _dumps(config), _dumps(state)),
             )
@@ -135,40 +146,33 @@ class Store:
         """Batch ids, their new report ids, the counters and the policy state after them, in ONE
         transaction (with synchronous=FULL, durable when this returns)."""
         state_json = _dumps(state)
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for result, report_ids in batches:
-                    conn.execute(
-                        "INSERT INTO batches (task, batch_id, counted, rejected, duplicates, "
-                        "model_version) VALUES (?, ?, ?, ?, ?, ?)",
-                        (task, result.batch_id, result.counted, result.rejected,
-                         result.duplicates, result.model_version),
-                    )
-                    conn.executemany(
-                        "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
-                        ((task, rid) for rid in report_ids),
-                    )
-                cur = conn.execute(
-                    "UPDATE tasks SET state = ?, reports_counted = reports_counted + ?, "
-                    "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ? "
-                    "WHERE task = ?",
-                    (
-                        state_json,
-                        sum(r.counted for r, _ in batches),
-                        sum(r.rejected for r, _ in batches),
-                        sum(r.duplicates for r, _ in batches),
-                        len(batches),
-                        task,
-                    ),
+        with self._lock, transaction(self._conn) as conn:
+            for result, report_ids in batches:
+                conn.execute(
+                    "INSERT INTO batches (task, batch_id, counted, rejected, duplicates, "
+                    "model_version) VALUES (?, ?, ?, ?, ?, ?)",
+                    (task, result.batch_id, result.counted, result.rejected,
+                     result.duplicates, result.model_version),
                 )
-                if cur.rowcount != 1:
-                    raise RuntimeError(f"task {task!r} is not in the store")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                conn.executemany(
+                    "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
+                    ((task, rid) for rid in report_ids),
+                )
+            cur = conn.execute(
+                "UPDATE tasks SET state = ?, reports_counted = reports_counted + ?, "
+                "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ? "
+                "WHERE task = ?",
+                (
+                    state_json,
+                    sum(r.counted for r, _ in batches),
+                    sum(r.rejected for r, _ in batches),
+                    sum(r.duplicates for r, _ in batches),
+                    len(batches),
+                    task,
+                ),
+            )
+            if cur.rowcount != 1:
+                raise RuntimeError(f"task {task!r} is not in the store")
 
 
 def _dumps(obj: Any) -> str:

@@ -19,6 +19,7 @@ import pytest
 from privbandit.launcher import free_ports
 from services.analyzer.__main__ import build_server
 from services.analyzer.app import create_app
+from services.analyzer.ingest import IngestPipeline
 from shared.core.policies import randomizer_for
 from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import (
@@ -549,7 +550,9 @@ async def test_concurrent_batches_commit_exactly_once(settings: Settings) -> Non
                     sealed[0][0] + rand.to_bytes(rows[0]))
         u1 = BatchUpload.model_validate(batch([rep for _, rep in sealed[:5]]))
         u2 = BatchUpload.model_validate(batch([copy, *[rep for _, rep in sealed[1:5]]]))
-        acks = await asyncio.to_thread(app.state.runtime.ingest_group, rt, [u1, u1, u2])
+        runtime = app.state.runtime
+        pipeline = IngestPipeline(rt, runtime.store, runtime.metrics)
+        acks = await asyncio.to_thread(pipeline, [u1, u1, u2])
         assert [(a.replayed, a.counted, a.duplicates) for a in acks] == [
             (False, 5, 0), (True, 0, 0), (False, 0, 5)]
         assert (await privacy(client, "shuf")).reports_counted == 5

@@ -1,0 +1,54 @@
+"""The published model of one task and the wake-up signal of its Server-Sent Events streams."""
+
+from __future__ import annotations
+
+import asyncio
+
+from shared.core.policies.model import Model
+from shared.protocol.messages import ModelMessage
+
+
+def model_message(task: str, model: Model) -> ModelMessage:
+    return ModelMessage(
+        task=task,
+        version=model.version,
+        theta=[float(v) for v in model.theta],
+        V=[[float(v) for v in row] for row in model.V],
+        beta=float(model.beta),
+        reports=int(model.reports),
+    )
+
+
+class ModelFeed:
+    """The latest published model of one task and a wake-up signal for stream subscribers.
+
+    Used from the event loop only. Subscribers read ``current`` and then ``await wait()`` with
+    no suspension in between, so a publication can never fall between the two.
+    """
+
+    def __init__(self, current: ModelMessage) -> None:
+        self.current = current
+        self.closed = False
+        self._changed = asyncio.Event()
+
+    def publish(self, message: ModelMessage) -> None:
+        self.current = message
+        self._wake()
+
+    def close(self) -> None:
+        """End every subscription (service shutdown)."""
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """True when woken by a publication or close, False after ``timeout`` seconds."""
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True

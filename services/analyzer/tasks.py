@@ -1,0 +1,60 @@
+"""One task on the analyzer: its configuration, policy, published model, counters and the
+transport decoder and group committer its batches go through."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from services.analyzer.decoders import Decoder, Item
+from services.analyzer.feed import ModelFeed
+from services.common.group_commit import GroupCommitter
+from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.policies import Policy, randomizer_for
+from shared.crypto.hpke import row_length
+from shared.crypto.slots import SlotLayout
+from shared.protocol.messages import BatchAck, ModelMessage, TaskInfo
+from shared.settings import TaskConfig
+
+
+def row_wire_bytes(config: TaskConfig) -> int:
+    """Length of one report row's wire form (``Randomizer.to_bytes``) for a task."""
+    return row_length(randomizer_for(config.policy))
+
+
+def task_info(config: TaskConfig) -> TaskInfo:
+    return TaskInfo(
+        id=config.id,
+        threat_model=config.threat_model,
+        algo=config.policy.algo,
+        d=config.policy.d,
+        K=config.K,
+        batch_size=config.batch_size,
+        aggregation=config.aggregation,
+        policy=config.policy.model_dump(mode="json"),
+    )
+
+
+@dataclass
+class TaskRuntime:
+    """One task: its policy (mutated only by the task's ingest pipeline, in its committer's
+    worker thread) and counters (as committed)."""
+
+    config: TaskConfig
+    policy: Policy
+    decoder: Decoder[Any]
+    published: ModelMessage
+    feed: ModelFeed
+    reports_counted: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    batches: int = 0
+    ledger_cache: PrivacyLedger | None = None
+    # Secure-sum tasks only: the slot layout of the task under the analyzer's Paillier key.
+    layout: SlotLayout | None = None
+    # Coalesces the task's batches into group commits; set by ``AnalyzerRuntime.start``.
+    committer: GroupCommitter[Item, BatchAck] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.config.id
