@@ -1,0 +1,74 @@
+"""What the analyzer's tests share: the three tasks of the ``settings`` fixture, a batch body,
+the analyzer's HPKE config, a Server-Sent Events reader, and encrypted batch sums (honest or
+out of range) as a shuffler would post them."""
+
+from __future__ import annotations
+
+import secrets
+
+import httpx
+
+from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
+from shared.crypto.slots import ciphertext_width
+from shared.protocol.messages import BatchUpload, EncryptedReport, HpkeConfig, b64decode
+from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
+from tests.helpers import central_task, ldp_task, shuffle_task
+
+SHUF = shuffle_task()
+LOC = ldp_task()
+CEN = central_task()
+
+
+def batch(reports: list[EncryptedReport], batch_id: str | None = None) -> dict:
+    upload = BatchUpload(batch_id=batch_id or secrets.token_hex(16), reports=reports)
+    return upload.model_dump(mode="json")
+
+
+async def hpke_of(client: httpx.AsyncClient) -> HpkeConfig:
+    r = await client.get("/v1/hpke-config")
+    assert r.status_code == 200
+    return HpkeConfig.model_validate_json(r.content)
+
+
+async def next_event(lines: object) -> dict[str, str]:
+    """The next SSE event (fields by name); comments are returned as {"comment": ...}."""
+    event: dict[str, str] = {}
+    async for line in lines:  # type: ignore[attr-defined]
+        if line == "":
+            if event:
+                return event
+            continue
+        if line.startswith(":"):
+            return {"comment": line[1:].strip()}
+        name, _, value = line.partition(":")
+        event[name] = value.removeprefix(" ")
+    raise EOFError("stream ended")
+
+
+def batch_sum(
+    config: PaillierConfig, reports: list[EncryptedCounts], batch_id: str | None = None
+) -> EncryptedBatchSum:
+    """The homomorphic sum of encrypted reports, as the shuffler forms it."""
+    assert config.layout is not None
+    n, width = config.modulus(), ciphertext_width(config.key_bits)
+    cts = []
+    for rep in reports:
+        raw = b64decode(rep.ct)
+        cts.append([int.from_bytes(raw[j * width:(j + 1) * width], "big")
+                    for j in range(config.layout.plaintexts)])
+    return EncryptedBatchSum(
+        batch_id=batch_id or secrets.token_hex(16), key_id=config.key_id, count=len(reports),
+        ct=encode_ciphertexts(homomorphic_sum(cts, n * n), config.key_bits),
+    )
+
+
+def out_of_range_sum(config: PaillierConfig, batch_id: str | None = None) -> EncryptedBatchSum:
+    """A decryptable sum whose first slot exceeds l·m: never l honest reports."""
+    assert config.layout is not None
+    lay = config.layout
+    enc = PaillierEncryptor.from_config(config)
+    plaintexts = [lay.batch_size * lay.m + 1] + [0] * (lay.plaintexts - 1)
+    return EncryptedBatchSum(
+        batch_id=batch_id or secrets.token_hex(16), key_id=config.key_id, count=lay.batch_size,
+        ct=encode_ciphertexts(enc.encrypt(plaintexts), config.key_bits),
+    )

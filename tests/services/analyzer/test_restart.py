@@ -1,0 +1,104 @@
+"""Restart on the same data directory: keys, models, counters, replayed batch ids and counted
+report ids survive; a changed task configuration refuses to start."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from services.analyzer.app import create_app
+from services.analyzer.runtime import DB_FILE
+from services.analyzer.store import MIGRATIONS
+from services.common.sqlite import schema_version
+from shared.core.policies import randomizer_for
+from shared.crypto.hpke import seal
+from shared.protocol.messages import BatchAck, b64decode
+from shared.settings import Settings
+from tests.helpers import (
+    auth,
+    central_task,
+    encrypt_rows,
+    ldp_task,
+    make_rows,
+    make_settings,
+    privacy,
+    report_maker,
+    running,
+    shuffle_task,
+)
+from tests.services.analyzer.support import CEN, SHUF, batch, hpke_of
+
+
+async def test_state_survives_restart(settings: Settings) -> None:
+    async with running(create_app(settings)) as client:
+        hpke = await hpke_of(client)
+        rng = np.random.default_rng(5)
+        first = encrypt_rows(SHUF, hpke, make_rows(SHUF, 5, rng))
+        body = batch([rep for _, rep in first])
+        await client.post("/v1/tasks/shuf/batches", json=body, headers=auth())
+        make = report_maker(hpke, seed=9)
+        await client.post("/v1/tasks/shuf/batches", json=batch(make(SHUF, 5)), headers=auth())
+        for _ in range(3):
+            await client.post("/v1/tasks/cen/batches", json=batch(make(CEN, 1)), headers=auth())
+        model_before = (await client.get("/v1/tasks/shuf/model")).json()
+        cen_before = (await client.get("/v1/tasks/cen/model")).json()
+
+    async with running(create_app(settings)) as client:
+        assert await hpke_of(client) == hpke  # same key, same key id
+        assert (await client.get("/v1/tasks/shuf/model")).json() == model_before
+        assert (await client.get("/v1/tasks/cen/model")).json() == cen_before
+        p = await privacy(client, "shuf")
+        assert (p.reports_counted, p.batches, p.model_version) == (10, 2, 2)
+        assert (await privacy(client, "cen")).reports_counted == 3
+        # Replayed batch id and already-counted report ids are still recognised.
+        ack = BatchAck.model_validate_json(
+            (await client.post("/v1/tasks/shuf/batches", json=body, headers=auth())).content
+        )
+        assert ack.replayed
+        rand = randomizer_for(SHUF.policy)
+        pk = b64decode(hpke.public_key)
+        rows = make_rows(SHUF, 5, rng)
+        resent = [
+            seal(pk, hpke.key_id, "shuf", rid + rand.to_bytes(row))
+            for (rid, _), row in zip(first, rows, strict=True)
+        ]
+        r = await client.post("/v1/tasks/shuf/batches", json=batch(resent), headers=auth())
+        ack = BatchAck.model_validate_json(r.content)
+        assert (ack.counted, ack.duplicates, ack.replayed) == (0, 5, False)
+        assert (await privacy(client, "shuf")).reports_counted == 10
+
+
+async def test_changed_task_config_refuses_to_start(settings: Settings) -> None:
+    async with running(create_app(settings)):
+        pass
+    changed = make_settings(
+        settings.data_dir, tasks=[shuffle_task(eps0=2.0), ldp_task(), central_task()]
+    )
+    app = create_app(changed)
+    with pytest.raises(RuntimeError, match="configuration changed"):
+        async with app.router.lifespan_context(app):
+            pass
+    # A new task next to the old ones is fine.
+    grown = make_settings(settings.data_dir, tasks=[*settings.tasks, shuffle_task("shuf2")])
+    async with running(create_app(grown)) as client:
+        assert (await client.get("/v1/tasks/shuf2")).status_code == 200
+
+
+async def test_a_database_from_before_schema_versions_is_kept(settings: Settings) -> None:
+    """Stores written before migrations existed have the tables but no ``schema_version``:
+    they open at version 1 with their data."""
+    async with running(create_app(settings)) as client:
+        make = report_maker(await hpke_of(client))
+        await client.post("/v1/tasks/shuf/batches", json=batch(make(SHUF, 5)), headers=auth())
+    path = settings.data_dir / "analyzer" / DB_FILE
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE schema_version")
+    conn.commit()
+    conn.close()
+    async with running(create_app(settings)) as client:
+        assert (await privacy(client, "shuf")).reports_counted == 5
+    conn = sqlite3.connect(path)
+    assert schema_version(conn) == len(MIGRATIONS) == 1
+    conn.close()

@@ -1,0 +1,105 @@
+"""Server-Sent Events over a real uvicorn server (httpx's ASGI transport buffers whole bodies),
+and ``python -m services.analyzer`` ending its streams on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from privbandit.launcher import free_ports
+from services.analyzer.__main__ import build_server
+from services.analyzer.app import create_app
+from shared.protocol.messages import ModelMessage
+from shared.settings import Settings
+from tests.helpers import TOKEN, auth, report_maker
+from tests.services.analyzer.support import SHUF, batch, hpke_of, next_event
+
+
+async def test_model_stream_delivers_current_and_new_models(settings: Settings) -> None:
+    app = create_app(settings, sse_keepalive=0.2)
+    server = build_server(app, "127.0.0.1", 0, log_level="warning")
+    serving = asyncio.create_task(server.serve())
+    async with asyncio.timeout(20):
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+            make = report_maker(await hpke_of(client))
+            async with client.stream("GET", "/v1/tasks/shuf/model/stream") as resp:
+                assert resp.status_code == 200
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                lines = resp.aiter_lines()
+                assert (await next_event(lines)) == {"retry": "2000"}
+                ev = await next_event(lines)
+                assert ev["event"] == "model" and ev["id"] == "0"
+                assert ModelMessage.model_validate_json(ev["data"]).version == 0
+                # Idle: keep-alive comments.
+                assert await next_event(lines) == {"comment": "keep-alive"}
+                r = await client.post(
+                    "/v1/tasks/shuf/batches", json=batch(make(SHUF, 5)), headers=auth()
+                )
+                assert r.status_code == 200
+                ev = await next_event(lines)
+                while "comment" in ev:
+                    ev = await next_event(lines)
+                assert ev["event"] == "model" and ev["id"] == "1"
+                msg = ModelMessage.model_validate_json(ev["data"])
+                assert msg.version == 1 and msg.reports == 5
+                # A stop request ends the stream cleanly and the server finishes.
+                server.stop()
+                with pytest.raises(EOFError):
+                    while True:
+                        await next_event(lines)
+        await serving
+
+
+async def test_main_serves_and_sigterm_ends_streams(tmp_path: Path) -> None:
+    """``python -m services.analyzer``: a stop signal ends open model streams and the process
+    exits cleanly (uvicorn would otherwise wait for the never-ending stream)."""
+    port = free_ports(1)[0]
+    config = tmp_path / "privbandit.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path / "data"}"\nshuffler_token = "{TOKEN}"\nlog_level = "warning"\n'
+        '[[tasks]]\nid = "shuf"\nthreat_model = "shuffle"\nK = 4\n'
+        '[tasks.policy]\nalgo = "sblb"\nd = 3\neps0 = 4.0\nbatch_size = 5\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVBANDIT_")}
+    env.update(PRIVBANDIT_CONFIG=str(config), PYTHONPATH=str(Path(__file__).parents[3]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.analyzer", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+    )
+    try:
+        async with asyncio.timeout(30), httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", timeout=10
+        ) as client:
+            while True:
+                try:
+                    if (await client.get("/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.1)
+            async with client.stream("GET", "/v1/tasks/shuf/model/stream") as resp:
+                lines = resp.aiter_lines()
+                await next_event(lines)
+                assert (await next_event(lines))["id"] == "0"
+                proc.send_signal(signal.SIGTERM)
+                with pytest.raises(EOFError):
+                    while True:
+                        await next_event(lines)
+            while proc.poll() is None:
+                await asyncio.sleep(0.05)
+        # uvicorn re-raises the captured signal after its graceful shutdown has completed.
+        assert proc.returncode in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
