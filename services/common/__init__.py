@@ -5,5 +5,9 @@
 - ``group_commit``: ``GroupCommitter``, the one group-commit loop
 - ``retry``: ``Backoff``, the one retry schedule
 - ``sqlite``: opening a database, ``transaction()``, ``savepoint()`` and numbered migrations
-- ``cli``: ``python -m services.<name>`` command line, logging and serving
+- ``cli``: ``python -m services.<name>`` command line, logging and serving (``run_service``)
+- ``app``: ``build_app``, how a service's FastAPI app is put together (lifespan, limits, errors)
+- ``deps``: the ``get_runtime`` and task-lookup dependencies behind each service's typed aliases
+- ``health``: ``Readiness`` and the ``/healthz`` answer (503 ``starting`` until ready)
+- ``metrics``: ``ServiceMetrics``, a per-app Prometheus registry and the ``/metrics`` answer
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -54,3 +55,19 @@ def serve(app: Any, args: argparse.Namespace, settings: Settings, graceful_timeo
         access_log=args.access_log,
         timeout_graceful_shutdown=graceful_timeout,
     )
+
+
+def run_service(
+    name: str,
+    description: str | None,
+    create_app: Callable[[Settings], Any],
+    argv: list[str] | None = None,
+    *,
+    graceful_timeout: float,
+) -> None:
+    """``python -m services.<name>``: settings from the config file and the environment, the
+    command line, logging, then the app from ``create_app(settings)`` served until stopped."""
+    settings = Settings()
+    args = service_args(name, description, settings, argv)
+    setup_logging(settings)
+    serve(create_app(settings), args, settings, graceful_timeout=graceful_timeout)

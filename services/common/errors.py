@@ -1,10 +1,16 @@
 """The services' error type: domain code raises a ``ServiceError`` (each service subclasses it in
 its own ``errors.py``) and never an HTTP exception; ``services.common.web`` maps every one of
-them, in one place, to the protocol's error body ``{"code", "message"}`` with its status."""
+them, in one place, to the protocol's error body ``{"code", "message"}`` with its status.
+
+A subclass names its status and code either as class attributes (``status = 404``,
+``default_code = "unknown_task"``) or as class keywords::
+
+    class UnknownTask(NotFound, code="unknown_task"): ...
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class ServiceError(Exception):
@@ -16,6 +22,15 @@ class ServiceError(Exception):
     status: ClassVar[int] = 400
     default_code: ClassVar[str] = "bad_request"
 
+    def __init_subclass__(
+        cls, *, status: int | None = None, code: str | None = None, **kw: Any
+    ) -> None:
+        super().__init_subclass__(**kw)
+        if status is not None:
+            cls.status = status
+        if code is not None:
+            cls.default_code = code
+
     def __init__(
         self, message: str, *, code: str | None = None, headers: dict[str, str] | None = None
     ) -> None:
@@ -25,35 +40,35 @@ class ServiceError(Exception):
         self.headers = headers
 
 
-class Unauthorized(ServiceError):
-    status = 401
-    default_code = "unauthorized"
+# The kinds of refusal, by HTTP status.
+class Unauthorized(ServiceError, status=401, code="unauthorized"):
+    pass
 
 
-class NotFound(ServiceError):
-    status = 404
-    default_code = "not_found"
+class NotFound(ServiceError, status=404, code="not_found"):
+    pass
 
 
-class Conflict(ServiceError):
-    status = 409
-    default_code = "conflict"
+class Conflict(ServiceError, status=409, code="conflict"):
+    pass
 
 
-class Invalid(ServiceError):
+class Invalid(ServiceError, status=422, code="invalid_request"):
     """Well-formed JSON whose meaning is refused (wrong shape for the task, out of range...)."""
 
-    status = 422
-    default_code = "invalid_request"
+
+class TooMany(ServiceError, status=429, code="too_many_requests"):
+    pass
 
 
-class TooMany(ServiceError):
-    status = 429
-    default_code = "too_many_requests"
-
-
-class Unavailable(ServiceError):
+class Unavailable(ServiceError, status=503, code="unavailable"):
     """Not now: the caller should retry (e.g. a key not fetched yet, shutting down)."""
 
-    status = 503
-    default_code = "unavailable"
+
+# Refusals every service makes the same way.
+class UnknownTask(NotFound, code="unknown_task"):
+    """A task id this service is not configured with (``services.common.deps.lookup_task``)."""
+
+
+class Starting(Unavailable, code="starting"):
+    """``/healthz`` of a service that is not ready yet (``services.common.health``)."""

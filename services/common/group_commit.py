@@ -21,6 +21,8 @@ from typing import Generic, TypeVar
 
 import anyio.to_thread
 
+from services.common.errors import Unavailable
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -29,8 +31,9 @@ R = TypeVar("R")
 Outcome = R | BaseException
 
 
-class ShuttingDown(Exception):
-    """The service stopped before the item could be committed (nothing of it was stored)."""
+class ShuttingDown(Unavailable):
+    """The service stopped before the item could be committed (nothing of it was stored): a
+    503 ``unavailable`` if it reaches a client, who retries."""
 
 
 class GroupCommitter(Generic[T, R]):

@@ -34,9 +34,13 @@ class Backoff(Iterator[float]):
     def reset(self) -> None:
         self.nominal = self.initial
 
+    def delay(self, at_least: float = 0.0) -> float:
+        """The next delay, or ``at_least`` seconds (e.g. a server's Retry-After, capped at
+        ``maximum``) if that is longer."""
+        return max(next(self), min(at_least, self.maximum))
+
     async def sleep(self, at_least: float = 0.0) -> float:
-        """Sleep for the next delay (or ``at_least`` seconds, e.g. a server's Retry-After, capped
-        at ``maximum``); returns the time slept."""
-        delay = max(next(self), min(at_least, self.maximum))
+        """Sleep for ``delay(at_least)``; returns the time slept."""
+        delay = self.delay(at_least)
         await asyncio.sleep(delay)
         return delay

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -61,17 +61,36 @@ def savepoint(conn: sqlite3.Connection, name: str = "op") -> Iterator[sqlite3.Co
     conn.execute(f"RELEASE {name}")
 
 
+# A migration: a SQL script (statements separated by ';'), or a function of the connection for a
+# step SQL alone cannot say (e.g. "add this column unless an older release already did").
+Migration = str | Callable[[sqlite3.Connection], None]
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
-    """The highest migration applied to this database (0 for a new one)."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    """The highest migration applied to this database (0 for a new one).
+
+    A database written before stores were versioned has its tables but no ``schema_version``:
+    it is at version 1, since every store's migration 1 is the schema it had then."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if exists is None:
+        legacy = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' "
+            "AND name != 'schema_version' AND name NOT LIKE 'sqlite_%' LIMIT 1"
+        ).fetchone()
+        with transaction(conn):
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            if legacy is not None:
+                conn.execute("INSERT INTO schema_version (version) VALUES (1)")
     row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
     return int(row[0] or 0)
 
 
-def migrate(conn: sqlite3.Connection, migrations: Sequence[str], *, store: str) -> int:
-    """Bring the database to the newest schema: migration i (1-based) is ``migrations[i - 1]``, a
-    SQL script applied once, in its own transaction together with its version row, so a crash
-    leaves the database at a whole version. Returns the version reached.
+def migrate(conn: sqlite3.Connection, migrations: Sequence[Migration], *, store: str) -> int:
+    """Bring the database to the newest schema: migration i (1-based) is ``migrations[i - 1]``,
+    applied once, in its own transaction together with its version row, so a crash leaves the
+    database at a whole version. Returns the version reached.
 
     A database at a version above ``len(migrations)`` was written by newer code: refused, since
     this code cannot know what the newer columns mean."""
@@ -82,12 +101,29 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[str], *, store: str) 
             f"{len(migrations)} (downgrades are not supported)"
         )
     for version in range(current + 1, len(migrations) + 1):
+        step = migrations[version - 1]
         with transaction(conn):
-            for statement in _statements(migrations[version - 1]):
-                conn.execute(statement)
+            if callable(step):
+                step(conn)
+            else:
+                for statement in _statements(step):
+                    conn.execute(statement)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
         log.debug("%s database migrated to schema version %d", store, version)
     return len(migrations)
+
+
+def add_columns(*columns: tuple[str, str, str]) -> Callable[[sqlite3.Connection], None]:
+    """A migration adding (table, column, definition) columns that are not there yet: for
+    columns an unversioned database (version 1 by the rule above) may or may not have."""
+
+    def step(conn: sqlite3.Connection) -> None:
+        for table, column, definition in columns:
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+
+    return step
 
 
 def _statements(script: str) -> list[str]:

@@ -26,14 +26,14 @@ log = logging.getLogger(__name__)
 
 BODY_TOO_LARGE = "body_too_large"
 
-# Codes for errors raised by the framework rather than by our routes (413 is per app, see
-# ``install_error_handlers``).
+# Codes for errors raised by the framework rather than by our routes.
 _DEFAULT_CODES = {
     400: "bad_request",
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: BODY_TOO_LARGE,
     415: "unsupported_media_type",
     422: "invalid_request",
     500: "internal_error",
@@ -73,15 +73,9 @@ def describe_errors(errors: list[dict[str, Any]], limit: int = 5) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def install_error_handlers(
-    app: FastAPI, *, too_large_code: str = BODY_TOO_LARGE, on_error: ErrorHook | None = None
-) -> None:
-    """Render every error as ``ErrorBody`` JSON.
-
-    ``too_large_code``: the code of a framework-raised 413 (the services grew different names
-    for it and clients rely on them). ``on_error(request, status, code)`` sees every error
-    response this installs."""
-    codes = {**_DEFAULT_CODES, 413: too_large_code}
+def install_error_handlers(app: FastAPI, *, on_error: ErrorHook | None = None) -> None:
+    """Render every error as ``ErrorBody`` JSON. ``on_error(request, status, code)`` sees every
+    error response this installs (e.g. to count rejections)."""
 
     def respond(
         request: Request, status: int, code: str, message: str,
@@ -93,7 +87,7 @@ def install_error_handlers(
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = getattr(exc, "code", None) or codes.get(exc.status_code, "error")
+        code = getattr(exc, "code", None) or _DEFAULT_CODES.get(exc.status_code, "error")
         message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
         return respond(request, exc.status_code, code, message, getattr(exc, "headers", None))
 
@@ -123,18 +117,15 @@ def report_json_bytes(ct_bytes: int) -> int:
 
 
 class BodyLimitMiddleware:
-    """Refuse request bodies above ``max_bytes`` with 413 (as ``ErrorBody`` with ``code``), from
-    the Content-Length header when present and while streaming otherwise, before parsing.
+    """Refuse request bodies above ``max_bytes`` with 413 ``body_too_large`` (as ``ErrorBody``),
+    from the Content-Length header when present and while streaming otherwise, before parsing.
 
     ``max_bytes`` may be a function, evaluated per request (the shuffler's limit for secure-sum
     uploads is known only once the analyzer's Paillier key is)."""
 
-    def __init__(
-        self, app: ASGIApp, max_bytes: int | Callable[[], int], code: str = BODY_TOO_LARGE
-    ) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int | Callable[[], int]) -> None:
         self.app = app
         self._max_bytes = max_bytes
-        self.code = code
 
     @property
     def max_bytes(self) -> int:
@@ -149,7 +140,7 @@ class BodyLimitMiddleware:
         message = f"request body exceeds {max_bytes} bytes"
         length = Headers(scope=scope).get("content-length")
         if length is not None and length.isdigit() and int(length) > max_bytes:
-            await error_response(413, self.code, message)(scope, receive, send)
+            await error_response(413, BODY_TOO_LARGE, message)(scope, receive, send)
             return
         total = 0
 
@@ -160,7 +151,7 @@ class BodyLimitMiddleware:
                 total += len(msg.get("body", b""))
                 if total > max_bytes:
                     # An HTTPException: FastAPI re-raises it from body parsing to our handler.
-                    raise ApiError(413, self.code, message)
+                    raise ApiError(413, BODY_TOO_LARGE, message)
             return msg
 
         await self.app(scope, limited_receive, send)

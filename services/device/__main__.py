@@ -3,17 +3,13 @@ with uvicorn."""
 
 from __future__ import annotations
 
-from services.common.cli import serve, service_args, setup_logging
+from services.common.cli import run_service
 from services.device.app import create_app
-from shared.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> None:
-    settings = Settings()
-    args = service_args("device", __doc__, settings, argv)
-    setup_logging(settings)
     # Leave open streams after a few seconds on SIGTERM rather than hanging the shutdown.
-    serve(create_app(settings), args, settings, graceful_timeout=5)
+    run_service("device", __doc__, create_app, argv, graceful_timeout=5)
 
 
 if __name__ == "__main__":

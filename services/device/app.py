@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 DB_FILE = "device.sqlite3"
 # Largest request body accepted: K = 1024 arms × d = 64 features as JSON text fits comfortably.
 MAX_BODY_BYTES = 4 * 1024 * 1024
-# The device's name for a 413 (the analyzer and shuffler say "body_too_large"); clients rely on it.
-PAYLOAD_TOO_LARGE = "payload_too_large"
 # Decision bookkeeping: tombstones of answered decisions are kept an hour (so a late duplicate
 # feedback still gets 409), unanswered decisions a day; then they are forgotten.
 USED_DECISION_TTL = 3600.0
@@ -166,8 +164,8 @@ def create_app(
         lifespan=lifespan,
         description="On-device agent: decides locally, randomises and encrypts feedback.",
     )
-    install_error_handlers(app, too_large_code=PAYLOAD_TOO_LARGE, on_error=_count_rejection)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES, code=PAYLOAD_TOO_LARGE)
+    install_error_handlers(app, on_error=_count_rejection)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=MAX_BODY_BYTES)
     from services.device.routes import router
 
     app.include_router(router)

@@ -12,7 +12,14 @@ import pytest
 
 from services.common.group_commit import GroupCommitter, ShuttingDown
 from services.common.retry import Backoff
-from services.common.sqlite import SchemaError, migrate, open_db, schema_version, transaction
+from services.common.sqlite import (
+    SchemaError,
+    add_columns,
+    migrate,
+    open_db,
+    schema_version,
+    transaction,
+)
 
 MIGRATIONS = [
     "CREATE TABLE a (x INTEGER NOT NULL)",
@@ -55,6 +62,33 @@ def test_a_failing_migration_leaves_the_previous_version_whole(tmp_path: Path) -
     assert [r[1] for r in conn.execute("PRAGMA table_info(a)")] == ["x"]
 
 
+def test_a_database_from_before_versioning_is_at_version_1(tmp_path: Path) -> None:
+    """Tables but no ``schema_version``: written by the code whose schema is migration 1, so
+    migration 1 is not run again (it might not be idempotent) and later ones are."""
+    path = tmp_path / "legacy.sqlite3"
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE a (x INTEGER NOT NULL)")
+        old.execute("INSERT INTO a (x) VALUES (5)")
+    conn = open_db(path)
+    assert schema_version(conn) == 1
+    assert migrate(conn, MIGRATIONS, store="test") == 2
+    assert conn.execute("SELECT x, y FROM a").fetchall() == [(5, 7)]
+    # A new, empty database is at version 0 and gets every migration.
+    assert schema_version(open_db(tmp_path / "new.sqlite3")) == 0
+
+
+def test_a_migration_may_be_a_function_and_add_columns_adds_only_missing_ones(
+    tmp_path: Path,
+) -> None:
+    columns = add_columns(("a", "y", "INTEGER NOT NULL DEFAULT 7"), ("a", "z", "TEXT"))
+    for name, first in (("has-y", "CREATE TABLE a (x INTEGER, y INTEGER NOT NULL DEFAULT 1)"),
+                        ("bare", "CREATE TABLE a (x INTEGER)")):
+        conn = open_db(tmp_path / f"{name}.sqlite3")
+        assert migrate(conn, [first, columns], store="test") == 2
+        assert [r[1] for r in conn.execute("PRAGMA table_info(a)")] == ["x", "y", "z"]
+        assert schema_version(conn) == 2
+
+
 def test_backoff_doubles_to_its_cap_with_bounded_jitter() -> None:
     b = Backoff(0.1, 0.8)
     delays = [next(b) for _ in range(6)]
@@ -63,6 +97,8 @@ def test_backoff_doubles_to_its_cap_with_bounded_jitter() -> None:
         assert 0.5 * n <= d < 1.5 * n
     b.reset()
     assert next(b) < 0.15
+    # A server's Retry-After is a lower bound, capped at the maximum.
+    assert 0.4 <= b.delay(at_least=0.4) and 0.8 <= b.delay(at_least=60) < 1.2
     with pytest.raises(ValueError):
         Backoff(1.0, 0.5)
 

@@ -289,7 +289,7 @@ async def test_malformed_bodies_and_routes(settings: Settings) -> None:
                                          headers=headers), 422)
         huge = b'{"features": [' + b"0," * (3 * 1024 * 1024) + b"0]}"
         error(await s.device.post("/v1/tasks/cen/decide", content=huge, headers=headers),
-                     413, "payload_too_large")
+                     413, "body_too_large")
         error(await s.device.get("/v1/nothing-here"), 404)
         error(await s.device.get("/v1/tasks/cen/decide"), 405)
         assert (await status(s.device))["feedbacks"] == 0
@@ -849,8 +849,8 @@ def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
         (info, paillier_config(public.n), 512),  # no layout
         (info, good, 2048),  # key too small
         (info.model_copy(update={"aggregation": "reports"}), good, 512),
-        (info.model_copy(update={"batch_size": 20}), paillier_config(public.n, layout(9, 20, 1, 512)),
-         512),  # analyzer and device disagree on l
+        (info.model_copy(update={"batch_size": 20}),
+         paillier_config(public.n, layout(9, 20, 1, 512)), 512),  # analyzer and device disagree
     ]
     for task_info, config, min_bits in bad:
         with pytest.raises(ConfigMismatch):

@@ -1,0 +1,114 @@
+"""The shared app pieces: ``build_app`` (lifespan, runtime, body limit, error bodies), the task
+dependency, readiness on ``/healthz``, per-app metrics and the error kinds."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
+
+from services.common.app import build_app
+from services.common.deps import get_runtime, task_dependency
+from services.common.errors import Conflict, NotFound, ServiceError, Unavailable, UnknownTask
+from services.common.group_commit import ShuttingDown
+from services.common.health import Readiness, health
+from services.common.metrics import ServiceMetrics
+from tests.helpers import error, make_settings, running
+
+
+class Metrics(ServiceMetrics):
+    def __init__(self) -> None:
+        super().__init__("probe")
+        self.hits = self.counter("hits", "Task lookups", ["task"])
+
+
+@dataclass
+class Runtime:
+    tasks: dict[str, int]
+    ready: bool = False
+    metrics: Metrics = field(default_factory=Metrics)
+    readiness: Readiness = field(default_factory=Readiness)
+    closed: bool = False
+
+
+class Taken(Conflict, code="taken"):
+    pass
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+TaskDep = Annotated[int, Depends(task_dependency("probe"))]
+router = APIRouter()
+
+
+@router.get("/v1/tasks/{task}")
+async def get_task(value: TaskDep, task: str, runtime: RuntimeDep) -> dict[str, int]:
+    runtime.metrics.hits.labels(task).inc()
+    return {"value": value}
+
+
+@router.post("/v1/tasks/{task}")
+async def post_task(value: TaskDep) -> None:
+    raise Taken(f"value {value} is taken", headers={"Retry-After": "3"})
+
+
+@router.get("/healthz")
+async def healthz(runtime: RuntimeDep) -> Response:
+    return health("probe", runtime.readiness, {"tasks": sorted(runtime.tasks)})
+
+
+@router.get("/metrics")
+async def metrics(runtime: RuntimeDep) -> Response:
+    return runtime.metrics.response()
+
+
+def probe_app(tmp_path: Path, seen: list[Runtime]) -> object:
+    @asynccontextmanager
+    async def open_runtime() -> AsyncIterator[Runtime]:
+        rt = Runtime(tasks={"a": 1, "b": 2})
+        rt.readiness.require("the analyzer", lambda: [] if rt.ready else ["key", "model:a"])
+        rt.readiness.require_that("the committer", lambda: rt.ready)
+        seen.append(rt)
+        try:
+            yield rt
+        finally:
+            rt.closed = True
+
+    return build_app("probe", make_settings(tmp_path), router=router, runtime=open_runtime,
+                     max_body=64)
+
+
+async def test_build_app_wires_runtime_errors_limits_health_and_metrics(tmp_path: Path) -> None:
+    seen: list[Runtime] = []
+    app = probe_app(tmp_path, seen)
+    async with running(app) as client:  # type: ignore[arg-type]
+        (rt,) = seen
+        assert app.state.runtime is rt  # type: ignore[attr-defined]
+        assert (await client.get("/v1/tasks/b")).json() == {"value": 2}
+        body = error(await client.get("/v1/tasks/" + "x" * 100), 404, "unknown_task")
+        assert body.message == f"no task {'x' * 64!r} on this probe"
+        r = await client.post("/v1/tasks/a")
+        assert error(r, 409, "taken").message == "value 1 is taken"
+        assert r.headers["retry-after"] == "3"
+        error(await client.post("/v1/tasks/a", content=b"x" * 65), 413, "body_too_large")
+        error(await client.get("/nothing"), 404, "not_found")
+        starting = error(await client.get("/healthz"), 503, "starting")
+        assert starting.message == "waiting for the analyzer: key, model:a; the committer"
+        rt.ready = True
+        assert (await client.get("/healthz")).json() == {
+            "status": "ok", "service": "probe", "tasks": ["a", "b"]}
+        text = (await client.get("/metrics")).text
+        assert 'privbandit_probe_hits_total{task="b"} 1.0' in text
+    assert rt.closed
+
+
+def test_error_kinds_carry_status_and_code() -> None:
+    assert (UnknownTask.status, UnknownTask.default_code) == (404, "unknown_task")
+    assert issubclass(UnknownTask, NotFound) and issubclass(Taken, ServiceError)
+    assert (Taken.status, Taken("m").code, Taken("m", code="other").code) == (409, "taken",
+                                                                             "other")
+    # A commit refused at shutdown reaches a client as 503 "unavailable".
+    assert issubclass(ShuttingDown, Unavailable) and ShuttingDown("x").status == 503
