@@ -42,9 +42,12 @@ class CryptoError(Exception):
     """A report could not be opened: wrong key id, malformed fields or failed authentication."""
 
 
-def hpke_info(task: str, key_id: int) -> bytes:
-    """The HPKE ``info`` string: binds protocol version, task id and key id."""
-    return f"privbandit/{PROTOCOL_VERSION}|task={task}|key={key_id}".encode("ascii")
+def hpke_info(task: str, key_id: int, purpose: str = "") -> bytes:
+    """The HPKE ``info`` string: binds protocol version, task id and key id, and for anything
+    but a report a ``purpose`` (``tag`` for secure-sum report tags), so that one kind of sealed
+    message can never be opened as another."""
+    info = f"privbandit/{PROTOCOL_VERSION}|task={task}|key={key_id}"
+    return (info + (f"|{purpose}" if purpose else "")).encode("ascii")
 
 
 def ciphertext_length(row_bytes: int) -> int:
@@ -68,10 +71,11 @@ def _public_key(public_key: bytes | X25519PublicKey) -> X25519PublicKey:
 
 
 def seal(
-    public_key: bytes | X25519PublicKey, key_id: int, task: str, plaintext: bytes
+    public_key: bytes | X25519PublicKey, key_id: int, task: str, plaintext: bytes,
+    purpose: str = "",
 ) -> EncryptedReport:
     """Encrypt ``plaintext`` to the analyzer's public key for ``task`` (single-shot HPKE)."""
-    blob = SUITE.encrypt(plaintext, _public_key(public_key), info=hpke_info(task, key_id))
+    blob = SUITE.encrypt(plaintext, _public_key(public_key), info=hpke_info(task, key_id, purpose))
     # The single-shot API returns enc ‖ ct; the wire format carries them as separate fields.
     return EncryptedReport(
         key_id=key_id, enc=b64encode(blob[:ENC_BYTES]), ct=b64encode(blob[ENC_BYTES:])
@@ -79,7 +83,8 @@ def seal(
 
 
 def open_report(
-    private_key: X25519PrivateKey, key_id: int, task: str, report: EncryptedReport
+    private_key: X25519PrivateKey, key_id: int, task: str, report: EncryptedReport,
+    purpose: str = "",
 ) -> bytes:
     """Decrypt one report sealed for (``task``, ``key_id``); raises ``CryptoError`` on any failure
     (unknown key id, malformed base64 or lengths, tampered ciphertext, other task or key)."""
@@ -95,7 +100,7 @@ def open_report(
     if len(ct) < TAG_BYTES:
         raise CryptoError("ciphertext shorter than the AEAD tag")
     try:
-        return SUITE.decrypt(enc + ct, private_key, info=hpke_info(task, key_id))
+        return SUITE.decrypt(enc + ct, private_key, info=hpke_info(task, key_id, purpose))
     except (InvalidTag, ValueError) as exc:
         raise CryptoError(
             "report failed HPKE authentication (tampered, or sealed for another task/key)"
