@@ -12,7 +12,8 @@ from fastapi import FastAPI
 from services.analyzer.routes import router
 from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import row_wire_bytes
-from services.common.web import BodyLimitMiddleware, install_error_handlers, report_json_bytes
+from services.common.app import build_app
+from services.common.web import report_json_bytes
 from shared.crypto.hpke import ciphertext_length
 from shared.crypto.paillier import DEFAULT_KEY_BITS
 from shared.protocol.messages import MAX_CIPHERTEXT_BYTES
@@ -50,29 +51,22 @@ def create_app(
     settings = settings if settings is not None else Settings()
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def open_runtime() -> AsyncIterator[AnalyzerRuntime]:
         # Opening SQLite and loading keys and policy state happen before the first request.
         runtime = AnalyzerRuntime(
             settings, sse_keepalive=sse_keepalive, paillier_key_bits=paillier_key_bits
         )
-        app.state.runtime = runtime
         runtime.start()
         try:
-            yield
+            yield runtime
         finally:
             await runtime.stop()
             runtime.close()
 
-    app = FastAPI(
-        title="privbandit analyzer",
-        version="1",
-        lifespan=lifespan,
+    return build_app(
+        "analyzer", settings, router=router, runtime=open_runtime,
+        max_body=max_body_bytes(settings),
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes(settings))
-    app.state.settings = settings
-    install_error_handlers(app)
-    app.include_router(router)
-    return app
 
 
 def request_shutdown(app: FastAPI) -> None:

@@ -1,27 +1,21 @@
 """The analyzer's refusals. Domain code (runtime, decoders, the ingest pipeline) raises these;
 ``services.common.web`` turns every one into ``{"code", "message"}`` with its status, so the
-routes never translate errors themselves."""
+routes never translate errors themselves. The analyzer also raises the shared ones:
+``UnknownTask`` (404, ``services.common.deps``), ``Starting`` (503 on ``/healthz``) and the group
+committer's ``ShuttingDown`` (503 ``unavailable``)."""
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, NotFound, Unauthorized, Unavailable
+from services.common.errors import Conflict, Invalid, NotFound, Unauthorized
 
 
-class UnknownTask(NotFound):
-    default_code = "unknown_task"
-
-
-class NotSecureSum(NotFound):
+class NotSecureSum(NotFound, code="not_secure_sum"):
     """``GET /secure-sum`` of a task that does not use the secure-sum transport."""
 
-    default_code = "not_secure_sum"
 
-
-class AggregationMismatch(Conflict):
+class AggregationMismatch(Conflict, code="aggregation_mismatch"):
     """The upload uses the other shuffle transport than the task is configured with; nothing
     was counted."""
-
-    default_code = "aggregation_mismatch"
 
 
 class BatchRefused(Invalid):
@@ -29,24 +23,20 @@ class BatchRefused(Invalid):
     be re-sent). Raised per batch: the rest of its group still commits. One subclass a code."""
 
 
-class BatchSizeMismatch(BatchRefused):
-    default_code = "batch_size_mismatch"
+class BatchSizeMismatch(BatchRefused, code="batch_size_mismatch"):
+    """Not exactly l reports (or a sum claiming another count than l)."""
 
 
-class UnknownKey(BatchRefused):
+class UnknownKey(BatchRefused, code="unknown_key"):
     """A batch sum encrypted under another Paillier key than the analyzer's."""
 
-    default_code = "unknown_key"
+
+class BadCiphertext(BatchRefused, code="bad_ciphertext"):
+    """A batch sum whose ciphertexts are not elements of Z*_{n²} of the task's layout."""
 
 
-class BadCiphertext(BatchRefused):
-    default_code = "bad_ciphertext"
-
-
-class SlotOutOfRange(BatchRefused):
+class SlotOutOfRange(BatchRefused, code="slot_out_of_range"):
     """A decrypted batch sum that is not l reports with counts in 0..m."""
-
-    default_code = "slot_out_of_range"
 
 
 class NotShuffler(Unauthorized):
@@ -54,13 +44,3 @@ class NotShuffler(Unauthorized):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
-
-
-class ShuttingDown(Unavailable):
-    """The analyzer stopped (or has not started) taking batches; the shuffler retries."""
-
-
-class NotReady(Unavailable):
-    """``/healthz`` before the keys, the tasks and the ingest committers are up."""
-
-    default_code = "starting"

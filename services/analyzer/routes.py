@@ -7,14 +7,15 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from services.analyzer.errors import NotReady, NotSecureSum, NotShuffler
+from services.analyzer.errors import NotSecureSum, NotShuffler
 from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import TaskRuntime, task_info
+from services.common.deps import get_runtime, task_dependency
+from services.common.health import health
 from shared.protocol.messages import (
     BatchAck,
     BatchUpload,
@@ -30,25 +31,11 @@ log = logging.getLogger(__name__)
 
 router = APIRouter()
 
-
-def get_runtime(request: Request) -> AnalyzerRuntime:
-    runtime = getattr(request.app.state, "runtime", None)
-    if runtime is None:
-        raise NotReady("the analyzer is starting")
-    return runtime
-
-
 RuntimeDep = Annotated[AnalyzerRuntime, Depends(get_runtime)]
+TaskDep = Annotated[TaskRuntime, Depends(task_dependency("analyzer"))]
 
 
-def get_task(task: str, runtime: RuntimeDep) -> TaskRuntime:
-    return runtime.task(task)
-
-
-TaskDep = Annotated[TaskRuntime, Depends(get_task)]
-
-
-def require_shuffler(
+async def require_shuffler(
     runtime: RuntimeDep,
     authorization: Annotated[str | None, Header()] = None,
 ) -> None:
@@ -72,16 +59,15 @@ ERRORS = {
 
 
 @router.get("/healthz", responses={503: {"model": ErrorBody}})
-async def healthz(runtime: RuntimeDep) -> dict[str, object]:
+async def healthz(runtime: RuntimeDep) -> Response:
     """200 once the keys and tasks are loaded and batch ingest runs; 503 ``starting`` before
     (and while stopping)."""
-    runtime.check_ready()
-    return {"status": "ok", "service": "analyzer", "tasks": sorted(runtime.tasks)}
+    return health("analyzer", runtime.readiness, {"tasks": sorted(runtime.tasks)})
 
 
 @router.get("/metrics")
 async def metrics(runtime: RuntimeDep) -> Response:
-    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return runtime.metrics.response()
 
 
 @router.get("/v1/hpke-config")

@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 
 from services.analyzer.decoders import Decoder, ReportsDecoder, SumDecoder, Upload
-from services.analyzer.errors import NotReady, ShuttingDown, UnknownTask
 from services.analyzer.feed import ModelFeed, model_message
 from services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, IngestPipeline
 from services.analyzer.metrics import AnalyzerMetrics
 from services.analyzer.store import AnalyzerStore
 from services.analyzer.tasks import TaskRuntime, row_wire_bytes
-from services.common import group_commit
-from services.common.group_commit import GroupCommitter
+from services.common.group_commit import GroupCommitter, ShuttingDown
+from services.common.health import Readiness
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies import build_policy
 from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
@@ -67,6 +66,9 @@ class AnalyzerRuntime:
         self.store = AnalyzerStore(data / DB_FILE)
         self.tasks: dict[str, TaskRuntime] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # /healthz: 200 once every task ingests (keys and tasks are loaded below).
+        self.readiness = Readiness()
+        self.readiness.require("batch ingest", self._not_ingesting)
         try:
             for config in settings.tasks:
                 self.tasks[config.id] = self._load_task(config)
@@ -147,12 +149,6 @@ class AnalyzerRuntime:
     # -----------------------------------------------------------------------------------------
     # Lookups
 
-    def task(self, task: str) -> TaskRuntime:
-        rt = self.tasks.get(task)
-        if rt is None:
-            raise UnknownTask(f"no task {task[:64]!r} on this analyzer")
-        return rt
-
     def ledger(self, rt: TaskRuntime) -> PrivacyLedger:
         """The task's ledger (depends on its parameters only; computed once, it can take ~1 s)."""
         if rt.ledger_cache is None:
@@ -160,15 +156,11 @@ class AnalyzerRuntime:
             rt.ledger_cache = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
         return rt.ledger_cache
 
-    @property
-    def ready(self) -> bool:
-        """Keys and tasks are loaded (the constructor did) and every task's committer runs."""
-        return all(rt.committer is not None and rt.committer.running
-                   for rt in self.tasks.values())
-
-    def check_ready(self) -> None:
-        if not self.ready:
-            raise NotReady("the analyzer is starting or stopping: batch ingest is not running")
+    def _not_ingesting(self) -> list[str]:
+        """Tasks whose group committer is not running (all of them before ``start`` and after
+        ``stop``); keys and tasks are loaded by the constructor."""
+        return [rt.id for rt in self.tasks.values()
+                if rt.committer is None or not rt.committer.running]
 
     # -----------------------------------------------------------------------------------------
     # Ingest: one group committer per task runs the pipeline
@@ -201,14 +193,11 @@ class AnalyzerRuntime:
     async def submit(self, rt: TaskRuntime, upload: Upload) -> BatchAck:
         """Check an upload against its task's transport, queue it for the task's committer and
         wait for its (committed) ack; raises the ``BatchRefused`` of a batch that cannot be
-        counted and ``ShuttingDown`` when ingest is not running."""
+        counted and ``ShuttingDown`` (503) when ingest is not running."""
         item = rt.decoder.accept(upload)
         if rt.committer is None:
-            raise ShuttingDown("the analyzer is not accepting batches; retry later")
-        try:
-            return await rt.committer.submit(item)
-        except group_commit.ShuttingDown as exc:
-            raise ShuttingDown(f"{exc}; retry later") from exc
+            raise ShuttingDown(f"analyzer task {rt.id}: not accepting work")
+        return await rt.committer.submit(item)
 
     def sync_published(self, rt: TaskRuntime) -> None:
         """Publish the policy's model if it is newer than the published one (event loop, after

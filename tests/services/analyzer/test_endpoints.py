@@ -3,9 +3,8 @@ ledgers and metrics."""
 
 from __future__ import annotations
 
-import httpx
-
 from services.analyzer.app import create_app
+from services.analyzer.runtime import AnalyzerRuntime
 from shared.protocol.messages import ModelMessage, TaskInfo, b64decode
 from shared.settings import Settings
 from tests.helpers import auth, error, privacy, report_maker, running
@@ -79,16 +78,25 @@ async def test_metrics(settings: Settings) -> None:
 
 
 async def test_healthz_is_503_until_ingest_runs(settings: Settings) -> None:
+    # Keys and tasks are loaded by the runtime's constructor; ingest runs from ``start``.
+    runtime = AnalyzerRuntime(settings)
+    try:
+        assert runtime.readiness.missing() == {"batch ingest": ["shuf", "loc", "cen"]}
+        runtime.start()
+        assert runtime.readiness.ready
+        await runtime.stop()
+        assert not runtime.readiness.ready
+    finally:
+        runtime.close()
+
     app = create_app(settings)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as raw:
-        # No lifespan yet: no keys, tasks or committers.
-        error(await raw.get("/healthz"), 503, "starting")
     async with running(app) as client:
         r = await client.get("/healthz")
-        assert r.status_code == 200 and r.json()["tasks"] == ["cen", "loc", "shuf"]
+        assert r.status_code == 200
+        assert r.json() == {"status": "ok", "service": "analyzer", "tasks": ["cen", "loc", "shuf"]}
         make = report_maker(await hpke_of(client))
         await app.state.runtime.stop()  # what the lifespan does first on shutdown
-        error(await client.get("/healthz"), 503, "starting")
+        starting = error(await client.get("/healthz"), 503, "starting")
+        assert starting.message == "waiting for batch ingest: shuf, loc, cen"
         r = await client.post("/v1/tasks/shuf/batches", json=batch(make(SHUF, 5)), headers=auth())
         error(r, 503, "unavailable")
