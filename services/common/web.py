@@ -61,6 +61,11 @@ def error_response(
     return JSONResponse(body.model_dump(), status_code=status_code, headers=headers)
 
 
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses=`` for OpenAPI: each status documented as an ``ErrorBody``."""
+    return {status: {"model": ErrorBody} for status in statuses}
+
+
 def describe_errors(errors: list[dict[str, Any]], limit: int = 5) -> str:
     """A short human summary of pydantic errors; never echoes the (possibly huge) input."""
     parts = []

@@ -1,7 +1,4 @@
-"""Group commit of uploads and delivery of formed batches to the analyzer.
-
-``Committer`` funnels concurrent uploads into one SQLite transaction per group (uploads arriving
-while a commit is in progress form the next group), so a 202 costs a share of one fsync.
+"""Delivery of formed batches to the analyzer.
 
 ``Forwarder`` runs one delivery loop per task: it posts the oldest unacknowledged batches (batch
 id and ciphertexts in the stored shuffled order — nothing else) with the shuffler's bearer token
@@ -17,109 +14,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio.to_thread
 import httpx
 from pydantic import ValidationError
 
+from services.common.retry import Backoff
+from services.shuffler.errors import SumUnavailable
 from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.secure_sum import PaillierState, SumUnavailable, batch_sum, sum_message
-from services.shuffler.store import AcceptResult, Store, Upload
-from shared.protocol.messages import BatchAck, BatchUpload, EncryptedReport
-from shared.protocol.secure_sum import EncryptedCounts
+from services.shuffler.secure_sum import PaillierState, batch_sum, sum_message
+from services.shuffler.store import ShufflerStore
+from shared.protocol.messages import BatchAck, BatchUpload
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
-MAX_GROUP = 256  # uploads per group commit
 HTTP_TIMEOUT = 60.0  # seconds; a batch of l = 100 000 reports takes a while to ingest
 WINDOW = 16  # batches of one task in flight at once
-
-
-class ShuttingDown(Exception):
-    """The service stopped before an upload could be committed."""
-
-
-class Committer:
-    """Serialises uploads into group commits on a worker thread."""
-
-    def __init__(self, store: Store, metrics: ShufflerMetrics, forwarder: Forwarder) -> None:
-        self.store = store
-        self.metrics = metrics
-        self.forwarder = forwarder
-        # None is the stop sentinel.
-        self._queue: asyncio.Queue[tuple[Upload, asyncio.Future[AcceptResult]] | None] = (
-            asyncio.Queue()
-        )
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="shuffler-committer")
-
-    async def stop(self) -> None:
-        """Finish the group in progress (its clients get their answers), then stop."""
-        if self._task is None:
-            return
-        self._stopping = True
-        await self._queue.put(None)
-        await self._task
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
-            if item is not None and not item[1].done():
-                item[1].set_exception(ShuttingDown("the shuffler is shutting down"))
-
-    async def submit(
-        self, task: str, reports: Sequence[EncryptedReport] | Sequence[EncryptedCounts]
-    ) -> AcceptResult:
-        """Return once the reports are durable (or raise; then nothing of them was stored)."""
-        if self._task is None or self._task.done() or self._stopping:
-            raise ShuttingDown("the shuffler is not accepting reports")
-        fut: asyncio.Future[AcceptResult] = asyncio.get_running_loop().create_future()
-        await self._queue.put((Upload(task, reports), fut))
-        # shield: a client that goes away must not cancel the group commit it is part of.
-        return await asyncio.shield(fut)
-
-    async def _run(self) -> None:
-        while True:
-            first = await self._queue.get()
-            if first is None:
-                return
-            group = [first]
-            while len(group) < MAX_GROUP and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    # Stop after this group; put the sentinel back for the next turn.
-                    self._queue.put_nowait(None)
-                    break
-                group.append(item)
-            await self._commit(group)
-
-    async def _commit(self, group: list[tuple[Upload, asyncio.Future[AcceptResult]]]) -> None:
-        uploads = [upload for upload, _ in group]
-        started = time.perf_counter()
-        try:
-            results, formed = await anyio.to_thread.run_sync(self.store.accept, uploads)
-        except Exception as exc:
-            log.exception("group commit of %d uploads failed", len(group))
-            for _, fut in group:
-                if not fut.done():
-                    fut.set_exception(exc)
-            return
-        self.metrics.commit_seconds.observe(time.perf_counter() - started)
-        self.metrics.commit_group.observe(len(group))
-        for (upload, fut), result in zip(group, results, strict=True):
-            self.metrics.reports_accepted.labels(upload.task).inc(result.accepted)
-            self.metrics.reports_duplicate.labels(upload.task).inc(result.duplicates)
-            if not fut.done():
-                fut.set_result(result)
-        for task, n in formed.items():
-            self.metrics.batches_formed.labels(task).inc(n)
-            self.forwarder.wake(task)
 
 
 @dataclass(frozen=True)
@@ -143,7 +56,7 @@ class Forwarder:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        store: ShufflerStore,
         metrics: ShufflerMetrics,
         client: httpx.AsyncClient,
         paillier: PaillierState | None = None,
@@ -159,9 +72,15 @@ class Forwarder:
         self._wake = {t: asyncio.Event() for t in self.tasks}
         self._loops: list[asyncio.Task[None]] = []
         self._deliveries: set[asyncio.Task[None]] = set()
-        self._jitter = secrets.SystemRandom()
+        self._started = False
+
+    @property
+    def running(self) -> bool:
+        """Started, and no task's delivery loop has ended."""
+        return self._started and not any(t.done() for t in self._loops)
 
     def start(self) -> None:
+        self._started = True
         for task in self.tasks:
             # Un-acknowledged batches from before a restart are picked up at once.
             self._wake[task].set()
@@ -177,6 +96,7 @@ class Forwarder:
                 await t
         self._loops.clear()
         self._deliveries.clear()
+        self._started = False
 
     def wake(self, task: str) -> None:
         if task in self._wake:
@@ -212,24 +132,20 @@ class Forwarder:
                 delivery.add_done_callback(self._deliveries.discard)
                 delivery.add_done_callback(lambda t, b=batch_id: finished(t, b))
 
-    async def _backoff(self, delay: float) -> float:
-        # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
-        await asyncio.sleep(delay * (0.5 + self._jitter.random()))
-        return min(2 * delay, self.settings.retry_max)
-
     async def _deliver_until_acked(self, task: str, batch_id: str) -> None:
-        delay = self.settings.retry_initial
+        # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
+        backoff = Backoff(self.settings.retry_initial, self.settings.retry_max)
         while True:
             try:
                 delivery = await self._load(task, batch_id)
                 break
             except SumUnavailable as exc:
                 self._failed(task, batch_id, "secure_sum", str(exc))
-                delay = await self._backoff(delay)
+                await backoff.sleep()
         if delivery is None:  # acknowledged meanwhile
             return
         while not await self._deliver(delivery):
-            delay = await self._backoff(delay)
+            await backoff.sleep()
         await anyio.to_thread.run_sync(self.store.acknowledge, batch_id)
         self.metrics.batches_acknowledged.labels(task).inc()
         self.last_error[task] = None

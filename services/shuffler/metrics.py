@@ -2,45 +2,25 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from services.common.metrics import GROUP_SIZES, SECONDS, ServiceMetrics
 
 
-class ShufflerMetrics:
+class ShufflerMetrics(ServiceMetrics):
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.reports_accepted = Counter(
-            "privbandit_shuffler_reports_accepted", "Reports made durable", ["task"], registry=r
-        )
-        self.reports_duplicate = Counter(
-            "privbandit_shuffler_reports_duplicate", "Identical ciphertexts dropped", ["task"],
-            registry=r,
-        )
-        self.batches_formed = Counter(
-            "privbandit_shuffler_batches_formed", "Batches formed", ["task"], registry=r
-        )
-        self.batches_acknowledged = Counter(
-            "privbandit_shuffler_batches_acknowledged", "Batches acknowledged by the analyzer",
-            ["task"], registry=r,
-        )
-        self.forward_failures = Counter(
-            "privbandit_shuffler_forward_failures",
-            "Failed attempts to deliver a batch (retried)", ["task", "reason"], registry=r,
-        )
-        self.pending = Gauge(
-            "privbandit_shuffler_pending_reports", "Reports waiting for a batch to fill", ["task"],
-            registry=r,
-        )
-        self.commit_group = Histogram(
-            "privbandit_shuffler_commit_group_uploads", "Uploads made durable per commit",
-            registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128),
-        )
-        self.sum_seconds = Histogram(
-            "privbandit_shuffler_batch_sum_seconds",
-            "Time to multiply one secure-sum batch's ciphertexts into its encrypted sum",
-            registry=r, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
-        )
-        self.commit_seconds = Histogram(
-            "privbandit_shuffler_commit_seconds", "Time of one group commit", registry=r,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
-        )
+        super().__init__("shuffler")
+        task = ["task"]
+        self.reports_accepted = self.counter("reports_accepted", "Reports made durable", task)
+        self.reports_duplicate = self.counter(
+            "reports_duplicate", "Identical ciphertexts dropped", task)
+        self.batches_formed = self.counter("batches_formed", "Batches formed", task)
+        self.batches_acknowledged = self.counter(
+            "batches_acknowledged", "Batches acknowledged by the analyzer", task)
+        self.forward_failures = self.counter(
+            "forward_failures", "Failed attempts to deliver a batch (retried)", ["task", "reason"])
+        self.pending = self.gauge("pending_reports", "Reports waiting for a batch to fill", task)
+        self.commit_group = self.histogram(
+            "commit_group_uploads", "Uploads made durable per commit", GROUP_SIZES)
+        self.sum_seconds = self.histogram(
+            "batch_sum_seconds",
+            "Time to multiply one secure-sum batch's ciphertexts into its encrypted sum", SECONDS)
+        self.commit_seconds = self.histogram("commit_seconds", "Time of one group commit", SECONDS)

@@ -6,21 +6,22 @@ The shuffler holds no Paillier private key. It needs the public modulus n for tw
 at intake that every ciphertext lies in Z*_{n²} (a ciphertext sharing a factor with n would make
 the product of its whole batch undecryptable), and to multiply the l ciphertexts of a batch
 modulo n². It fetches n from the analyzer's ``GET /v1/paillier-config`` at start-up and retries
-until it gets it; until then, secure-sum uploads are refused with 503 ``not_ready``.
+until it gets it; until then, secure-sum uploads are refused with 503 ``not_ready`` and the
+shuffler's ``/healthz`` answers 503 ``starting``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import Sequence
 
 import gmpy2
 import httpx
 from pydantic import ValidationError
 
-from services.common.web import ApiError
+from services.common.retry import Backoff
+from services.shuffler.errors import BadCiphertext, NotReady, SumUnavailable, UnknownKey
 from services.shuffler.store import SecureBatch
 from shared.crypto.paillier import CiphertextError, decode_ciphertexts, homomorphic_sum
 from shared.crypto.slots import SlotLayout, ciphertext_width, layout_for
@@ -48,6 +49,10 @@ class PaillierState:
     def needed(self) -> bool:
         return bool(self.task_configs)
 
+    def missing(self) -> list[str]:
+        """What secure-sum intake waits for (readiness): the key, if a task needs it."""
+        return ["paillier-config"] if self.needed and self.config is None else []
+
     def set(self, config: PaillierConfig) -> None:
         """Adopt a fetched config; raises ValueError (and changes nothing) if a task's layout
         does not fit this key."""
@@ -61,35 +66,26 @@ class PaillierState:
 
     def check_upload(self, task: str, reports: Sequence[EncryptedCounts]) -> None:
         """Intake validation of secure-sum reports (CPU: base64 and one gcd per ciphertext, run
-        it in a worker thread). Raises ``ApiError`` for the first bad report; then nothing of
-        the upload may be stored."""
+        it in a worker thread). Raises ``NotReady``, ``UnknownKey`` or ``BadCiphertext`` for the
+        first bad report; then nothing of the upload may be stored."""
         config = self.config
         if config is None:
-            raise ApiError(
-                503, "not_ready", "the shuffler has not yet fetched the analyzer's Paillier key; "
-                "retry shortly (no report was stored)", headers={"Retry-After": "1"},
-            )
+            raise NotReady("the shuffler has not yet fetched the analyzer's Paillier key; "
+                           "retry shortly (no report was stored)")
         plaintexts = self.layouts[task].plaintexts
         for i, report in enumerate(reports):
             if report.key_id != config.key_id:
-                raise ApiError(
-                    422, "unknown_key",
+                raise UnknownKey(
                     f"reports[{i}]: encrypted under Paillier key {report.key_id}, the analyzer's "
-                    f"key is {config.key_id}; no report was stored",
+                    f"key is {config.key_id}; no report was stored"
                 )
             try:
                 decode_ciphertexts(report.ct, self.n, plaintexts)
             except CiphertextError as exc:
-                raise ApiError(
-                    422, "bad_ciphertext",
+                raise BadCiphertext(
                     f"reports[{i}]: {exc} (task {task!r} takes {plaintexts} ciphertext(s) of "
-                    f"{ciphertext_width(config.key_bits)} bytes); no report was stored",
+                    f"{ciphertext_width(config.key_bits)} bytes); no report was stored"
                 ) from exc
-
-
-class SumUnavailable(Exception):
-    """A batch's encrypted sum cannot be formed now (key unknown, or members under another key);
-    the forwarder reports it and retries with backoff."""
 
 
 def batch_sum(state: PaillierState, batch: SecureBatch) -> tuple[int, bytes]:
@@ -139,8 +135,7 @@ async def fetch_paillier_config(
 ) -> None:
     """Fetch ``GET /v1/paillier-config`` until a valid config arrives (exponential backoff with
     jitter, as batch delivery), then adopt it. Runs as a background task from start-up."""
-    delay = settings.retry_initial
-    jitter = secrets.SystemRandom()
+    backoff = Backoff(settings.retry_initial, settings.retry_max)
     while True:
         try:
             resp = await client.get("/v1/paillier-config")
@@ -157,6 +152,5 @@ async def fetch_paillier_config(
             error = f"{type(exc).__name__}: {exc}"
         state.last_error = f"fetching the analyzer's Paillier key: {error}"
         log.warning("%s; retrying", state.last_error)
-        await asyncio.sleep(delay * (0.5 + jitter.random()))
-        delay = min(2 * delay, settings.retry_max)
+        await backoff.sleep()
 

@@ -28,12 +28,14 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from services.common.sqlite import open_db
+from services.common.sqlite import migrate, open_db, transaction
 from shared.protocol.messages import EncryptedReport, b64decode, b64encode
 from shared.protocol.secure_sum import EncryptedCounts
 
-SCHEMA = """
+# Migration 1 is the schema of the first release (databases from before versioning are at it).
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS counters (
     task TEXT PRIMARY KEY,
     accepted INTEGER NOT NULL DEFAULT 0,
@@ -77,6 +79,8 @@ CREATE TABLE IF NOT EXISTS batch_sums (
     ct BLOB NOT NULL
 ) WITHOUT ROWID;
 """
+
+MIGRATIONS = [SCHEMA_V1]
 
 # Shuffling uses the OS CSPRNG: the permutation is what hides arrival order from the analyzer.
 _CSPRNG = secrets.SystemRandom()
@@ -138,7 +142,7 @@ class TaskCounts:
     batches_acknowledged: int
 
 
-class Store:
+class ShufflerStore:
     """Thread-safe access to the shuffler's SQLite file (one connection behind a lock)."""
 
     def __init__(self, path: Path, batch_sizes: dict[str, int]) -> None:
@@ -147,10 +151,11 @@ class Store:
         self._conn = open_db(path)
         self._lock = threading.Lock()
         with self._lock:
-            self._conn.executescript(SCHEMA)
-            self._conn.executemany(
-                "INSERT OR IGNORE INTO counters (task) VALUES (?)", [(t,) for t in batch_sizes]
-            )
+            migrate(self._conn, MIGRATIONS, store="shuffler")
+            with transaction(self._conn):
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO counters (task) VALUES (?)", [(t,) for t in batch_sizes]
+                )
 
     def close(self) -> None:
         with self._lock:
@@ -161,39 +166,32 @@ class Store:
         that became full. Returns one result per upload and the batches formed per task."""
         results: list[AcceptResult] = []
         touched: set[str] = set()
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for upload in uploads:
-                    accepted = duplicates = 0
-                    for report in upload.reports:
-                        key_id, enc, ct = _wire(report)
-                        cur = conn.execute(
-                            "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
-                            (upload.task, hashlib.sha256(enc + ct).digest()),
-                        )
-                        if cur.rowcount == 0:
-                            duplicates += 1
-                            continue
-                        conn.execute(
-                            "INSERT INTO pending (task, key_id, enc, ct) VALUES (?, ?, ?, ?)",
-                            (upload.task, key_id, enc, ct),
-                        )
-                        accepted += 1
-                    conn.execute(
-                        "UPDATE counters SET accepted = accepted + ?, duplicates = duplicates + ? "
-                        "WHERE task = ?",
-                        (accepted, duplicates, upload.task),
+        with self._lock, transaction(self._conn) as conn:
+            for upload in uploads:
+                accepted = duplicates = 0
+                for report in upload.reports:
+                    key_id, enc, ct = _wire(report)
+                    cur = conn.execute(
+                        "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
+                        (upload.task, hashlib.sha256(enc + ct).digest()),
                     )
-                    if accepted:
-                        touched.add(upload.task)
-                    results.append(AcceptResult(accepted, duplicates))
-                formed = {task: self._form_batches(task) for task in sorted(touched)}
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                    if cur.rowcount == 0:
+                        duplicates += 1
+                        continue
+                    conn.execute(
+                        "INSERT INTO pending (task, key_id, enc, ct) VALUES (?, ?, ?, ?)",
+                        (upload.task, key_id, enc, ct),
+                    )
+                    accepted += 1
+                conn.execute(
+                    "UPDATE counters SET accepted = accepted + ?, duplicates = duplicates + ? "
+                    "WHERE task = ?",
+                    (accepted, duplicates, upload.task),
+                )
+                if accepted:
+                    touched.add(upload.task)
+                results.append(AcceptResult(accepted, duplicates))
+            formed = {task: self._form_batches(task) for task in sorted(touched)}
         return results, {t: n for t, n in formed.items() if n}
 
     def _form_batches(self, task: str) -> int:
@@ -239,18 +237,26 @@ class Store:
             ).fetchall()
         return [r[0] for r in rows if r[0] not in exclude][:limit]
 
+    def _unacked_batch(self, batch_id: str) -> tuple[str, int] | None:
+        """(task, size) of an unacknowledged batch, None if acknowledged. Caller holds the lock."""
+        return self._conn.execute(
+            "SELECT task, size FROM batches WHERE batch_id = ? AND acked = 0", (batch_id,)
+        ).fetchone()
+
+    def _members(self, batch_id: str, columns: str) -> list[tuple[Any, ...]]:
+        """A batch's stored members in their stored (shuffled) order. Caller holds the lock."""
+        return self._conn.execute(
+            f"SELECT {columns} FROM batch_reports WHERE batch_id = ? ORDER BY position",
+            (batch_id,),
+        ).fetchall()
+
     def load_batch(self, batch_id: str) -> Batch | None:
         """A stored unacknowledged batch with its members in their stored (shuffled) order."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT task FROM batches WHERE batch_id = ? AND acked = 0", (batch_id,)
-            ).fetchone()
+            row = self._unacked_batch(batch_id)
             if row is None:
                 return None
-            members = self._conn.execute(
-                "SELECT key_id, enc, ct FROM batch_reports WHERE batch_id = ? ORDER BY position",
-                (batch_id,),
-            ).fetchall()
+            members = self._members(batch_id, "key_id, enc, ct")
         reports = [
             EncryptedReport(key_id=key_id, enc=b64encode(enc), ct=b64encode(ct))
             for key_id, enc, ct in members
@@ -260,9 +266,7 @@ class Store:
     def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
         """A stored unacknowledged secure-sum batch: its sum if computed, else its members."""
         with self._lock:
-            row = self._conn.execute(
-                "SELECT task, size FROM batches WHERE batch_id = ? AND acked = 0", (batch_id,)
-            ).fetchone()
+            row = self._unacked_batch(batch_id)
             if row is None:
                 return None
             stored = self._conn.execute(
@@ -270,13 +274,7 @@ class Store:
             ).fetchone()
             members: list[tuple[int, bytes]] = []
             if stored is None:
-                members = [
-                    (key_id, bytes(ct)) for key_id, ct in self._conn.execute(
-                        "SELECT key_id, ct FROM batch_reports WHERE batch_id = ? "
-                        "ORDER BY position",
-                        (batch_id,),
-                    )
-                ]
+                members = [(k, bytes(ct)) for k, ct in self._members(batch_id, "key_id, ct")]
         return SecureBatch(
             batch_id=batch_id,
             task=row[0],
@@ -291,25 +289,16 @@ class Store:
         durable transaction. The sum is a deterministic function of the members, so whichever
         of two racing computations lands first is the same value. False if the batch was
         acknowledged meanwhile (then nothing changes)."""
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                live = conn.execute(
-                    "SELECT 1 FROM batches WHERE batch_id = ? AND acked = 0", (batch_id,)
-                ).fetchone()
-                if live is not None:
-                    conn.execute(
-                        "INSERT OR IGNORE INTO batch_sums (batch_id, key_id, count, ct) "
-                        "VALUES (?, ?, ?, ?)",
-                        (batch_id, key_id, count, ct),
-                    )
-                    conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        return live is not None
+        with self._lock, transaction(self._conn) as conn:
+            live = self._unacked_batch(batch_id) is not None
+            if live:
+                conn.execute(
+                    "INSERT OR IGNORE INTO batch_sums (batch_id, key_id, count, ct) "
+                    "VALUES (?, ?, ?, ?)",
+                    (batch_id, key_id, count, ct),
+                )
+                conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
+        return live
 
     def has_sum(self, batch_id: str) -> bool:
         """Whether the encrypted sum of a batch is stored (False once acknowledged)."""
@@ -334,24 +323,21 @@ class Store:
         with self._lock:
             conn = self._conn
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                cur = conn.execute(
-                    "UPDATE batches SET acked = 1 WHERE batch_id = ? AND acked = 0", (batch_id,)
-                )
-                done = cur.rowcount == 1
-                if done:
-                    conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
-                    conn.execute("DELETE FROM batch_sums WHERE batch_id = ?", (batch_id,))
-                    conn.execute(
-                        "UPDATE counters SET batches_acknowledged = batches_acknowledged + 1 "
-                        "WHERE task = (SELECT task FROM batches WHERE batch_id = ?)",
+                with transaction(conn):
+                    cur = conn.execute(
+                        "UPDATE batches SET acked = 1 WHERE batch_id = ? AND acked = 0",
                         (batch_id,),
                     )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+                    done = cur.rowcount == 1
+                    if done:
+                        conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
+                        conn.execute("DELETE FROM batch_sums WHERE batch_id = ?", (batch_id,))
+                        conn.execute(
+                            "UPDATE counters SET batches_acknowledged = batches_acknowledged + 1 "
+                            "WHERE task = (SELECT task FROM batches WHERE batch_id = ?)",
+                            (batch_id,),
+                        )
             finally:
                 conn.execute("PRAGMA synchronous=FULL")
         return done

@@ -389,7 +389,8 @@ async def test_shuffler_intake_validation_stores_nothing(tmp_path: Path) -> None
 
 async def test_intake_waits_for_the_analyzer_key(tmp_path: Path) -> None:
     """Until the shuffler has fetched the Paillier config, secure-sum uploads get 503 not_ready
-    (HPKE tasks are unaffected); it keeps retrying and opens intake once it gets it."""
+    (HPKE tasks are unaffected) and /healthz 503 starting; it keeps retrying and opens intake
+    once it gets it."""
     settings = settings_for(tmp_path)
     a_app = analyzer_app(settings)
     async with running(a_app) as a_client:
@@ -404,7 +405,9 @@ async def test_intake_waits_for_the_analyzer_key(tmp_path: Path) -> None:
             r = await client.post("/v1/tasks/sum/encrypted-counts", json=body)
             error(r, 503, "not_ready")
             assert r.headers["retry-after"] == "1"
-            assert (await client.get("/healthz")).json()["secure_sum_ready"] is False
+            # Not ready: /healthz says what it waits for (so the device is not started yet).
+            health = error(await client.get("/healthz"), 503, "starting")
+            assert health.message == "waiting for the analyzer: paillier-config"
             assert (await queue_status(client, "sum")).accepted == 0
             rec.block_gets = False
             await eventually(lambda: secure_sum_ready(client))

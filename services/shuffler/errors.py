@@ -1,0 +1,50 @@
+"""The shuffler's refusals. Domain code (intake checks, the secure-sum key state, the store
+behind group commit) raises these; ``services.common.web`` turns each into ``{"code",
+"message"}`` with its status. An upload refused with any of them stored nothing."""
+
+from __future__ import annotations
+
+from services.common.errors import Conflict, Invalid, Unavailable, UnknownTask
+
+__all__ = [
+    "AggregationMismatch",
+    "BadCiphertext",
+    "BadReportSize",
+    "NotReady",
+    "StorageError",
+    "SumUnavailable",
+    "UnknownKey",
+    "UnknownTask",
+]
+
+
+class AggregationMismatch(Conflict, code="aggregation_mismatch"):
+    """The upload uses the other shuffle transport than the task is configured with."""
+
+
+class BadReportSize(Invalid, code="bad_report_size"):
+    """An HPKE report whose enc or ct length is not the task's (public, fixed) length."""
+
+
+class UnknownKey(Invalid, code="unknown_key"):
+    """Encrypted counts under another Paillier key than the analyzer's."""
+
+
+class BadCiphertext(Invalid, code="bad_ciphertext"):
+    """Encrypted counts that are not the task's number of ciphertexts in Z*_{n²}."""
+
+
+class NotReady(Unavailable, code="not_ready"):
+    """Secure-sum intake before the analyzer's Paillier key is known (retry shortly)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, headers={"Retry-After": "1"})
+
+
+class StorageError(Unavailable, code="storage_error"):
+    """The group commit failed; none of the upload was accepted."""
+
+
+class SumUnavailable(Exception):
+    """(Not an HTTP error.) A batch's encrypted sum cannot be formed now (key unknown, or members
+    under another key); the forwarder reports it and retries with backoff."""

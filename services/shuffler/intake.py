@@ -1,0 +1,148 @@
+"""Intake: an upload is checked against its task and made durable by group commit.
+
+Checks come first and refuse the whole upload (nothing stored): the transport must be the
+task's (HPKE ``reports`` or ``secure-sum`` counts), every HPKE report must have the task's one
+public length (anything else cannot be a report of this task, and equal lengths leak nothing in
+the batch), and encrypted counts must be under the analyzer's Paillier key and in Z*_{n²} (one
+bad ciphertext in a batch would make its whole sum undecryptable).
+
+Then concurrent uploads are funnelled into one SQLite transaction per group (uploads arriving
+while a commit is in progress form the next group), so a 202 costs a share of one fsync; the
+same transaction forms every batch that became full, and the forwarder is woken for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from services.common.group_commit import GroupCommitter, Outcome, ShuttingDown
+from services.shuffler.errors import AggregationMismatch, BadReportSize, StorageError
+from services.shuffler.forwarder import Forwarder
+from services.shuffler.metrics import ShufflerMetrics
+from services.shuffler.secure_sum import PaillierState
+from services.shuffler.store import AcceptResult, ShufflerStore, Upload
+from services.shuffler.tasks import TaskSpec
+from shared.crypto.hpke import ENC_BYTES
+from shared.protocol.messages import EncryptedReport, b64decode
+from shared.protocol.secure_sum import EncryptedCounts
+
+MAX_GROUP = 256  # uploads per group commit
+
+
+@dataclass(frozen=True)
+class Committed:
+    """One upload's outcome, with the batches its whole group formed (per task)."""
+
+    result: AcceptResult
+    formed: Mapping[str, int]
+
+
+def require_transport(spec: TaskSpec, aggregation: str) -> None:
+    """409 unless the task takes uploads of this transport."""
+    if spec.config.aggregation == aggregation:
+        return
+    if spec.secure_sum:
+        hint = (f"it takes Paillier-encrypted counts (SecureSumUpload) at "
+                f"POST /v1/tasks/{spec.id}/encrypted-counts")
+    else:
+        hint = f"it takes HPKE reports (ReportUpload) at POST /v1/tasks/{spec.id}/reports"
+    raise AggregationMismatch(
+        f"task {spec.id!r} uses {spec.config.aggregation} aggregation: {hint}; "
+        "no report was stored"
+    )
+
+
+def check_report_sizes(spec: TaskSpec, reports: Sequence[EncryptedReport]) -> None:
+    """422 ``bad_report_size`` for the first report whose lengths are not the task's."""
+    for i, report in enumerate(reports):
+        enc, ct = len(b64decode(report.enc)), len(b64decode(report.ct))
+        if enc != ENC_BYTES or ct != spec.ct_bytes:
+            raise BadReportSize(
+                f"reports[{i}]: task {spec.id!r} takes enc of {ENC_BYTES} bytes and ct of "
+                f"{spec.ct_bytes} bytes, got {enc} and {ct}; no report was stored"
+            )
+
+
+class Intake:
+    """Checks uploads and makes them durable (group commit); ``start``/``stop`` with the app."""
+
+    def __init__(
+        self,
+        store: ShufflerStore,
+        metrics: ShufflerMetrics,
+        forwarder: Forwarder,
+        paillier: PaillierState,
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.forwarder = forwarder
+        self.paillier = paillier
+        self._committer: GroupCommitter[Upload, Committed] = GroupCommitter(
+            "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after
+        )
+
+    @property
+    def running(self) -> bool:
+        return self._committer.running
+
+    def start(self) -> None:
+        self._committer.start()
+
+    async def stop(self) -> None:
+        """Finish the group in progress (its clients get their answers), then stop."""
+        await self._committer.stop()
+
+    async def accept_reports(
+        self, spec: TaskSpec, reports: Sequence[EncryptedReport]
+    ) -> AcceptResult:
+        """HPKE reports of a ``reports`` task, durable once this returns."""
+        require_transport(spec, "reports")
+        check_report_sizes(spec, reports)
+        return await self._submit(spec, reports)
+
+    async def accept_counts(
+        self, spec: TaskSpec, reports: Sequence[EncryptedCounts]
+    ) -> AcceptResult:
+        """Paillier-encrypted counts of a secure-sum task, durable once this returns."""
+        require_transport(spec, "secure-sum")
+        # CPU (base64 and one gcd per ciphertext): off the event loop.
+        await anyio.to_thread.run_sync(self.paillier.check_upload, spec.id, reports)
+        return await self._submit(spec, reports)
+
+    async def _submit(
+        self, spec: TaskSpec, reports: Sequence[EncryptedReport] | Sequence[EncryptedCounts]
+    ) -> AcceptResult:
+        try:
+            committed = await self._committer.submit(Upload(spec.id, reports))
+        except ShuttingDown:
+            raise  # 503 unavailable
+        except Exception as exc:
+            raise StorageError(
+                "reports could not be stored; retry later (none was accepted)"
+            ) from exc
+        return committed.result
+
+    def _commit(self, uploads: list[Upload]) -> list[Committed]:
+        """(Worker thread.) One transaction for the whole group."""
+        started = time.perf_counter()
+        results, formed = self.store.accept(uploads)
+        self.metrics.commit_seconds.observe(time.perf_counter() - started)
+        return [Committed(result, formed) for result in results]
+
+    def _after(self, uploads: list[Upload], outcomes: list[Outcome[Committed]]) -> None:
+        """(Event loop.) Metrics, and wake the forwarder for the batches formed."""
+        first = outcomes[0]
+        if isinstance(first, BaseException):  # the whole group failed: nothing was stored
+            return
+        self.metrics.commit_group.observe(len(uploads))
+        for upload, outcome in zip(uploads, outcomes, strict=True):
+            assert isinstance(outcome, Committed)
+            self.metrics.reports_accepted.labels(upload.task).inc(outcome.result.accepted)
+            self.metrics.reports_duplicate.labels(upload.task).inc(outcome.result.duplicates)
+        for task, n in first.formed.items():
+            self.metrics.batches_formed.labels(task).inc(n)
+            self.forwarder.wake(task)
