@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -124,6 +124,14 @@ def wrong_transport(config: TaskConfig) -> AggregationMismatch:
     )
 
 
+def require_l(config: TaskConfig, n: int, takes: str) -> None:
+    """422 ``batch_size_mismatch`` unless an upload holds exactly l reports; ``takes`` says what
+    the task takes (``{l}`` stands for the batch size)."""
+    l = config.batch_size
+    if n != l:
+        raise BatchSizeMismatch(f"task {config.id!r} takes {takes.format(l=l)}")
+
+
 def feed_rows(policy: Policy, rows: list[np.ndarray]) -> None:
     """Feed rows to the policy until all are consumed (exact policies consume rows up to their
     next model switch per call)."""
@@ -166,28 +174,22 @@ class DecodedReports:
         return Fed(len(new_ids), len(self.ids) - len(new_ids), new_ids)
 
 
+@dataclass
 class ReportsDecoder:
-    """Batches of exactly l HPKE reports, sealed to the analyzer for this task."""
+    """Batches of exactly l HPKE reports, sealed to the analyzer for this task; ``row_bytes`` is
+    the wire length of one report row."""
 
-    report_level = True
-
-    def __init__(
-        self, config: TaskConfig, keys: HpkeKeyStore, randomizer: Randomizer, row_bytes: int
-    ) -> None:
-        self.config = config
-        self.keys = keys
-        self.randomizer = randomizer
-        self.row_bytes = row_bytes
+    config: TaskConfig
+    keys: HpkeKeyStore
+    randomizer: Randomizer
+    row_bytes: int
+    report_level: ClassVar[bool] = True
 
     def accept(self, upload: Upload) -> BatchUpload:
         if not isinstance(upload, BatchUpload):
             raise wrong_transport(self.config)
-        l = self.config.batch_size
-        if len(upload.reports) != l:
-            raise BatchSizeMismatch(
-                f"task {self.config.id!r} takes batches of exactly l = {l} reports, got "
-                f"{len(upload.reports)}"
-            )
+        n = len(upload.reports)
+        require_l(self.config, n, f"batches of exactly l = {{l}} reports, got {n}")
         return upload
 
     def weight(self, item: BatchUpload) -> int:
@@ -234,27 +236,22 @@ class DecodedSum:
         return Fed(self.count)
 
 
+@dataclass
 class SumDecoder:
-    """Encrypted batch sums of l reports under the analyzer's Paillier key. Only the batch counts
-    (Z, U) are ever decrypted, never a single report."""
+    """Encrypted batch sums of l reports under the analyzer's Paillier key, packed as the task's
+    slot ``layout``. Only the batch counts (Z, U) are ever decrypted, never a single report."""
 
-    report_level = False
-
-    def __init__(self, config: TaskConfig, keys: PaillierKeyStore, layout: SlotLayout) -> None:
-        self.config = config
-        self.keys = keys
-        self.layout = layout
+    config: TaskConfig
+    keys: PaillierKeyStore
+    layout: SlotLayout
+    report_level: ClassVar[bool] = False
 
     def accept(self, upload: Upload) -> BatchSumJob:
         if not isinstance(upload, EncryptedBatchSum):
             # Individual reports of a secure-sum task must never reach the analyzer.
             raise wrong_transport(self.config)
-        l = self.config.batch_size
-        if upload.count != l:
-            raise BatchSizeMismatch(
-                f"task {self.config.id!r} takes sums of exactly l = {l} reports, got count = "
-                f"{upload.count}"
-            )
+        n = upload.count
+        require_l(self.config, n, f"sums of exactly l = {{l}} reports, got count = {n}")
         keys = self.keys
         if upload.key_id != keys.key_id:
             raise UnknownKey(
