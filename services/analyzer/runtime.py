@@ -147,7 +147,7 @@ class AnalyzerRuntime:
             return self._paillier
 
     # -----------------------------------------------------------------------------------------
-    # Lookups
+    # Ledger and readiness
 
     def ledger(self, rt: TaskRuntime) -> PrivacyLedger:
         """The task's ledger (depends on its parameters only; computed once, it can take ~1 s)."""
