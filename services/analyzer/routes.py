@@ -16,10 +16,10 @@ from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import TaskRuntime, task_info
 from services.common.deps import get_runtime, task_dependency
 from services.common.health import health
+from services.common.web import error_responses
 from shared.protocol.messages import (
     BatchAck,
     BatchUpload,
-    ErrorBody,
     HpkeConfig,
     ModelMessage,
     PrivacyReport,
@@ -49,16 +49,10 @@ async def require_shuffler(
         )
 
 
-ERRORS = {
-    401: {"model": ErrorBody},
-    404: {"model": ErrorBody},
-    409: {"model": ErrorBody},
-    413: {"model": ErrorBody},
-    422: {"model": ErrorBody},
-}
+ERRORS = error_responses(401, 404, 409, 413, 422)
 
 
-@router.get("/healthz", responses={503: {"model": ErrorBody}})
+@router.get("/healthz", responses=error_responses(503))
 async def healthz(runtime: RuntimeDep) -> Response:
     """200 once the keys and tasks are loaded and batch ingest runs; 503 ``starting`` before
     (and while stopping)."""
@@ -169,7 +163,7 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
 
 @router.post(
     "/v1/tasks/{task}/batches",
-    responses={**ERRORS, 503: {"model": ErrorBody}},
+    responses={**ERRORS, **error_responses(503)},
     dependencies=[Depends(require_shuffler)],
 )
 async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> BatchAck:
@@ -179,7 +173,7 @@ async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> B
 
 @router.post(
     "/v1/tasks/{task}/batch-sums",
-    responses={**ERRORS, 503: {"model": ErrorBody}},
+    responses={**ERRORS, **error_responses(503)},
     dependencies=[Depends(require_shuffler)],
 )
 async def post_batch_sum(
