@@ -23,7 +23,7 @@ from pydantic_settings import (
 )
 
 from shared.core.policies.config import AnyPolicyConfig
-from shared.protocol.messages import TASK_ID_PATTERN
+from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
 DEFAULT_CONFIG = Path(str(resources.files("shared").joinpath("defaults", "privbandit.toml")))
@@ -80,6 +80,59 @@ class ServiceAddress(BaseModel):
         return f"http://{self.host}:{self.port}"
 
 
+class DeviceTiming(BaseModel):
+    """The device service's intervals, time-outs, retry bounds and pool sizes (seconds unless
+    said otherwise). Override like any setting: ``[device_timing]`` in the config file, or e.g.
+    ``PRIVBANDIT_DEVICE_TIMING__POLL_INTERVAL=0.5``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Following the analyzer: fetches of the models, the HPKE config and the Paillier configs are
+    # retried from ``fetch_retry_initial`` (doubling, jittered) up to ``fetch_retry_max``.
+    fetch_retry_initial: float = Field(0.1, gt=0)
+    fetch_retry_max: float = Field(2.0, gt=0)
+    # Model polling period while the SSE stream is down.
+    poll_interval: float = Field(1.0, gt=0)
+    # After a stream failure, poll this long before trying the stream again (doubling up to the
+    # max); a stream that stayed up longer than the max was healthy and is retried soon.
+    stream_retry_initial: float = Field(2.0, gt=0)
+    stream_retry_max: float = Field(30.0, gt=0)
+    # A stream silent for this long is assumed dead and reopened (a healthy analyzer sends at
+    # least keep-alive comments).
+    stream_read_timeout: float = Field(60.0, gt=0)
+    # Routine re-fetch of a known HPKE config / secure-sum Paillier config.
+    hpke_refresh: float = Field(60.0, gt=0)
+    paillier_refresh: float = Field(60.0, gt=0)
+    # Precomputed Paillier obfuscators r^n mod n² kept per secure-sum task (a count). One costs
+    # ~10 ms of CPU at 2048 bits and 512 bytes; 256 absorb a burst of a few seconds of feedback
+    # before encryption falls back to computing r^n per request.
+    paillier_pool: int = Field(256, ge=1)
+    # Outbox uploads to the shuffler: reports per upload (a count) and the retry bounds of a
+    # (task, transport) group whose upload failed.
+    upload_batch: int = Field(100, ge=1, le=MAX_REPORTS_PER_UPLOAD)
+    upload_retry_initial: float = Field(0.1, gt=0)
+    upload_retry_max: float = Field(5.0, gt=0)
+    # Decision bookkeeping: tombstones of answered decisions are kept an hour (so a late
+    # duplicate feedback still gets 409), unanswered decisions a day; then they are forgotten.
+    used_decision_ttl: float = Field(3600.0, gt=0)
+    unused_decision_ttl: float = Field(86400.0, gt=0)
+    prune_interval: float = Field(300.0, gt=0)
+    # Time-out of a request to the analyzer or the shuffler (streams: ``stream_read_timeout``).
+    http_timeout: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> DeviceTiming:
+        _check_bounds(self, "fetch_retry", "stream_retry", "upload_retry")
+        return self
+
+
+def _check_bounds(model: BaseModel, *prefixes: str) -> None:
+    """``<prefix>_initial`` <= ``<prefix>_max`` for each retry schedule."""
+    for prefix in prefixes:
+        if getattr(model, f"{prefix}_initial") > getattr(model, f"{prefix}_max"):
+            raise ValueError(f"{prefix}_initial must not exceed {prefix}_max")
+
+
 class Settings(BaseSettings):
     """Everything a service needs to know about the deployment."""
 
@@ -97,6 +150,7 @@ class Settings(BaseSettings):
     # Shuffler: how long to wait before retrying an unacknowledged batch (seconds, doubling).
     retry_initial: float = Field(0.2, gt=0)
     retry_max: float = Field(10.0, gt=0)
+    device_timing: DeviceTiming = DeviceTiming()
     log_level: str = "info"
     tasks: list[TaskConfig] = Field(default_factory=list)
 
@@ -120,6 +174,11 @@ class Settings(BaseSettings):
         ids = [t.id for t in self.tasks]
         if len(ids) != len(set(ids)):
             raise ValueError("task ids must be unique")
+        return self
+
+    @model_validator(mode="after")
+    def _retry_bounds(self) -> Settings:
+        _check_bounds(self, "retry")
         return self
 
     def task(self, task_id: str) -> TaskConfig | None:

@@ -37,7 +37,7 @@ from shared.protocol.messages import (
     b64decode,
 )
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
-from shared.settings import Settings, TaskConfig
+from shared.settings import DeviceTiming, Settings, TaskConfig
 
 TOKEN = "test-shuffler-token-0123456789"
 L = 5  # shuffle batch size used throughout: small, so tests are fast
@@ -83,6 +83,13 @@ def central_task(task_id: str = "cen") -> TaskConfig:
     )
 
 
+# Device timings for tests: the ASGI transport cannot stream, so the device polls: poll and retry
+# fast; keep a small pool of precomputed Paillier randomness.
+FAST_DEVICE = DeviceTiming(
+    poll_interval=0.02, fetch_retry_initial=0.05, fetch_retry_max=0.05, paillier_pool=16
+)
+
+
 def make_settings(data_dir: Path, tasks: list[TaskConfig] | None = None, **kw: Any) -> Settings:
     """Settings built directly (tasks and data_dir given, so the default config file is moot)."""
     values: dict[str, Any] = {
@@ -91,6 +98,7 @@ def make_settings(data_dir: Path, tasks: list[TaskConfig] | None = None, **kw: A
         "tasks": tasks if tasks is not None else [shuffle_task(), ldp_task(), central_task()],
         "retry_initial": 0.01,
         "retry_max": 0.05,
+        "device_timing": FAST_DEVICE,
     }
     values.update(kw)
     return Settings(**values)

@@ -39,13 +39,13 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")  # a COMMIT that fails (e.g. a deferred constraint) rolls back too
     except BaseException:
         try:
             conn.execute("ROLLBACK")
         except sqlite3.Error:  # the failure may already have ended the transaction
             log.debug("rollback after a failed transaction did not run", exc_info=True)
         raise
-    conn.execute("COMMIT")
 
 
 @contextmanager
@@ -128,5 +128,15 @@ def add_columns(*columns: tuple[str, str, str]) -> Callable[[sqlite3.Connection]
 
 def _statements(script: str) -> list[str]:
     """Split a migration script into statements (``executescript`` would COMMIT implicitly and
-    break the one-transaction-per-version rule). Migrations hold no string literal with ';'."""
-    return [s.strip() for s in script.split(";") if s.strip()]
+    break the one-transaction-per-version rule); a ';' inside a comment or a string literal does
+    not end a statement."""
+    out, pending = [], ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n\t;"):
+                out.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n\t;"):
+        out.append(pending.strip())  # incomplete: executing it reports the error
+    return out

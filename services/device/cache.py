@@ -9,6 +9,8 @@ is kept fresh in the background:
 3. whenever the stream fails or ends, ETag polling (``If-None-Match``) for a while before trying
    the stream again, with a growing pause, so a broken stream endpoint cannot stall updates.
 
+Intervals and retry bounds are ``Settings.device_timing``; startup fetches retry with ``Backoff``.
+
 Models only move forward: an update is applied when its version is newer than the cached one.
 The HPKE configuration is fetched at startup (retrying until the analyzer is up) and refreshed
 periodically, so a device notices an analyzer that was redeployed with a new key.
@@ -25,25 +27,13 @@ from collections.abc import Callable
 import httpx
 import numpy as np
 
+from services.common.retry import Backoff
 from services.device.background import Loops
 from shared.core.policies import Model, build_policy
 from shared.protocol.messages import HpkeConfig, ModelMessage, b64decode
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
-
-# Polling period while the stream is down (seconds); tests may lower it.
-POLL_INTERVAL = 1.0
-# First wait before retrying a failed startup fetch; doubles up to RETRY_MAX.
-RETRY_INITIAL = 0.1
-RETRY_MAX = 2.0
-# How long to poll after a stream failure before trying the stream again (doubles up to the max).
-STREAM_RETRY_INITIAL = 2.0
-STREAM_RETRY_MAX = 30.0
-# A stream silent for this long is assumed dead and reopened (a healthy analyzer sends at least
-# keep-alive comments; reopening a healthy but quiet stream costs one request).
-STREAM_READ_TIMEOUT = 60.0
-HPKE_REFRESH = 60.0
 
 
 class ModelCache:
@@ -58,6 +48,7 @@ class ModelCache:
         on_update: Callable[[str, Model, str], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.timing = settings.device_timing
         self.client = client
         self.stream = stream
         self.on_update = on_update
@@ -81,12 +72,8 @@ class ModelCache:
     def versions(self) -> dict[str, int]:
         return {task: m.version for task, m in self._models.items()}
 
-    @property
-    def ready(self) -> bool:
-        """True once the HPKE config and every task's model have come from the analyzer."""
-        return self.hpke is not None and self.fetched == set(self.tasks)
-
     def missing(self) -> list[str]:
+        """What has not come from the analyzer yet (readiness): the HPKE config, models."""
         out = [] if self.hpke is not None else ["hpke-config"]
         return out + [f"model:{t}" for t in self.tasks if t not in self.fetched]
 
@@ -150,16 +137,20 @@ class ModelCache:
             # Remember the validator of the model we hold, as the server spells it.
             self._etags[task] = resp.headers.get("etag") or f'"{msg.version}"'
 
+    def _retries(self) -> Backoff:
+        return Backoff(self.timing.fetch_retry_initial, self.timing.fetch_retry_max)
+
     async def _follow(self, task: str) -> None:
-        delay = RETRY_INITIAL
+        t = self.timing
+        backoff = self._retries()
         while task not in self.fetched and not self._loops.stopping:
             try:
                 await self.poll(task)
             except (httpx.HTTPError, ValueError) as exc:
+                delay = backoff.delay()
                 log.info("task %s: analyzer not ready (%s); retrying in %.1fs", task, exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(2 * delay, RETRY_MAX)
-        stream_pause = STREAM_RETRY_INITIAL
+        stream_pause = t.stream_retry_initial
         while not self._loops.stopping:
             if self.stream:
                 opened = time.monotonic()
@@ -170,20 +161,20 @@ class ModelCache:
                 finally:
                     self.streaming.discard(task)
                 # A stream that stayed up for a while was healthy: retry it soon after it drops.
-                if time.monotonic() - opened > STREAM_RETRY_MAX:
-                    stream_pause = STREAM_RETRY_INITIAL
+                if time.monotonic() - opened > t.stream_retry_max:
+                    stream_pause = t.stream_retry_initial
             deadline = time.monotonic() + (stream_pause if self.stream else float("inf"))
             while time.monotonic() < deadline and not self._loops.stopping:
                 try:
                     await self.poll(task)
                 except (httpx.HTTPError, ValueError) as exc:
                     log.debug("task %s: poll failed: %s", task, exc)
-                await asyncio.sleep(POLL_INTERVAL)
-            stream_pause = min(2 * stream_pause, STREAM_RETRY_MAX)
+                await asyncio.sleep(t.poll_interval)
+            stream_pause = min(2 * stream_pause, t.stream_retry_max)
 
     async def _stream(self, task: str) -> None:
         """Follow the SSE broadcast until it ends or fails."""
-        timeout = httpx.Timeout(5.0, read=STREAM_READ_TIMEOUT)
+        timeout = httpx.Timeout(5.0, read=self.timing.stream_read_timeout)
         headers = {"Accept": "text/event-stream"}
         async with self.client.stream(
             "GET", f"/v1/tasks/{task}/model/stream", headers=headers, timeout=timeout
@@ -221,7 +212,7 @@ class ModelCache:
         self.apply(task, msg, "stream")
 
     async def _hpke_loop(self) -> None:
-        delay = RETRY_INITIAL
+        backoff = self._retries()
         while not self._loops.stopping:
             try:
                 resp = await self.client.get("/v1/hpke-config")
@@ -231,13 +222,13 @@ class ModelCache:
                 if len(key) != 32:
                     raise ValueError("an X25519 public key is 32 bytes")
             except (httpx.HTTPError, ValueError) as exc:
+                delay = backoff.delay()
                 log.info("HPKE config not available (%s); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(2 * delay, RETRY_MAX)
                 continue
             if self.hpke is not None and cfg != self.hpke:
                 log.warning("analyzer HPKE key changed (key id %d -> %d)",
                             self.hpke.key_id, cfg.key_id)
             self.hpke, self.hpke_public_key = cfg, key
-            delay = RETRY_INITIAL
-            await asyncio.sleep(HPKE_REFRESH)
+            backoff.reset()
+            await asyncio.sleep(self.timing.hpke_refresh)

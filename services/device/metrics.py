@@ -5,67 +5,45 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
+from services.common.metrics import ServiceMetrics
 from services.device.secure_sum import TaskKey
 from shared.core.policies import Model
 
 
-class DeviceMetrics:
+class DeviceMetrics(ServiceMetrics):
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.decisions = Counter(
-            "privbandit_device_decisions", "Decisions answered", ["task"], registry=r
-        )
-        self.feedbacks = Counter(
-            "privbandit_device_feedbacks", "Feedbacks turned into queued reports", ["task"],
-            registry=r,
-        )
-        self.rejected = Counter(
-            "privbandit_device_requests_rejected", "Requests answered with a 4xx", ["code"],
-            registry=r,
-        )
-        self.uploads = Counter(
-            "privbandit_device_upload_events",
+        super().__init__("device")
+        task = ["task"]
+        self.decisions = self.counter("decisions", "Decisions answered", task)
+        self.feedbacks = self.counter("feedbacks", "Feedbacks turned into queued reports", task)
+        self.rejected = self.counter("requests_rejected", "Requests answered with a 4xx", ["code"])
+        self.uploads = self.counter(
+            "upload_events",
             "Outbox events: uploaded, dead_lettered, dropped (reports), failures (attempts)",
-            ["event"], registry=r,
+            ["event"],
         )
-        self.model_version = Gauge(
-            "privbandit_device_model_version", "Cached model version", ["task"], registry=r
+        self.model_version = self.gauge("model_version", "Cached model version", task)
+        self.model_updates = self.counter("model_updates", "Models installed", ["task", "source"])
+        self.decide_seconds = self.histogram(
+            "decide_seconds", "Time to answer a decide request",
+            (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5),
         )
-        self.model_updates = Counter(
-            "privbandit_device_model_updates", "Models installed", ["task", "source"], registry=r
-        )
-        self.decide_seconds = Histogram(
-            "privbandit_device_decide_seconds", "Time to answer a decide request",
-            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5), registry=r,
-        )
-        self.outbox_pending = Gauge(
-            "privbandit_device_outbox_pending", "Sealed reports not yet accepted by the shuffler",
-            registry=r,
-        )
-        self.dead_letters = Gauge(
-            "privbandit_device_dead_letters", "Reports the shuffler refused permanently",
-            registry=r,
-        )
-        self.dropped = Gauge(
-            "privbandit_device_dropped_reports",
+        self.outbox_pending = self.gauge(
+            "outbox_pending", "Sealed reports not yet accepted by the shuffler")
+        self.dead_letters = self.gauge(
+            "dead_letters", "Reports the shuffler refused permanently")
+        self.dropped = self.gauge(
+            "dropped_reports",
             "Secure-sum reports dropped: encrypted under a Paillier key the analyzer no longer has",
-            registry=r,
         )
-        self.paillier_pool = Gauge(
-            "privbandit_device_paillier_pool", "Precomputed Paillier obfuscators r^n mod n²",
-            ["task"], registry=r,
-        )
-        self.paillier_fallbacks = Gauge(
-            "privbandit_device_paillier_fallbacks",
+        self.paillier_pool = self.gauge(
+            "paillier_pool", "Precomputed Paillier obfuscators r^n mod n²", task)
+        self.paillier_fallbacks = self.gauge(
+            "paillier_fallbacks",
             "Encryptions that found the pool empty and computed r^n on the request path "
-            "(current key)", ["task"], registry=r,
+            "(current key)", task,
         )
-        self.paillier_key = Gauge(
-            "privbandit_device_paillier_key_id", "Paillier key id in use", ["task"], registry=r
-        )
+        self.paillier_key = self.gauge("paillier_key_id", "Paillier key id in use", task)
 
     def bind_store(
         self, pending: Callable[[], float], dead: Callable[[], float], dropped: Callable[[], float]

@@ -2,7 +2,7 @@
 
 At-least-once delivery with backoff per (task, transport) group:
 
-- items are read oldest first, up to ``UPLOAD_BATCH`` of one task and one transport per upload:
+- items are read oldest first, up to ``upload_batch`` of one task and one transport per upload:
   HPKE reports as a ``ReportUpload`` to ``POST /v1/tasks/{task}/reports``, Paillier-encrypted
   counts of a secure-sum task as a ``SecureSumUpload`` to
   ``POST /v1/tasks/{task}/encrypted-counts``;
@@ -17,8 +17,8 @@ At-least-once delivery with backoff per (task, transport) group:
   trouble does not stall another's; a ``Retry-After`` header sets a lower bound on the wait;
 - a secure-sum upload refused with 422 ``unknown_key`` makes the device re-fetch the task's
   Paillier config: items under a key the analyzer no longer has are dropped and counted (they
-  can never be counted nor re-encrypted, see ``Store.drop_stale``); if the key is still current,
-  the shuffler is behind and the upload is retried later;
+  can never be counted nor re-encrypted, see ``DeviceStore.drop_stale``); if the key is still
+  current, the shuffler is behind and the upload is retried later;
 - other 400/413/422 mean the shuffler refuses these very bytes: retrying cannot help, so the
   offending items (found by splitting the upload) go to a dead-letter table (kept on disk,
   logged, exported as a metric) instead of blocking the queue.
@@ -28,21 +28,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable
 
 import httpx
 
+from services.common.retry import Backoff
 from services.device.background import stop_task
-from services.device.store import SECURE_SUM, OutboxItem, Store
+from services.device.store import SECURE_SUM, DeviceStore, OutboxItem
 from shared.protocol.messages import ErrorBody, ReportsAccepted
+from shared.settings import DeviceTiming
 
 log = logging.getLogger(__name__)
 
-UPLOAD_BATCH = 100
-BACKOFF_INITIAL = 0.1
-BACKOFF_MAX = 5.0
 PERMANENT = {400, 413, 422}
 # Shuffler endpoint per transport; both take {"reports": [...]} of the stored JSON items.
 ENDPOINTS = {"reports": "reports", SECURE_SUM: "encrypted-counts"}
@@ -73,19 +71,21 @@ class Uploader:
 
     def __init__(
         self,
-        store: Store,
+        store: DeviceStore,
         client: httpx.AsyncClient,
+        timing: DeviceTiming,
         metrics: object | None = None,
         refresh_key: KeyRefresher | None = None,
     ) -> None:
         self.store = store
         self.client = client
+        self.timing = timing
         self.metrics = metrics
         self.refresh_key = refresh_key
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        # Per-group backoff: group -> (current delay, monotonic time before which not to retry).
-        self._blocked: dict[Group, tuple[float, float]] = {}
+        # Per-group backoff: group -> (its schedule, monotonic time before which not to retry).
+        self._blocked: dict[Group, tuple[Backoff, float]] = {}
         self.last_error: str | None = None
         self._stopping = False
 
@@ -108,7 +108,7 @@ class Uploader:
             now = time.monotonic()
             blocked = {g for g, (_, until) in self._blocked.items() if until > now}
             try:
-                items = await self.store.outbox_head(UPLOAD_BATCH, exclude=blocked)
+                items = await self.store.outbox_head(self.timing.upload_batch, exclude=blocked)
             except Exception:  # storage trouble: log, wait, try again
                 log.exception("outbox read failed")
                 await self._sleep(1.0)
@@ -198,11 +198,13 @@ class Uploader:
         self._blocked.pop(group, None)  # what remains is under the current key: send it now
 
     def _backoff(self, group: Group, reason: str, at_least: float = 0.0) -> None:
-        delay, _ = self._blocked.get(group, (BACKOFF_INITIAL / 2, 0.0))
-        delay = min(2 * delay, BACKOFF_MAX)
-        # Jitter spreads the retries of many devices; not security relevant.
-        wait = max(delay * (0.5 + random.random()), min(at_least, BACKOFF_MAX))
-        self._blocked[group] = (delay, time.monotonic() + wait)
+        if group in self._blocked:
+            backoff, _ = self._blocked[group]
+        else:
+            backoff = Backoff(self.timing.upload_retry_initial, self.timing.upload_retry_max)
+        # Jitter spreads the retries of many devices.
+        wait = backoff.delay(at_least)
+        self._blocked[group] = (backoff, time.monotonic() + wait)
         self.last_error = reason
         self._count("failures", 1)
         log.warning("upload for %s (%s) failed (%s); retry in %.2fs", group[0], group[1],

@@ -27,6 +27,7 @@ import gmpy2
 import httpx
 import numpy as np
 
+from services.common.retry import Backoff
 from services.device.background import Loops
 from services.device.refiller import PoolRefiller, start_refiller
 from shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
@@ -36,14 +37,6 @@ from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSu
 from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
-
-# Precomputed obfuscators kept per task. One costs ~10 ms of CPU at 2048 bits and 512 bytes of
-# memory; a report of a task with d <= 19 under a 2048-bit key needs one. 256 absorb a burst of
-# a few seconds of feedback before encryption falls back to computing r^n per request.
-POOL_TARGET = 256
-REFRESH_INTERVAL = 60.0  # seconds between routine re-fetches of a known config
-RETRY_INITIAL = 0.1
-RETRY_MAX = 2.0
 
 
 class ConfigMismatch(ValueError):
@@ -120,12 +113,14 @@ class SecureSumKeys:
         client: httpx.AsyncClient,
         *,
         min_key_bits: int = MIN_KEY_BITS,
-        pool_target: int | None = None,
         on_change: Callable[[str, TaskKey], None] | None = None,
     ) -> None:
         self.client = client
+        self.timing = settings.device_timing
         self.min_key_bits = min_key_bits
-        self.pool_target = pool_target if pool_target is not None else POOL_TARGET
+        # Precomputed obfuscators kept per task (a report of a task with d <= 19 under a
+        # 2048-bit key needs one).
+        self.pool_target = self.timing.paillier_pool
         self.on_change = on_change
         self.tasks = {t.id: t for t in settings.tasks if t.aggregation == "secure-sum"}
         self._keys: dict[str, TaskKey] = {}
@@ -139,11 +134,8 @@ class SecureSumKeys:
     def get(self, task: str) -> TaskKey | None:
         return self._keys.get(task)
 
-    @property
-    def ready(self) -> bool:
-        return set(self._keys) == set(self.tasks)
-
     def missing(self) -> list[str]:
+        """The secure-sum tasks whose Paillier config has not come yet (readiness)."""
         return [f"paillier-config:{t}" for t in self.tasks if t not in self._keys]
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -202,17 +194,17 @@ class SecureSumKeys:
             return key
 
     async def _follow(self, task: str) -> None:
-        delay = RETRY_INITIAL
+        backoff = Backoff(self.timing.fetch_retry_initial, self.timing.fetch_retry_max)
         while not self._loops.stopping:
             try:
                 await self._fetch(task)
             except (httpx.HTTPError, ValueError) as exc:
                 self.last_error[task] = str(exc)
+                delay = backoff.delay()
                 level = logging.ERROR if isinstance(exc, ConfigMismatch) else logging.INFO
                 log.log(level, "task %s: Paillier config not available (%s); retrying in %.1fs",
                         task, exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(2 * delay, RETRY_MAX)
                 continue
-            delay = RETRY_INITIAL
-            await asyncio.sleep(REFRESH_INTERVAL)
+            backoff.reset()
+            await asyncio.sleep(self.timing.paillier_refresh)

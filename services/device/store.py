@@ -11,19 +11,21 @@ One SQLite file in WAL mode (``<data_dir>/device/device.sqlite3``):
   or a device crash loses nothing; the stored bytes are what every retry sends.
 - ``counters``: monotone totals shown by ``GET /v1/status`` (feedbacks, uploaded, dropped).
 
-All writes go through one writer thread that commits whatever requests have queued up in a single
-transaction (group commit): with ``synchronous=FULL`` every acknowledged feedback is on disk, and
-under concurrency many feedbacks share one fsync. Each request runs inside its own SAVEPOINT, so a
-failing request rolls back alone and never changes state.
+Every operation (reads too: one connection, one writer) goes through a ``GroupCommitter`` that
+commits whatever requests have queued up in a single transaction (group commit): with
+``synchronous=FULL`` every acknowledged feedback is on disk, and under concurrency many feedbacks
+share one fsync. Each request runs inside its own SAVEPOINT, so a failing request rolls back alone
+and never changes state.
+
+The schema is versioned (``services.common.sqlite.migrate``): migration 1 is the schema of the
+release that introduced versioning; migration 2 adds the secure-sum columns to a store written by
+a device from before them (it finds them present in any other).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import queue
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,13 +34,16 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from services.common.sqlite import open_db
+from services.common.group_commit import GroupCommitter, Outcome
+from services.common.sqlite import add_columns, migrate, open_db, savepoint, transaction
+from services.device.errors import DecisionUsed, UnknownDecision
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Op = Callable[[sqlite3.Connection], Any]
 
-SCHEMA = """
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS decisions (
     id TEXT PRIMARY KEY,
     task TEXT NOT NULL,
@@ -67,26 +72,21 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 """
 
-# Columns added after the first release: (table, column, definition). A store created by an older
-# device gets them on open, with the defaults that describe its rows (HPKE reports).
-MIGRATIONS = (
-    ("outbox", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
-    ("outbox", "key_id", "INTEGER"),
-    ("dead_letters", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
-)
+MIGRATIONS = [
+    SCHEMA_V1,
+    # Columns added with secure-sum; an unversioned store (version 1) from an older device lacks
+    # them, and gets them with the defaults that describe its rows (HPKE reports).
+    add_columns(
+        ("outbox", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
+        ("outbox", "key_id", "INTEGER"),
+        ("dead_letters", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
+    ),
+]
 
 # How many queued write requests one transaction may absorb (bounds commit latency).
 GROUP_COMMIT_MAX = 512
 REPORTS = "reports"
 SECURE_SUM = "secure-sum"
-
-
-class DecisionNotFound(LookupError):
-    """No decision with this id for this task (never issued, or pruned)."""
-
-
-class DecisionUsed(RuntimeError):
-    """Feedback for this decision was already recorded."""
 
 
 @dataclass(frozen=True)
@@ -107,32 +107,26 @@ class Counters:
     outbox_pending: int = 0
     dead_letters: int = 0
     # Secure-sum reports discarded because they were encrypted under a Paillier key the analyzer
-    # no longer has (see ``Store.drop_stale``).
+    # no longer has (see ``DeviceStore.drop_stale``).
     dropped: int = 0
 
 
-class Store:
-    """SQLite storage with a group-committing writer thread; use from one asyncio event loop."""
+class DeviceStore:
+    """SQLite storage behind a group committer; use from one asyncio event loop, between
+    ``start()`` and ``stop()``."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # One connection, used by the writer thread (and at start-up): a short lock timeout.
+        # One connection, used by the committer's worker thread (and at start-up): a short lock
+        # timeout.
         self._conn = open_db(path, timeout=5.0)
-        self._conn.executescript(SCHEMA)
-        self._migrate()
+        migrate(self._conn, MIGRATIONS, store="device")
         self.counters = self._load_counters()
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._writer, name="device-store", daemon=True)
-        self._closed = False
-        self._thread.start()
+        self._committer: GroupCommitter[Op, Any] = GroupCommitter(
+            "device store", self._commit_group, max_items=GROUP_COMMIT_MAX
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
-
-    def _migrate(self) -> None:
-        for table, column, definition in MIGRATIONS:
-            have = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
-            if column not in have:
-                self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     def _load_counters(self) -> Counters:
         rows = dict(self._conn.execute("SELECT name, value FROM counters").fetchall())
@@ -146,75 +140,33 @@ class Store:
             dropped=int(rows.get("dropped", 0)),
         )
 
+    def start(self) -> None:
+        self._committer.start()
+
+    async def stop(self) -> None:
+        """Finish queued writes; later ones are refused (503)."""
+        await self._committer.stop()
+
     def close(self) -> None:
-        """Finish queued writes, then close the connection."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(None)
-        self._thread.join(timeout=10)
         self._conn.close()
 
-    # -- the writer thread ---------------------------------------------------------------------
-
-    def _writer(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            items = [item]
-            stop = False
-            while len(items) < GROUP_COMMIT_MAX:
+    def _commit_group(self, ops: list[Op]) -> list[Outcome[Any]]:
+        """(Worker thread.) One transaction for the group, each op in its own savepoint: an op
+        that raises is undone alone and gets its exception; if the commit itself fails, every op
+        of the group does (``GroupCommitter``)."""
+        outcomes: list[Outcome[Any]] = []
+        with transaction(self._conn) as conn:
+            for op in ops:
                 try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                items.append(nxt)
-            self._commit_group(items)
-            if stop:
-                return
-
-    def _commit_group(self, items: list[tuple[Callable[[sqlite3.Connection], Any], Any, Any]]):
-        results: list[tuple[Any, Any, BaseException | None]] = []
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            for fn, loop, fut in items:
-                conn.execute("SAVEPOINT op")
-                try:
-                    value = fn(conn)
+                    with savepoint(conn):
+                        outcomes.append(op(conn))
                 except Exception as exc:  # the request's own error: undo it alone
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    results.append(((loop, fut), None, exc))
-                else:
-                    conn.execute("RELEASE op")
-                    results.append(((loop, fut), value, None))
-            conn.execute("COMMIT")
-        except Exception as exc:  # the commit itself failed: nothing of this group happened
-            log.exception("device store: group commit failed")
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            results = [((loop, fut), None, exc) for _, loop, fut in items]
-        for (loop, fut), value, exc in results:
-            loop.call_soon_threadsafe(_resolve, fut, value, exc)
+                    outcomes.append(exc)
+        return outcomes
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` in the writer thread inside a transaction; its value once committed."""
-        if self._closed:
-            raise RuntimeError("store is closed")
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-        # Retrieve the outcome even if the caller went away, so no "never retrieved" warnings.
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-        self._queue.put((fn, loop, fut))
-        # shield: a cancelled request must not leave the future unresolved for the writer.
-        return await asyncio.shield(fut)
+        """Run ``fn(conn)`` inside the next group's transaction; its value once committed."""
+        return await self._committer.submit(fn)
 
     # -- operations ----------------------------------------------------------------------------
 
@@ -230,16 +182,16 @@ class Store:
         await self.run(op)
 
     async def get_decision(self, decision_id: str, task: str) -> np.ndarray:
-        """The stored feature vector; raises DecisionNotFound / DecisionUsed."""
+        """The stored feature vector; raises ``UnknownDecision`` / ``DecisionUsed``."""
 
         def op(conn: sqlite3.Connection) -> bytes:
             row = conn.execute(
                 "SELECT x FROM decisions WHERE id = ? AND task = ?", (decision_id, task)
             ).fetchone()
             if row is None:
-                raise DecisionNotFound(decision_id)
+                raise _unknown(decision_id, task)
             if row[0] is None:
-                raise DecisionUsed(decision_id)
+                raise _used(decision_id)
             return bytes(row[0])
 
         return np.frombuffer(await self.run(op), dtype="<f8").astype(float)
@@ -258,7 +210,7 @@ class Store:
         ``key_id`` is the Paillier key id of a secure-sum report.
 
         The decision is re-checked inside the transaction, so of two concurrent feedbacks for one
-        decision exactly one succeeds and the other gets DecisionUsed.
+        decision exactly one succeeds and the other gets ``DecisionUsed``.
         """
 
         def op(conn: sqlite3.Connection) -> int:
@@ -270,7 +222,7 @@ class Store:
                 exists = conn.execute(
                     "SELECT 1 FROM decisions WHERE id = ? AND task = ?", (decision_id, task)
                 ).fetchone()
-                raise DecisionUsed(decision_id) if exists else DecisionNotFound(decision_id)
+                raise _used(decision_id) if exists else _unknown(decision_id, task)
             seq = conn.execute(
                 "INSERT INTO outbox (task, report, transport, key_id) VALUES (?, ?, ?, ?)",
                 (task, report_json, transport, key_id),
@@ -398,10 +350,9 @@ def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
     )
 
 
-def _resolve(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
-    if fut.done():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(value)
+def _unknown(decision_id: str, task: str) -> UnknownDecision:
+    return UnknownDecision(f"no open decision {decision_id} for task {task}")
+
+
+def _used(decision_id: str) -> DecisionUsed:
+    return DecisionUsed(f"feedback for decision {decision_id} was already given")

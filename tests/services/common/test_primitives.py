@@ -22,7 +22,7 @@ from services.common.sqlite import (
 )
 
 MIGRATIONS = [
-    "CREATE TABLE a (x INTEGER NOT NULL)",
+    "CREATE TABLE a (x INTEGER NOT NULL)  -- one column; for now",
     "ALTER TABLE a ADD COLUMN y INTEGER NOT NULL DEFAULT 7; CREATE INDEX a_x ON a (x)",
 ]
 
@@ -37,6 +37,18 @@ def test_transaction_commits_or_rolls_back_as_a_whole(tmp_path: Path) -> None:
         1 / 0  # noqa: B018
     assert [r[0] for r in conn.execute("SELECT v FROM t")] == [1]
     assert not conn.in_transaction
+
+
+def test_a_failing_commit_rolls_back_and_leaves_the_connection_usable(tmp_path: Path) -> None:
+    conn = open_db(tmp_path / "c.sqlite3")
+    conn.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TABLE c (p INTEGER REFERENCES p (id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(sqlite3.IntegrityError), transaction(conn):
+        conn.execute("INSERT INTO c VALUES (1)")  # checked only at COMMIT
+    assert not conn.in_transaction
+    with transaction(conn):
+        conn.execute("INSERT INTO p VALUES (1)")
+    assert conn.execute("SELECT count(*) FROM c").fetchone() == (0,)
 
 
 def test_migrations_apply_once_in_order_and_newer_databases_are_refused(tmp_path: Path) -> None:

@@ -1,0 +1,111 @@
+"""What the device does for its user: ``decide`` picks an arm with the cached model (no network
+round trip) and keeps only the chosen arm's features; ``give_feedback`` randomises (x, r)
+locally, encrypts it to the analyzer and queues it durably for the shuffler, erasing the
+features in the same transaction. Refusals are ``services.device.errors``; nothing changes
+state before every check has passed."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+
+import numpy as np
+
+from services.common.deps import lookup_task
+from services.device.errors import (
+    FeatureNorm,
+    InvalidReport,
+    NoHpkeKey,
+    NoPaillierKey,
+    NotFinite,
+    WrongArms,
+    WrongDimension,
+)
+from services.device.runtime import DeviceRuntime
+from services.device.store import REPORTS, SECURE_SUM
+from shared.crypto.hpke import pack_report, seal
+from shared.protocol.messages import DecideResponse, FeedbackResponse
+from shared.settings import TaskConfig
+
+
+def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
+    """The K×d feature matrix of a decide request, or the first reason it is refused."""
+    d, K, L = cfg.policy.d, cfg.K, cfg.policy.L
+    if len(features) != K:
+        raise WrongArms(f"task {cfg.id} has K = {K} arms, got {len(features)} rows")
+    for i, row in enumerate(features):
+        if len(row) != d:
+            raise WrongDimension(f"task {cfg.id} has d = {d}; row {i} has {len(row)}")
+    X = np.asarray(features, dtype=float)
+    if not np.isfinite(X).all():  # the schema already forbids NaN/inf; keep numpy honest too
+        raise NotFinite("features must be finite numbers")
+    with np.errstate(over="ignore"):
+        norms = np.linalg.norm(X, axis=1)
+    bad = np.flatnonzero(~(norms <= L * (1 + 1e-9)))
+    if bad.size:
+        raise FeatureNorm(
+            f"every feature vector must satisfy ||x|| <= L = {L}; row {int(bad[0])} has "
+            f"||x|| = {float(norms[bad[0]]):.6g}"
+        )
+    return X
+
+
+async def decide(rt: DeviceRuntime, task: str, features: list[list[float]]) -> DecideResponse:
+    """Choose an arm for K per-arm feature vectors with the cached model."""
+    started = time.perf_counter()
+    cfg = lookup_task(rt.tasks, task, "device")
+    X = check_features(cfg, features)
+    model = rt.cache.model(task)
+    action = int(model.decide(X[None])[0])
+    decision_id = secrets.token_hex(16)
+    await rt.store.add_decision(decision_id, task, X[action])
+    rt.metrics.decisions.labels(task).inc()
+    rt.metrics.decide_seconds.observe(time.perf_counter() - started)
+    return DecideResponse(decision_id=decision_id, action=action, model_version=model.version)
+
+
+async def give_feedback(
+    rt: DeviceRuntime, task: str, decision_id: str, reward: float
+) -> FeedbackResponse:
+    """Randomise, encrypt and queue the report of a decision; durable once this returns.
+
+    A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
+    its coordinate counts under the analyzer's Paillier key (the shuffler will add them up). The
+    keys come from the background fetchers: no network round trip happens here."""
+    cfg = lookup_task(rt.tasks, task, "device")
+    secure = cfg.aggregation == "secure-sum"
+    key = rt.keys.get(task) if secure else None
+    hpke, public_key = rt.cache.hpke, rt.cache.hpke_public_key
+    if secure and key is None:
+        raise NoPaillierKey(
+            f"the analyzer's Paillier key for task {task} is not known yet; retry soon"
+        )
+    if not secure and (hpke is None or public_key is None):
+        raise NoHpkeKey("the analyzer's HPKE key is not known yet; retry soon")
+    x = await rt.store.get_decision(decision_id, task)
+    randomizer = rt.randomizers[task]
+    try:
+        row = randomizer.randomize(x[None, :], np.array([reward]), rt.rng)[0]
+        if key is not None:
+            # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs.
+            counts = randomizer.counts(row[None, :])[0]  # type: ignore[attr-defined]
+            if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
+                wire = key.encrypt(counts)
+            else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
+                wire = await asyncio.to_thread(key.encrypt_in_thread, counts)
+            report_json, transport, key_id = wire.model_dump_json(), SECURE_SUM, wire.key_id
+        else:
+            assert hpke is not None and public_key is not None
+            _, plaintext = pack_report(randomizer.to_bytes(row))
+            report = seal(public_key, hpke.key_id, task, plaintext)
+            report_json, transport, key_id = report.model_dump_json(), REPORTS, None
+    except ValueError as exc:  # cannot happen for a vector accepted by decide; stay a 4xx anyway
+        raise InvalidReport(str(exc)) from None
+    # Re-checks the decision: of two concurrent feedbacks exactly one gets here first.
+    await rt.store.complete_feedback(
+        decision_id, task, report_json, transport=transport, key_id=key_id
+    )
+    rt.uploader.wake()
+    rt.metrics.feedbacks.labels(task).inc()
+    return FeedbackResponse(queued=True, outbox_pending=rt.store.counters.outbox_pending)

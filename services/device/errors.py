@@ -1,0 +1,56 @@
+"""The device's refusals. Domain code (decide and feedback, the store) raises these;
+``services.common.web`` turns each into ``{"code", "message"}`` with its status. A refused
+request changes no state."""
+
+from __future__ import annotations
+
+from services.common.errors import Conflict, Invalid, NotFound, Unavailable, UnknownTask
+
+__all__ = [
+    "DecisionUsed",
+    "FeatureNorm",
+    "InvalidReport",
+    "NoHpkeKey",
+    "NoPaillierKey",
+    "NotFinite",
+    "UnknownDecision",
+    "UnknownTask",
+    "WrongArms",
+    "WrongDimension",
+]
+
+
+class WrongArms(Invalid, code="wrong_arms"):
+    """``decide`` with another number of feature vectors than the task's K."""
+
+
+class WrongDimension(Invalid, code="wrong_dimension"):
+    """A feature vector whose length is not the task's d."""
+
+
+class NotFinite(Invalid, code="not_finite"):
+    pass
+
+
+class FeatureNorm(Invalid, code="feature_norm"):
+    """A feature vector with ||x|| > L (the bound every privacy calibration assumes)."""
+
+
+class InvalidReport(Invalid, code="invalid_report"):
+    """The randomizer refused the (x, r) of a feedback."""
+
+
+class UnknownDecision(NotFound, code="unknown_decision"):
+    """No open decision with this id for this task (never issued, or pruned)."""
+
+
+class DecisionUsed(Conflict, code="decision_used"):
+    """Feedback for this decision was already recorded."""
+
+
+class NoHpkeKey(Unavailable, code="no_hpke_key"):
+    """Feedback for a ``reports`` task before the analyzer's HPKE key is known."""
+
+
+class NoPaillierKey(Unavailable, code="no_paillier_key"):
+    """Feedback for a secure-sum task before the analyzer's Paillier key is known."""

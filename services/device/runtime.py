@@ -1,0 +1,155 @@
+"""The device's runtime: storage, model cache, secure-sum keys and uploader, opened for the app's
+lifespan (``open_runtime``) and handed to the routes as ``RuntimeDep``.
+
+The device is ready (``/healthz`` 200) once every key and model it needs has come from the
+analyzer; until then 503 ``starting`` (decide still answers, from the version-0 models).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from services.common.health import Readiness
+from services.device.background import Loops
+from services.device.cache import ModelCache
+from services.device.metrics import DeviceMetrics
+from services.device.outbox import Uploader
+from services.device.secure_sum import SecureSumKeys
+from services.device.store import DeviceStore
+from shared.core.policies import randomizer_for
+from shared.core.randomizers.base import Randomizer
+from shared.crypto.paillier import MIN_KEY_BITS
+from shared.settings import Settings, TaskConfig
+
+log = logging.getLogger(__name__)
+
+DB_FILE = "device.sqlite3"
+
+
+def data_path(settings: Settings) -> Path:
+    """The device's SQLite file: ``<data_dir>/device/device.sqlite3``."""
+    return Path(settings.data_dir) / "device" / DB_FILE
+
+
+@dataclass
+class DeviceRuntime:
+    """Everything a request handler needs; one per app."""
+
+    settings: Settings
+    store: DeviceStore
+    cache: ModelCache
+    keys: SecureSumKeys
+    uploader: Uploader
+    metrics: DeviceMetrics
+    randomizers: dict[str, Randomizer]
+    readiness: Readiness
+    # Device-side randomness for the local randomizers: seeded once per process from the OS
+    # CSPRNG (never a fixed seed), so reports cannot be de-randomised by anyone.
+    rng: np.random.Generator = field(
+        default_factory=lambda: np.random.default_rng(secrets.randbits(128))
+    )
+
+    @property
+    def tasks(self) -> dict[str, TaskConfig]:
+        return self.cache.tasks
+
+    def health(self) -> dict[str, object]:
+        """What ``/healthz`` says once ready."""
+        counters = self.store.counters
+        return {
+            "models": self.cache.versions(),
+            "streaming": sorted(self.cache.streaming),
+            "outbox_pending": counters.outbox_pending,
+            "dropped": counters.dropped,
+            "paillier_keys": {t: k.key_id for t in self.keys.tasks
+                              if (k := self.keys.get(t)) is not None},
+            "last_upload_error": self.uploader.last_error,
+        }
+
+
+@asynccontextmanager
+async def open_runtime(
+    settings: Settings,
+    *,
+    analyzer_transport: httpx.AsyncBaseTransport | None = None,
+    shuffler_transport: httpx.AsyncBaseTransport | None = None,
+    paillier_min_bits: int = MIN_KEY_BITS,
+) -> AsyncIterator[DeviceRuntime]:
+    """Open the store, start the cache, the secure-sum key fetchers, the uploader and the
+    decision pruner; stop and close them all on exit."""
+    timing = settings.device_timing
+    metrics = DeviceMetrics()
+    store = DeviceStore(data_path(settings))
+    analyzer = httpx.AsyncClient(
+        base_url=settings.analyzer.url, transport=analyzer_transport, timeout=timing.http_timeout
+    )
+    shuffler = httpx.AsyncClient(
+        base_url=settings.shuffler.url, transport=shuffler_transport, timeout=timing.http_timeout
+    )
+    # An in-process ASGI transport buffers whole responses, so an endless SSE stream would
+    # never return: with one, follow the model by polling only.
+    stream = not isinstance(analyzer_transport, httpx.ASGITransport)
+    cache = ModelCache(settings, analyzer, stream=stream, on_update=metrics.on_model)
+    keys = SecureSumKeys(
+        settings, analyzer, min_key_bits=paillier_min_bits, on_change=metrics.on_paillier_key
+    )
+    uploader = Uploader(store, shuffler, timing, metrics, refresh_key=keys.refresh)
+    metrics.bind_store(
+        lambda: store.counters.outbox_pending,
+        lambda: store.counters.dead_letters,
+        lambda: store.counters.dropped,
+    )
+    for task, m in cache.versions().items():
+        metrics.model_version.labels(task).set(m)
+    readiness = Readiness()
+    readiness.require("the analyzer", lambda: cache.missing() + keys.missing())
+    runtime = DeviceRuntime(
+        settings=settings,
+        store=store,
+        cache=cache,
+        keys=keys,
+        uploader=uploader,
+        metrics=metrics,
+        randomizers={t.id: randomizer_for(t.policy) for t in settings.tasks},
+        readiness=readiness,
+    )
+    store.start()
+    cache.start()
+    keys.start()
+    uploader.start()
+    if store.counters.outbox_pending:
+        log.info("outbox holds %d earlier reports; uploading", store.counters.outbox_pending)
+    pruner = Loops()
+    pruner.start(_prune_forever(store, settings, pruner), "decision-pruner")
+    try:
+        yield runtime
+    finally:
+        await pruner.stop()
+        await uploader.stop()
+        await keys.stop()
+        await cache.stop()
+        await analyzer.aclose()
+        await shuffler.aclose()
+        await store.stop()
+        store.close()
+
+
+async def _prune_forever(store: DeviceStore, settings: Settings, loops: Loops) -> None:
+    timing = settings.device_timing
+    while not loops.stopping:
+        await asyncio.sleep(timing.prune_interval)
+        try:
+            n = await store.prune_decisions(timing.used_decision_ttl, timing.unused_decision_ttl)
+            if n:
+                log.info("forgot %d old decisions", n)
+        except Exception:
+            log.exception("decision pruning failed")

@@ -1,0 +1,132 @@
+"""The device's decide endpoint and its refusals (the model answers locally, no network round
+trip), health and status."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shared.settings import Settings
+from tests.helpers import (
+    error,
+)
+from tests.services.device.support import (
+    D,
+    K,
+    decide,
+    features,
+    stack,
+    status,
+)
+
+
+async def test_health_status_and_decide(settings: Settings) -> None:
+    rng = np.random.default_rng(1)
+    async with stack(settings) as s:
+        health = (await s.device.get("/healthz")).json()
+        assert health["status"] == "ok"
+        st = await status(s.device)
+        assert st == {
+            "tasks": {"shuf": 0, "loc": 0, "cen": 0},
+            "feedbacks": 0,
+            "outbox_pending": 0,
+            "uploaded": 0,
+            "dropped": 0,
+        }
+        for task in ("shuf", "loc", "cen"):
+            out = await decide(s.device, task, features(rng))
+            assert re.fullmatch(r"[0-9a-f]{32}", out["decision_id"])
+            assert 0 <= out["action"] < K
+            assert out["model_version"] == 0
+
+
+async def test_decide_picks_the_models_argmax(settings: Settings) -> None:
+    # Version 0: θ̃ = 0, so the index is β‖x‖_{V⁻¹} with V = λI: the longest vector wins.
+    async with stack(settings) as s:
+        feats = [[0.1, 0.0, 0.0], [0.0, 0.9, 0.0], [0.0, 0.0, 0.5], [0.3, 0.3, 0.3]]
+        assert (await decide(s.device, "cen", feats))["action"] == 1
+
+
+async def test_decide_ids_are_unique(settings: Settings) -> None:
+    rng = np.random.default_rng(2)
+    async with stack(settings) as s:
+        ids = {(await decide(s.device, "cen", features(rng)))["decision_id"] for _ in range(50)}
+        assert len(ids) == 50
+
+
+async def test_decide_works_without_the_analyzer(settings: Settings) -> None:
+    """No network round trip: with the analyzer unreachable, decide still answers (version 0)
+    while feedback, which needs the analyzer's key, is refused without changing state."""
+    rng = np.random.default_rng(3)
+    async with stack(settings, analyzer_up=False, wait_ready=False) as s:
+        health = await s.device.get("/healthz")
+        error(health, 503, "starting")
+        out = await decide(s.device, "shuf", features(rng))
+        assert out["model_version"] == 0
+        resp = await s.device.post(
+            "/v1/tasks/shuf/feedback", json={"decision_id": out["decision_id"], "reward": 1.0}
+        )
+        error(resp, 503, "no_hpke_key")
+        assert (await status(s.device))["feedbacks"] == 0
+
+
+BAD_DECIDE = [
+    pytest.param("nope", {"features": [[0.1] * D] * K}, 404, "unknown_task", id="unknown-task"),
+    pytest.param("Bad_Id!", {"features": [[0.1] * D] * K}, 404, "unknown_task", id="bad-task-id"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1)}, 422, "wrong_arms", id="too-few-arms"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K + 1)}, 422, "wrong_arms", id="too-many"),
+    pytest.param("cen", {"features": [[0.1] * (D + 1)] * K}, 422, "wrong_dimension", id="d+1"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1) + [[0.1]]}, 422, "wrong_dimension",
+                 id="ragged"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1) + [[1.0, 1.0, 0.0]]}, 422,
+                 "feature_norm", id="norm>L"),
+    pytest.param("cen", {"features": [[0.1] * D] * (K - 1) + [[1e200, 1e200, 0.0]]}, 422,
+                 "feature_norm", id="norm-overflow"),
+    pytest.param("cen", {"features": [["a", 0.1, 0.1]] + [[0.1] * D] * (K - 1)}, 422,
+                 "invalid_request", id="string"),
+    pytest.param("cen", {"features": [[True, 0.1, 0.1]] + [[0.1] * D] * (K - 1)}, 422,
+                 "invalid_request", id="bool"),
+    pytest.param("cen", {"features": [0.1] * K}, 422, "invalid_request", id="flat"),
+    pytest.param("cen", {"features": []}, 422, "invalid_request", id="empty"),
+    pytest.param("cen", {}, 422, "invalid_request", id="missing"),
+    pytest.param("cen", {"features": [[0.1] * D] * K, "user": "x"}, 422, "invalid_request",
+                 id="extra-field"),
+    pytest.param("cen", [1, 2], 422, "invalid_request", id="not-an-object"),
+]
+
+
+@pytest.mark.parametrize(("task", "body", "code", "err"), BAD_DECIDE)
+async def test_decide_rejects(settings: Settings, task: str, body: Any, code: int, err: str):
+    async with stack(settings) as s:
+        before = await status(s.device)
+        error(await s.device.post(f"/v1/tasks/{task}/decide", json=body), code, err)
+        assert await status(s.device) == before
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+async def test_decide_rejects_non_finite(settings: Settings, literal: str) -> None:
+    row = "[0.1, 0.1, 0.1]"
+    body = '{"features": [[' + literal + ", 0.1, 0.1], " + ", ".join([row] * (K - 1)) + "]}"
+    async with stack(settings) as s:
+        resp = await s.device.post(
+            "/v1/tasks/cen/decide", content=body, headers={"Content-Type": "application/json"}
+        )
+        error(resp, 422)
+
+
+async def test_malformed_bodies_and_routes(settings: Settings) -> None:
+    async with stack(settings) as s:
+        headers = {"Content-Type": "application/json"}
+        error(await s.device.post("/v1/tasks/cen/decide", content=b"{not json",
+                                         headers=headers), 422)
+        error(await s.device.post("/v1/tasks/cen/decide", content=b"\xff\xfe",
+                                         headers=headers), 422)
+        huge = b'{"features": [' + b"0," * (3 * 1024 * 1024) + b"0]}"
+        error(await s.device.post("/v1/tasks/cen/decide", content=huge, headers=headers),
+                     413, "body_too_large")
+        error(await s.device.get("/v1/nothing-here"), 404)
+        error(await s.device.get("/v1/tasks/cen/decide"), 405)
+        assert (await status(s.device))["feedbacks"] == 0

@@ -1,0 +1,86 @@
+"""The device store on its own: numbered migrations (also of stores written before versioning),
+and group commit where each operation is undone alone if it fails."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from services.common.sqlite import schema_version
+from services.device.errors import DecisionUsed, UnknownDecision
+from services.device.store import MIGRATIONS, SCHEMA_V1, DeviceStore
+
+# The device's schema before secure-sum (no transport / key id columns), without versioning.
+BEFORE_SECURE_SUM = """
+CREATE TABLE decisions (id TEXT PRIMARY KEY, task TEXT NOT NULL, x BLOB, created REAL NOT NULL);
+CREATE TABLE outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, task TEXT NOT NULL,
+                     report TEXT NOT NULL);
+CREATE INDEX outbox_task ON outbox (task, seq);
+CREATE TABLE dead_letters (seq INTEGER PRIMARY KEY, task TEXT NOT NULL, report TEXT NOT NULL,
+                           reason TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT INTO outbox (task, report) VALUES ('cen', '{"old": 1}'), ('cen', '{"old": 2}');
+INSERT INTO counters VALUES ('feedbacks', 2);
+"""
+
+
+@pytest.mark.parametrize("schema", [BEFORE_SECURE_SUM, SCHEMA_V1], ids=["old", "current"])
+async def test_an_unversioned_store_is_migrated_and_keeps_its_outbox(
+    tmp_path: Path, schema: str
+) -> None:
+    path = tmp_path / "device.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(schema)
+        if schema is SCHEMA_V1:
+            conn.execute("INSERT INTO outbox (task, report) VALUES ('cen', '{}'), ('cen', '{}')")
+            conn.execute("INSERT INTO counters VALUES ('feedbacks', 2)")
+    store = DeviceStore(path)
+    store.start()
+    try:
+        assert (store.counters.feedbacks, store.counters.outbox_pending) == (2, 2)
+        items = await store.outbox_head(10)
+        assert {(it.task, it.transport, it.key_id) for it in items} == {("cen", "reports", None)}
+        assert len(items) == 2
+        await store.dead_letter(items[:1], "refused")
+        assert (store.counters.outbox_pending, store.counters.dead_letters) == (1, 1)
+    finally:
+        await store.stop()
+        store.close()
+    with sqlite3.connect(path) as conn:
+        assert schema_version(conn) == len(MIGRATIONS) == 2
+        (transport,) = conn.execute("SELECT transport FROM dead_letters").fetchone()
+        assert transport == "reports"
+
+
+async def test_a_failing_operation_is_undone_alone_within_its_group(tmp_path: Path) -> None:
+    store = DeviceStore(tmp_path / "device.sqlite3")
+    store.start()
+    try:
+        x = np.array([0.1, 0.2, 0.3])
+        await store.add_decision("a" * 32, "cen", x)
+
+        def half_then_fail(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM decisions")
+            raise RuntimeError("boom")
+
+        # Submitted together: one group, one transaction; the failing op's delete is undone.
+        results = await asyncio.gather(
+            store.add_decision("b" * 32, "cen", x),
+            store.run(half_then_fail),
+            store.complete_feedback("a" * 32, "cen", "{}"),
+            store.get_decision("c" * 32, "cen"),
+            return_exceptions=True,
+        )
+        assert results[0] is None and isinstance(results[1], RuntimeError)
+        assert results[2] == 1 and isinstance(results[3], UnknownDecision)
+        np.testing.assert_array_equal(await store.get_decision("b" * 32, "cen"), x)
+        with pytest.raises(DecisionUsed):
+            await store.get_decision("a" * 32, "cen")
+        assert (store.counters.feedbacks, store.counters.outbox_pending) == (1, 1)
+    finally:
+        await store.stop()
+        store.close()
