@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import (
@@ -80,57 +80,63 @@ class ServiceAddress(BaseModel):
         return f"http://{self.host}:{self.port}"
 
 
-class DeviceTiming(BaseModel):
-    """The device service's intervals, time-outs, retry bounds and pool sizes (seconds unless
-    said otherwise). Override like any setting: ``[device_timing]`` in the config file, or e.g.
-    ``PRIVBANDIT_DEVICE_TIMING__POLL_INTERVAL=0.5``."""
+# A duration in seconds.
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class Retry(BaseModel):
+    """A retry schedule: wait ``initial`` seconds, doubling after each failure up to
+    ``maximum``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Following the analyzer: fetches of the models, the HPKE config and the Paillier configs are
-    # retried from ``fetch_retry_initial`` (doubling, jittered) up to ``fetch_retry_max``.
-    fetch_retry_initial: float = Field(0.1, gt=0)
-    fetch_retry_max: float = Field(2.0, gt=0)
+    initial: Seconds
+    maximum: Seconds
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Retry:
+        if self.initial > self.maximum:
+            raise ValueError("a retry schedule's initial wait must not exceed its maximum")
+        return self
+
+
+class DeviceTiming(BaseModel):
+    """The device service's intervals, time-outs, retry schedules and pool sizes (seconds unless
+    said otherwise). Override like any setting: ``[device_timing]`` in the config file, or e.g.
+    ``PRIVBANDIT_DEVICE_TIMING__POLL_INTERVAL=0.5``,
+    ``PRIVBANDIT_DEVICE_TIMING__UPLOAD_RETRY__MAXIMUM=10``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Fetches from the analyzer (models at start-up, the HPKE config, the Paillier configs),
+    # retried with jitter.
+    fetch_retry: Retry = Retry(initial=0.1, maximum=2.0)
     # Model polling period while the SSE stream is down.
-    poll_interval: float = Field(1.0, gt=0)
-    # After a stream failure, poll this long before trying the stream again (doubling up to the
-    # max); a stream that stayed up longer than the max was healthy and is retried soon.
-    stream_retry_initial: float = Field(2.0, gt=0)
-    stream_retry_max: float = Field(30.0, gt=0)
+    poll_interval: Seconds = 1.0
+    # After a stream failure, poll this long before trying the stream again (doubling); a
+    # stream that stayed up longer than the maximum was healthy and is retried soon.
+    stream_retry: Retry = Retry(initial=2.0, maximum=30.0)
     # A stream silent for this long is assumed dead and reopened (a healthy analyzer sends at
     # least keep-alive comments).
-    stream_read_timeout: float = Field(60.0, gt=0)
-    # Routine re-fetch of a known HPKE config / secure-sum Paillier config.
-    hpke_refresh: float = Field(60.0, gt=0)
-    paillier_refresh: float = Field(60.0, gt=0)
+    stream_read_timeout: Seconds = 60.0
+    # Routine re-fetches of a known HPKE config and of a secure-sum task's Paillier config.
+    hpke_refresh: Seconds = 60.0
+    paillier_refresh: Seconds = 60.0
     # Precomputed Paillier obfuscators r^n mod n² kept per secure-sum task (a count). One costs
     # ~10 ms of CPU at 2048 bits and 512 bytes; 256 absorb a burst of a few seconds of feedback
     # before encryption falls back to computing r^n per request.
     paillier_pool: int = Field(256, ge=1)
-    # Outbox uploads to the shuffler: reports per upload (a count) and the retry bounds of a
-    # (task, transport) group whose upload failed.
+    # Outbox: reports per upload to the shuffler (a count), and the retries of a (task,
+    # transport) group whose upload failed (with jitter; a Retry-After header is a lower bound).
     upload_batch: int = Field(100, ge=1, le=MAX_REPORTS_PER_UPLOAD)
-    upload_retry_initial: float = Field(0.1, gt=0)
-    upload_retry_max: float = Field(5.0, gt=0)
-    # Decision bookkeeping: tombstones of answered decisions are kept an hour (so a late
-    # duplicate feedback still gets 409), unanswered decisions a day; then they are forgotten.
-    used_decision_ttl: float = Field(3600.0, gt=0)
-    unused_decision_ttl: float = Field(86400.0, gt=0)
-    prune_interval: float = Field(300.0, gt=0)
+    upload_retry: Retry = Retry(initial=0.1, maximum=5.0)
+    # Decision bookkeeping, every ``prune_interval``: tombstones of answered decisions are kept an
+    # hour (so a late duplicate feedback still gets 409), unanswered decisions a day.
+    used_decision_ttl: Seconds = 3600.0
+    unused_decision_ttl: Seconds = 86400.0
+    prune_interval: Seconds = 300.0
     # Time-out of a request to the analyzer or the shuffler (streams: ``stream_read_timeout``).
-    http_timeout: float = Field(10.0, gt=0)
-
-    @model_validator(mode="after")
-    def _bounds(self) -> DeviceTiming:
-        _check_bounds(self, "fetch_retry", "stream_retry", "upload_retry")
-        return self
-
-
-def _check_bounds(model: BaseModel, *prefixes: str) -> None:
-    """``<prefix>_initial`` <= ``<prefix>_max`` for each retry schedule."""
-    for prefix in prefixes:
-        if getattr(model, f"{prefix}_initial") > getattr(model, f"{prefix}_max"):
-            raise ValueError(f"{prefix}_initial must not exceed {prefix}_max")
+    http_timeout: Seconds = 10.0
 
 
 class Settings(BaseSettings):
@@ -178,7 +184,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _retry_bounds(self) -> Settings:
-        _check_bounds(self, "retry")
+        if self.retry_initial > self.retry_max:
+            raise ValueError("retry_initial must not exceed retry_max")
         return self
 
     def task(self, task_id: str) -> TaskConfig | None:

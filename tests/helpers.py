@@ -37,7 +37,7 @@ from shared.protocol.messages import (
     b64decode,
 )
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
-from shared.settings import DeviceTiming, Settings, TaskConfig
+from shared.settings import DeviceTiming, Retry, Settings, TaskConfig
 
 TOKEN = "test-shuffler-token-0123456789"
 L = 5  # shuffle batch size used throughout: small, so tests are fast
@@ -86,7 +86,7 @@ def central_task(task_id: str = "cen") -> TaskConfig:
 # Device timings for tests: the ASGI transport cannot stream, so the device polls: poll and retry
 # fast; keep a small pool of precomputed Paillier randomness.
 FAST_DEVICE = DeviceTiming(
-    poll_interval=0.02, fetch_retry_initial=0.05, fetch_retry_max=0.05, paillier_pool=16
+    poll_interval=0.02, fetch_retry=Retry(initial=0.05, maximum=0.05), paillier_pool=16
 )
 
 

@@ -12,6 +12,8 @@ import asyncio
 import secrets
 from collections.abc import Iterator
 
+from shared.settings import Retry
+
 _JITTER = secrets.SystemRandom()
 
 
@@ -25,6 +27,11 @@ class Backoff(Iterator[float]):
             raise ValueError("factor must be >= 1")
         self.initial, self.maximum, self.factor = initial, maximum, factor
         self.nominal = initial
+
+    @classmethod
+    def of(cls, schedule: Retry) -> Backoff:
+        """The backoff of a configured retry schedule."""
+        return cls(schedule.initial, schedule.maximum)
 
     def __next__(self) -> float:
         delay = self.nominal * (0.5 + _JITTER.random())

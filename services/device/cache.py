@@ -138,7 +138,7 @@ class ModelCache:
             self._etags[task] = resp.headers.get("etag") or f'"{msg.version}"'
 
     def _retries(self) -> Backoff:
-        return Backoff(self.timing.fetch_retry_initial, self.timing.fetch_retry_max)
+        return Backoff.of(self.timing.fetch_retry)
 
     async def _follow(self, task: str) -> None:
         t = self.timing
@@ -150,7 +150,7 @@ class ModelCache:
                 delay = backoff.delay()
                 log.info("task %s: analyzer not ready (%s); retrying in %.1fs", task, exc, delay)
                 await asyncio.sleep(delay)
-        stream_pause = t.stream_retry_initial
+        stream_pause = t.stream_retry.initial
         while not self._loops.stopping:
             if self.stream:
                 opened = time.monotonic()
@@ -161,8 +161,8 @@ class ModelCache:
                 finally:
                     self.streaming.discard(task)
                 # A stream that stayed up for a while was healthy: retry it soon after it drops.
-                if time.monotonic() - opened > t.stream_retry_max:
-                    stream_pause = t.stream_retry_initial
+                if time.monotonic() - opened > t.stream_retry.maximum:
+                    stream_pause = t.stream_retry.initial
             deadline = time.monotonic() + (stream_pause if self.stream else float("inf"))
             while time.monotonic() < deadline and not self._loops.stopping:
                 try:
@@ -170,7 +170,7 @@ class ModelCache:
                 except (httpx.HTTPError, ValueError) as exc:
                     log.debug("task %s: poll failed: %s", task, exc)
                 await asyncio.sleep(t.poll_interval)
-            stream_pause = min(2 * stream_pause, t.stream_retry_max)
+            stream_pause = min(2 * stream_pause, t.stream_retry.maximum)
 
     async def _stream(self, task: str) -> None:
         """Follow the SSE broadcast until it ends or fails."""

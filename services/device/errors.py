@@ -4,20 +4,7 @@ request changes no state."""
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, NotFound, Unavailable, UnknownTask
-
-__all__ = [
-    "DecisionUsed",
-    "FeatureNorm",
-    "InvalidReport",
-    "NoHpkeKey",
-    "NoPaillierKey",
-    "NotFinite",
-    "UnknownDecision",
-    "UnknownTask",
-    "WrongArms",
-    "WrongDimension",
-]
+from services.common.errors import Conflict, Invalid, NotFound, Unavailable
 
 
 class WrongArms(Invalid, code="wrong_arms"):

@@ -77,11 +77,8 @@ class Uploader:
         metrics: object | None = None,
         refresh_key: KeyRefresher | None = None,
     ) -> None:
-        self.store = store
-        self.client = client
-        self.timing = timing
-        self.metrics = metrics
-        self.refresh_key = refresh_key
+        self.store, self.client, self.timing = store, client, timing
+        self.metrics, self.refresh_key = metrics, refresh_key
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         # Per-group backoff: group -> (its schedule, monotonic time before which not to retry).
@@ -201,7 +198,7 @@ class Uploader:
         if group in self._blocked:
             backoff, _ = self._blocked[group]
         else:
-            backoff = Backoff(self.timing.upload_retry_initial, self.timing.upload_retry_max)
+            backoff = Backoff.of(self.timing.upload_retry)
         # Jitter spreads the retries of many devices.
         wait = backoff.delay(at_least)
         self._blocked[group] = (backoff, time.monotonic() + wait)

@@ -194,7 +194,7 @@ class SecureSumKeys:
             return key
 
     async def _follow(self, task: str) -> None:
-        backoff = Backoff(self.timing.fetch_retry_initial, self.timing.fetch_retry_max)
+        backoff = Backoff.of(self.timing.fetch_retry)
         while not self._loops.stopping:
             try:
                 await self._fetch(task)

@@ -4,18 +4,7 @@ behind group commit) raises these; ``services.common.web`` turns each into ``{"c
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, Unavailable, UnknownTask
-
-__all__ = [
-    "AggregationMismatch",
-    "BadCiphertext",
-    "BadReportSize",
-    "NotReady",
-    "StorageError",
-    "SumUnavailable",
-    "UnknownKey",
-    "UnknownTask",
-]
+from services.common.errors import Conflict, Invalid, Unavailable
 
 
 class AggregationMismatch(Conflict, code="aggregation_mismatch"):

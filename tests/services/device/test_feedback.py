@@ -21,14 +21,7 @@ from tests.helpers import (
     ldp_task,
     shuffle_task,
 )
-from tests.services.device.support import (
-    D,
-    decide,
-    delivered,
-    features,
-    stack,
-    status,
-)
+from tests.services.device.support import D, decide, delivered, features, stack, status
 
 
 async def test_feedback_queues_a_sealed_report_with_only_the_estimators_inputs(

@@ -21,6 +21,7 @@ from shared.crypto.keystore import PaillierKeyStore
 from shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, decrypt_sum
 from shared.crypto.slots import pack, unpack
 from shared.protocol.secure_sum import PaillierConfig, SecureSumUpload
+from shared.settings import Retry
 from tests.helpers import (
     FAST_DEVICE,
     PAILLIER_TEST_BITS,
@@ -199,7 +200,7 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
     3. New feedback is encrypted under B's key, accepted, batched and counted by B.
     """
     # Retry refused uploads soon.
-    timing = FAST_DEVICE.model_copy(update={"upload_retry_max": 0.2})
+    timing = FAST_DEVICE.model_copy(update={"upload_retry": Retry(initial=0.1, maximum=0.2)})
     dev_settings = secure_settings(tmp_path, "device", device_timing=timing)
     # Two analyzers with different Paillier keys (ids are 8 bits: make sure they differ).
     key_a = PaillierKeyStore(tmp_path / "a" / "analyzer", PAILLIER_TEST_BITS, allow_small=True)
