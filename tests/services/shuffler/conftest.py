@@ -1,0 +1,16 @@
+"""Fixtures of the shuffler tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.crypto.keystore import HpkeKeyStore
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> HpkeKeyStore:
+    """An analyzer key pair for tests whose analyzer is a fake."""
+    return HpkeKeyStore(tmp_path / "fake-analyzer-keys")
+

@@ -1,0 +1,100 @@
+"""What the shuffler tests share: its tasks, a recording fake analyzer, a transport that fails on
+demand, and small status helpers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from services.shuffler.app import create_app as create_shuffler
+from shared.protocol.messages import (
+    BatchUpload,
+)
+from shared.settings import Settings
+from tests.helpers import (
+    ldp_task,
+    make_settings,
+    queue_status,
+    shuffle_task,
+)
+
+SHUF = shuffle_task()  # l = 5
+BIG = shuffle_task("big", l=20)
+LOC = ldp_task()  # l = 1
+
+
+@dataclass
+class FakeAnalyzer:
+    """Records every batch delivery exactly as received and acknowledges it (or fails)."""
+
+    status: int = 200
+    deliveries: list[tuple[str, dict[str, str], dict]] = field(default_factory=list)
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/tasks/{task}/batches")
+        async def batches(task: str, request: Request) -> JSONResponse:
+            raw = json.loads(await request.body())
+            self.deliveries.append((task, dict(request.headers), raw))
+            if self.status != 200:
+                return JSONResponse({"code": "nope", "message": "failing"}, self.status)
+            upload = BatchUpload.model_validate(raw)
+            ack = {
+                "batch_id": upload.batch_id, "replayed": False, "counted": len(upload.reports),
+                "rejected": 0, "duplicates": 0, "model_version": 0,
+            }
+            return JSONResponse(ack)
+
+        return app
+
+    def batches(self, task: str | None = None) -> list[BatchUpload]:
+        return [BatchUpload.model_validate(raw) for t, _, raw in self.deliveries
+                if task is None or t == task]
+
+
+class FlakyTransport(httpx.AsyncBaseTransport):
+    """Wraps a transport; fails the next ``fail_before`` requests before they reach the analyzer
+    and the next ``fail_after`` after the analyzer processed them (a lost acknowledgement)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.fail_before = 0
+        self.fail_after = 0
+        self.attempts = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.attempts += 1
+        if self.fail_before > 0:
+            self.fail_before -= 1
+            raise httpx.ConnectError("analyzer unreachable", request=request)
+        response = await self.inner.handle_async_request(request)
+        if self.fail_after > 0:
+            self.fail_after -= 1
+            await response.aread()
+            raise httpx.ReadTimeout("acknowledgement lost", request=request)
+        return response
+
+
+def shuffler_app(settings: Settings, fake: FakeAnalyzer) -> FastAPI:
+    """A shuffler delivering to the fake analyzer."""
+    return create_shuffler(settings, analyzer_transport=httpx.ASGITransport(fake.app()))
+
+
+def shuffler_settings(tmp_path: Path, **kw: object) -> Settings:
+    return make_settings(tmp_path / "data", tasks=[SHUF, BIG, LOC], **kw)
+
+
+async def acked(client: httpx.AsyncClient, task: str, n: int) -> bool:
+    return (await queue_status(client, task)).batches_acknowledged >= n
+
+
+
+async def has_error(client: httpx.AsyncClient, task: str = "shuf") -> bool:
+    return (await queue_status(client, task)).last_error is not None
+

@@ -1,0 +1,139 @@
+"""Delivery to the analyzer: counted once through the real analyzer, retried until
+acknowledged (lost acknowledgements count once), refusals surfaced, and unacknowledged batches
+re-sent unchanged after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from services.analyzer.app import create_app as create_analyzer
+from services.shuffler.app import create_app as create_shuffler
+from shared.crypto.keystore import HpkeKeyStore
+from shared.protocol.messages import (
+    HpkeConfig,
+    PrivacyReport,
+)
+from tests.helpers import (
+    eventually,
+    queue_status,
+    report_maker,
+    running,
+    upload,
+)
+from tests.services.shuffler.support import (
+    SHUF,
+    FakeAnalyzer,
+    FlakyTransport,
+    acked,
+    has_error,
+    shuffler_app,
+    shuffler_settings,
+)
+
+
+async def test_end_to_end_with_the_real_analyzer(tmp_path: Path) -> None:
+    """Concurrent uploads → group commits → exactly floor(n / l) batches → analyzer counts them."""
+    settings = shuffler_settings(tmp_path)
+    analyzer = create_analyzer(settings)
+    async with running(analyzer) as a_client:
+        shuffler = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(analyzer))
+        async with running(shuffler) as s_client:
+            hpke = (await a_client.get("/v1/hpke-config")).json()
+            make = report_maker(HpkeConfig.model_validate(hpke))
+            reports = make(SHUF, 23)
+            results = await asyncio.gather(*(upload(s_client, [r]) for r in reports))
+            assert sum(r.accepted for r in results) == 23
+            await eventually(lambda: acked(s_client, "shuf", 4))
+            s = await queue_status(s_client, "shuf")
+            assert (s.accepted, s.batches_formed, s.batches_acknowledged, s.pending) == (
+                23, 4, 4, 3)
+            p = PrivacyReport.model_validate_json(
+                (await a_client.get("/v1/tasks/shuf/privacy")).content
+            )
+            assert (p.reports_counted, p.batches, p.model_version) == (20, 4, 4)
+            metrics = (await s_client.get("/metrics")).text
+            assert 'privbandit_shuffler_batches_acknowledged_total{task="shuf"} 4.0' in metrics
+            assert "privbandit_shuffler_commit_group_uploads_count" in metrics
+
+
+async def test_retries_until_acknowledged_and_lost_acks_count_once(tmp_path: Path) -> None:
+    settings = shuffler_settings(tmp_path)
+    analyzer = create_analyzer(settings)
+    async with running(analyzer) as a_client:
+        hpke = HpkeConfig.model_validate((await a_client.get("/v1/hpke-config")).json())
+        make = report_maker(hpke)
+        flaky = FlakyTransport(httpx.ASGITransport(analyzer))
+        flaky.fail_before = 3  # analyzer unreachable
+        flaky.fail_after = 2  # then: processed, but the acknowledgement is lost, twice
+        async with running(create_shuffler(settings, analyzer_transport=flaky)) as s_client:
+            await upload(s_client, make(SHUF, 5))
+            await eventually(lambda: has_error(s_client))
+            assert "ConnectError" in ((await queue_status(s_client, "shuf")).last_error or "")
+            await eventually(lambda: acked(s_client, "shuf", 1))
+            s = await queue_status(s_client, "shuf")
+            assert s.batches_in_flight == 0 and s.last_error is None
+            assert flaky.attempts == 6
+        p = PrivacyReport.model_validate_json(
+            (await a_client.get("/v1/tasks/shuf/privacy")).content
+        )
+        assert (p.reports_counted, p.batches) == (5, 1)  # three deliveries, one count
+
+
+async def test_rejections_are_surfaced_and_retried(tmp_path: Path, keys: HpkeKeyStore) -> None:
+    fake = FakeAnalyzer(status=401)
+    app = shuffler_app(shuffler_settings(tmp_path), fake)
+    async with running(app) as client:
+        make = report_maker(keys.hpke_config())
+        await upload(client, make(SHUF, 5))
+        await eventually(lambda: _deliveries(fake, 3))
+        s = await queue_status(client, "shuf")
+        assert "HTTP 401" in (s.last_error or "") and s.batches_in_flight == 1
+        ids = {raw["batch_id"] for _, _, raw in fake.deliveries}
+        assert len(ids) == 1  # the same batch each time
+        fake.status = 422
+        await eventually(lambda: _error_has(client, "HTTP 422"))
+        fake.status = 200
+        await eventually(lambda: acked(client, "shuf", 1))
+        assert (await queue_status(client, "shuf")).last_error is None
+        orders = {tuple(r["ct"] for r in raw["reports"]) for _, _, raw in fake.deliveries}
+        assert len(orders) == 1  # and in the same order
+
+
+async def _deliveries(fake: FakeAnalyzer, n: int) -> bool:
+    return len(fake.deliveries) >= n
+
+
+async def _error_has(client: httpx.AsyncClient, text: str) -> bool:
+    return text in ((await queue_status(client, "shuf")).last_error or "")
+
+
+async def test_unacknowledged_batches_resent_after_restart(
+    tmp_path: Path, keys: HpkeKeyStore
+) -> None:
+    settings = shuffler_settings(tmp_path)
+    make = report_maker(keys.hpke_config())
+    down = FlakyTransport(httpx.ASGITransport(FakeAnalyzer().app()))
+    down.fail_before = 10**9
+    app = create_shuffler(settings, analyzer_transport=down)
+    async with running(app) as client:
+        await upload(client, make(SHUF, 12))
+        await eventually(lambda: has_error(client))
+        s = await queue_status(client, "shuf")
+        assert (s.batches_formed, s.batches_in_flight, s.pending) == (2, 2, 2)
+        store = app.state.runtime.store
+        first = store.next_unacked("shuf")
+        assert first is not None
+    fake = FakeAnalyzer()
+    async with running(shuffler_app(settings, fake)) as client:
+        await eventually(lambda: acked(client, "shuf", 2))
+        got = fake.batches("shuf")
+        assert len(got) == 2
+        # Up to WINDOW batches are delivered concurrently, so they may arrive in either order;
+        # what matters is that the stored batch is re-sent unchanged (same id, same order).
+        (resent,) = [b for b in got if b.batch_id == first.batch_id]
+        assert resent.reports == first.reports
+        s = await queue_status(client, "shuf")
+        assert (s.accepted, s.batches_formed, s.batches_acknowledged, s.pending) == (12, 2, 2, 2)
