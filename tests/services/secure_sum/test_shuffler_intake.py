@@ -1,0 +1,113 @@
+"""The shuffler's secure-sum intake: every bad upload is refused before anything is stored, and
+intake (and readiness) wait for the analyzer's Paillier key."""
+
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from services.shuffler.app import create_app as create_shuffler
+from shared.crypto.slots import ciphertext_width
+from shared.protocol.messages import (
+    HpkeConfig,
+    ReportsAccepted,
+    b64decode,
+    b64encode,
+)
+from shared.protocol.secure_sum import PaillierConfig
+from tests.helpers import (
+    counts_maker,
+    error,
+    eventually,
+    privacy,
+    queue_status,
+    report_maker,
+    running,
+    secure_sum_ready,
+    upload,
+)
+from tests.services.secure_sum.support import (
+    SUM,
+    Recorder,
+    acked,
+    analyzer_app,
+    settings_for,
+    stack,
+)
+
+
+async def test_shuffler_intake_validation_stores_nothing(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    async with stack(settings) as s:
+        make = counts_maker(s.config, seed=3)
+        _, (good, other) = make(SUM, 2)
+        url = "/v1/tasks/sum/encrypted-counts"
+        width = ciphertext_width(s.config.key_bits)
+        n = s.config.modulus()
+        raw = b64decode(good.ct)
+
+        def with_ct(ct: str) -> dict[str, Any]:
+            return {"reports": [good.model_dump(), {"key_id": good.key_id, "ct": ct}]}
+
+        for ct in ["***", b64encode(raw[:-1]), b64encode(raw + raw), b64encode(bytes(width)),
+                   b64encode(n.to_bytes(width, "big")),
+                   b64encode((n * n + 1).to_bytes(width, "big"))]:
+            r = await s.shuffler.post(url, json=with_ct(ct))
+            assert "reports[1]" in error(r, 422, "bad_ciphertext").message
+        r = await s.shuffler.post(url, json={"reports": [
+            {**good.model_dump(), "key_id": (s.config.key_id + 1) % 256}]})
+        error(r, 422, "unknown_key")
+        for body in [{}, {"reports": []}, {"reports": [good.model_dump()] * 1001},
+                     {"reports": [{**good.model_dump(), "enc": "AAAA"}]},
+                     {"reports": [good.model_dump()], "device": "d1"}]:
+            error(await s.shuffler.post(url, json=body), 422, "invalid_request")
+        # The wrong transport for the task, or no such task.
+        error(await s.shuffler.post("/v1/tasks/shuf/encrypted-counts",
+                                    json={"reports": [good.model_dump()]}),
+              409, "aggregation_mismatch")
+        error(await s.shuffler.post("/v1/tasks/nope/encrypted-counts",
+                                    json={"reports": [good.model_dump()]}), 404, "unknown_task")
+        hpke = HpkeConfig.model_validate((await s.analyzer.get("/v1/hpke-config")).json())
+        body = {"reports": [r.model_dump() for r in report_maker(hpke)(SUM, 1)]}
+        error(await s.shuffler.post("/v1/tasks/sum/reports", json=body),
+              409, "aggregation_mismatch")
+
+        q = await queue_status(s.shuffler, "sum")
+        assert (q.accepted, q.pending, q.batches_formed) == (0, 0, 0)
+        # The good reports of a refused upload were not stored: they are still new.
+        assert await upload(s.shuffler, [good, other]) == ReportsAccepted(accepted=2,
+                                                                            duplicates=0)
+
+
+async def test_intake_waits_for_the_analyzer_key(tmp_path: Path) -> None:
+    """Until the shuffler has fetched the Paillier config, secure-sum uploads get 503 not_ready
+    (HPKE tasks are unaffected) and /healthz 503 starting; it keeps retrying and opens intake
+    once it gets it."""
+    settings = settings_for(tmp_path)
+    a_app = analyzer_app(settings)
+    async with running(a_app) as a_client:
+        config = PaillierConfig.model_validate_json(
+            (await a_client.get("/v1/tasks/sum/secure-sum")).content)
+        rec = Recorder(httpx.ASGITransport(a_app))
+        rec.block_gets = True
+        async with running(create_shuffler(settings, analyzer_transport=rec)) as client:
+            _, reports = counts_maker(config, seed=4)(SUM, 10)
+            body = {"reports": [r.model_dump() for r in reports]}
+            await eventually(lambda: _attempts(rec, 3))
+            r = await client.post("/v1/tasks/sum/encrypted-counts", json=body)
+            error(r, 503, "not_ready")
+            assert r.headers["retry-after"] == "1"
+            # Not ready: /healthz says what it waits for (so the device is not started yet).
+            health = error(await client.get("/healthz"), 503, "starting")
+            assert health.message == "waiting for the analyzer: paillier-config"
+            assert (await queue_status(client, "sum")).accepted == 0
+            rec.block_gets = False
+            await eventually(lambda: secure_sum_ready(client))
+            assert (await upload(client, reports)).accepted == 10
+            await eventually(lambda: acked(client, 1))
+            assert (await privacy(a_client, "sum")).reports_counted == 10
+
+
+async def _attempts(rec: Recorder, n: int) -> bool:
+    return sum(path == "/v1/paillier-config" for _, path, _ in rec.requests) >= n
