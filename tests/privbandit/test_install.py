@@ -84,7 +84,8 @@ def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> 
 
     empty = tmp_path / "elsewhere"
     empty.mkdir()
-    env = fresh_env()
+    (tmp_path / "tmp").mkdir()
+    env = {**fresh_env(), "TMPDIR": str(tmp_path / "tmp")}  # what the demo keeps if it fails
 
     # The three packages, the packaged default config and the launcher all resolve inside the
     # new environment; children get no PYTHONPATH into the checkout.
