@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from shared.settings import Settings
-from tests.helpers import (
-    error,
-)
-from tests.services.device.support import D, K, decide, features, stack, status
+from tests.helpers import error
+
+from .support import D, K, decide, features, stack, status
 
 
 async def test_health_status_and_decide(settings: Settings) -> None:

@@ -14,14 +14,9 @@ from shared.core.policies import randomizer_for
 from shared.crypto.hpke import unpack_report
 from shared.crypto.keystore import HpkeKeyStore
 from shared.settings import Settings
-from tests.helpers import (
-    central_task,
-    error,
-    eventually,
-    ldp_task,
-    shuffle_task,
-)
-from tests.services.device.support import D, decide, delivered, features, stack, status
+from tests.helpers import central_task, error, eventually, ldp_task, shuffle_task
+
+from .support import D, decide, delivered, features, stack, status
 
 
 async def test_feedback_queues_a_sealed_report_with_only_the_estimators_inputs(

@@ -9,25 +9,9 @@ import numpy as np
 
 from services.device import create_app as create_device
 from shared.settings import Settings
-from tests.helpers import (
-    auth,
-    central_task,
-    eventually,
-    make_settings,
-    report_maker,
-    running,
-)
-from tests.services.device.support import (
-    D,
-    K,
-    Stack,
-    decide,
-    features,
-    give_feedbacks,
-    outbox_empty,
-    stack,
-    status,
-)
+from tests.helpers import auth, central_task, eventually, make_settings, report_maker, running
+
+from .support import D, K, Stack, decide, features, give_feedbacks, outbox_empty, stack, status
 
 
 async def test_device_follows_new_models(settings: Settings) -> None:

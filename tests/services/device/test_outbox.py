@@ -11,11 +11,9 @@ from fastapi.responses import JSONResponse
 from services.analyzer.app import create_app as create_analyzer
 from shared.protocol.messages import ReportUpload
 from shared.settings import Settings
-from tests.helpers import (
-    eventually,
-    running,
-)
-from tests.services.device.support import (
+from tests.helpers import eventually, running
+
+from .support import (
     FakeShuffler,
     Stack,
     delivered,

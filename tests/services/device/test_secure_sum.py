@@ -33,7 +33,8 @@ from tests.helpers import (
     running,
     secure_sum_ready,
 )
-from tests.services.device.support import (
+
+from .support import (
     SUM,
     FakeShuffler,
     Stack,

@@ -19,22 +19,20 @@ from fastapi import FastAPI
 
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
-from shared.crypto.paillier import (
-    PaillierEncryptor,
-    encode_ciphertexts,
-    homomorphic_sum,
-)
+from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
 from shared.crypto.slots import ciphertext_width
-from shared.protocol.messages import (
-    b64decode,
-)
+from shared.protocol.messages import PrivacyReport, TaskQueueStatus, b64decode
 from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
 from shared.settings import Settings
 from tests.helpers import (
     PAILLIER_TEST_BITS,
+    assert_same_state,
+    counted,
     eventually,
     make_settings,
+    privacy,
     queue_status,
+    reference_state,
     running,
     secure_sum_ready,
     secure_sum_task,
@@ -94,6 +92,21 @@ class Stack:
     config: PaillierConfig  # the secure-sum task's config (with layout)
     made: list[np.ndarray] = field(default_factory=list)
 
+    async def queue(self, task: str = "sum") -> TaskQueueStatus:
+        """The shuffler's queue of a task."""
+        return await queue_status(self.shuffler, task)
+
+    async def privacy(self, task: str = "sum") -> PrivacyReport:
+        """The analyzer's privacy report of a task (with its counts)."""
+        return await privacy(self.analyzer, task)
+
+    async def counted(self, n: int, task: str = "sum") -> bool:
+        """Whether the analyzer has counted at least ``n`` reports of the task."""
+        return await counted(self.analyzer, task, n)
+
+    def assert_sblb_of(self, batches: list[np.ndarray]) -> None:
+        assert_sblb_of(self.analyzer_app, batches)
+
 
 @asynccontextmanager
 async def stack(
@@ -120,6 +133,11 @@ async def acked(client: httpx.AsyncClient, n: int) -> bool:
 
 def analyzer_state(app: FastAPI, task: str = "sum") -> dict[str, Any]:
     return app.state.runtime.tasks[task].policy.get_state()
+
+
+def assert_sblb_of(app: FastAPI, batches: list[np.ndarray]) -> None:
+    """The analyzer's SBLB state of the secure-sum task equals SBLB fed these plaintext rows."""
+    assert_same_state(analyzer_state(app), reference_state(SUM, batches))
 
 
 def sum_body(

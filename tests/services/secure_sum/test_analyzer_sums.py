@@ -17,33 +17,11 @@ from shared.crypto.paillier import (
     homomorphic_sum,
 )
 from shared.crypto.slots import ciphertext_width, pack
-from shared.protocol.messages import (
-    BatchAck,
-    HpkeConfig,
-    b64decode,
-    b64encode,
-)
+from shared.protocol.messages import BatchAck, HpkeConfig, b64decode, b64encode
 from shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
-from tests.helpers import (
-    assert_same_state,
-    auth,
-    counts_maker,
-    error,
-    make_settings,
-    privacy,
-    reference_state,
-    report_maker,
-    running,
-)
-from tests.services.secure_sum.support import (
-    SHUF,
-    SUM,
-    analyzer_app,
-    analyzer_state,
-    honest_sum,
-    settings_for,
-    sum_body,
-)
+from tests.helpers import auth, counts_maker, error, make_settings, privacy, report_maker, running
+
+from .support import SHUF, SUM, analyzer_app, assert_sblb_of, honest_sum, settings_for, sum_body
 
 
 async def test_analyzer_refuses_bad_batch_sums_without_a_state_change(tmp_path: Path) -> None:
@@ -140,7 +118,7 @@ async def test_analyzer_refuses_bad_batch_sums_without_a_state_change(tmp_path: 
             assert (ack.replayed, ack.counted, ack.model_version) == (True, 0, 1)
         p = await privacy(client, "sum")
         assert (p.reports_counted, p.batches, p.model_version) == (10, 1, 1)
-        assert_same_state(analyzer_state(app), reference_state(SUM, [rows[:10]]))
+        assert_sblb_of(app, [rows[:10]])
 
 
 async def test_production_keys_are_2048_bits_and_small_keys_are_refused(tmp_path: Path) -> None:

@@ -10,40 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from shared.crypto.paillier import (
-    PaillierEncryptor,
-    encode_ciphertexts,
-)
-from shared.protocol.messages import (
-    HpkeConfig,
-    ModelMessage,
-    ReportsAccepted,
-    b64decode,
-)
+from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts
+from shared.protocol.messages import HpkeConfig, ModelMessage, ReportsAccepted, b64decode
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
-from tests.helpers import (
-    PAILLIER_TEST_BITS,
-    assert_same_state,
-    counted,
-    counts_maker,
-    error,
-    eventually,
-    privacy,
-    queue_status,
-    reference_state,
-    report_maker,
-    upload,
-)
-from tests.services.secure_sum.support import (
-    SHUF,
-    SUM,
-    Recorder,
-    acked,
-    analyzer_state,
-    failing,
-    settings_for,
-    stack,
-)
+from tests.helpers import PAILLIER_TEST_BITS, counts_maker, error, eventually, report_maker, upload
+
+from .support import SHUF, SUM, Recorder, acked, failing, settings_for, stack
 
 
 async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: Path) -> None:
@@ -77,7 +49,7 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
             accepted=0, duplicates=2)
 
         # The analyzer's SBLB state equals SBLB fed the plaintext rows of the same batches.
-        assert_same_state(analyzer_state(s.analyzer_app), reference_state(SUM, batches))
+        s.assert_sblb_of(batches)
         model = ModelMessage.model_validate_json(
             (await s.analyzer.get("/v1/tasks/sum/model")).content)
         assert (model.version, model.reports) == (2, 20)
@@ -85,8 +57,8 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
         assert s.analyzer_app.state.runtime.tasks["sum"].feed.current == model
 
         # Reconciliation: accepted = counted + pending.
-        q = await queue_status(s.shuffler, "sum")
-        p = await privacy(s.analyzer, "sum")
+        q = await s.queue()
+        p = await s.privacy()
         assert (q.accepted, q.pending, q.batches_formed, q.batches_acknowledged) == (23, 3, 2, 2)
         assert (p.reports_counted, p.batches, p.model_version) == (20, 2, 2)
         assert q.accepted == p.reports_counted + q.pending and q.last_error is None
@@ -112,9 +84,9 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
         hpke = HpkeConfig.model_validate((await s.analyzer.get("/v1/hpke-config")).json())
         body = {"reports": [r.model_dump() for r in report_maker(hpke)(SHUF, 5)]}
         assert (await s.shuffler.post("/v1/tasks/shuf/reports", json=body)).status_code == 202
-        await eventually(lambda: counted(s.analyzer, "shuf", 5))
+        await eventually(lambda: s.counted(5, "shuf"))
         assert [p for p, _ in s.recorder.posts()][-1] == "/v1/tasks/shuf/batches"
-        assert (await privacy(s.analyzer, "shuf")).ledger.aggregation == "reports"
+        assert (await s.privacy("shuf")).ledger.aggregation == "reports"
 
 
 async def test_a_poisoned_batch_is_refused_and_does_not_block_the_others(
@@ -133,20 +105,20 @@ async def test_a_poisoned_batch_is_refused_and_does_not_block_the_others(
                               ct=encode_ciphertexts(evil, s.config.key_bits))
         await upload(s.shuffler, [*honest, bad])
         await eventually(lambda: failing(s.shuffler))
-        q = await queue_status(s.shuffler, "sum")
+        q = await s.queue()
         assert q.last_error is not None and "slot_out_of_range" in q.last_error
-        assert (await privacy(s.analyzer, "sum")).reports_counted == 0
+        assert (await s.privacy()).reports_counted == 0
         rows, good = make(SUM, 10)
         await upload(s.shuffler, good)
-        await eventually(lambda: counted(s.analyzer, "sum", 10))
+        await eventually(lambda: s.counted(10))
         # The shuffler marks the batch acknowledged once the analyzer's answer is back.
         await eventually(lambda: acked(s.shuffler, 1))
-        q = await queue_status(s.shuffler, "sum")
-        p = await privacy(s.analyzer, "sum")
+        q = await s.queue()
+        p = await s.privacy()
         assert (q.accepted, q.pending, q.batches_formed, q.batches_in_flight) == (20, 0, 2, 1)
         assert (p.reports_counted, p.batches) == (10, 1)
         assert q.accepted == p.reports_counted + q.pending + q.batches_in_flight * SUM.batch_size
-        assert_same_state(analyzer_state(s.analyzer_app), reference_state(SUM, [rows]))
+        s.assert_sblb_of([rows])
 
 
 async def test_restarts_keep_keys_state_and_count_once(tmp_path: Path) -> None:
@@ -171,7 +143,7 @@ async def test_restarts_keep_keys_state_and_count_once(tmp_path: Path) -> None:
         await eventually(lambda: _has_sum(store, batch_id))
         assert store.batch_members(batch_id) == 0
         await eventually(lambda: failing(s.shuffler))
-        assert (await privacy(s.analyzer, "sum")).reports_counted == 10
+        assert (await s.privacy()).reports_counted == 10
 
     # Both restart on the same data directories; the first delivery's ack is lost.
     rec = Recorder()
@@ -183,12 +155,12 @@ async def test_restarts_keep_keys_state_and_count_once(tmp_path: Path) -> None:
         posts = [body for path, body in rec.posts() if path == "/v1/tasks/sum/batch-sums"]
         assert [b["batch_id"] for b in posts] == [batch_id, batch_id]  # lost ack → re-sent
         assert posts[0] == posts[1]  # the stored sum, unchanged
-        q = await queue_status(s.shuffler, "sum")
-        p = await privacy(s.analyzer, "sum")
+        q = await s.queue()
+        p = await s.privacy()
         assert (q.accepted, q.pending, q.batches_acknowledged) == (20, 0, 2)
         assert (p.reports_counted, p.batches, p.model_version) == (20, 2, 2)
         batches = [rows1[:10], np.concatenate([rows1[10:], rows2])]
-        assert_same_state(analyzer_state(s.analyzer_app), reference_state(SUM, batches))
+        s.assert_sblb_of(batches)
         assert not any(path.endswith("/batches") for path, _ in rec.posts())
 
 

@@ -5,36 +5,11 @@ intake (and readiness) wait for the analyzer's Paillier key."""
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from services.shuffler.app import create_app as create_shuffler
 from shared.crypto.slots import ciphertext_width
-from shared.protocol.messages import (
-    HpkeConfig,
-    ReportsAccepted,
-    b64decode,
-    b64encode,
-)
-from shared.protocol.secure_sum import PaillierConfig
-from tests.helpers import (
-    counts_maker,
-    error,
-    eventually,
-    privacy,
-    queue_status,
-    report_maker,
-    running,
-    secure_sum_ready,
-    upload,
-)
-from tests.services.secure_sum.support import (
-    SUM,
-    Recorder,
-    acked,
-    analyzer_app,
-    settings_for,
-    stack,
-)
+from shared.protocol.messages import HpkeConfig, ReportsAccepted, b64decode, b64encode
+from tests.helpers import counts_maker, error, eventually, report_maker, secure_sum_ready, upload
+
+from .support import SUM, Recorder, acked, settings_for, stack
 
 
 async def test_shuffler_intake_validation_stores_nothing(tmp_path: Path) -> None:
@@ -73,7 +48,7 @@ async def test_shuffler_intake_validation_stores_nothing(tmp_path: Path) -> None
         error(await s.shuffler.post("/v1/tasks/sum/reports", json=body),
               409, "aggregation_mismatch")
 
-        q = await queue_status(s.shuffler, "sum")
+        q = await s.queue()
         assert (q.accepted, q.pending, q.batches_formed) == (0, 0, 0)
         # The good reports of a refused upload were not stored: they are still new.
         assert await upload(s.shuffler, [good, other]) == ReportsAccepted(accepted=2,
@@ -85,28 +60,24 @@ async def test_intake_waits_for_the_analyzer_key(tmp_path: Path) -> None:
     (HPKE tasks are unaffected) and /healthz 503 starting; it keeps retrying and opens intake
     once it gets it."""
     settings = settings_for(tmp_path)
-    a_app = analyzer_app(settings)
-    async with running(a_app) as a_client:
-        config = PaillierConfig.model_validate_json(
-            (await a_client.get("/v1/tasks/sum/secure-sum")).content)
-        rec = Recorder(httpx.ASGITransport(a_app))
-        rec.block_gets = True
-        async with running(create_shuffler(settings, analyzer_transport=rec)) as client:
-            _, reports = counts_maker(config, seed=4)(SUM, 10)
-            body = {"reports": [r.model_dump() for r in reports]}
-            await eventually(lambda: _attempts(rec, 3))
-            r = await client.post("/v1/tasks/sum/encrypted-counts", json=body)
-            error(r, 503, "not_ready")
-            assert r.headers["retry-after"] == "1"
-            # Not ready: /healthz says what it waits for (so the device is not started yet).
-            health = error(await client.get("/healthz"), 503, "starting")
-            assert health.message == "waiting for the analyzer: paillier-config"
-            assert (await queue_status(client, "sum")).accepted == 0
-            rec.block_gets = False
-            await eventually(lambda: secure_sum_ready(client))
-            assert (await upload(client, reports)).accepted == 10
-            await eventually(lambda: acked(client, 1))
-            assert (await privacy(a_client, "sum")).reports_counted == 10
+    rec = Recorder()
+    rec.block_gets = True
+    async with stack(settings, rec, wait_ready=False) as s:
+        _, reports = counts_maker(s.config, seed=4)(SUM, 10)
+        body = {"reports": [r.model_dump() for r in reports]}
+        await eventually(lambda: _attempts(rec, 3))
+        r = await s.shuffler.post("/v1/tasks/sum/encrypted-counts", json=body)
+        error(r, 503, "not_ready")
+        assert r.headers["retry-after"] == "1"
+        # Not ready: /healthz says what it waits for (so the device is not started yet).
+        health = error(await s.shuffler.get("/healthz"), 503, "starting")
+        assert health.message == "waiting for the analyzer: paillier-config"
+        assert (await s.queue()).accepted == 0
+        rec.block_gets = False
+        await eventually(lambda: secure_sum_ready(s.shuffler))
+        assert (await upload(s.shuffler, reports)).accepted == 10
+        await eventually(lambda: acked(s.shuffler, 1))
+        assert (await s.privacy()).reports_counted == 10
 
 
 async def _attempts(rec: Recorder, n: int) -> bool:

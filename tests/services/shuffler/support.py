@@ -12,16 +12,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from services.shuffler.app import create_app as create_shuffler
-from shared.protocol.messages import (
-    BatchUpload,
-)
+from shared.protocol.messages import BatchUpload
 from shared.settings import Settings
-from tests.helpers import (
-    ldp_task,
-    make_settings,
-    queue_status,
-    shuffle_task,
-)
+from tests.helpers import ldp_task, make_settings, queue_status, shuffle_task
 
 SHUF = shuffle_task()  # l = 5
 BIG = shuffle_task("big", l=20)
@@ -58,35 +51,13 @@ class FakeAnalyzer:
                 if task is None or t == task]
 
 
-class FlakyTransport(httpx.AsyncBaseTransport):
-    """Wraps a transport; fails the next ``fail_before`` requests before they reach the analyzer
-    and the next ``fail_after`` after the analyzer processed them (a lost acknowledgement)."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-        self.fail_before = 0
-        self.fail_after = 0
-        self.attempts = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.attempts += 1
-        if self.fail_before > 0:
-            self.fail_before -= 1
-            raise httpx.ConnectError("analyzer unreachable", request=request)
-        response = await self.inner.handle_async_request(request)
-        if self.fail_after > 0:
-            self.fail_after -= 1
-            await response.aread()
-            raise httpx.ReadTimeout("acknowledgement lost", request=request)
-        return response
-
 
 def shuffler_app(settings: Settings, fake: FakeAnalyzer) -> FastAPI:
     """A shuffler delivering to the fake analyzer."""
     return create_shuffler(settings, analyzer_transport=httpx.ASGITransport(fake.app()))
 
 
-def shuffler_settings(tmp_path: Path, **kw: object) -> Settings:
+def settings_for(tmp_path: Path, **kw: object) -> Settings:
     return make_settings(tmp_path / "data", tasks=[SHUF, BIG, LOC], **kw)
 
 
@@ -94,7 +65,4 @@ async def acked(client: httpx.AsyncClient, task: str, n: int) -> bool:
     return (await queue_status(client, task)).batches_acknowledged >= n
 
 
-
-async def has_error(client: httpx.AsyncClient, task: str = "shuf") -> bool:
-    return (await queue_status(client, task)).last_error is not None
 

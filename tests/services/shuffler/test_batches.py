@@ -7,28 +7,14 @@ import asyncio
 from pathlib import Path
 
 from shared.crypto.keystore import HpkeKeyStore
-from tests.helpers import (
-    TOKEN,
-    eventually,
-    queue_status,
-    report_maker,
-    running,
-    upload,
-)
-from tests.services.shuffler.support import (
-    BIG,
-    LOC,
-    SHUF,
-    FakeAnalyzer,
-    acked,
-    shuffler_app,
-    shuffler_settings,
-)
+from tests.helpers import TOKEN, eventually, queue_status, report_maker, running, upload
+
+from .support import BIG, LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
 
 
 async def test_batches_are_exactly_l_in_random_order(tmp_path: Path, keys: HpkeKeyStore) -> None:
     fake = FakeAnalyzer()
-    app = shuffler_app(shuffler_settings(tmp_path), fake)
+    app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         arrivals = make(BIG, 47)
@@ -58,7 +44,7 @@ async def test_batches_are_exactly_l_in_random_order(tmp_path: Path, keys: HpkeK
 
 async def test_never_a_batch_below_l(tmp_path: Path, keys: HpkeKeyStore) -> None:
     fake = FakeAnalyzer()
-    settings = shuffler_settings(tmp_path)
+    settings = settings_for(tmp_path)
     make = report_maker(keys.hpke_config())
     async with running(shuffler_app(settings, fake)) as client:
         await upload(client, make(SHUF, 4))
@@ -76,7 +62,7 @@ async def test_pass_through_task_forwards_batches_of_one(
     tmp_path: Path, keys: HpkeKeyStore
 ) -> None:
     fake = FakeAnalyzer()
-    app = shuffler_app(shuffler_settings(tmp_path), fake)
+    app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         await upload(client, make(LOC, 3), task="loc")

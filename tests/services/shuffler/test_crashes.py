@@ -13,18 +13,10 @@ from pathlib import Path
 import httpx
 
 from privbandit.launcher import free_ports
-from shared.protocol.messages import (
-    EncryptedReport,
-    HpkeConfig,
-    PrivacyReport,
-    ShufflerStatus,
-)
-from tests.helpers import (
-    TOKEN,
-    eventually,
-    report_maker,
-)
-from tests.services.shuffler.support import LOC, SHUF
+from shared.protocol.messages import EncryptedReport, HpkeConfig, PrivacyReport, ShufflerStatus
+from tests.helpers import TOKEN, eventually, report_maker
+
+from .support import LOC, SHUF
 
 # ---------------------------------------------------------------------------------------------
 # Crashes of either service (real processes, SIGKILL)

@@ -12,31 +12,42 @@ import httpx
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
 from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import (
-    HpkeConfig,
-    PrivacyReport,
-)
-from tests.helpers import (
-    eventually,
-    queue_status,
-    report_maker,
-    running,
-    upload,
-)
-from tests.services.shuffler.support import (
-    SHUF,
-    FakeAnalyzer,
-    FlakyTransport,
-    acked,
-    has_error,
-    shuffler_app,
-    shuffler_settings,
-)
+from shared.protocol.messages import HpkeConfig, PrivacyReport
+from tests.helpers import eventually, queue_status, report_maker, running, upload
+
+from .support import SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
+
+
+class FlakyTransport(httpx.AsyncBaseTransport):
+    """Wraps a transport; fails the next ``fail_before`` requests before they reach the analyzer
+    and the next ``fail_after`` after the analyzer processed them (a lost acknowledgement)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.fail_before = 0
+        self.fail_after = 0
+        self.attempts = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.attempts += 1
+        if self.fail_before > 0:
+            self.fail_before -= 1
+            raise httpx.ConnectError("analyzer unreachable", request=request)
+        response = await self.inner.handle_async_request(request)
+        if self.fail_after > 0:
+            self.fail_after -= 1
+            await response.aread()
+            raise httpx.ReadTimeout("acknowledgement lost", request=request)
+        return response
+
+
+async def has_error(client: httpx.AsyncClient, task: str = "shuf") -> bool:
+    return (await queue_status(client, task)).last_error is not None
 
 
 async def test_end_to_end_with_the_real_analyzer(tmp_path: Path) -> None:
     """Concurrent uploads → group commits → exactly floor(n / l) batches → analyzer counts them."""
-    settings = shuffler_settings(tmp_path)
+    settings = settings_for(tmp_path)
     analyzer = create_analyzer(settings)
     async with running(analyzer) as a_client:
         shuffler = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(analyzer))
@@ -60,7 +71,7 @@ async def test_end_to_end_with_the_real_analyzer(tmp_path: Path) -> None:
 
 
 async def test_retries_until_acknowledged_and_lost_acks_count_once(tmp_path: Path) -> None:
-    settings = shuffler_settings(tmp_path)
+    settings = settings_for(tmp_path)
     analyzer = create_analyzer(settings)
     async with running(analyzer) as a_client:
         hpke = HpkeConfig.model_validate((await a_client.get("/v1/hpke-config")).json())
@@ -84,7 +95,7 @@ async def test_retries_until_acknowledged_and_lost_acks_count_once(tmp_path: Pat
 
 async def test_rejections_are_surfaced_and_retried(tmp_path: Path, keys: HpkeKeyStore) -> None:
     fake = FakeAnalyzer(status=401)
-    app = shuffler_app(shuffler_settings(tmp_path), fake)
+    app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         await upload(client, make(SHUF, 5))
@@ -113,7 +124,7 @@ async def _error_has(client: httpx.AsyncClient, text: str) -> bool:
 async def test_unacknowledged_batches_resent_after_restart(
     tmp_path: Path, keys: HpkeKeyStore
 ) -> None:
-    settings = shuffler_settings(tmp_path)
+    settings = settings_for(tmp_path)
     make = report_maker(keys.hpke_config())
     down = FlakyTransport(httpx.ASGITransport(FakeAnalyzer().app()))
     down.fail_before = 10**9

@@ -23,19 +23,13 @@ from tests.helpers import (
     shuffle_task,
     upload,
 )
-from tests.services.shuffler.support import (
-    LOC,
-    SHUF,
-    FakeAnalyzer,
-    acked,
-    shuffler_app,
-    shuffler_settings,
-)
+
+from .support import LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
 
 
 async def test_health_status_and_unknown_task(tmp_path: Path, keys: HpkeKeyStore) -> None:
     fake = FakeAnalyzer()
-    app = shuffler_app(shuffler_settings(tmp_path), fake)
+    app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         r = await client.get("/healthz")
         assert r.status_code == 200 and r.json()["status"] == "ok"
@@ -103,7 +97,7 @@ async def test_upload_errors_store_nothing(tmp_path: Path, keys: HpkeKeyStore) -
 
 async def test_identical_ciphertexts_are_dropped(tmp_path: Path, keys: HpkeKeyStore) -> None:
     fake = FakeAnalyzer()
-    app = shuffler_app(shuffler_settings(tmp_path), fake)
+    app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
         a, b, c = make(SHUF, 3)
@@ -112,7 +106,7 @@ async def test_identical_ciphertexts_are_dropped(tmp_path: Path, keys: HpkeKeySt
         s = await queue_status(client, "shuf")
         assert (s.accepted, s.pending) == (3, 3)
     # Still recognised after a restart, also once the reports have been batched and deleted.
-    async with running(shuffler_app(shuffler_settings(tmp_path), fake)) as client:
+    async with running(shuffler_app(settings_for(tmp_path), fake)) as client:
         assert await upload(client, [a]) == ReportsAccepted(accepted=0, duplicates=1)
         await upload(client, make(SHUF, 2))
         await eventually(lambda: acked(client, "shuf", 1))

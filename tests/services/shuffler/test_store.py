@@ -10,7 +10,8 @@ from services.common.sqlite import schema_version
 from services.shuffler.store import MIGRATIONS, SCHEMA_V1, ShufflerStore, Upload
 from shared.crypto.keystore import HpkeKeyStore
 from tests.helpers import report_maker
-from tests.services.shuffler.support import SHUF
+
+from .support import SHUF
 
 
 def test_an_unversioned_store_opens_at_version_1_with_its_reports(
