@@ -1,4 +1,4 @@
-"""`privbandit privacy` (shared/cli_privacy.py) and the ledger builders (ledgers.py)."""
+"""`privbandit privacy` (privbandit/privacy_cmd.py) and the ledger builders (ledgers.py)."""
 
 from __future__ import annotations
 
