@@ -137,12 +137,9 @@ class ModelCache:
             # Remember the validator of the model we hold, as the server spells it.
             self._etags[task] = resp.headers.get("etag") or f'"{msg.version}"'
 
-    def _retries(self) -> Backoff:
-        return Backoff.of(self.timing.fetch_retry)
-
     async def _follow(self, task: str) -> None:
         t = self.timing
-        backoff = self._retries()
+        backoff = Backoff.of(self.timing.fetch_retry)
         while task not in self.fetched and not self._loops.stopping:
             try:
                 await self.poll(task)
@@ -212,7 +209,7 @@ class ModelCache:
         self.apply(task, msg, "stream")
 
     async def _hpke_loop(self) -> None:
-        backoff = self._retries()
+        backoff = Backoff.of(self.timing.fetch_retry)
         while not self._loops.stopping:
             try:
                 resp = await self.client.get("/v1/hpke-config")
