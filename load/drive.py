@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -31,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
+from load.loopback import loopback_only  # noqa: E402
 from privbandit.demo import (  # noqa: E402
     THREAT_MODELS,
     Driver,
@@ -47,17 +46,6 @@ from privbandit.launcher import SERVICES, local_cluster  # noqa: E402
 MAX_USERS = 1_000_000
 MAX_TIME = 3600.0
 MAX_CONCURRENCY = 512
-
-
-def loopback_only(url: str) -> str:
-    host = urlsplit(url).hostname or ""
-    try:
-        ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        ok = False
-    if not ok:
-        raise SystemExit(f"refusing {url}: the load driver only talks to loopback addresses")
-    return url.rstrip("/")
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:

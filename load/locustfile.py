@@ -15,34 +15,23 @@ Every target must be a loopback address: anything else is refused before a reque
 
 from __future__ import annotations
 
-import ipaddress
 import os
-from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 from locust import FastHttpUser, events, task
 
+from load.loopback import loopback_only
 from shared.core.policies import make_config, randomizer_for
 from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import HpkeConfig, TaskInfo, b64decode
 
 
-def require_loopback(url: str) -> None:
-    host = urlsplit(url).hostname or ""
-    try:
-        ok = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        ok = False
-    if not ok:
-        raise SystemExit(f"load tests only target loopback addresses, not {url!r}")
-
-
 @events.test_start.add_listener
 def _check_target(environment, **_: object) -> None:
-    require_loopback(environment.host or "")
+    loopback_only(environment.host or "")
     if "LOAD_ANALYZER" in os.environ:
-        require_loopback(os.environ["LOAD_ANALYZER"])
+        loopback_only(os.environ["LOAD_ANALYZER"])
 
 
 class _Task:

@@ -96,7 +96,7 @@ def main() -> int:
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp, \
             local_cluster(Path(tmp) / "data", log_dir=Path(tmp) / "logs") as cluster:
-        urls = cluster.urls()
+        urls = cluster.urls
         (port,) = free_ports(1)
         bare_url = f"http://127.0.0.1:{port}"
         bare = subprocess.Popen(

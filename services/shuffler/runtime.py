@@ -27,6 +27,7 @@ from shared.protocol.messages import ShufflerStatus, TaskQueueStatus
 from shared.settings import Settings
 
 DB_FILE = "shuffler.sqlite3"
+PAILLIER_CACHE = "paillier-config.json"
 
 
 @dataclass
@@ -88,7 +89,9 @@ async def open_runtime(
     client = httpx.AsyncClient(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=HTTP_TIMEOUT
     )
-    paillier = PaillierState(settings.tasks)
+    paillier = PaillierState(
+        settings.tasks, cache=Path(settings.data_dir) / "shuffler" / PAILLIER_CACHE
+    )
     forwarder = Forwarder(settings, store, metrics, client, paillier)
     intake = Intake(store, metrics, forwarder, paillier)
     readiness = Readiness()

@@ -7,7 +7,9 @@ at intake that every ciphertext lies in Z*_{n²} (a ciphertext sharing a factor 
 the product of its whole batch undecryptable), and to multiply the l ciphertexts of a batch
 modulo n². It fetches n from the analyzer's ``GET /v1/paillier-config`` at start-up and retries
 until it gets it; until then, secure-sum uploads are refused with 503 ``not_ready`` and the
-shuffler's ``/healthz`` answers 503 ``starting``.
+shuffler's ``/healthz`` answers 503 ``starting``. The last config it adopted is kept in its data
+directory (public data, nothing secret), so a shuffler restarted while the analyzer is down is
+ready at once and keeps taking reports; the fetch still runs and adopts a newer key.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import gmpy2
 import httpx
 from pydantic import ValidationError
 
+from services.common.files import write_atomically
 from services.common.retry import Backoff
 from services.shuffler.errors import BadCiphertext, NotReady, SumUnavailable, UnknownKey
 from services.shuffler.store import SecureBatch
@@ -36,7 +40,7 @@ class PaillierState:
     """The analyzer's Paillier public configuration as this shuffler knows it (event loop and
     worker threads read it; it is set once, from the event loop)."""
 
-    def __init__(self, tasks: Sequence[TaskConfig]) -> None:
+    def __init__(self, tasks: Sequence[TaskConfig], cache: Path | None = None) -> None:
         self.task_configs = {t.id: t for t in tasks if t.aggregation == "secure-sum"}
         self.config: PaillierConfig | None = None
         self.n = 0
@@ -44,6 +48,12 @@ class PaillierState:
         self.layouts: dict[str, SlotLayout] = {}
         self.last_error: str | None = None
         self.ready = asyncio.Event()
+        self.cache = cache
+        if cache is not None and self.needed and cache.exists():
+            try:
+                self.set(PaillierConfig.model_validate_json(cache.read_bytes()), save=False)
+            except (OSError, ValidationError, ValueError) as exc:
+                log.warning("ignoring the cached Paillier config %s: %s", cache, exc)
 
     @property
     def needed(self) -> bool:
@@ -53,11 +63,13 @@ class PaillierState:
         """What secure-sum intake waits for (readiness): the key, if a task needs it."""
         return ["paillier-config"] if self.needed and self.config is None else []
 
-    def set(self, config: PaillierConfig) -> None:
-        """Adopt a fetched config; raises ValueError (and changes nothing) if a task's layout
-        does not fit this key."""
+    def set(self, config: PaillierConfig, save: bool = True) -> None:
+        """Adopt a fetched config (and keep it in the cache file); raises ValueError (and
+        changes nothing) if a task's layout does not fit this key."""
         layouts = {t: layout_for(c, config.key_bits) for t, c in self.task_configs.items()}
         n = config.modulus()
+        if save and self.cache is not None and config != self.config:
+            write_atomically(self.cache, config.model_dump_json().encode("utf-8"))
         self.layouts = layouts
         self.n, self.n_squared = n, n * n
         self.config = config
