@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -41,37 +42,10 @@ from privbandit.launcher import Cluster, local_cluster
 
 SERVICES = ("shuffler", "analyzer", "device")
 
-# Small, fast tasks: one per HPKE threat model (secure-sum needs minutes of Paillier keygen and
-# pool refills on 2 cores, which would measure the key size rather than the crash handling).
-CHAOS_CONFIG = """\
-retry_initial = 0.05
-retry_max = 0.5
-log_level = "warning"
-
-[[tasks]]
-id = "chaos-shuffle"
-threat_model = "shuffle"
-K = 5
-[tasks.policy]
-algo = "sblb"
-d = 3
-eps0 = 8.0
-batch_size = 10
-confidence_scale = 0.1
-regularizer = "clip"
-
-[[tasks]]
-id = "chaos-ldp"
-threat_model = "ldp"
-K = 5
-[tasks.policy]
-algo = "ldp-linucb"
-d = 3
-epsilon = 1.0
-update_every = 25
-confidence_scale = 0.1
-regularizer = "clip"
-"""
+# The packaged small deployment (d = 3, K = 5): fast tasks, one per HPKE threat model. (Secure-sum
+# would spend the campaign on 2048-bit Paillier key generation and pool refills on 2 cores.)
+CHAOS_CONFIG = (resources.files("shared") / "defaults" / "small.toml").read_text("utf-8")
+TASKS = ("small-shuffle", "small-ldp", "small-central")
 
 
 @dataclass
@@ -117,13 +91,13 @@ async def campaign(cluster: Cluster, data_dir: Path, kills: int, seed: int, conc
     rng = random.Random(seed)
     tally = Tally()
     urls = cluster.urls
-    tasks = ["chaos-shuffle", "chaos-ldp"]
+    tasks = list(TASKS)
     infos = {t: await fetch_task(urls["analyzer"], t) for t in tasks}
     async with httpx.AsyncClient(timeout=10) as c:
         before = {t: await snapshot(urls, t, c) for t in tasks}
     drivers = {
         t: Driver(urls["device"], infos[t], users=10**6, concurrency=concurrency,
-                  seed=seed + i, time_limit=time_limit)
+                  seed=seed + i, time_limit=time_limit, request_retries=60)
         for i, t in enumerate(tasks)
     }
     deadline = time.monotonic() + time_limit

@@ -94,26 +94,29 @@ class ModelFetch(FastHttpUser):
                 resp.failure(f"status {resp.status_code}")
 
 
+def decide(user: FastHttpUser, t: _Task) -> str | None:
+    """One ``decide``; its decision id, or None (a failure recorded) if it was not a 200."""
+    with user.client.post(f"/v1/tasks/{t.task}/decide", json={"features": t.features()},
+                          name="decide", catch_response=True) as resp:
+        if resp.status_code != 200:
+            resp.failure(f"status {resp.status_code}: {resp.text[:200]}")
+            return None
+        return resp.json()["decision_id"]
+
+
 class Decide(FastHttpUser):
     @task
     def decide(self) -> None:
-        t = shared_task()
-        with self.client.post(f"/v1/tasks/{t.task}/decide", json={"features": t.features()},
-                              name="decide", catch_response=True) as resp:
-            if resp.status_code != 200:
-                resp.failure(f"status {resp.status_code}: {resp.text[:200]}")
+        decide(self, shared_task())
 
 
 class DeviceFlow(FastHttpUser):
     @task
     def decide_and_feedback(self) -> None:
         t = shared_task()
-        with self.client.post(f"/v1/tasks/{t.task}/decide", json={"features": t.features()},
-                              name="decide", catch_response=True) as resp:
-            if resp.status_code != 200:
-                resp.failure(f"status {resp.status_code}: {resp.text[:200]}")
-                return
-            decision = resp.json()["decision_id"]
+        decision = decide(self, t)
+        if decision is None:
+            return
         reward = float(t.rng.uniform())
         with self.client.post(f"/v1/tasks/{t.task}/feedback", name="feedback",
                               json={"decision_id": decision, "reward": reward},

@@ -13,6 +13,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -273,49 +274,13 @@ async def secure_sum_ready(client: httpx.AsyncClient) -> bool:
 # ---------------------------------------------------------------------------------------------
 # End to end
 
-E2E_CONFIG = """\
-# privbandit end-to-end test deployment (ports and data dir come from the environment)
-shuffler_token = "e2e-shuffler-token-0123456789"
-retry_initial = 0.05
-retry_max = 0.5
-log_level = "warning"
+# The packaged small deployment, with the e2e shuffler token.
+E2E_CONFIG = (
+    'shuffler_token = "e2e-shuffler-token-0123456789"\n'
+    + (resources.files("shared") / "defaults" / "small.toml").read_text("utf-8")
+)
 
-[[tasks]]
-id = "e2e-shuffle"
-threat_model = "shuffle"
-K = 5
-[tasks.policy]
-algo = "sblb"
-d = 3
-eps0 = 8.0
-batch_size = 20
-confidence_scale = 0.1
-regularizer = "clip"
-
-[[tasks]]
-id = "e2e-ldp"
-threat_model = "ldp"
-K = 5
-[tasks.policy]
-algo = "ldp-linucb"
-d = 3
-epsilon = 1.0
-update_every = 25
-confidence_scale = 0.1
-regularizer = "clip"
-
-[[tasks]]
-id = "e2e-central"
-threat_model = "central"
-K = 5
-[tasks.policy]
-algo = "adar-oful"
-d = 3
-alpha = 2.0
-epsilon = 1.0
-"""
-
-TASKS = {"shuffle": "e2e-shuffle", "ldp": "e2e-ldp", "central": "e2e-central"}
+TASKS = {"shuffle": "small-shuffle", "ldp": "small-ldp", "central": "small-central"}
 BATCH = {"shuffle": 20, "ldp": 1, "central": 1}
 
 

@@ -64,6 +64,9 @@ class Driver:
     transport: httpx.AsyncBaseTransport | None = None
     # Stop starting new users after this many seconds (load tests); None = run all users.
     time_limit: float | None = None
+    # Tries per request on transport errors and 5xx (backoff doubling to 2 s): the default rides
+    # out a device restart of a few seconds; fault campaigns that kill it often raise it.
+    request_retries: int = REQUEST_RETRIES
     # live state (read by progress displays and tests)
     done: int = 0
     regret: float = 0.0
@@ -163,7 +166,7 @@ class Driver:
         """POST with retries on transport errors and 5xx. A 409 on a *retried* feedback means
         the first attempt was recorded (only its answer was lost): report it as the 202."""
         delay = 0.05
-        for attempt in range(REQUEST_RETRIES):
+        for attempt in range(self.request_retries):
             try:
                 resp = await client.post(path, json=body)
             except httpx.TransportError:
@@ -176,4 +179,6 @@ class Driver:
                 self.errors += 1
             await asyncio.sleep(delay)
             delay = min(2 * delay, 2.0)
-        raise DemoError(f"POST {path}: the device did not answer after {REQUEST_RETRIES} tries")
+        raise DemoError(
+            f"POST {path}: the device did not answer after {self.request_retries} tries"
+        )

@@ -70,7 +70,7 @@ def test_demo_task_overrides_the_shuffle_transport_when_none_is_configured(
 ) -> None:
     cfg = write_config(tmp_path)  # the e2e shuffle task uses the default "reports" transport
     path, settings, task_id, override = demo_task(cfg, "shuffle", "secure-sum")
-    assert (path, task_id, override) == (cfg, "e2e-shuffle", True)
-    assert choose_task(settings, "shuffle", "reports") == ("e2e-shuffle", False)
+    assert (path, task_id, override) == (cfg, "small-shuffle", True)
+    assert choose_task(settings, "shuffle", "reports") == ("small-shuffle", False)
     with pytest.raises(DemoError):
         choose_task(settings, "central", "secure-sum")

@@ -121,6 +121,14 @@ def shuffle_delta(
     return float(min(1.0, np.dot(pmf, inner) + left_out))
 
 
+def _tail_mass(delta: float) -> float:
+    """The binomial tail left out of the δ sum for a target δ (its mass is added to δ, so it is
+    kept 10¹² times smaller than δ); checks δ ∈ (0, 1)."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    return min(DEFAULT_TAIL_MASS, 1e-12 * delta)
+
+
 def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
     """Smallest ε (to ``EPS_TOL``, rounded up) with ``shuffle_delta(ε, ε0, n) ≤ δ``.
 
@@ -129,11 +137,9 @@ def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
     and ε0 is returned (the pure-LDP figure, δ = 0).
     """
     _check(eps0, n)
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    tail = _tail_mass(delta)
     if n == 1:
         return eps0
-    tail = min(DEFAULT_TAIL_MASS, 1e-12 * delta)
 
     def ok(e: float) -> bool:
         return shuffle_delta(e, eps0, n, tail_mass=tail) <= delta
@@ -153,13 +159,11 @@ def shuffle_max_eps0(target_eps: float, n: int, delta: float) -> float:
     """
     if not target_eps > 0:
         raise ValueError(f"target_eps must be positive, got {target_eps}")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    tail = _tail_mass(delta)
     if n < 1:
         raise ValueError(f"n must be at least 1, got {n}")
     if n == 1:
         return target_eps
-    tail = min(DEFAULT_TAIL_MASS, 1e-12 * delta)
 
     def ok(e0: float) -> bool:
         return shuffle_delta(target_eps, e0, n, tail_mass=tail) <= delta
@@ -179,11 +183,9 @@ def shuffle_min_batch(
     _check(eps0, 1)
     if not target_eps > 0:
         raise ValueError(f"target_eps must be positive, got {target_eps}")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    tail = _tail_mass(delta)
     if target_eps >= eps0:
         return 1
-    tail = min(DEFAULT_TAIL_MASS, 1e-12 * delta)
 
     def ok(n: int) -> bool:
         return shuffle_delta(target_eps, eps0, n, tail_mass=tail) <= delta
