@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo simulate test bench clean
+.PHONY: demo simulate test bench load chaos clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,load]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,6 +28,14 @@ bench: $(STAMP)
 	$(BIN)/python bench/simulator.py
 	$(BIN)/python bench/secure_sum.py
 	$(BIN)/python bench/service_ingest.py
+
+# Locust against fresh local services and the bare floor (loopback only, bounded in time).
+load: $(STAMP)
+	$(BIN)/python load/run.py --json out/load/summary.json
+
+# The fault campaign: 100 random kill -9s of the three services under load, then the tally.
+chaos: $(STAMP)
+	$(BIN)/python load/chaos.py --kills 100 --json out/chaos.json
 
 clean:
 	rm -rf $(VENV) out
