@@ -76,6 +76,7 @@ class ShufflerRuntime:
                     batches_formed=c.batches_formed,
                     batches_acknowledged=c.batches_acknowledged,
                     batches_in_flight=c.batches_formed - c.batches_acknowledged,
+                    refused_stale_key=c.refused_stale_key,
                     last_error=self.forwarder.last_error.get(spec.id),
                 )
             )
@@ -110,7 +111,8 @@ async def open_runtime(
     fetcher = None
     if paillier.needed:
         fetcher = asyncio.create_task(
-            fetch_paillier_config(paillier, client, settings), name="fetch-paillier-config"
+            fetch_paillier_config(paillier, client, settings, forwarder.on_new_key),
+            name="fetch-paillier-config",
         )
     intake.start()
     forwarder.start()
