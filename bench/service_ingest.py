@@ -32,7 +32,7 @@ from shared.crypto.keystore import HpkeKeyStore
 from shared.protocol.messages import BatchUpload, ReportsAccepted, ReportUpload, b64decode
 from shared.settings import Settings, TaskConfig
 
-TOKEN = "bench-shuffler-token-0123456789"
+TOKEN = "bench-shuffler-token-0123456789abcdef"
 
 
 def task(l: int) -> TaskConfig:

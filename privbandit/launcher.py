@@ -8,6 +8,11 @@ environment, exactly as a deployment would do it:
 
     PRIVBANDIT_CONFIG=<file>  PRIVBANDIT_DATA_DIR=<dir>
     PRIVBANDIT_ANALYZER__HOST=127.0.0.1  PRIVBANDIT_ANALYZER__PORT=<port>   (same for the others)
+    PRIVBANDIT_SHUFFLER_TOKEN=<token>
+
+The shuffler's token has no default anywhere: unless the config file or the environment sets one,
+the launcher generates one per data directory (``secrets.token_urlsafe(32)``, kept in
+``<data dir>/shuffler-token`` with mode 0600, created once and reused by every later start).
 
 Everything binds and connects to loopback only.
 """
@@ -18,12 +23,14 @@ import atexit
 import contextlib
 import importlib.util
 import os
+import secrets
 import signal
 import site
 import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +38,13 @@ from typing import IO
 
 import httpx
 
+from shared.crypto.keystore import create_private_file
+from shared.settings import DEFAULT_CONFIG, shuffler_token_problem
+
 SERVICES = ("analyzer", "shuffler", "device")
 LOOPBACK = "127.0.0.1"
+TOKEN_ENV = "PRIVBANDIT_SHUFFLER_TOKEN"
+TOKEN_FILE = "shuffler-token"
 
 
 class LaunchError(RuntimeError):
@@ -70,6 +82,34 @@ def free_ports(n: int = 3, host: str = LOOPBACK) -> list[int]:
             s.close()
 
 
+def token_configured(env: dict[str, str], config: Path | None) -> bool:
+    """Whether the services' environment or their config file sets the shuffler's token
+    (environment variable names are matched case-insensitively, as pydantic-settings does)."""
+    if any(k.upper() == TOKEN_ENV for k in env):
+        return True
+    path = config or Path(env.get("PRIVBANDIT_CONFIG") or DEFAULT_CONFIG)
+    try:
+        return "shuffler_token" in tomllib.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return False  # the services report an unreadable config themselves
+
+
+def data_dir_token(data_dir: Path) -> str:
+    """The shuffler token of a data directory: ``<data_dir>/shuffler-token``, created with a
+    random token (mode 0600) if absent, else reused."""
+    path = Path(data_dir) / TOKEN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        create_private_file(path, secrets.token_urlsafe(32).encode("ascii"))
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o600)
+    token = path.read_text("ascii", errors="replace").strip()
+    problem = shuffler_token_problem(token)
+    if problem is not None:
+        raise LaunchError(f"{path}: {problem} (or delete {path} to generate a new one)")
+    return token
+
+
 def healthy(url: str, timeout: float = 1.0) -> bool:
     """True when ``GET {url}/healthz`` answers 200."""
     try:
@@ -100,10 +140,13 @@ class ServiceProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, env: dict[str, str], python: str = sys.executable) -> None:
+    def start(self, env: dict[str, str], python: str = sys.executable, init: bool = False) -> None:
+        """Start the service; ``init``: with ``--init`` (create lost state files anew)."""
         if self.alive():
             raise LaunchError(f"{self.name} is already running (pid {self.pid})")
         cmd = [python, "-m", f"services.{self.name}", "--host", self.host, "--port", str(self.port)]
+        if init:
+            cmd.append("--init")
         out: IO[bytes] | int | None = None
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -211,7 +254,8 @@ class Cluster:
         return {name: svc.url for name, svc in self.services.items()}
 
     def env(self) -> dict[str, str]:
-        """The child environment: this one, plus where everything is."""
+        """The child environment: this one, plus where everything is (``start`` adds the
+        shuffler's token)."""
         env = dict(os.environ)
         root = import_root()
         if root is not None:
@@ -233,19 +277,32 @@ class Cluster:
         env.update(self.extra_env)
         return env
 
-    def start(self, names: Iterable[str] = SERVICES, timeout: float = 60.0) -> None:
+    def _child_env(self) -> dict[str, str]:
+        """``env()`` with the shuffler's token of the data directory (created on first use)
+        unless the environment or the config file sets one."""
+        env = self.env()
+        if not token_configured(env, self.config):
+            env[TOKEN_ENV] = data_dir_token(self.data_dir)
+        return env
+
+    def start(
+        self, names: Iterable[str] = SERVICES, timeout: float = 60.0, init: bool = False
+    ) -> None:
         """Start services in dependency order and wait for each /healthz (the device is healthy
-        only once it holds the analyzer's key and models, so the analyzer goes first)."""
+        only once it holds the analyzer's key and models, so the analyzer goes first).
+
+        ``init``: start them with ``--init``, which creates new files in place of lost ones
+        (``services.common.datadir``); restarts never do."""
         names = [n for n in SERVICES if n in set(names)]
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = self.env()
         try:
+            env = self._child_env()
             if "analyzer" in names:
-                self.services["analyzer"].start(env, self.python)
+                self.services["analyzer"].start(env, self.python, init)
                 self.services["analyzer"].wait_healthy(timeout)
             rest = [n for n in names if n != "analyzer"]
             for n in rest:
-                self.services[n].start(env, self.python)
+                self.services[n].start(env, self.python, init)
             for n in rest:
                 self.services[n].wait_healthy(timeout)
         except BaseException:
@@ -257,7 +314,7 @@ class Cluster:
         svc = self.services[name]
         if svc.alive():
             svc.stop()
-        svc.start(self.env(), self.python)
+        svc.start(self._child_env(), self.python)
         svc.wait_healthy(timeout)
 
     def kill(self, name: str) -> None:

@@ -23,7 +23,13 @@ from privbandit.demo.config import (
     config_path,
     load_settings,
 )
-from privbandit.launcher import SERVICES, Cluster, LaunchError, healthy
+from privbandit.launcher import (
+    SERVICES,
+    TOKEN_FILE,
+    Cluster,
+    LaunchError,
+    healthy,
+)
 
 
 def _command(
@@ -50,6 +56,10 @@ def add_up_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for each service's /healthz (default 60)")
+    p.add_argument("--init", action="store_true",
+                   help="create new state files (databases, keys) in place of missing or empty "
+                        "ones; without it a service whose data directory was initialised before "
+                        "refuses to start when one is lost")
 
 
 def add_demo_parser(sub: argparse._SubParsersAction) -> None:
@@ -121,12 +131,14 @@ def run_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     print(f"starting services (config {cfg}, data in {data_dir.resolve()}) ...", flush=True)
     try:
-        cluster.start(timeout=args.timeout)
+        cluster.start(timeout=args.timeout, init=args.init)
         print("\nprivbandit is up:", flush=True)
         for name in SERVICES:
             print(f"  {name:9s} {cluster[name].url}  (pid {cluster[name].pid})")
         tasks = ", ".join(f"{t.id} ({t.threat_model})" for t in settings.tasks)
         print(f"  tasks     {tasks}")
+        if settings.shuffler_token is None:
+            print(f"  token     {data_dir.resolve() / TOKEN_FILE} (the shuffler's, generated)")
         print(f"  try       privbandit demo --threat-model shuffle --users 2000 --config {cfg}")
         print("Ctrl-C stops all three.", flush=True)
         while True:

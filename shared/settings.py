@@ -10,6 +10,7 @@ file serves ``privbandit up`` and docker compose.
 from __future__ import annotations
 
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
@@ -139,6 +140,39 @@ class DeviceTiming(BaseModel):
     http_timeout: Seconds = 10.0
 
 
+# The shuffler's credential: at least this many characters, the syntax of an RFC 6750 bearer token
+# (b64token), and none of the well-known placeholders (a public "secret" authenticates anyone).
+MIN_TOKEN_LENGTH = 32
+PLACEHOLDER_TOKENS = frozenset({
+    "change-me-shuffler-token",  # the default of earlier releases
+    "changeme", "change-me", "change_me", "secret", "password", "token", "shuffler-token",
+})
+PLACEHOLDER_PREFIXES = ("change-me", "changeme", "change_me", "replace-me", "your-", "example")
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+HOW_TO_SET_TOKEN = (
+    "set PRIVBANDIT_SHUFFLER_TOKEN (e.g. to the output of `openssl rand -base64 32`) or "
+    "shuffler_token in the config file (PRIVBANDIT_CONFIG), the same on the analyzer and the "
+    "shuffler; `privbandit up` generates one per data directory"
+)
+
+
+def shuffler_token_problem(token: str | None) -> str | None:
+    """Why ``token`` must not be used as the shuffler's credential, or None if it may."""
+    if not token:
+        return f"no shuffler token is configured (shuffler_token): {HOW_TO_SET_TOKEN}"
+    lowered = token.lower()
+    if lowered in PLACEHOLDER_TOKENS or lowered.startswith(PLACEHOLDER_PREFIXES):
+        return (f"the configured shuffler_token is a well-known placeholder, which would let "
+                f"anyone post batches: {HOW_TO_SET_TOKEN}")
+    if len(token) < MIN_TOKEN_LENGTH:
+        return (f"the configured shuffler_token has {len(token)} characters; at least "
+                f"{MIN_TOKEN_LENGTH} are required: {HOW_TO_SET_TOKEN}")
+    if _B64TOKEN.fullmatch(token) is None:
+        return ("the configured shuffler_token must be a bearer token (letters, digits and "
+                f"-._~+/, optionally ending in =): {HOW_TO_SET_TOKEN}")
+    return None
+
+
 class Settings(BaseSettings):
     """Everything a service needs to know about the deployment."""
 
@@ -151,8 +185,10 @@ class Settings(BaseSettings):
     device: ServiceAddress = ServiceAddress(port=8703)
     # Where each service keeps its SQLite files and keys (one subdirectory per service).
     data_dir: Path = Path("data")
-    # Bearer token the shuffler presents to the analyzer's batch endpoint.
-    shuffler_token: str = Field("change-me-shuffler-token", min_length=16)
+    # Bearer token the shuffler presents to the analyzer's batch endpoint. No default: the
+    # analyzer and the shuffler refuse to start without a usable one (``shuffler_token_problem``);
+    # the device does not use it. ``privbandit up`` generates one per data directory.
+    shuffler_token: str | None = None
     # Shuffler: how long to wait before retrying an unacknowledged batch (seconds, doubling).
     retry_initial: float = Field(0.2, gt=0)
     retry_max: float = Field(10.0, gt=0)

@@ -40,7 +40,7 @@ from shared.protocol.messages import (
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
 from shared.settings import DeviceTiming, Retry, Settings, TaskConfig
 
-TOKEN = "test-shuffler-token-0123456789"
+TOKEN = "test-shuffler-token-0123456789abcdef"
 L = 5  # shuffle batch size used throughout: small, so tests are fast
 # Paillier key size for service tests (create_app(..., paillier_key_bits=...)): small and fast;
 # production keys are 2048 bits or more.
@@ -276,7 +276,7 @@ async def secure_sum_ready(client: httpx.AsyncClient) -> bool:
 
 # The packaged small deployment, with the e2e shuffler token.
 E2E_CONFIG = (
-    'shuffler_token = "e2e-shuffler-token-0123456789"\n'
+    'shuffler_token = "e2e-shuffler-token-0123456789abcdef"\n'
     + (resources.files("shared") / "defaults" / "small.toml").read_text("utf-8")
 )
 

@@ -1,5 +1,5 @@
-"""``python -m services.analyzer [--host H] [--port P] [--access-log]``: run the analyzer with
-uvicorn."""
+"""``python -m services.analyzer [--host H] [--port P] [--access-log] [--init]``: run the analyzer
+with uvicorn."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from services.analyzer.app import create_app, request_shutdown
-from services.common.cli import service_args, setup_logging
+from services.common.cli import build_or_exit, service_args, setup_logging
 from shared.settings import Settings
 
 
@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings()
     args = service_args("analyzer", __doc__, settings, argv)
     setup_logging(settings)
-    server = build_server(create_app(settings), args.host, args.port, settings.log_level,
+    app = build_or_exit("analyzer", lambda: create_app(settings, init=args.init))
+    server = build_server(app, args.host, args.port, settings.log_level,
                           access_log=args.access_log)
     server.run()
 

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.analyzer.routes import router
-from services.analyzer.runtime import AnalyzerRuntime
+from services.analyzer.runtime import AnalyzerRuntime, state_dir
 from services.analyzer.tasks import row_wire_bytes
 from services.common.app import build_app
 from services.common.web import report_json_bytes
@@ -40,8 +40,12 @@ def create_app(
     *,
     sse_keepalive: float = 15.0,
     paillier_key_bits: int = DEFAULT_KEY_BITS,
+    init: bool = False,
 ) -> FastAPI:
     """Build an analyzer app; its state and keys live in ``settings.data_dir / "analyzer"``.
+    Raises ``StartupRefused`` without a usable shuffler token, or when that directory was
+    initialised before and its database or a key is missing or empty (unless ``init``:
+    explicitly create new ones; see ``services.common.datadir``).
 
     ``sse_keepalive``: seconds between keep-alive comments on idle model streams.
     ``paillier_key_bits``: size of a Paillier key created on first start (an existing key is
@@ -66,6 +70,9 @@ def create_app(
     return build_app(
         "analyzer", settings, router=router, runtime=open_runtime,
         max_body=max_body_bytes(settings),
+        state=state_dir(settings),
+        init=init,
+        uses_shuffler_token=True,
     )
 
 

@@ -39,11 +39,16 @@ async def require_shuffler(
     runtime: RuntimeDep,
     authorization: Annotated[str | None, Header()] = None,
 ) -> None:
-    """Only the shuffler may post batches: ``Authorization: Bearer <settings.shuffler_token>``."""
+    """Only the shuffler may post batches: ``Authorization: Bearer <settings.shuffler_token>``.
+
+    The scheme is matched case-insensitively (RFC 7235 §2.1: ``Bearer``, ``bearer`` and
+    ``BEARER`` are the same scheme); the token exactly, in constant time. An analyzer without a
+    token (never started so: ``build_app`` refuses) accepts nothing."""
     scheme, _, token = (authorization or "").partition(" ")
-    expected = runtime.settings.shuffler_token.encode()
+    expected = (runtime.settings.shuffler_token or "").encode()
     # compare_digest: the comparison time does not reveal how much of the token matched.
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
+    given = token.strip().encode()
+    if scheme.lower() != "bearer" or not expected or not hmac.compare_digest(given, expected):
         raise NotShuffler(
             "batches are accepted from the shuffler only (missing or wrong bearer token)"
         )

@@ -23,11 +23,17 @@ from services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, Inges
 from services.analyzer.metrics import AnalyzerMetrics
 from services.analyzer.store import AnalyzerStore
 from services.analyzer.tasks import TaskRuntime, row_wire_bytes
+from services.common.datadir import StateDir
 from services.common.group_commit import GroupCommitter, ShuttingDown
 from services.common.health import Readiness
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies import build_policy
-from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
+from shared.crypto.keystore import (
+    HPKE_KEY_FILE,
+    PAILLIER_KEY_FILE,
+    HpkeKeyStore,
+    PaillierKeyStore,
+)
 from shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
 from shared.crypto.slots import SlotLayout, layout_for
 from shared.protocol.messages import BatchAck
@@ -36,6 +42,18 @@ from shared.settings import Settings, TaskConfig
 log = logging.getLogger(__name__)
 
 DB_FILE = "analyzer.sqlite3"
+
+
+def state_dir(settings: Settings) -> StateDir:
+    """The analyzer's data directory and the files its state lives in: the database, the HPKE
+    key and, when a task uses secure-sum, the Paillier key."""
+    files = {
+        DB_FILE: "the analyzer's database: models, counts, processed batches and report ids",
+        HPKE_KEY_FILE: "the analyzer's HPKE private key, which every device's report is sealed to",
+    }
+    if any(t.aggregation == "secure-sum" for t in settings.tasks):
+        files[PAILLIER_KEY_FILE] = "the analyzer's Paillier private key (secure-sum tasks)"
+    return StateDir("analyzer", Path(settings.data_dir) / "analyzer", files)
 
 
 class AnalyzerRuntime:

@@ -2,7 +2,13 @@
 ``build_app``): title and version, the request-body limit, error handling (every error as
 ``ErrorBody``), the service's router, and a lifespan that opens the service's runtime before the
 first request, keeps it at ``app.state.runtime`` (where ``services.common.deps.get_runtime``
-finds it) and closes it after the last."""
+finds it) and closes it after the last.
+
+Before that, the start-up checks every service makes the same way (``StartupRefused`` when one
+fails): the shuffler's credential where it is used (analyzer and shuffler), and the service's
+data directory (``services.common.datadir``): checked when the app is built, so that
+``python -m services.<name>`` refuses at once with one message, and again when the lifespan
+starts; the marker is written once the runtime has opened its files."""
 
 from __future__ import annotations
 
@@ -12,8 +18,9 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 
+from services.common.datadir import StartupRefused, StateDir
 from services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
-from shared.settings import Settings
+from shared.settings import Settings, shuffler_token_problem
 
 # Opens a service's runtime (stores, clients, background loops) and closes it on exit.
 RuntimeFactory = Callable[[], AbstractAsyncContextManager[Any]]
@@ -28,15 +35,32 @@ def build_app(
     max_body: int | Callable[[], int],
     description: str = "",
     on_error: ErrorHook | None = None,
+    state: StateDir | None = None,
+    init: bool = False,
+    uses_shuffler_token: bool = False,
 ) -> FastAPI:
     """A service app: ``runtime()`` is entered for the app's lifespan and what it yields becomes
     ``app.state.runtime``; request bodies above ``max_body`` bytes (a number, or a function
     evaluated per request) are refused with 413 ``body_too_large``; ``on_error`` sees every
-    error response (see ``install_error_handlers``)."""
+    error response (see ``install_error_handlers``).
+
+    ``state``: the service's data directory, checked here and before ``runtime()`` (``init``
+    allows re-creating lost files) and marked after it. ``uses_shuffler_token``: refuse to build
+    the app without a usable ``settings.shuffler_token``. Both raise ``StartupRefused``."""
+    if uses_shuffler_token:
+        problem = shuffler_token_problem(settings.shuffler_token)
+        if problem is not None:
+            raise StartupRefused(f"{service}: refusing to start: {problem}")
+    if state is not None:
+        state.check(init=init)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if state is not None:
+            state.check(init=init)  # the files may have gone since the app was built
         async with runtime() as rt:
+            if state is not None:
+                state.mark()
             app.state.runtime = rt
             yield
 

@@ -1,24 +1,27 @@
 """What ``python -m services.<name>`` does the same way for every service: its command line (bind
-address and access log) and its logging set-up."""
+address, access log, ``--init``), its logging set-up, and refusing to start with one message
+(``build_or_exit``)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import uvicorn
 
+from services.common.datadir import StartupRefused
 from shared.settings import Settings
 
 
 def service_args(
     name: str, description: str | None, settings: Settings, argv: list[str] | None = None
 ) -> argparse.Namespace:
-    """``--host``, ``--port`` (default: the service's address in the settings) and
+    """``--host``, ``--port`` (default: the service's address in the settings),
     ``--access-log`` (default: on only at log level debug: one line per request costs more than
-    handling a small request under load).
+    handling a small request under load) and ``--init`` (see ``services.common.datadir``).
 
     ``--host`` is only the bind address (``0.0.0.0`` in a container); the peers' addresses come
     from the settings (config file and ``PRIVBANDIT_*`` environment variables)."""
@@ -30,6 +33,10 @@ def service_args(
                         help=f"port (default: {address.port}, from the settings)")
     parser.add_argument("--access-log", action="store_true",
                         help="log every request (default: only at log level debug)")
+    parser.add_argument("--init", action="store_true",
+                        help="create new state files (database, keys) in place of missing or "
+                             "empty ones; without it a service whose data directory was "
+                             "initialised before refuses to start when one is lost")
     args = parser.parse_args(argv)
     args.access_log = args.access_log or settings.log_level.lower() == "debug"
     return args
@@ -42,6 +49,18 @@ def setup_logging(settings: Settings) -> None:
     # httpx logs every request at INFO: one line per upload, poll or batch delivery is noise,
     # and costs time.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def build_or_exit(name: str, create: Callable[[], Any]) -> Any:
+    """``create()``, or, if the service refuses to start (``StartupRefused``: lost state, no
+    usable credential), its one message on stderr and exit status 2."""
+    try:
+        return create()
+    except StartupRefused as exc:
+        # The message starts with the service's name ("shuffler: refusing to start: ...").
+        message = str(exc) if str(exc).startswith(f"{name}: ") else f"{name}: {exc}"
+        print(f"privbandit {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def serve(app: Any, args: argparse.Namespace, settings: Settings, graceful_timeout: float) -> None:
@@ -66,8 +85,10 @@ def run_service(
     graceful_timeout: float,
 ) -> None:
     """``python -m services.<name>``: settings from the config file and the environment, the
-    command line, logging, then the app from ``create_app(settings)`` served until stopped."""
+    command line, logging, then the app from ``create_app(settings, init=...)`` served until
+    stopped (or exit status 2 if it refuses to start)."""
     settings = Settings()
     args = service_args(name, description, settings, argv)
     setup_logging(settings)
-    serve(create_app(settings), args, settings, graceful_timeout=graceful_timeout)
+    app = build_or_exit(name, lambda: create_app(settings, init=args.init))
+    serve(app, args, settings, graceful_timeout=graceful_timeout)

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,14 +18,37 @@ class SchemaError(RuntimeError):
     """The database was written by a newer (or unknown) schema than this code knows."""
 
 
+# A database and the files SQLite keeps beside it (which it creates with the database's mode).
+DB_SIBLINGS = ("", "-wal", "-shm", "-journal")
+
+
+def _private(path: Path) -> None:
+    """Make ``path`` and its SQLite siblings readable by the owner only: create the database
+    with mode 0600 (SQLite gives its -wal/-shm the database's mode), and tighten existing files
+    that are readable by others, with a warning (the device's holds plaintext features)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for suffix in DB_SIBLINGS:
+        file = path.with_name(path.name + suffix)
+        try:
+            mode = stat.S_IMODE(file.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            log.warning("database file %s had mode %o; setting 0600", file, mode)
+            os.chmod(file, 0o600)
+
+
 def open_db(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, synchronous=FULL.
 
     FULL: a commit that was acknowledged (a 202 from the shuffler or the device, an analyzer
     ack) survives a power cut, not only a process crash. ``check_same_thread=False``: the stores
     run their queries in worker threads and serialise access themselves (a lock or a single
-    writer thread). ``timeout`` is how long a statement waits for another connection's lock."""
+    writer thread). ``timeout`` is how long a statement waits for another connection's lock.
+    The files are the owner's only (mode 0600, see ``_private``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _private(path)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")

@@ -1,5 +1,5 @@
-"""``python -m services.device [--host H] [--port P] [--access-log]``: run the device service
-with uvicorn."""
+"""``python -m services.device [--host H] [--port P] [--access-log] [--init]``: run the device
+service with uvicorn."""
 
 from __future__ import annotations
 

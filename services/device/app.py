@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 
 from services.common.app import build_app
 from services.device.routes import router
-from services.device.runtime import open_runtime
+from services.device.runtime import open_runtime, state_dir
 from shared.crypto.paillier import MIN_KEY_BITS
 from shared.settings import Settings
 
@@ -26,9 +26,12 @@ def create_app(
     analyzer_transport: httpx.AsyncBaseTransport | None = None,
     shuffler_transport: httpx.AsyncBaseTransport | None = None,
     paillier_min_bits: int = MIN_KEY_BITS,
+    init: bool = False,
 ) -> FastAPI:
     """The device app. Its lifespan opens the store and starts the cache, the secure-sum key
-    fetchers and the uploader.
+    fetchers and the uploader. Raises ``StartupRefused`` when its data directory was initialised
+    before and its database is missing or empty (unless ``init``; see
+    ``services.common.datadir``). It needs no shuffler token.
 
     ``paillier_min_bits``: smallest Paillier key the device encrypts under (tests lower it to
     use fast test keys; production keys have at least 2048 bits).
@@ -47,6 +50,8 @@ def create_app(
         max_body=MAX_BODY_BYTES,
         description="On-device agent: decides locally, randomises and encrypts feedback.",
         on_error=_count_rejection,
+        state=state_dir(settings),
+        init=init,
     )
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from services.common.datadir import StateDir
 from services.common.health import Readiness
 from services.device.background import Loops
 from services.device.cache import ModelCache
@@ -38,6 +39,13 @@ DB_FILE = "device.sqlite3"
 def data_path(settings: Settings) -> Path:
     """The device's SQLite file: ``<data_dir>/device/device.sqlite3``."""
     return Path(settings.data_dir) / "device" / DB_FILE
+
+
+def state_dir(settings: Settings) -> StateDir:
+    """The device's data directory and the file its state lives in."""
+    return StateDir("device", data_path(settings).parent, {
+        DB_FILE: "the device's database: decisions, the outbox of reports not yet uploaded",
+    })
 
 
 @dataclass

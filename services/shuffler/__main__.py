@@ -1,5 +1,5 @@
-"""``python -m services.shuffler [--host H] [--port P] [--access-log]``: run the shuffler with
-uvicorn."""
+"""``python -m services.shuffler [--host H] [--port P] [--access-log] [--init]``: run the shuffler
+with uvicorn."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from services.common.app import build_app
 from services.shuffler.routes import router
-from services.shuffler.runtime import open_runtime
+from services.shuffler.runtime import open_runtime, state_dir
 from services.shuffler.tasks import BodyLimits, task_specs
 from shared.crypto.paillier import DEFAULT_KEY_BITS
 from shared.settings import Settings
@@ -24,8 +24,12 @@ def create_app(
     settings: Settings | None = None,
     *,
     analyzer_transport: httpx.AsyncBaseTransport | None = None,
+    init: bool = False,
 ) -> FastAPI:
-    """Build a shuffler app; its state lives in ``settings.data_dir / "shuffler"``.
+    """Build a shuffler app; its state lives in ``settings.data_dir / "shuffler"``. Raises
+    ``StartupRefused`` without a usable shuffler token, or when that directory was initialised
+    before and its database is missing or empty (unless ``init``; see
+    ``services.common.datadir``).
 
     ``analyzer_transport``: how to reach the analyzer (default: HTTP to ``settings.analyzer``);
     tests pass ``httpx.ASGITransport(analyzer_app)`` or a failing transport.
@@ -48,5 +52,8 @@ def create_app(
         router=router,
         runtime=lambda: open_runtime(settings, specs, analyzer_transport),
         max_body=max_body,
+        state=state_dir(settings),
+        init=init,
+        uses_shuffler_token=True,
     )
     return app

@@ -6,7 +6,11 @@ and retries each with exponential backoff until it gets a 200 ``BatchAck`` for t
 marks it acknowledged. For a ``secure-sum`` task it first multiplies the batch's Paillier
 ciphertexts into one encrypted sum (in a worker thread), stores that durably in place of the
 members, and posts only ``EncryptedBatchSum`` to ``/batch-sums``; an individual report of such a
-task never leaves the shuffler.
+task never leaves the shuffler. Before each attempt such a batch is checked against the analyzer's
+current Paillier key: a batch holding a report under another key (the analyzer's key changed
+after an explicit ``--init``) is dissolved instead of retried forever
+(``ShufflerStore.refuse_stale_key``), and an analyzer answering ``unknown_key`` makes the shuffler
+fetch its key again.
 """
 
 from __future__ import annotations
@@ -135,16 +139,21 @@ class Forwarder:
     async def _deliver_until_acked(self, task: str, batch_id: str) -> None:
         # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
         backoff = Backoff(self.settings.retry_initial, self.settings.retry_max)
+        delivery: Delivery | None = None
         while True:
-            try:
-                delivery = await self._load(task, batch_id)
+            # A secure-sum batch is loaded again before every attempt: checked against the
+            # analyzer's current key (a stale one is dissolved, see ``_load_sum``).
+            if delivery is None or task in self.secure:
+                try:
+                    delivery = await self._load(task, batch_id)
+                except SumUnavailable as exc:
+                    self._failed(task, batch_id, "secure_sum", str(exc))
+                    await backoff.sleep()
+                    continue
+                if delivery is None:  # acknowledged or dissolved meanwhile
+                    return
+            if await self._deliver(delivery):
                 break
-            except SumUnavailable as exc:
-                self._failed(task, batch_id, "secure_sum", str(exc))
-                await backoff.sleep()
-        if delivery is None:  # acknowledged meanwhile
-            return
-        while not await self._deliver(delivery):
             await backoff.sleep()
         await anyio.to_thread.run_sync(self.store.acknowledge, batch_id)
         self.metrics.batches_acknowledged.labels(task).inc()
@@ -167,6 +176,12 @@ class Forwarder:
         batch = self.store.load_secure_batch(batch_id)
         if batch is None:
             return None
+        keys = {batch.key_id} if batch.sum_ct is not None else {k for k, _ in batch.members}
+        if self.paillier.config is not None and not all(map(self.paillier.is_current, keys)):
+            # Under a key the analyzer no longer has: it can never be counted, and a sum over
+            # two keys decrypts to nothing. Dissolve it (this and any other such batch).
+            self.refuse_stale_key(batch.task, self.paillier.config.key_id)
+            return None
         if batch.sum_ct is None:
             started = time.perf_counter()
             key_id, ct = batch_sum(self.paillier, batch)
@@ -178,6 +193,26 @@ class Forwarder:
                 return None
         body = sum_message(batch).model_dump_json()
         return Delivery(batch_id, batch.task, f"/v1/tasks/{batch.task}/batch-sums", body)
+
+    def refuse_stale_key(self, task: str, key_id: int) -> None:
+        """(Worker thread.) Drop what ``task`` holds under another Paillier key than ``key_id``
+        (``ShufflerStore.refuse_stale_key``), count and log it."""
+        done = self.store.refuse_stale_key(task, key_id)
+        if done.refused or done.dissolved:
+            self.metrics.reports_refused_stale_key.labels(task).inc(done.refused)
+            self.metrics.batches_formed.labels(task).inc(done.formed)
+            log.error(
+                "task %s: refused %d accepted report(s) encrypted under a Paillier key the "
+                "analyzer no longer has (its key is %d); %d unacknowledged batch(es) dissolved, "
+                "%d formed again", task, done.refused, key_id, done.dissolved, done.formed,
+            )
+
+    async def on_new_key(self, key_id: int) -> None:
+        """The analyzer's Paillier key is ``key_id`` (newly adopted): refuse what every
+        secure-sum task holds under another key, then let delivery look again."""
+        for task in sorted(self.secure):
+            await anyio.to_thread.run_sync(self.refuse_stale_key, task, key_id)
+            self.wake(task)
 
     async def _deliver(self, d: Delivery) -> bool:
         """One delivery attempt; True iff the analyzer acknowledged this batch id."""
@@ -197,6 +232,8 @@ class Forwarder:
             reason = "client_error" if 400 <= resp.status_code < 500 else "server_error"
             try:
                 detail = resp.json()
+                if detail.get("code") == "unknown_key":  # the analyzer's key changed?
+                    self.paillier.request_refresh()
                 detail = f"{detail.get('code')}: {detail.get('message')}"
             except (ValueError, AttributeError):
                 detail = resp.text[:200]

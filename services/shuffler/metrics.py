@@ -12,6 +12,10 @@ class ShufflerMetrics(ServiceMetrics):
         self.reports_accepted = self.counter("reports_accepted", "Reports made durable", task)
         self.reports_duplicate = self.counter(
             "reports_duplicate", "Identical ciphertexts dropped", task)
+        self.reports_refused_stale_key = self.counter(
+            "reports_refused_stale_key",
+            "Accepted secure-sum reports dropped: under a Paillier key the analyzer no longer has",
+            task)
         self.batches_formed = self.counter("batches_formed", "Batches formed", task)
         self.batches_acknowledged = self.counter(
             "batches_acknowledged", "Batches acknowledged by the analyzer", task)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from services.common.datadir import StateDir
 from services.common.health import Readiness
 from services.shuffler.forwarder import HTTP_TIMEOUT, Forwarder
 from services.shuffler.intake import Intake
@@ -28,6 +29,14 @@ from shared.settings import Settings
 
 DB_FILE = "shuffler.sqlite3"
 PAILLIER_CACHE = "paillier-config.json"
+
+
+def state_dir(settings: Settings) -> StateDir:
+    """The shuffler's data directory and the file its state lives in (the Paillier config cache
+    is not state: it is fetched again from the analyzer)."""
+    return StateDir("shuffler", Path(settings.data_dir) / "shuffler", {
+        DB_FILE: "the shuffler's database: accepted reports, pending and unacknowledged batches",
+    })
 
 
 @dataclass
@@ -67,6 +76,7 @@ class ShufflerRuntime:
                     batches_formed=c.batches_formed,
                     batches_acknowledged=c.batches_acknowledged,
                     batches_in_flight=c.batches_formed - c.batches_acknowledged,
+                    refused_stale_key=c.refused_stale_key,
                     last_error=self.forwarder.last_error.get(spec.id),
                 )
             )
@@ -101,7 +111,8 @@ async def open_runtime(
     fetcher = None
     if paillier.needed:
         fetcher = asyncio.create_task(
-            fetch_paillier_config(paillier, client, settings), name="fetch-paillier-config"
+            fetch_paillier_config(paillier, client, settings, forwarder.on_new_key),
+            name="fetch-paillier-config",
         )
     intake.start()
     forwarder.start()

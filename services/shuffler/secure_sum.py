@@ -10,13 +10,22 @@ until it gets it; until then, secure-sum uploads are refused with 503 ``not_read
 shuffler's ``/healthz`` answers 503 ``starting``. The last config it adopted is kept in its data
 directory (public data, nothing secret), so a shuffler restarted while the analyzer is down is
 ready at once and keeps taking reports; the fetch still runs and adopts a newer key.
+
+The analyzer's key changes only by an explicit ``--init`` after its key file was lost. The shuffler
+follows it: it fetches the config again every ``REFRESH`` seconds, and soon (at most one fetch per
+``MIN_REFETCH`` seconds) after a device uploads under, or the analyzer refuses a sum for, a key
+it does not hold. Batches never mix keys: when a new key is adopted, every report held under
+another one (pending, or in an unacknowledged batch, which is dissolved) is dropped and counted
+as refused (``ShufflerStore.refuse_stale_key``: nobody can decrypt it any more), and a batch
+found to hold a stale member before its sum is formed is dissolved the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import gmpy2
@@ -35,6 +44,9 @@ from shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
 
+REFRESH = 60.0  # seconds between routine re-fetches of the analyzer's Paillier config
+MIN_REFETCH = 1.0  # seconds between two fetches asked for by ``request_refresh``
+
 
 class PaillierState:
     """The analyzer's Paillier public configuration as this shuffler knows it (event loop and
@@ -48,6 +60,9 @@ class PaillierState:
         self.layouts: dict[str, SlotLayout] = {}
         self.last_error: str | None = None
         self.ready = asyncio.Event()
+        # Set (from any thread, via the follower's loop) to fetch the config again soon.
+        self._refresh: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.cache = cache
         if cache is not None and self.needed and cache.exists():
             try:
@@ -62,6 +77,24 @@ class PaillierState:
     def missing(self) -> list[str]:
         """What secure-sum intake waits for (readiness): the key, if a task needs it."""
         return ["paillier-config"] if self.needed and self.config is None else []
+
+    def request_refresh(self) -> None:
+        """Ask ``fetch_paillier_config`` to fetch the analyzer's config again soon (a device or
+        the analyzer named a key this shuffler does not hold). Thread-safe; a no-op while no
+        follower runs."""
+        loop, event = self._loop, self._refresh
+        if loop is not None and event is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(event.set)
+
+    def refresh_requests(self) -> asyncio.Event:
+        """The event ``request_refresh`` sets, bound to the running loop (the follower's)."""
+        self._loop = asyncio.get_running_loop()
+        self._refresh = asyncio.Event()
+        return self._refresh
+
+    def is_current(self, key_id: int | None) -> bool:
+        """Whether ``key_id`` is the key of the adopted config."""
+        return self.config is not None and key_id == self.config.key_id
 
     def set(self, config: PaillierConfig, save: bool = True) -> None:
         """Adopt a fetched config (and keep it in the cache file); raises ValueError (and
@@ -87,6 +120,7 @@ class PaillierState:
         plaintexts = self.layouts[task].plaintexts
         for i, report in enumerate(reports):
             if report.key_id != config.key_id:
+                self.request_refresh()  # the analyzer's key may have changed: look
                 raise UnknownKey(
                     f"reports[{i}]: encrypted under Paillier key {report.key_id}, the analyzer's "
                     f"key is {config.key_id}; no report was stored"
@@ -142,23 +176,51 @@ def sum_message(batch: SecureBatch) -> EncryptedBatchSum:
     )
 
 
+# Called with the new key id once a config with another key than the one held is adopted.
+NewKeyHook = Callable[[int], Awaitable[None]]
+
+
 async def fetch_paillier_config(
-    state: PaillierState, client: httpx.AsyncClient, settings: Settings
+    state: PaillierState,
+    client: httpx.AsyncClient,
+    settings: Settings,
+    on_new_key: NewKeyHook | None = None,
 ) -> None:
-    """Fetch ``GET /v1/paillier-config`` until a valid config arrives (exponential backoff with
-    jitter, as batch delivery), then adopt it. Runs as a background task from start-up."""
+    """Follow the analyzer's ``GET /v1/paillier-config``: fetch until a valid config arrives
+    (exponential backoff with jitter, as batch delivery) and adopt it; then fetch again every
+    ``REFRESH`` seconds, or ``MIN_REFETCH`` seconds after ``state.request_refresh()``. When the
+    adopted key differs from the one held before (also the cached one at start-up, or none),
+    ``on_new_key(key_id)`` refuses what is held under any other key. Runs as a background task
+    from start-up until cancelled."""
+    refresh = state.refresh_requests()
     backoff = Backoff(settings.retry_initial, settings.retry_max)
+    checked: int | None = None  # the key that what is held was last checked against
     while True:
+        refresh.clear()
         try:
             resp = await client.get("/v1/paillier-config")
             if resp.status_code == 200:
-                state.set(PaillierConfig.model_validate_json(resp.content))
-                assert state.config is not None
-                log.info(
-                    "analyzer Paillier key %d (%d bits); secure-sum intake open",
-                    state.config.key_id, state.config.key_bits,
-                )
-                return
+                config = PaillierConfig.model_validate_json(resp.content)
+                if config != state.config:
+                    old = state.config
+                    state.set(config)
+                    if old is None:
+                        log.info("analyzer Paillier key %d (%d bits); secure-sum intake open",
+                                 config.key_id, config.key_bits)
+                    else:
+                        log.warning("the analyzer's Paillier key changed (key id %d -> %d)",
+                                    old.key_id, config.key_id)
+                if checked != config.key_id and on_new_key is not None:
+                    try:
+                        await on_new_key(config.key_id)
+                        checked = config.key_id
+                    except Exception:  # retried at the next fetch; sums check keys anyway
+                        log.exception("refusing reports under old Paillier keys failed")
+                backoff.reset()
+                await asyncio.sleep(MIN_REFETCH)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(refresh.wait(), max(0.0, REFRESH - MIN_REFETCH))
+                continue
             error = f"HTTP {resp.status_code}: {resp.text[:200]}"
         except (httpx.HTTPError, ValidationError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}"

@@ -10,7 +10,8 @@ Tables
   ciphertexts) of a formed batch. Storing it deletes the members in the same transaction (the sum
   is all that is ever forwarded, so no single ciphertext stays at rest longer than needed); it is
   deleted when the analyzer acknowledges the batch.
-- ``counters``: per-task totals.
+- ``counters``: per-task totals (``refused_stale_key``: accepted secure-sum reports dropped
+  because the analyzer's Paillier key changed, see ``refuse_stale_key``).
 
 Secure-sum reports (``EncryptedCounts``) use the same ``pending`` / ``batch_reports`` rows as HPKE
 reports, with an empty ``enc``.
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.common.sqlite import migrate, open_db, transaction
+from services.common.sqlite import add_columns, migrate, open_db, transaction
 from shared.protocol.messages import EncryptedReport, b64decode, b64encode
 from shared.protocol.secure_sum import EncryptedCounts
 
@@ -80,7 +81,10 @@ CREATE TABLE IF NOT EXISTS batch_sums (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS = [SCHEMA_V1]
+MIGRATIONS = [
+    SCHEMA_V1,
+    add_columns(("counters", "refused_stale_key", "INTEGER NOT NULL DEFAULT 0")),
+]
 
 # Shuffling uses the OS CSPRNG: the permutation is what hides arrival order from the analyzer.
 _CSPRNG = secrets.SystemRandom()
@@ -140,6 +144,16 @@ class TaskCounts:
     duplicates: int
     batches_formed: int
     batches_acknowledged: int
+    refused_stale_key: int = 0
+
+
+@dataclass(frozen=True)
+class StaleKeyRefusal:
+    """What ``refuse_stale_key`` did: reports dropped, batches dissolved, batches formed anew."""
+
+    refused: int
+    dissolved: int
+    formed: int
 
 
 class ShufflerStore:
@@ -300,6 +314,55 @@ class ShufflerStore:
                 conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
         return live
 
+    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal:
+        """A secure-sum task once the analyzer's Paillier key is ``key_id``: a report held under
+        another key can never be counted (no analyzer holds that key any more) and must never
+        share a batch with reports under ``key_id`` (their product decrypts to nothing). In ONE
+        transaction: such pending reports are deleted; an unacknowledged batch holding any (or
+        whose stored sum is under another key) is dissolved: its stale members deleted, the
+        others returned to pending, the batch forgotten (never delivered, so it is uncounted
+        from ``batches_formed``); then full batches are formed again. Deleted reports are
+        counted in ``refused_stale_key``."""
+        with self._lock, transaction(self._conn) as conn:
+            refused = conn.execute(
+                "DELETE FROM pending WHERE task = ? AND key_id != ?", (task, key_id)
+            ).rowcount
+            dissolved = 0
+            for batch_id, size in conn.execute(
+                "SELECT batch_id, size FROM batches WHERE task = ? AND acked = 0 ORDER BY seq",
+                (task,),
+            ).fetchall():
+                stored = conn.execute(
+                    "SELECT key_id FROM batch_sums WHERE batch_id = ?", (batch_id,)
+                ).fetchone()
+                if stored is not None:
+                    if stored[0] == key_id:
+                        continue
+                    refused += size  # the sum replaced its members: all under the old key
+                else:
+                    stale = conn.execute(
+                        "SELECT count(*) FROM batch_reports WHERE batch_id = ? AND key_id != ?",
+                        (batch_id, key_id),
+                    ).fetchone()[0]
+                    if stale == 0:
+                        continue
+                    refused += stale
+                    conn.execute(
+                        "INSERT INTO pending (task, key_id, enc, ct) SELECT ?, key_id, enc, ct "
+                        "FROM batch_reports WHERE batch_id = ? AND key_id = ? ORDER BY position",
+                        (task, batch_id, key_id),
+                    )
+                for table in ("batch_reports", "batch_sums", "batches"):
+                    conn.execute(f"DELETE FROM {table} WHERE batch_id = ?", (batch_id,))
+                dissolved += 1
+            conn.execute(
+                "UPDATE counters SET refused_stale_key = refused_stale_key + ?, "
+                "batches_formed = batches_formed - ? WHERE task = ?",
+                (refused, dissolved, task),
+            )
+            formed = self._form_batches(task) if dissolved else 0
+        return StaleKeyRefusal(refused, dissolved, formed)
+
     def has_sum(self, batch_id: str) -> bool:
         """Whether the encrypted sum of a batch is stored (False once acknowledged)."""
         with self._lock:
@@ -348,11 +411,11 @@ class ShufflerStore:
                 "SELECT count(*) FROM pending WHERE task = ?", (task,)
             ).fetchone()[0]
             row = self._conn.execute(
-                "SELECT accepted, duplicates, batches_formed, batches_acknowledged "
-                "FROM counters WHERE task = ?",
+                "SELECT accepted, duplicates, batches_formed, batches_acknowledged, "
+                "refused_stale_key FROM counters WHERE task = ?",
                 (task,),
             ).fetchone()
-        return TaskCounts(pending, *(row or (0, 0, 0, 0)))
+        return TaskCounts(pending, *(row or (0, 0, 0, 0, 0)))
 
     def batch_members(self, batch_id: str) -> int:
         """How many ciphertexts of a batch are still stored (0 once acknowledged)."""

@@ -170,6 +170,10 @@ class TaskQueueStatus(Message):
     batches_formed: int
     batches_acknowledged: int
     batches_in_flight: int
+    refused_stale_key: int = Field(
+        0, description="accepted secure-sum reports dropped because the analyzer's Paillier key "
+        "changed (an explicit --init): nobody can decrypt them any more",
+    )
     last_error: str | None = Field(
         None, description="the last failure forwarding a batch to the analyzer (None once acked)"
     )

@@ -4,6 +4,8 @@ is built or run here)."""
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import subprocess
 import tomllib
@@ -29,13 +31,43 @@ def ports() -> dict[str, int]:
     return {name: int(cfg[name]["port"]) for name in SERVICES}
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
-def test_docker_compose_config_validates() -> None:
-    result = subprocess.run(
+def docker_compose_config(token: str | None) -> subprocess.CompletedProcess[str]:
+    """``docker-compose config -q`` with PRIVBANDIT_SHUFFLER_TOKEN set to ``token`` (or unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "PRIVBANDIT_SHUFFLER_TOKEN"}
+    if token is not None:
+        env["PRIVBANDIT_SHUFFLER_TOKEN"] = token
+    return subprocess.run(
         ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
     )
+
+
+needs_compose = pytest.mark.skipif(
+    shutil.which("docker-compose") is None, reason="docker-compose not installed"
+)
+
+
+@needs_compose
+def test_docker_compose_config_validates() -> None:
+    result = docker_compose_config(secrets.token_urlsafe(32))
     assert result.returncode == 0, result.stderr
+
+
+@needs_compose
+def test_docker_compose_refuses_without_a_shuffler_token() -> None:
+    result = docker_compose_config(None)
+    assert result.returncode != 0
+    assert "set PRIVBANDIT_SHUFFLER_TOKEN" in result.stderr, result.stderr
+
+
+def test_shuffler_token_comes_from_the_environment_with_no_default(
+    compose: dict[str, Any],
+) -> None:
+    for svc in compose["services"].values():
+        value = svc["environment"]["PRIVBANDIT_SHUFFLER_TOKEN"]
+        # ${VAR:?message}: compose refuses to start without it; ${VAR:-default} would not.
+        assert value.startswith("${PRIVBANDIT_SHUFFLER_TOKEN:?"), value
+        assert ":-" not in value and "change-me" not in value
 
 
 def test_three_services_from_one_image(compose: dict[str, Any]) -> None:
@@ -110,7 +142,7 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
     def fake_run(app: Any, **kwargs: Any) -> None:
         captured.update(kwargs)
 
-    def fake_create_app(settings: Any) -> Any:
+    def fake_create_app(settings: Any, **kwargs: Any) -> Any:
         captured["settings"] = settings
         return object()
 

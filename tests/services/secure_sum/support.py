@@ -47,8 +47,8 @@ def settings_for(tmp_path: Path, **kw: Any) -> Settings:
     return make_settings(tmp_path / "data", tasks=[SUM, SHUF], **kw)
 
 
-def analyzer_app(settings: Settings) -> FastAPI:
-    return create_analyzer(settings, paillier_key_bits=PAILLIER_TEST_BITS)
+def analyzer_app(settings: Settings, init: bool = False) -> FastAPI:
+    return create_analyzer(settings, paillier_key_bits=PAILLIER_TEST_BITS, init=init)
 
 
 class Recorder(httpx.AsyncBaseTransport):
@@ -110,10 +110,12 @@ class Stack:
 
 @asynccontextmanager
 async def stack(
-    settings: Settings, recorder: Recorder | None = None, wait_ready: bool = True
+    settings: Settings, recorder: Recorder | None = None, wait_ready: bool = True,
+    init: bool = False,
 ) -> AsyncIterator[Stack]:
-    """Real analyzer and shuffler apps, the shuffler posting to the analyzer in-process."""
-    a_app = analyzer_app(settings)
+    """Real analyzer and shuffler apps, the shuffler posting to the analyzer in-process
+    (``init``: the analyzer started with ``--init``)."""
+    a_app = analyzer_app(settings, init)
     async with running(a_app) as a_client:
         rec = recorder if recorder is not None else Recorder()
         rec.inner = httpx.ASGITransport(a_app)

@@ -3,12 +3,15 @@ versioning, and batches formed in the same transaction as the upload that fills 
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from pathlib import Path
 
 from services.common.sqlite import schema_version
-from services.shuffler.store import MIGRATIONS, SCHEMA_V1, ShufflerStore, Upload
+from services.shuffler.store import MIGRATIONS, SCHEMA_V1, ShufflerStore, StaleKeyRefusal, Upload
 from shared.crypto.keystore import HpkeKeyStore
+from shared.protocol.messages import b64encode
+from shared.protocol.secure_sum import EncryptedCounts
 from tests.helpers import report_maker
 
 from .support import SHUF
@@ -39,5 +42,38 @@ def test_an_unversioned_store_opens_at_version_1_with_its_reports(
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 1
+        assert schema_version(conn) == len(MIGRATIONS) == 2
         assert MIGRATIONS[0] is SCHEMA_V1
+
+
+def counts_under(key_id: int, n: int) -> list[EncryptedCounts]:
+    """n distinct stand-ins for secure-sum reports under a Paillier key id (the store does not
+    read ciphertexts)."""
+    return [EncryptedCounts(key_id=key_id, ct=b64encode(secrets.token_bytes(32)))
+            for _ in range(n)]
+
+
+def test_reports_under_a_stale_key_are_refused_and_a_mixed_batch_is_formed_again(
+    tmp_path: Path,
+) -> None:
+    store = ShufflerStore(tmp_path / "shuffler.sqlite3", {"sum": 10})
+    try:
+        old, new = counts_under(1, 9), counts_under(2, 5)
+        _, formed = store.accept([Upload("sum", [*old[:7], *new[:3]]), Upload("sum", old[7:])])
+        assert formed == {"sum": 1}  # 7 old + 3 new: a batch no sum can be formed of
+        (mixed,) = store.unacked("sum", 10)
+        done = store.refuse_stale_key("sum", 2)
+        assert (done.refused, done.dissolved, done.formed) == (9, 1, 0)
+        assert store.load_secure_batch(mixed) is None and store.unacked("sum", 10) == []
+        c = store.counts("sum")
+        assert (c.accepted, c.pending, c.batches_formed, c.refused_stale_key) == (12, 3, 0, 9)
+        # The 3 reports under the current key wait for 7 more and form a batch of one key.
+        _, formed = store.accept([Upload("sum", [*new[3:], *counts_under(2, 5)])])
+        assert formed == {"sum": 1}
+        (batch_id,) = store.unacked("sum", 10)
+        batch = store.load_secure_batch(batch_id)
+        assert batch is not None and {k for k, _ in batch.members} == {2}
+        assert store.refuse_stale_key("sum", 2) == StaleKeyRefusal(0, 0, 0)  # nothing stale
+        assert store.unacked("sum", 10) == [batch_id]
+    finally:
+        store.close()

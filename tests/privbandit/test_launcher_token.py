@@ -1,0 +1,107 @@
+"""``privbandit up`` / ``demo`` (the launcher): the shuffler's token is generated once per data
+directory (mode 0600) and handed to the services, unless the config or the environment sets one;
+``--init`` reaches the services' command line."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from privbandit import launcher, services_cmd
+from privbandit.launcher import TOKEN_ENV, TOKEN_FILE, Cluster, LaunchError, data_dir_token
+from shared.settings import shuffler_token_problem
+from tests.helpers import E2E_CONFIG, cli, write_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ROOT / "shared" / "defaults" / "small.toml"  # sets no token
+PORTS = {"analyzer": 1, "shuffler": 2, "device": 3}
+
+
+@pytest.fixture(autouse=True)
+def no_token_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_up_generates_an_owner_only_token_file_and_reuses_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = Cluster(data, PORTS, config=SMALL)._child_env()
+    token = env[TOKEN_ENV]
+    path = data / TOKEN_FILE
+    assert path.read_text() == token and mode(path) == 0o600
+    assert len(token) >= 43 and shuffler_token_problem(token) is None  # token_urlsafe(32)
+    # The next start (another launcher, same data directory) hands out the same token.
+    assert Cluster(data, PORTS, config=SMALL)._child_env()[TOKEN_ENV] == token
+    assert data_dir_token(data) == token
+    # Another data directory, another token.
+    assert Cluster(tmp_path / "other", PORTS, config=SMALL)._child_env()[TOKEN_ENV] != token
+
+
+def test_a_token_set_by_the_config_or_the_environment_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    configured = write_config(tmp_path / "cfg")  # E2E_CONFIG sets shuffler_token
+    assert "shuffler_token" in E2E_CONFIG
+    assert TOKEN_ENV not in Cluster(data, PORTS, config=configured)._child_env()
+    mine = "t" * 40
+    env = Cluster(data, PORTS, config=SMALL, extra_env={TOKEN_ENV: mine})._child_env()
+    assert env[TOKEN_ENV] == mine
+    monkeypatch.setenv(TOKEN_ENV.lower(), mine)  # pydantic-settings ignores the case
+    assert Cluster(data, PORTS, config=SMALL)._child_env()[TOKEN_ENV.lower()] == mine
+    assert not (data / TOKEN_FILE).exists()
+
+
+def test_env_alone_writes_no_token_file(tmp_path: Path) -> None:
+    """``Cluster.env()`` describes the children's environment; only a start creates the file."""
+    Cluster(tmp_path / "data", PORTS, config=SMALL).env()
+    assert not (tmp_path / "data").exists()
+
+
+def test_an_unusable_token_file_is_refused_naming_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / TOKEN_FILE).write_text("change-me-shuffler-token\n")
+    with pytest.raises(LaunchError, match=f"{data / TOKEN_FILE}: .*placeholder"):
+        Cluster(data, PORTS, config=SMALL)._child_env()
+
+
+def test_a_token_file_readable_by_others_is_tightened(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    token = data_dir_token(data)
+    (data / TOKEN_FILE).chmod(0o644)
+    assert data_dir_token(data) == token and mode(data / TOKEN_FILE) == 0o600
+
+
+def test_up_init_starts_the_services_with_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commands: list[list[str]] = []
+
+    class Started(Exception):
+        pass
+
+    def popen(cmd: list[str], **kwargs: Any) -> Any:
+        commands.append(cmd)
+        raise Started  # stop right there: no process is started
+
+    monkeypatch.setattr(launcher.subprocess, "Popen", popen)
+    monkeypatch.setattr(launcher, "healthy", lambda url, timeout=1.0: False)
+    monkeypatch.setattr(services_cmd, "healthy", lambda url, timeout=1.0: False)
+    # `up` installs SIGINT/SIGTERM handlers: not in the test process.
+    monkeypatch.setattr(services_cmd.signal, "signal", lambda *args: None)
+    config = tmp_path / "up.toml"
+    config.write_text(SMALL.read_text() + "\n[analyzer]\nport = 1\n[shuffler]\nport = 2\n"
+                      "[device]\nport = 3\n")
+    for flags, init in (([], False), (["--init"], True)):
+        commands.clear()
+        with pytest.raises(Started):
+            cli(["up", "--config", str(config), "--data-dir", str(tmp_path / "data"), *flags])
+        assert commands and commands[0][2] == "services.analyzer"
+        assert ("--init" in commands[0]) is init
