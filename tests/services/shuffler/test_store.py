@@ -14,7 +14,7 @@ from tests.helpers import report_maker
 from .support import SHUF
 
 
-def test_an_unversioned_store_opens_at_version_1_with_its_reports(
+def test_an_unversioned_store_opens_at_version_1_with_its_reports_and_migrates_on(
     tmp_path: Path, keys: HpkeKeyStore
 ) -> None:
     path = tmp_path / "shuffler.sqlite3"
@@ -39,5 +39,5 @@ def test_an_unversioned_store_opens_at_version_1_with_its_reports(
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 1
+        assert schema_version(conn) == len(MIGRATIONS) == 2
         assert MIGRATIONS[0] is SCHEMA_V1
