@@ -98,12 +98,12 @@ class ConfigFetcher:
         state: PublishedConfig[Any],
         client: httpx.AsyncClient,
         settings: Settings,
-        min_interval: float = REFRESH_INTERVAL,
+        min_interval: float | None = None,
     ) -> None:
         self.state = state
         self.client = client
         self.settings = settings
-        self.min_interval = min_interval
+        self.min_interval = REFRESH_INTERVAL if min_interval is None else min_interval
         self._lock = asyncio.Lock()
         self._last_attempt: float | None = None
         self._last_ok = False

@@ -30,12 +30,17 @@ class FakeAnalyzer:
     keys: HpkeKeyStore
     status: int = 200
     deliveries: list[tuple[str, dict[str, str], dict]] = field(default_factory=list)
+    hpke_gets: int = 0  # GET /v1/hpke-config requests served or refused
+    hpke_down: bool = False  # answer them 503
 
     def app(self) -> FastAPI:
         app = FastAPI()
 
         @app.get("/v1/hpke-config")
         async def hpke_config() -> JSONResponse:
+            self.hpke_gets += 1
+            if self.hpke_down:
+                return JSONResponse({"code": "unavailable", "message": "down"}, 503)
             return JSONResponse(self.keys.hpke_config().model_dump())
 
         @app.post("/v1/tasks/{task}/batches")
