@@ -36,8 +36,9 @@ C = TypeVar("C", bound=BaseModel)
 
 # Seconds between two on-demand fetches of one config (``ConfigFetcher.refresh``).
 REFRESH_INTERVAL = 5.0
-# Longest wait for the analyzer during start-up (``ConfigFetcher.first``).
-FIRST_FETCH_TIMEOUT = 2.0
+# Longest wait for the analyzer during start-up (``ConfigFetcher.first``) and while an upload
+# waits for an on-demand fetch (``ConfigFetcher.refresh``).
+FETCH_TIMEOUT = 2.0
 
 
 class PublishedConfig(Generic[C]):
@@ -121,13 +122,17 @@ class ConfigFetcher:
                     log.info("analyzer %s adopted", state.describe(config))
                 return True
             error = f"HTTP {resp.status_code}: {resp.text[:200]}"
-        except (httpx.HTTPError, ValidationError, ValueError) as exc:
+        except (httpx.HTTPError, ValidationError, ValueError, OSError) as exc:
+            # OSError: the cache file could not be written (then nothing was adopted).
             error = f"{type(exc).__name__}: {exc}"
         state.last_error = f"fetching the analyzer's {state.name}: {error}"
         return False
 
-    async def first(self, timeout: float = FIRST_FETCH_TIMEOUT) -> bool:
-        """One fetch during start-up, given at most ``timeout`` seconds."""
+    async def first(self) -> bool:
+        """One fetch during start-up, given at most ``FETCH_TIMEOUT`` seconds."""
+        return await self._fetch_within(FETCH_TIMEOUT)
+
+    async def _fetch_within(self, timeout: float) -> bool:
         try:
             return await asyncio.wait_for(self.fetch(), timeout)
         except TimeoutError:
@@ -145,14 +150,15 @@ class ConfigFetcher:
 
     async def refresh(self) -> bool:
         """Fetch now unless a fetch was tried less than ``min_interval`` seconds ago (then its
-        outcome stands); concurrent callers share one fetch. True iff the config is as the
-        analyzer published it at that last try."""
+        outcome stands); concurrent callers share one fetch, which waits at most
+        ``FETCH_TIMEOUT`` seconds. True iff the config is as the analyzer published it at that
+        last try."""
         loop = asyncio.get_running_loop()
         async with self._lock:
             last = self._last_attempt
             if last is not None and loop.time() - last < self.min_interval:
                 return self._last_ok
-            self._last_ok = await self.fetch()
+            self._last_ok = await self._fetch_within(FETCH_TIMEOUT)
             self._last_attempt = loop.time()
             if not self._last_ok:
                 log.warning("%s", self.state.last_error)
