@@ -9,7 +9,11 @@
     the same ciphertexts (already mpz). Also decode + validation (0 < c < n², gcd(c, n) = 1) of
     the l wire reports followed by the sum, i.e. the shuffler's whole per-batch work.
 (3) Analyzer: ``open_batch_sum`` = CRT decryption of each ciphertext of the batch sum plus the
-    checked unpacking; per batch.
+    checked unpacking; per batch. And opening the l report tags that come with each sum
+    (``open_tag``: one HPKE open and a digest comparison per member), per batch.
+
+Every report also carries a tag (``shared.crypto.tags``): the device seals one per report (one
+HPKE seal, off the multiplication but on the request path), timed in (1).
 
 Timings are the minimum (sum) or median (per-report figures) over repeats, interleaved so that
 frequency scaling affects floor and measurement alike.
@@ -30,6 +34,8 @@ from pathlib import Path
 
 import gmpy2
 import numpy as np
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from gmpy2 import mpz
 
 from shared.core.randomizers.binary import BinaryRandomizer, n_coords
@@ -43,6 +49,8 @@ from shared.crypto.paillier import (
     open_batch_sum,
 )
 from shared.crypto.slots import layout, pack
+from shared.crypto.tags import ciphertext_digest, make_tag, open_tag
+from shared.protocol.messages import b64decode
 
 
 def per_call(fn, repeats: int) -> list[float]:
@@ -116,6 +124,12 @@ def main() -> None:
     one = enc.encrypt_counts(counts[0], l, m)
     encode = per_call(lambda: encode_ciphertexts(one, kb), k)
     packing = per_call(lambda: pack(counts[0], l, m, kb), k)
+    hpke_sk = X25519PrivateKey.generate()
+    hpke_pk = hpke_sk.public_key().public_bytes(serialization.Encoding.Raw,
+                                                serialization.PublicFormat.Raw)
+    one_wire = b64decode(encode_ciphertexts(one, kb))
+    tagging = per_call(
+        lambda: make_tag(hpke_pk, 1, "bench", secrets.token_bytes(16), one_wire), k)
     device = {
         "pool_entry_ms": 1e3 * statistics.median(refill),
         "report_pooled_ms": 1e3 * statistics.median(pooled),
@@ -123,6 +137,7 @@ def main() -> None:
         "speedup": statistics.median(nopool) / statistics.median(pooled),
         "pack_ms": 1e3 * statistics.median(packing),
         "wire_encode_ms": 1e3 * statistics.median(encode),
+        "tag_ms": 1e3 * statistics.median(tagging),
     }
 
     # (2) Shuffler.
@@ -157,9 +172,19 @@ def main() -> None:
     np.testing.assert_array_equal(opened, counts.sum(axis=0))
     dec = per_call(lambda: decrypt_sum(sk, total), args.repeats * 4)
     full = per_call(lambda: open_batch_sum(sk, total, lay, l), args.repeats * 4)
+    wires = [b64decode(w) for w in wire]
+    tags = [make_tag(hpke_pk, 1, "bench", secrets.token_bytes(16), w) for w in wires]
+    digests = [ciphertext_digest(w) for w in wires]
+
+    def open_tags() -> None:
+        for tag, digest in zip(tags, digests, strict=True):
+            assert open_tag(hpke_sk, 1, "bench", tag)[1] == digest
+
+    tag_opens = per_call(open_tags, max(3, args.repeats // 3))
     analyzer = {
         "decrypt_ms_per_batch": 1e3 * statistics.median(dec),
         "open_batch_ms_per_batch": 1e3 * statistics.median(full),
+        "open_tags_ms_per_batch": 1e3 * statistics.median(tag_opens),
     }
 
     summary = {
@@ -183,6 +208,7 @@ def main() -> None:
     print(f"{'device: one pool entry (off request path)':44s} {device['pool_entry_ms']:10.4f} ms")
     print(f"{'device: pack / wire encode':44s} {device['pack_ms']:10.4f} / "
           f"{device['wire_encode_ms']:.4f} ms")
+    print(f"{'device: seal the report tag (HPKE)':44s} {device['tag_ms']:10.4f} ms")
     print(f"{'shuffler: homomorphic sum of l':44s} {shuffler['sum_ms_per_batch']:10.3f} ms"
           f"   {shuffler['sum_reports_per_s']:12,.0f} reports/s")
     print(f"{'shuffler: floor acc = acc * c % n2':44s} {shuffler['floor_ms_per_batch']:10.3f} ms"
@@ -194,6 +220,8 @@ def main() -> None:
     print(f"{'analyzer: decrypt one batch sum':44s} {analyzer['decrypt_ms_per_batch']:10.3f} ms")
     print(f"{'analyzer: decrypt + unpack + range checks':44s} "
           f"{analyzer['open_batch_ms_per_batch']:10.3f} ms")
+    print(f"{'analyzer: open and check the l report tags':44s} "
+          f"{analyzer['open_tags_ms_per_batch']:10.3f} ms")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {args.json}")

@@ -1,9 +1,10 @@
 """Service ingest costs as ratios to floors measured in the same run (spec §7).
 
-- Shuffler intake: N uploads of R HPKE reports each into the real shuffler app (validation,
-  durable SQLite WAL commit before the 202) vs. a bare FastAPI endpoint that parses the same
-  ``ReportUpload`` body and answers 202. Both run in-process over httpx's ASGI transport, at
-  concurrency 1 and 8 (the shuffler group-commits concurrent uploads).
+- Shuffler intake: N uploads of R HPKE reports each into the real shuffler app (validation
+  against the analyzer's HPKE config, durable SQLite WAL commit before the 202) vs. a bare
+  FastAPI endpoint that parses the same ``ReportUpload`` body and answers 202. Both run
+  in-process over httpx's ASGI transport, at concurrency 1 and 8 (the shuffler group-commits
+  concurrent uploads).
 - Analyzer batch ingest: B batches of l reports posted to the real analyzer app (HPKE open,
   validate, de-duplicate, aggregate, SBLB update, one SQLite transaction) vs. the bare loop of HPKE
   decryptions of the same ciphertexts on one core.
@@ -29,7 +30,13 @@ from services.shuffler.app import create_app as shuffler_app
 from shared.core.policies import randomizer_for
 from shared.crypto.hpke import open_report, pack_report, seal
 from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import BatchUpload, ReportsAccepted, ReportUpload, b64decode
+from shared.protocol.messages import (
+    BatchUpload,
+    HpkeConfig,
+    ReportsAccepted,
+    ReportUpload,
+    b64decode,
+)
 from shared.settings import Settings, TaskConfig
 
 TOKEN = "bench-shuffler-token-0123456789abcdef"
@@ -49,6 +56,18 @@ def reports(config: TaskConfig, public_key: bytes, key_id: int, n: int, seed: in
     x /= np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))
     rows = rz.randomize(x, rng.random(n), rng)
     return [seal(public_key, key_id, config.id, pack_report(rz.to_bytes(r))[1]) for r in rows]
+
+
+def config_app(keys: HpkeKeyStore) -> FastAPI:
+    """Stands in for the analyzer: the shuffler checks reports against its HPKE config (and
+    fetches nothing else here, since no batch fills)."""
+    app = FastAPI()
+
+    @app.get("/v1/hpke-config")
+    async def hpke_config() -> HpkeConfig:
+        return keys.hpke_config()
+
+    return app
 
 
 def bare_app() -> FastAPI:
@@ -89,7 +108,8 @@ async def shuffler_bench(n_uploads: int, per_upload: int, tmp: Path) -> list[dic
     out = []
     for conc in (1, 8):
         settings = Settings(data_dir=tmp / f"shuf{conc}", shuffler_token=TOKEN, tasks=[config])
-        real = await drive(shuffler_app(settings), uploads, conc)
+        analyzer = httpx.ASGITransport(config_app(keys))
+        real = await drive(shuffler_app(settings, analyzer_transport=analyzer), uploads, conc)
         floor = await drive(bare_app(), uploads, conc)
         n = n_uploads * per_upload
         out.append({"bench": "shuffler intake", "concurrency": conc, "reports": n,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +28,7 @@ from privbandit.services_cmd import add_demo_parser, add_up_parser
 from shared.core.policies import build_policy, randomizer_for
 from shared.crypto.hpke import pack_report, seal
 from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts
+from shared.crypto.tags import ciphertext_digest, make_tag
 from shared.protocol.messages import (
     EncryptedReport,
     ErrorBody,
@@ -36,8 +38,9 @@ from shared.protocol.messages import (
     ShufflerStatus,
     TaskQueueStatus,
     b64decode,
+    b64encode,
 )
-from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
 from shared.settings import DeviceTiming, Retry, Settings, TaskConfig
 
 TOKEN = "test-shuffler-token-0123456789abcdef"
@@ -161,9 +164,19 @@ def secure_sum_task(task_id: str = "sum", l: int = 10, **policy: Any) -> TaskCon
 CountsMaker = Callable[[TaskConfig, int], tuple[np.ndarray, list[EncryptedCounts]]]
 
 
-def counts_maker(paillier: PaillierConfig, seed: int = 0) -> CountsMaker:
+def tag_for(
+    hpke: HpkeConfig, task: str, ct: str, report_id: bytes | None = None
+) -> EncryptedReport:
+    """A secure-sum report's tag for ciphertext ``ct`` (base64), as a device seals it: a fresh
+    report id (or ``report_id``) and the digest of the ciphertext bytes."""
+    rid = report_id if report_id is not None else secrets.token_bytes(16)
+    return make_tag(b64decode(hpke.public_key), hpke.key_id, task, rid, b64decode(ct))
+
+
+def counts_maker(paillier: PaillierConfig, hpke: HpkeConfig, seed: int = 0) -> CountsMaker:
     """make(config, n) → (report rows, their ``EncryptedCounts``), as a secure-sum device builds
-    them: randomize, ``counts`` per report, ``pack`` into slots, Paillier-encrypt, encode."""
+    them: randomize, ``counts`` per report, ``pack`` into slots, Paillier-encrypt, encode, tag
+    (sealed to the analyzer's HPKE key ``hpke``)."""
     rng = np.random.default_rng(seed)
     encryptor = PaillierEncryptor.from_config(paillier)
 
@@ -172,16 +185,32 @@ def counts_maker(paillier: PaillierConfig, seed: int = 0) -> CountsMaker:
         rand = randomizer_for(config.policy)  # the 0/1 randomizer of sblb (counts in 0..m)
         counts = rand.counts(rows)  # type: ignore[attr-defined]
         l, m = config.batch_size, int(rand.m)  # type: ignore[attr-defined]
-        out = [
-            EncryptedCounts(
-                key_id=paillier.key_id,
-                ct=encode_ciphertexts(encryptor.encrypt_counts(c, l, m), paillier.key_bits),
-            )
-            for c in counts
-        ]
+        out = []
+        for c in counts:
+            ct = encode_ciphertexts(encryptor.encrypt_counts(c, l, m), paillier.key_bits)
+            out.append(EncryptedCounts(key_id=paillier.key_id, ct=ct,
+                                       tag=tag_for(hpke, config.id, ct)))
         return rows, out
 
     return make
+
+
+def sum_members(reports: list[EncryptedCounts]) -> list[SumMember]:
+    """The members of a batch sum of ``reports`` as an honest shuffler forwards them: each
+    report's tag and the digest of its ciphertext bytes."""
+    return [SumMember(tag=r.tag, digest=b64encode(ciphertext_digest(b64decode(r.ct))))
+            for r in reports]
+
+
+def fresh_members(hpke: HpkeConfig, task: str, n: int) -> list[SumMember]:
+    """n valid members (fresh report ids, tags of random ciphertext bytes): for sums made up
+    directly from plaintexts, whose tags must pass so that the sum itself is what is tested."""
+    out = []
+    for _ in range(n):
+        ct = secrets.token_bytes(32)
+        out.append(SumMember(tag=tag_for(hpke, task, b64encode(ct)),
+                             digest=b64encode(ciphertext_digest(ct))))
+    return out
 
 
 def reference_state(config: TaskConfig, batches: list[np.ndarray]) -> dict[str, Any]:

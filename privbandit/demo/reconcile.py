@@ -5,7 +5,11 @@ Quiescent means the device outbox is empty, every batch the shuffler formed is a
 fewer than l reports wait in the shuffler. Then
 
     reports_accepted (shuffler) == feedbacks_sent (driver)
-    reports_counted (analyzer) + reports_pending (shuffler) == reports_accepted
+    reports_counted + reports_refused (analyzer) + reports_pending (shuffler) == reports_accepted
+
+where refused reports are those the analyzer rejected as invalid (alone, or as members of a
+quarantined secure-sum batch) or dropped as duplicate report ids, and those the shuffler dropped
+because the analyzer's Paillier key changed (``refused_stale_key``).
 
 When the services were already running, every count is the change during the run."""
 
@@ -31,6 +35,7 @@ class Snapshot:
     batches_acknowledged: int
     batches_in_flight: int
     counted: int
+    refused: int
     batches: int
     model_version: int
     outbox_pending: int
@@ -68,6 +73,9 @@ async def snapshot(urls: dict[str, str], task: str, client: httpx.AsyncClient) -
         batches_acknowledged=int(queue["batches_acknowledged"]),
         batches_in_flight=int(queue["batches_in_flight"]),
         counted=int(p["reports_counted"]),
+        # Refused by the analyzer (invalid, duplicate, quarantined), and dropped by the shuffler
+        # because the analyzer's Paillier key changed (nobody can decrypt them any more).
+        refused=int(p.get("reports_refused", 0)) + int(queue.get("refused_stale_key", 0)),
         batches=int(p["batches"]),
         model_version=int(p["model_version"]),
         outbox_pending=int(d["outbox_pending"]),
@@ -104,23 +112,24 @@ async def wait_quiescent(
 
 
 def _same(a: Snapshot, b: Snapshot) -> bool:
-    return (a.accepted, a.pending, a.counted, a.batches) == (b.accepted, b.pending, b.counted,
-                                                              b.batches)
+    return (a.accepted, a.pending, a.counted, a.refused, a.batches) == (
+        b.accepted, b.pending, b.counted, b.refused, b.batches)
 
 
 def reconcile(sent: int, before: Snapshot, after: Snapshot) -> dict[str, Any]:
     """The spec §6 reconciliation for this run, and whether it holds.
 
-    Accepted, counted, batches and model versions are changes during the run; pending is what
-    waits in the shuffler at the end. With services that were already running, reports left
-    pending by earlier runs (``reports_pending_before``) may fill this run's batches, so the
-    identity is  counted + pending == accepted + pending_before  (pending_before = 0 for fresh
-    services, which is the spec's  counted + pending == accepted).
+    Accepted, counted, refused, batches and model versions are changes during the run; pending
+    is what waits in the shuffler at the end. With services that were already running, reports
+    left pending by earlier runs (``reports_pending_before``) may fill this run's batches, so the
+    identity is  counted + refused + pending == accepted + pending_before  (pending_before = 0
+    for fresh services, which is the spec's  counted + refused + pending == accepted).
     """
     rec = {
         "feedbacks_sent": sent,
         "reports_accepted": after.accepted - before.accepted,
         "reports_counted": after.counted - before.counted,
+        "reports_refused": after.refused - before.refused,
         "reports_pending": after.pending,
         "reports_pending_before": before.pending,
         "batches": after.batches - before.batches,
@@ -131,12 +140,13 @@ def reconcile(sent: int, before: Snapshot, after: Snapshot) -> dict[str, Any]:
         problems.append(
             f"reports_accepted ({rec['reports_accepted']}) != feedbacks_sent ({sent})"
         )
-    if rec["reports_counted"] + rec["reports_pending"] != (
+    if rec["reports_counted"] + rec["reports_refused"] + rec["reports_pending"] != (
         rec["reports_accepted"] + rec["reports_pending_before"]
     ):
         problems.append(
-            f"reports_counted ({rec['reports_counted']}) + reports_pending "
-            f"({rec['reports_pending']}) != reports_accepted ({rec['reports_accepted']})"
+            f"reports_counted ({rec['reports_counted']}) + reports_refused "
+            f"({rec['reports_refused']}) + reports_pending ({rec['reports_pending']}) != "
+            f"reports_accepted ({rec['reports_accepted']})"
             + (f" + reports_pending_before ({before.pending})" if before.pending else "")
         )
     rec["consistent"] = not problems

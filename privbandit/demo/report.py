@@ -124,6 +124,8 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         f"    reports_accepted  {rec['reports_accepted']}  (shuffler)",
         f"    reports_counted   {rec['reports_counted']}  (analyzer"
         + (": l per decrypted batch sum)" if secure else ")"),
+        f"    reports_refused   {rec.get('reports_refused', 0)}  (analyzer: invalid or "
+        "duplicate" + (", or in a quarantined batch sum)" if secure else ")"),
         f"    reports_pending   {rec['reports_pending']}  (shuffler, waiting for a batch of "
         f"{out['params']['batch_size']})",
     ]

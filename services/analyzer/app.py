@@ -16,8 +16,13 @@ from services.common.app import build_app
 from services.common.web import report_json_bytes
 from shared.crypto.hpke import ciphertext_length
 from shared.crypto.paillier import DEFAULT_KEY_BITS
+from shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES
 from shared.protocol.messages import MAX_CIPHERTEXT_BYTES
 from shared.settings import Settings
+
+# Upper bound on the JSON of one ``SumMember`` of a batch sum: a tag (an ``EncryptedReport``) and
+# a digest, each bounded like a report (generously, see ``report_json_bytes``).
+SUM_MEMBER_JSON_BYTES = report_json_bytes(TAG_CIPHERTEXT_BYTES) + report_json_bytes(DIGEST_BYTES)
 
 
 def max_body_bytes(settings: Settings) -> int:
@@ -27,8 +32,9 @@ def max_body_bytes(settings: Settings) -> int:
     for task in settings.tasks:
         if task.aggregation == "secure-sum":
             # One EncryptedBatchSum: a few ciphertexts, whatever l is (base64 of at most
-            # MAX_CIPHERTEXT_BYTES, the bound its ``ct`` field enforces).
-            largest = max(largest, 4 * MAX_CIPHERTEXT_BYTES // 3 + 64 * 1024)
+            # MAX_CIPHERTEXT_BYTES, the bound its ``ct`` field enforces), and l members.
+            sum_bytes = 4 * MAX_CIPHERTEXT_BYTES // 3 + task.batch_size * SUM_MEMBER_JSON_BYTES
+            largest = max(largest, sum_bytes + 64 * 1024)
             continue
         per_report = report_json_bytes(ciphertext_length(row_wire_bytes(task)))
         largest = max(largest, task.batch_size * per_report + 64 * 1024)

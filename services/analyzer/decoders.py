@@ -2,19 +2,28 @@
 (``services.analyzer.ingest``) runs:
 
 - ``ReportsDecoder`` (``reports`` tasks): a batch of l HPKE reports is decrypted, unpacked and
-  turned into rows (``Randomizer.from_bytes``); a report that fails any of it is rejected alone;
-  rows whose report id was already counted are dropped as duplicates when fed.
-- ``SumDecoder`` (``secure-sum`` tasks): one Paillier-encrypted batch sum is opened with a range
-  check (``open_batch_sum``) and fed as the batch's counts (``Policy.ingest_statistic``); a sum
-  that cannot be l honest reports refuses the whole batch before anything is fed.
+  turned into rows (``Randomizer.from_bytes``, which also refuses a row its randomizer cannot
+  produce); a report that fails any of it is rejected alone; rows whose report id was already
+  counted are dropped as duplicates when fed.
+- ``SumDecoder`` (``secure-sum`` tasks): every member's tag is opened (``open_tag``) and checked
+  against the digest of the ciphertext the shuffler multiplied, the Paillier-encrypted batch sum
+  is opened with a range check (``open_batch_sum``), and the batch is fed as its counts
+  (``Policy.ingest_statistic``) with its members' report ids. One report cannot be taken out of
+  a sum, so a batch that fails any check — a bad ciphertext, a sum out of range, a tag that does
+  not open, a digest that does not match, a report id repeated or already counted — is
+  **quarantined** as a whole: acknowledged, recorded as processed, nothing fed, its reports
+  counted as refused (``Fed.quarantined``). The shuffler then moves on instead of re-sending it
+  forever.
 
-``accept`` runs on the event loop before an upload is queued (transport and wire-level checks);
+``accept`` runs on the event loop before an upload is queued (transport and wire-level checks:
+what is wrong there is wrong with the deployment, not with a batch, and is refused with a 4xx);
 ``decode`` runs in the pipeline's worker thread and never touches the policy; ``Decoded.feed``
 does, under the pipeline's roll-back.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,20 +31,15 @@ from typing import ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from services.analyzer.errors import (
-    AggregationMismatch,
-    BadCiphertext,
-    BatchSizeMismatch,
-    SlotOutOfRange,
-    UnknownKey,
-)
+from services.analyzer.errors import AggregationMismatch, BatchSizeMismatch, UnknownKey
 from shared.core.policies import Policy
 from shared.core.randomizers.base import Randomizer
 from shared.crypto.hpke import CryptoError, unpack_report
 from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import CiphertextError, decode_ciphertexts
 from shared.crypto.slots import SlotLayout, SlotRangeError
-from shared.protocol.messages import BatchUpload
+from shared.crypto.tags import open_tag
+from shared.protocol.messages import BatchUpload, b64decode
 from shared.protocol.secure_sum import EncryptedBatchSum
 from shared.settings import TaskConfig
 
@@ -48,11 +52,14 @@ Upload = BatchUpload | EncryptedBatchSum
 
 @dataclass(frozen=True)
 class BatchSumJob:
-    """An encrypted batch sum whose wire form has been checked (count, key id, ciphertexts in
-    Z*_{n²}); ``ciphertexts`` are the decoded integers, one per plaintext of the task layout."""
+    """An encrypted batch sum whose wire form has been checked (count, key id);
+    ``ciphertexts`` are the decoded integers, one per plaintext of the task layout, or empty
+    with ``bad_ciphertext`` saying why they are not elements of Z*_{n²} (the batch will be
+    quarantined)."""
 
     upload: EncryptedBatchSum
     ciphertexts: list[int]
+    bad_ciphertext: str | None = None
 
     @property
     def batch_id(self) -> str:
@@ -67,12 +74,14 @@ ItemT = TypeVar("ItemT", bound=Item)
 
 @dataclass
 class Fed:
-    """What feeding one decoded batch counted: reports, duplicates, and the report ids to record
-    with the batch."""
+    """What feeding one decoded batch counted: reports, duplicates, the report ids to record
+    with the batch, and the reports refused with the whole batch (``quarantined`` > 0: nothing
+    of the batch was fed)."""
 
     counted: int
     duplicates: int = 0
     new_ids: list[bytes] = field(default_factory=list)
+    quarantined: int = 0
 
 
 class Decoded(Protocol):
@@ -218,32 +227,73 @@ class ReportsDecoder:
 # secure-sum: one Paillier-encrypted batch sum
 
 
+class Quarantine(Exception):
+    """(Not an HTTP error.) Why a secure-sum batch is refused as a whole: ``code`` is one of
+    ``bad_ciphertext``, ``slot_out_of_range``, ``bad_tag``, ``digest_mismatch``,
+    ``repeated_report_id``, ``duplicate_report_id``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def quarantine_log(task: str, batch_id: str, count: int, reason: Quarantine) -> None:
+    log.warning("task %s: batch %s quarantined, its %d reports refused (%s)",
+                task, batch_id, count, reason)
+
+
 @dataclass
 class DecodedSum:
+    """A batch sum that passed every check: its counts and its members' report ids."""
+
+    task: str
     batch_id: str
     stat: np.ndarray
+    count: int
+    ids: list[bytes]
+    rejected: int = 0
+
+    @property
+    def report_ids(self) -> Sequence[bytes]:
+        return self.ids
+
+    def feed(self, policy: Policy, known: set[bytes]) -> Fed:
+        if any(rid in known for rid in self.ids):
+            # Counted before (or earlier in this group): the whole sum would count it again.
+            reason = Quarantine("duplicate_report_id", "a member's report id was already counted")
+            quarantine_log(self.task, self.batch_id, self.count, reason)
+            return Fed(0, quarantined=self.count)
+        policy.ingest_statistic(self.stat, self.count)
+        known.update(self.ids)
+        return Fed(self.count, new_ids=list(self.ids))
+
+
+@dataclass
+class QuarantinedSum:
+    """A batch sum refused as a whole when decoded; feeding it changes nothing."""
+
+    batch_id: str
     count: int
     rejected: int = 0
 
     @property
     def report_ids(self) -> Sequence[bytes]:
-        # No report ids: duplicates are dropped by the shuffler (identical ciphertexts) before
-        # a sum is formed.
         return ()
 
     def feed(self, policy: Policy, known: set[bytes]) -> Fed:
-        policy.ingest_statistic(self.stat, self.count)
-        return Fed(self.count)
+        return Fed(0, quarantined=self.count)
 
 
 @dataclass
 class SumDecoder:
     """Encrypted batch sums of l reports under the analyzer's Paillier key, packed as the task's
-    slot ``layout``. Only the batch counts (Z, U) are ever decrypted, never a single report."""
+    slot ``layout``, with one tag per member sealed to the analyzer's HPKE key (``hpke``). Only
+    the batch counts (Z, U) are ever decrypted, never a single report."""
 
     config: TaskConfig
     keys: PaillierKeyStore
     layout: SlotLayout
+    hpke: HpkeKeyStore
     report_level: ClassVar[bool] = False
 
     def accept(self, upload: Upload) -> BatchSumJob:
@@ -261,24 +311,59 @@ class SumDecoder:
         try:
             ciphertexts = decode_ciphertexts(upload.ct, keys.n, self.layout.plaintexts)
         except CiphertextError as exc:
-            raise BadCiphertext(f"batch {upload.batch_id}: {exc}") from exc
+            # The shuffler checks every member is a unit mod n², so their product is one: this
+            # sum was corrupted after that. It cannot be counted; quarantine it (in ``decode``).
+            return BatchSumJob(upload, [], str(exc))
         return BatchSumJob(upload, ciphertexts)
 
     def weight(self, item: BatchSumJob) -> int:
-        # One decryption per plaintext (at most a few).
-        return len(item.ciphertexts)
+        # One HPKE open per member's tag, one decryption per plaintext (at most a few).
+        return item.upload.count + len(item.ciphertexts)
 
-    def decode(self, item: BatchSumJob) -> DecodedSum:
-        """A sum with a slot outside 0..l·m (an out-of-range report, too many reports, a
-        tampered product) is refused: pure, so nothing is fed before every check passed."""
+    def decode(self, item: BatchSumJob) -> DecodedSum | QuarantinedSum:
+        """Open the tags, then the sum: pure, so nothing is fed before every check passed; a
+        batch failing any check is quarantined (``QuarantinedSum``)."""
         count = item.upload.count
+        task = self.config.id
         try:
-            stat = self.keys.open_batch_sum(item.ciphertexts, self.layout, count)
-        except SlotRangeError as exc:
-            raise SlotOutOfRange(
-                f"batch {item.batch_id}: the decrypted sum is not one of {count} reports with "
-                f"counts in 0..{self.layout.m} ({exc}); nothing was counted"
-            ) from exc
-        except CiphertextError as exc:
-            raise BadCiphertext(f"batch {item.batch_id}: {exc}") from exc
-        return DecodedSum(item.batch_id, stat, count)
+            if item.bad_ciphertext is not None:
+                raise Quarantine("bad_ciphertext", item.bad_ciphertext)
+            ids = self._open_tags(item.upload)
+            try:
+                stat = self.keys.open_batch_sum(item.ciphertexts, self.layout, count)
+            except SlotRangeError as exc:
+                raise Quarantine(
+                    "slot_out_of_range",
+                    f"the decrypted sum is not one of {count} reports with counts in "
+                    f"0..{self.layout.m} ({exc})",
+                ) from exc
+            except CiphertextError as exc:
+                raise Quarantine("bad_ciphertext", str(exc)) from exc
+        except Quarantine as reason:
+            quarantine_log(task, item.batch_id, count, reason)
+            return QuarantinedSum(item.batch_id, count)
+        return DecodedSum(task, item.batch_id, stat, count, ids)
+
+    def _open_tags(self, upload: EncryptedBatchSum) -> list[bytes]:
+        """The members' report ids, or ``Quarantine`` if a tag does not open, does not hold the
+        digest of the ciphertext the shuffler multiplied (a re-randomised copy reusing another
+        report's tag), or repeats a report id of the batch."""
+        hpke, task = self.hpke, self.config.id
+        ids: list[bytes] = []
+        seen: set[bytes] = set()
+        for i, member in enumerate(upload.members):
+            try:
+                report_id, digest = open_tag(hpke.private_key, hpke.key_id, task, member.tag)
+            except CryptoError as exc:
+                raise Quarantine("bad_tag", f"members[{i}]: {exc}") from exc
+            if not hmac.compare_digest(digest, b64decode(member.digest)):
+                raise Quarantine(
+                    "digest_mismatch",
+                    f"members[{i}]: the tag was made for another ciphertext than the one "
+                    "multiplied into the sum",
+                )
+            if report_id in seen:
+                raise Quarantine("repeated_report_id", f"members[{i}] repeats a report id")
+            seen.add(report_id)
+            ids.append(report_id)
+        return ids

@@ -20,7 +20,12 @@ class AggregationMismatch(Conflict, code="aggregation_mismatch"):
 
 class BatchRefused(Invalid):
     """A batch that cannot be counted and was NOT recorded (its id stays unprocessed, so it may
-    be re-sent). Raised per batch: the rest of its group still commits. One subclass a code."""
+    be re-sent). Raised per batch: the rest of its group still commits. One subclass a code.
+
+    Only for what is wrong with the deployment (the shuffler's view of a task or key differs
+    from the analyzer's), which re-sending after a fix can cure. What is wrong with a batch's
+    content is never refused this way: bad reports are rejected alone, and a secure-sum batch
+    that cannot be counted is quarantined and acknowledged (``services.analyzer.decoders``)."""
 
 
 class BatchSizeMismatch(BatchRefused, code="batch_size_mismatch"):
@@ -29,14 +34,6 @@ class BatchSizeMismatch(BatchRefused, code="batch_size_mismatch"):
 
 class UnknownKey(BatchRefused, code="unknown_key"):
     """A batch sum encrypted under another Paillier key than the analyzer's."""
-
-
-class BadCiphertext(BatchRefused, code="bad_ciphertext"):
-    """A batch sum whose ciphertexts are not elements of Z*_{n²} of the task's layout."""
-
-
-class SlotOutOfRange(BatchRefused, code="slot_out_of_range"):
-    """A decrypted batch sum that is not l reports with counts in 0..m."""
 
 
 class NotShuffler(Unauthorized):

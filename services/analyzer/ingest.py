@@ -9,8 +9,15 @@ a time per task, so a task's policy is only ever mutated here. The transport is 
 - Replay: a batch id already committed, or repeated within the group, is acknowledged as
   ``replayed`` and counts nothing. Only a decoded batch claims its id within the group, so a
   refused batch may be re-sent (and re-refused).
-- A batch its decoder refuses (``BatchRefused``) changes no state, its id stays unprocessed, and
-  its outcome is that exception alone: the rest of the group still commits.
+- A batch its decoder refuses (``BatchRefused``: the deployment disagrees, e.g. on l or a key)
+  changes no state, its id stays unprocessed, and its outcome is that exception alone: the rest
+  of the group still commits.
+- A batch that cannot be counted for what it holds is acknowledged all the same: its bad
+  reports are rejected alone, or (secure-sum) the whole batch is quarantined — its id recorded,
+  nothing fed, its reports counted as refused, ``BatchAck.quarantined`` set — so no report can
+  make the shuffler re-send a batch forever.
+- The policy never fails a batch on linear algebra: it skips an update it cannot compute and
+  counts it (``Policy.skipped``, exported as ``updates_skipped``).
 - The batch ids, their new report ids, the counters and the policy state after the group are
   written in ONE transaction. If anything fails before that commit, the policy is restored, so
   memory never runs ahead of disk, and the exception fails the whole group.
@@ -85,8 +92,9 @@ class IngestPipeline:
             )
         for i, r in results:
             outcomes[i] = BatchAck(
-                batch_id=r.batch_id, replayed=False, counted=r.counted, rejected=r.rejected,
-                duplicates=r.duplicates, model_version=r.model_version,
+                batch_id=r.batch_id, replayed=False, counted=r.counted,
+                rejected=r.rejected + r.quarantined, duplicates=r.duplicates,
+                model_version=r.model_version, quarantined=r.quarantined > 0,
             )
         assert all(o is not None for o in outcomes)
         return outcomes  # type: ignore[return-value]
@@ -108,6 +116,7 @@ class IngestPipeline:
                 result = BatchResult(
                     batch_id=batch.batch_id, counted=fed.counted, rejected=batch.rejected,
                     duplicates=fed.duplicates, model_version=policy.model.version,
+                    quarantined=fed.quarantined,
                 )
                 results.append((i, result))
                 records.append((result, fed.new_ids))
@@ -129,12 +138,19 @@ class IngestPipeline:
             rt.reports_counted += r.counted
             rt.rejected += r.rejected
             rt.duplicates += r.duplicates
+            rt.quarantined += r.quarantined
             rt.batches += 1
-            m.batches.labels(task, "processed").inc()
+            m.batches.labels(task, "quarantined" if r.quarantined else "processed").inc()
             m.reports_counted.labels(task).inc(r.counted)
             if report_level:
                 m.reports_rejected.labels(task).inc(r.rejected)
                 m.reports_duplicate.labels(task).inc(r.duplicates)
+            else:
+                m.reports_quarantined.labels(task).inc(r.quarantined)
+        skipped = rt.policy.skipped
+        if skipped > rt.skipped:
+            m.updates_skipped.labels(task).inc(skipped - rt.skipped)
+            rt.skipped = skipped
         if refused:
             m.batches.labels(task, "refused").inc(refused)
         if replayed:

@@ -25,6 +25,16 @@ class AnalyzerMetrics(ServiceMetrics):
             "reports_duplicate", "Reports dropped because their report id was already counted",
             task,
         )
+        self.reports_quarantined = self.counter(
+            "reports_quarantined",
+            "Reports refused with their whole secure-sum batch (sum out of range, bad "
+            "ciphertext, tag or digest, or a report id repeated or already counted)", task,
+        )
+        self.updates_skipped = self.counter(
+            "updates_skipped",
+            "Model updates the policy skipped because a statistic or a solve was unusable "
+            "(the published model stays; the next batch tries again)", task,
+        )
         self.ingest_seconds = self.histogram(
             "batch_ingest_seconds",
             "Time to decrypt, validate, aggregate and commit one batch (or one group of batches "

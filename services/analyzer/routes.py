@@ -184,9 +184,11 @@ async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> B
 async def post_batch_sum(
     upload: EncryptedBatchSum, rt: TaskDep, runtime: RuntimeDep
 ) -> BatchAck:
-    """The encrypted sum of one batch of exactly l secure-sum reports from the shuffler;
-    idempotent on batch id. A refused sum (422) changes no state and leaves its id unprocessed.
-    """
+    """The encrypted sum of one batch of exactly l secure-sum reports from the shuffler, with
+    its members' tags; idempotent on batch id. A sum that cannot be counted (out of range, bad
+    ciphertext, tag or digest, a report id seen before) is quarantined: 200 with
+    ``quarantined``, its reports refused. A 422 (wrong l or Paillier key) changes no state and
+    leaves the id unprocessed."""
     return await runtime.submit(rt, upload)
 
 
@@ -197,6 +199,7 @@ async def get_privacy(rt: TaskDep, runtime: RuntimeDep) -> PrivacyReport:
         task=rt.id,
         ledger=ledger,
         reports_counted=rt.reports_counted,
+        reports_refused=rt.reports_refused,
         batches=rt.batches,
         model_version=rt.published.version,
     )

@@ -124,7 +124,7 @@ class AnalyzerRuntime:
         decoder: Decoder[Any]
         if config.aggregation == "secure-sum":
             task_layout = self._task_layout(config)
-            decoder = SumDecoder(config, self.paillier_keys(), task_layout)
+            decoder = SumDecoder(config, self.paillier_keys(), task_layout, self.keys)
         else:
             decoder = ReportsDecoder(config, self.keys, policy.randomizer, row_wire_bytes(config))
         published = model_message(config.id, policy.model)
@@ -138,7 +138,9 @@ class AnalyzerRuntime:
             reports_counted=record.reports_counted,
             rejected=record.rejected,
             duplicates=record.duplicates,
+            quarantined=record.quarantined,
             batches=record.batches,
+            skipped=policy.skipped,
             layout=task_layout,
         )
 

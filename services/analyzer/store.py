@@ -1,7 +1,8 @@
 """The analyzer's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
 
 Per task it keeps the policy state (``Policy.get_state()``, JSON), the counters, every processed
-batch id and every counted report id. ``commit_batches`` writes all of them for a group of batches
+batch id (quarantined batches included) and every counted report id (HPKE reports and the
+members of counted secure-sum batches). ``commit_batches`` writes all of them for a group of batches
 in ONE transaction, which is what makes ingestion exactly-once: either a batch id, its report ids
 and the aggregate that includes them are all on disk, or none is, and the shuffler re-sends.
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.common.sqlite import migrate, open_db, transaction
+from services.common.sqlite import add_columns, migrate, open_db, transaction
 
 SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -47,8 +48,14 @@ CREATE TABLE IF NOT EXISTS report_ids (
 ) WITHOUT ROWID;
 """
 
+# Secure-sum batches refused as a whole: their reports, per task and per batch.
+SCHEMA_V2 = add_columns(
+    ("tasks", "quarantined", "INTEGER NOT NULL DEFAULT 0"),
+    ("batches", "quarantined", "INTEGER NOT NULL DEFAULT 0"),
+)
+
 # Append only: a released migration never changes.
-MIGRATIONS = [SCHEMA_V1]
+MIGRATIONS = [SCHEMA_V1, SCHEMA_V2]
 
 # SQLite's default limit on host parameters is 32766 since 3.32; stay far below it.
 _CHUNK = 500
@@ -64,17 +71,20 @@ class TaskRecord:
     rejected: int
     duplicates: int
     batches: int
+    quarantined: int = 0
 
 
 @dataclass(frozen=True)
 class BatchResult:
-    """The outcome of one processed batch, as committed."""
+    """The outcome of one processed batch, as committed: reports counted, rejected alone,
+    dropped as duplicates, or refused with the whole batch (``quarantined``)."""
 
     batch_id: str
     counted: int
     rejected: int
     duplicates: int
     model_version: int
+    quarantined: int = 0
 
 
 class AnalyzerStore:
@@ -98,8 +108,8 @@ class AnalyzerStore:
     def load_task(self, task: str) -> TaskRecord | None:
         with self._lock:
             row = self._conn.execute(
-                "SELECT config, state, reports_counted, rejected, duplicates, batches "
-                "FROM tasks WHERE task = ?",
+                "SELECT config, state, reports_counted, rejected, duplicates, batches, "
+                "quarantined FROM tasks WHERE task = ?",
                 (task,),
             ).fetchone()
         if row is None:
@@ -150,9 +160,9 @@ class AnalyzerStore:
             for result, report_ids in batches:
                 conn.execute(
                     "INSERT INTO batches (task, batch_id, counted, rejected, duplicates, "
-                    "model_version) VALUES (?, ?, ?, ?, ?, ?)",
+                    "model_version, quarantined) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (task, result.batch_id, result.counted, result.rejected,
-                     result.duplicates, result.model_version),
+                     result.duplicates, result.model_version, result.quarantined),
                 )
                 conn.executemany(
                     "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
@@ -160,14 +170,15 @@ class AnalyzerStore:
                 )
             cur = conn.execute(
                 "UPDATE tasks SET state = ?, reports_counted = reports_counted + ?, "
-                "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ? "
-                "WHERE task = ?",
+                "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ?, "
+                "quarantined = quarantined + ? WHERE task = ?",
                 (
                     state_json,
                     sum(r.counted for r, _ in batches),
                     sum(r.rejected for r, _ in batches),
                     sum(r.duplicates for r, _ in batches),
                     len(batches),
+                    sum(r.quarantined for r, _ in batches),
                     task,
                 ),
             )

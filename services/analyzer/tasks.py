@@ -48,7 +48,11 @@ class TaskRuntime:
     reports_counted: int = 0
     rejected: int = 0
     duplicates: int = 0
+    # Reports refused with their whole (secure-sum) batch.
+    quarantined: int = 0
     batches: int = 0
+    # ``policy.skipped`` as last exported to the ``updates_skipped`` metric.
+    skipped: int = 0
     ledger_cache: PrivacyLedger | None = None
     # Secure-sum tasks only: the slot layout of the task under the analyzer's Paillier key.
     layout: SlotLayout | None = None
@@ -58,3 +62,8 @@ class TaskRuntime:
     @property
     def id(self) -> str:
         return self.config.id
+
+    @property
+    def reports_refused(self) -> int:
+        """Reports delivered but not counted: rejected, duplicates and quarantined."""
+        return self.rejected + self.duplicates + self.quarantined

@@ -71,8 +71,9 @@ async def give_feedback(
     """Randomise, encrypt and queue the report of a decision; durable once this returns.
 
     A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
-    its coordinate counts under the analyzer's Paillier key (the shuffler will add them up). The
-    keys come from the background fetchers: no network round trip happens here."""
+    its coordinate counts under the analyzer's Paillier key (the shuffler will add them up) and
+    seals their tag with HPKE. The keys come from the background fetchers: no network round trip
+    happens here."""
     cfg = lookup_task(rt.tasks, task, "device")
     secure = cfg.aggregation == "secure-sum"
     key = rt.keys.get(task) if secure else None
@@ -81,7 +82,7 @@ async def give_feedback(
         raise NoPaillierKey(
             f"the analyzer's Paillier key for task {task} is not known yet; retry soon"
         )
-    if not secure and (hpke is None or public_key is None):
+    if hpke is None or public_key is None:
         raise NoHpkeKey("the analyzer's HPKE key is not known yet; retry soon")
     x = await rt.store.get_decision(decision_id, task)
     randomizer = rt.randomizers[task]
@@ -91,12 +92,12 @@ async def give_feedback(
             # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs.
             counts = randomizer.counts(row[None, :])[0]  # type: ignore[attr-defined]
             if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
-                wire = key.encrypt(counts)
+                wire = key.encrypt(counts, task, public_key, hpke.key_id)
             else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
-                wire = await asyncio.to_thread(key.encrypt_in_thread, counts)
+                wire = await asyncio.to_thread(
+                    key.encrypt_in_thread, counts, task, public_key, hpke.key_id)
             report_json, transport, key_id = wire.model_dump_json(), SECURE_SUM, wire.key_id
         else:
-            assert hpke is not None and public_key is not None
             _, plaintext = pack_report(randomizer.to_bytes(row))
             report = seal(public_key, hpke.key_id, task, plaintext)
             report_json, transport, key_id = report.model_dump_json(), REPORTS, None

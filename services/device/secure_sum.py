@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,7 +33,8 @@ from services.device.background import Loops
 from services.device.refiller import PoolRefiller, start_refiller
 from shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
 from shared.crypto.slots import layout_for
-from shared.protocol.messages import TaskInfo
+from shared.crypto.tags import make_tag
+from shared.protocol.messages import REPORT_ID_BYTES, TaskInfo, b64decode
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSumLayout
 from shared.settings import Settings, TaskConfig
 
@@ -90,18 +92,26 @@ class TaskKey:
         """True when encrypting now costs only multiplications (the pool has randomness)."""
         return self.encryptor.pool_size >= self.layout.plaintexts
 
-    def encrypt(self, counts: np.ndarray) -> EncryptedCounts:
-        """The wire form of one report's counts (each in 0..m): pack, encrypt, encode."""
+    def encrypt(
+        self, counts: np.ndarray, task: str, hpke_key: bytes, hpke_key_id: int
+    ) -> EncryptedCounts:
+        """The wire form of one report's counts (each in 0..m) of ``task``: pack, encrypt,
+        encode, and tag: a fresh report id from the OS CSPRNG bound to these ciphertext bytes,
+        sealed to the analyzer's HPKE key (``shared.crypto.tags``)."""
         cts = self.encryptor.encrypt_counts(counts, self.layout.batch_size, self.layout.m)
-        return EncryptedCounts(key_id=self.config.key_id,
-                               ct=encode_ciphertexts(cts, self.config.key_bits))
+        ct = encode_ciphertexts(cts, self.config.key_bits)
+        report_id = secrets.token_bytes(REPORT_ID_BYTES)
+        tag = make_tag(hpke_key, hpke_key_id, task, report_id, b64decode(ct))
+        return EncryptedCounts(key_id=self.config.key_id, ct=ct, tag=tag)
 
-    def encrypt_in_thread(self, counts: np.ndarray) -> EncryptedCounts:
+    def encrypt_in_thread(
+        self, counts: np.ndarray, task: str, hpke_key: bytes, hpke_key_id: int
+    ) -> EncryptedCounts:
         """``encrypt`` for a worker thread when the pool is empty: gmpy2 releases the GIL
         during the r^n mod n² exponentiation (thread-local context), so the event loop keeps
         serving requests meanwhile."""
         with gmpy2.context(allow_release_gil=True):
-            return self.encrypt(counts)
+            return self.encrypt(counts, task, hpke_key, hpke_key_id)
 
 
 class SecureSumKeys:

@@ -19,12 +19,23 @@ class UnknownKey(Invalid, code="unknown_key"):
     """Encrypted counts under another Paillier key than the analyzer's."""
 
 
+class UnknownHpkeKey(Invalid, code="unknown_hpke_key"):
+    """An HPKE report (or a secure-sum report's tag) sealed to a key id the analyzer does not
+    publish."""
+
+
+class BadEncapsulatedKey(Invalid, code="bad_encapsulated_key"):
+    """An HPKE report (or tag) whose encapsulated key is not an X25519 point an honest sender
+    makes (a point of small order)."""
+
+
 class BadCiphertext(Invalid, code="bad_ciphertext"):
     """Encrypted counts that are not the task's number of ciphertexts in Z*_{n²}."""
 
 
 class NotReady(Unavailable, code="not_ready"):
-    """Secure-sum intake before the analyzer's Paillier key is known (retry shortly)."""
+    """Intake before the analyzer's keys are known, or while an unknown key id cannot be checked
+    with the analyzer (retry shortly)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"Retry-After": "1"})

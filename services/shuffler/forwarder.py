@@ -5,12 +5,24 @@ id and ciphertexts in the stored shuffled order — nothing else) with the shuff
 and retries each with exponential backoff until it gets a 200 ``BatchAck`` for that batch id, then
 marks it acknowledged. For a ``secure-sum`` task it first multiplies the batch's Paillier
 ciphertexts into one encrypted sum (in a worker thread), stores that durably in place of the
-members, and posts only ``EncryptedBatchSum`` to ``/batch-sums``; an individual report of such a
-task never leaves the shuffler. Before each attempt such a batch is checked against the analyzer's
-current Paillier key: a batch holding a report under another key (the analyzer's key changed
-after an explicit ``--init``) is dissolved instead of retried forever
-(``ShufflerStore.refuse_stale_key``), and an analyzer answering ``unknown_key`` makes the shuffler
-fetch its key again.
+members, and posts only ``EncryptedBatchSum`` to ``/batch-sums`` (the sum, and each member's tag
+and ciphertext digest); an individual report of such a task never leaves the shuffler. Before each
+attempt such a batch is checked against the analyzer's current Paillier key: a batch holding a
+report under another key (the analyzer's key changed after an explicit ``--init``) is dissolved
+instead of retried forever (``ShufflerStore.refuse_stale_key``), and an analyzer answering
+``unknown_key`` makes the shuffler fetch its key again.
+
+What the analyzer answers:
+
+- 200 ``BatchAck``: the batch is done — counted, its bad reports rejected alone, or (a secure-sum
+  batch whose sum or tags are invalid) ``quarantined``, all its reports refused. Nothing in a
+  batch's content makes the analyzer refuse it otherwise, so no report can hold a delivery slot.
+- any other 4xx (401 token, 404 task, 409 transport, 413 body, 422 l, Paillier key or message
+  form): the shuffler and the analyzer disagree on the deployment (configuration, credentials
+  or keys). That holds for every batch of the task alike, and dropping batches would lose honest
+  reports that the fix makes deliverable, so the batch is kept and retried with the capped
+  backoff like a 5xx or a transport error, logged at ERROR, counted in ``forward_failures``
+  (reason ``client_error``) and shown in ``/v1/status`` (``last_error``) until someone fixes it.
 """
 
 from __future__ import annotations
@@ -176,7 +188,7 @@ class Forwarder:
         batch = self.store.load_secure_batch(batch_id)
         if batch is None:
             return None
-        keys = {batch.key_id} if batch.sum_ct is not None else {k for k, _ in batch.members}
+        keys = {batch.key_id} if batch.sum_ct is not None else {m[0] for m in batch.members}
         if self.paillier.config is not None and not all(map(self.paillier.is_current, keys)):
             # Under a key the analyzer no longer has: it can never be counted, and a sum over
             # two keys decrypts to nothing. Dissolve it (this and any other such batch).
@@ -184,9 +196,9 @@ class Forwarder:
             return None
         if batch.sum_ct is None:
             started = time.perf_counter()
-            key_id, ct = batch_sum(self.paillier, batch)
+            key_id, ct, members = batch_sum(self.paillier, batch)
             self.metrics.sum_seconds.observe(time.perf_counter() - started)
-            if not self.store.save_sum(batch_id, key_id, batch.size, ct):
+            if not self.store.save_sum(batch_id, key_id, batch.size, ct, members):
                 return None
             batch = self.store.load_secure_batch(batch_id)
             if batch is None or batch.sum_ct is None:
@@ -248,10 +260,14 @@ class Forwarder:
             return self._failed(
                 task, d.batch_id, "bad_ack", f"analyzer acknowledged {ack.batch_id}, not this batch"
             )
-        log.debug(
-            "task %s batch %s acknowledged: counted=%d rejected=%d duplicates=%d replayed=%s",
-            task, d.batch_id, ack.counted, ack.rejected, ack.duplicates, ack.replayed,
+        log.log(
+            logging.WARNING if ack.quarantined else logging.DEBUG,
+            "task %s batch %s acknowledged: counted=%d rejected=%d duplicates=%d replayed=%s "
+            "quarantined=%s", task, d.batch_id, ack.counted, ack.rejected, ack.duplicates,
+            ack.replayed, ack.quarantined,
         )
+        if ack.quarantined:
+            self.metrics.batches_quarantined.labels(task).inc()
         return True
 
     def _failed(self, task: str, batch_id: str, reason: str, detail: str) -> bool:

@@ -1,10 +1,13 @@
 """Intake: an upload is checked against its task and made durable by group commit.
 
 Checks come first and refuse the whole upload (nothing stored): the transport must be the
-task's (HPKE ``reports`` or ``secure-sum`` counts), every HPKE report must have the task's one
-public length (anything else cannot be a report of this task, and equal lengths leak nothing in
-the batch), and encrypted counts must be under the analyzer's Paillier key and in Z*_{n²} (one
-bad ciphertext in a batch would make its whole sum undecryptable).
+task's (HPKE ``reports`` or ``secure-sum`` counts); every HPKE report must be sealed to the key id
+the analyzer publishes, with a well-formed encapsulated key and the task's one public length
+(anything else cannot be a report of this task, and equal lengths leak nothing in the batch;
+``services.shuffler.hpke``); encrypted counts must be under the analyzer's Paillier key and in
+Z*_{n²} (one bad ciphertext in a batch would make its whole sum undecryptable), with a tag that
+passes the same HPKE checks. A secure-sum report whose tag the shuffler already holds is a
+duplicate (``ShufflerStore.accept``), like an identical ciphertext.
 
 Then concurrent uploads are funnelled into one SQLite transaction per group (uploads arriving
 while a commit is in progress form the next group), so a 202 costs a share of one fsync; the
@@ -20,14 +23,14 @@ from dataclasses import dataclass
 import anyio.to_thread
 
 from services.common.group_commit import GroupCommitter, Outcome, ShuttingDown
-from services.shuffler.errors import AggregationMismatch, BadReportSize, StorageError
+from services.shuffler.errors import AggregationMismatch, StorageError
 from services.shuffler.forwarder import Forwarder
+from services.shuffler.hpke import HpkeState, Refresh
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.secure_sum import PaillierState
 from services.shuffler.store import AcceptResult, ShufflerStore, Upload
 from services.shuffler.tasks import TaskSpec
-from shared.crypto.hpke import ENC_BYTES
-from shared.protocol.messages import EncryptedReport, b64decode
+from shared.protocol.messages import EncryptedReport
 from shared.protocol.secure_sum import EncryptedCounts
 
 MAX_GROUP = 256  # uploads per group commit
@@ -56,15 +59,8 @@ def require_transport(spec: TaskSpec, aggregation: str) -> None:
     )
 
 
-def check_report_sizes(spec: TaskSpec, reports: Sequence[EncryptedReport]) -> None:
-    """422 ``bad_report_size`` for the first report whose lengths are not the task's."""
-    for i, report in enumerate(reports):
-        enc, ct = len(b64decode(report.enc)), len(b64decode(report.ct))
-        if enc != ENC_BYTES or ct != spec.ct_bytes:
-            raise BadReportSize(
-                f"reports[{i}]: task {spec.id!r} takes enc of {ENC_BYTES} bytes and ct of "
-                f"{spec.ct_bytes} bytes, got {enc} and {ct}; no report was stored"
-            )
+async def _answered() -> bool:
+    return True
 
 
 class Intake:
@@ -76,11 +72,16 @@ class Intake:
         metrics: ShufflerMetrics,
         forwarder: Forwarder,
         paillier: PaillierState,
+        hpke: HpkeState,
+        refresh_hpke: Refresh = _answered,
     ) -> None:
         self.store = store
         self.metrics = metrics
         self.forwarder = forwarder
         self.paillier = paillier
+        self.hpke = hpke
+        # Asks the analyzer for its HPKE config again (a report names a key id we do not know).
+        self.refresh_hpke = refresh_hpke
         self._committer: GroupCommitter[Upload, Committed] = GroupCommitter(
             "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after
         )
@@ -101,7 +102,7 @@ class Intake:
     ) -> AcceptResult:
         """HPKE reports of a ``reports`` task, durable once this returns."""
         require_transport(spec, "reports")
-        check_report_sizes(spec, reports)
+        await self.hpke.check_reports(spec.id, reports, spec.ct_bytes, self.refresh_hpke)
         return await self._submit(spec, reports)
 
     async def accept_counts(
@@ -109,6 +110,7 @@ class Intake:
     ) -> AcceptResult:
         """Paillier-encrypted counts of a secure-sum task, durable once this returns."""
         require_transport(spec, "secure-sum")
+        await self.hpke.check_tags(spec.id, reports, self.refresh_hpke)
         # CPU (base64 and one gcd per ciphertext): off the event loop.
         await anyio.to_thread.run_sync(self.paillier.check_upload, spec.id, reports)
         return await self._submit(spec, reports)

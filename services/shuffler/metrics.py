@@ -19,6 +19,9 @@ class ShufflerMetrics(ServiceMetrics):
         self.batches_formed = self.counter("batches_formed", "Batches formed", task)
         self.batches_acknowledged = self.counter(
             "batches_acknowledged", "Batches acknowledged by the analyzer", task)
+        self.batches_quarantined = self.counter(
+            "batches_quarantined",
+            "Batches the analyzer acknowledged as quarantined (refused whole, none counted)", task)
         self.forward_failures = self.counter(
             "forward_failures", "Failed attempts to deliver a batch (retried)", ["task", "reason"])
         self.pending = self.gauge("pending_reports", "Reports waiting for a batch to fill", task)

@@ -1,8 +1,9 @@
 """The shuffler's runtime: its store, intake, forwarder, secure-sum key state and metrics, opened
 for the app's lifespan (``open_runtime``) and handed to the routes as ``RuntimeDep``.
 
-The shuffler is ready (``/healthz`` 200) once intake and delivery run and, if a task uses
-secure summation, the analyzer's Paillier key has been fetched; until then 503 ``starting``.
+The shuffler is ready (``/healthz`` 200) once intake and delivery run and the analyzer's HPKE
+config and, if a task uses secure summation, its Paillier key have been fetched (or read from the
+last copy kept in the data directory); until then 503 ``starting``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,20 @@ import httpx
 from services.common.datadir import StateDir
 from services.common.health import Readiness
 from services.shuffler.forwarder import HTTP_TIMEOUT, Forwarder
+from services.shuffler.hpke import HpkeState
 from services.shuffler.intake import Intake
 from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.secure_sum import PaillierState, fetch_paillier_config
+from services.shuffler.published import ConfigFetcher
+from services.shuffler.secure_sum import PaillierState
 from services.shuffler.store import ShufflerStore
 from services.shuffler.tasks import TaskSpec
 from shared.protocol.messages import ShufflerStatus, TaskQueueStatus
+from shared.protocol.secure_sum import PaillierConfig
 from shared.settings import Settings
 
 DB_FILE = "shuffler.sqlite3"
 PAILLIER_CACHE = "paillier-config.json"
+HPKE_CACHE = "hpke-config.json"
 
 
 def state_dir(settings: Settings) -> StateDir:
@@ -89,8 +94,9 @@ async def open_runtime(
     tasks: dict[str, TaskSpec],
     analyzer_transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[ShufflerRuntime]:
-    """Open the store and the analyzer client, start intake, delivery and (for secure-sum tasks)
-    the Paillier key fetch; stop and close them all on exit."""
+    """Open the store and the analyzer client, start intake, delivery and the fetches of the
+    analyzer's HPKE config and (for secure-sum tasks) Paillier key; stop and close them all on
+    exit."""
     metrics = ShufflerMetrics()
     store = ShufflerStore(
         Path(settings.data_dir) / "shuffler" / DB_FILE,
@@ -102,18 +108,27 @@ async def open_runtime(
     paillier = PaillierState(
         settings.tasks, cache=Path(settings.data_dir) / "shuffler" / PAILLIER_CACHE
     )
+    hpke = HpkeState(bool(settings.tasks), cache=Path(settings.data_dir) / "shuffler" / HPKE_CACHE)
+    hpke_fetcher = ConfigFetcher(hpke, client, settings)
     forwarder = Forwarder(settings, store, metrics, client, paillier)
-    intake = Intake(store, metrics, forwarder, paillier)
+    intake = Intake(store, metrics, forwarder, paillier, hpke, hpke_fetcher.refresh)
     readiness = Readiness()
-    readiness.require("the analyzer", paillier.missing)
+    readiness.require("the analyzer", lambda: hpke.missing() + paillier.missing())
     readiness.require_that("intake", lambda: intake.running)
     readiness.require_that("batch delivery", lambda: forwarder.running)
-    fetcher = None
-    if paillier.needed:
-        fetcher = asyncio.create_task(
-            fetch_paillier_config(paillier, client, settings, forwarder.on_new_key),
-            name="fetch-paillier-config",
-        )
+    # Each config the tasks need: one attempt now (so a shuffler whose analyzer is up is ready
+    # when it starts), then followed in the background; a new Paillier key refuses what is held
+    # under the old one (batches never mix keys).
+    async def paillier_adopted(config: PaillierConfig) -> None:
+        await forwarder.on_new_key(config.key_id)
+
+    fetchers = []
+    for fetcher, hook in ((hpke_fetcher, None),
+                          (ConfigFetcher(paillier, client, settings), paillier_adopted)):
+        if fetcher.state.needed:
+            fetched = await fetcher.first()
+            name = f"fetch-{fetcher.state.name}"
+            fetchers.append(asyncio.create_task(fetcher.follow(hook, fetched), name=name))
     intake.start()
     forwarder.start()
     try:
@@ -121,7 +136,7 @@ async def open_runtime(
             settings, store, tasks, intake, forwarder, metrics, paillier, readiness
         )
     finally:
-        if fetcher is not None:
+        for fetcher in fetchers:
             fetcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await fetcher

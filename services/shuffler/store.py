@@ -1,20 +1,23 @@
 """The shuffler's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
 
 Tables
-- ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task (duplicate detection; the
-  only trace kept of a report once its batch is acknowledged).
-- ``pending``: accepted reports waiting for their task's batch to fill (ciphertext bytes only).
+- ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task, and of every secure-sum
+  report's tag (domain-separated, ``tag_hash``): duplicate detection, the only trace kept of a
+  report once its batch is acknowledged.
+- ``pending``: accepted reports waiting for their task's batch to fill (ciphertext bytes, and a
+  secure-sum report's tag).
 - ``batches`` / ``batch_reports``: formed batches with their members in shuffled order. Members are
   deleted when the analyzer acknowledges the batch; the batch row (id, task, size) stays.
 - ``batch_sums``: secure-sum tasks only, the encrypted sum (product of the members' Paillier
-  ciphertexts) of a formed batch. Storing it deletes the members in the same transaction (the sum
-  is all that is ever forwarded, so no single ciphertext stays at rest longer than needed); it is
+  ciphertexts) of a formed batch, with its members' tags and ciphertext digests (``members``, the
+  JSON of ``SumMember``s). Storing it deletes the members in the same transaction (the sum is all
+  that is ever forwarded, so no single ciphertext stays at rest longer than needed); it is
   deleted when the analyzer acknowledges the batch.
 - ``counters``: per-task totals (``refused_stale_key``: accepted secure-sum reports dropped
   because the analyzer's Paillier key changed, see ``refuse_stale_key``).
 
 Secure-sum reports (``EncryptedCounts``) use the same ``pending`` / ``batch_reports`` rows as HPKE
-reports, with an empty ``enc``.
+reports, with an empty ``enc`` and their tag in ``tag`` (``tag_bytes``: key id ‖ enc ‖ ct).
 
 ``accept`` makes uploads durable and forms every batch that became full in the SAME transaction,
 so a report is, at every instant on disk, in exactly one of: pending, an unacknowledged batch, or
@@ -81,9 +84,17 @@ CREATE TABLE IF NOT EXISTS batch_sums (
 ) WITHOUT ROWID;
 """
 
+# Secure-sum report tags: with each pending or batched report, and with each stored sum.
+SCHEMA_V3 = add_columns(
+    ("pending", "tag", "BLOB"),
+    ("batch_reports", "tag", "BLOB"),
+    ("batch_sums", "members", "TEXT"),
+)
+
 MIGRATIONS = [
     SCHEMA_V1,
     add_columns(("counters", "refused_stale_key", "INTEGER NOT NULL DEFAULT 0")),
+    SCHEMA_V3,
 ]
 
 # Shuffling uses the OS CSPRNG: the permutation is what hides arrival order from the analyzer.
@@ -100,6 +111,22 @@ def report_hash(report: EncryptedReport | EncryptedCounts) -> bytes:
     """sha256(enc ‖ ct): identical ciphertexts are the same report."""
     _, enc, ct = _wire(report)
     return hashlib.sha256(enc + ct).digest()
+
+
+def tag_bytes(tag: EncryptedReport) -> bytes:
+    """A secure-sum report's tag as stored: key id (one byte) ‖ enc ‖ ct."""
+    return bytes([tag.key_id]) + b64decode(tag.enc) + b64decode(tag.ct)
+
+
+def tag_from_bytes(raw: bytes) -> EncryptedReport:
+    """Inverse of ``tag_bytes`` (X25519 encapsulated keys are 32 bytes)."""
+    return EncryptedReport(key_id=raw[0], enc=b64encode(raw[1:33]), ct=b64encode(raw[33:]))
+
+
+def tag_hash(raw_tag: bytes) -> bytes:
+    """The ``seen`` entry of a tag: its enc ‖ ct (not its key id, which intake pins to the
+    analyzer's), domain-separated from ciphertext hashes."""
+    return hashlib.sha256(b"privbandit/tag|" + raw_tag[1:]).digest()
 
 
 @dataclass(frozen=True)
@@ -127,14 +154,16 @@ class Batch:
 @dataclass(frozen=True)
 class SecureBatch:
     """An unacknowledged batch of a secure-sum task: its encrypted sum once computed
-    (``sum_ct``, with ``key_id``), otherwise its members' (key id, ciphertext bytes)."""
+    (``sum_ct``, with ``key_id`` and ``sum_members``, the JSON list of its ``SumMember``s),
+    otherwise its members' (key id, ciphertext bytes, tag bytes or None)."""
 
     batch_id: str
     task: str
     size: int
     key_id: int | None
     sum_ct: bytes | None
-    members: list[tuple[int, bytes]]
+    members: list[tuple[int, bytes, bytes | None]]
+    sum_members: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,16 +214,29 @@ class ShufflerStore:
                 accepted = duplicates = 0
                 for report in upload.reports:
                     key_id, enc, ct = _wire(report)
+                    ct_hash = hashlib.sha256(enc + ct).digest()
                     cur = conn.execute(
                         "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
-                        (upload.task, hashlib.sha256(enc + ct).digest()),
+                        (upload.task, ct_hash),
                     )
                     if cur.rowcount == 0:
                         duplicates += 1
                         continue
+                    tag = tag_bytes(report.tag) if isinstance(report, EncryptedCounts) else None
+                    if tag is not None and conn.execute(
+                        "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
+                        (upload.task, tag_hash(tag)),
+                    ).rowcount == 0:
+                        # Another ciphertext under a tag already held: a re-randomised copy
+                        # of a report (c·rⁿ), or a device re-encrypting. Not this ciphertext.
+                        conn.execute(
+                            "DELETE FROM seen WHERE task = ? AND hash = ?", (upload.task, ct_hash)
+                        )
+                        duplicates += 1
+                        continue
                     conn.execute(
-                        "INSERT INTO pending (task, key_id, enc, ct) VALUES (?, ?, ?, ?)",
-                        (upload.task, key_id, enc, ct),
+                        "INSERT INTO pending (task, key_id, enc, ct, tag) VALUES (?, ?, ?, ?, ?)",
+                        (upload.task, key_id, enc, ct, tag),
                     )
                     accepted += 1
                 conn.execute(
@@ -216,7 +258,8 @@ class ShufflerStore:
         formed = 0
         while True:
             rows = conn.execute(
-                "SELECT seq, key_id, enc, ct FROM pending WHERE task = ? ORDER BY seq LIMIT ?",
+                "SELECT seq, key_id, enc, ct, tag FROM pending WHERE task = ? ORDER BY seq "
+                "LIMIT ?",
                 (task, l),
             ).fetchall()
             if len(rows) < l:
@@ -227,9 +270,10 @@ class ShufflerStore:
                 "INSERT INTO batches (batch_id, task, size) VALUES (?, ?, ?)", (batch_id, task, l)
             )
             conn.executemany(
-                "INSERT INTO batch_reports (batch_id, position, key_id, enc, ct) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(batch_id, pos, key_id, enc, ct) for pos, (_, key_id, enc, ct) in enumerate(rows)],
+                "INSERT INTO batch_reports (batch_id, position, key_id, enc, ct, tag) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(batch_id, pos, key_id, enc, ct, tag)
+                 for pos, (_, key_id, enc, ct, tag) in enumerate(rows)],
             )
             # The selected rows are exactly the task's l oldest, so "seq ≤ the largest" is them.
             conn.execute(
@@ -284,11 +328,14 @@ class ShufflerStore:
             if row is None:
                 return None
             stored = self._conn.execute(
-                "SELECT key_id, ct FROM batch_sums WHERE batch_id = ?", (batch_id,)
+                "SELECT key_id, ct, members FROM batch_sums WHERE batch_id = ?", (batch_id,)
             ).fetchone()
-            members: list[tuple[int, bytes]] = []
+            members: list[tuple[int, bytes, bytes | None]] = []
             if stored is None:
-                members = [(k, bytes(ct)) for k, ct in self._members(batch_id, "key_id, ct")]
+                members = [
+                    (k, bytes(ct), None if tag is None else bytes(tag))
+                    for k, ct, tag in self._members(batch_id, "key_id, ct, tag")
+                ]
         return SecureBatch(
             batch_id=batch_id,
             task=row[0],
@@ -296,20 +343,21 @@ class ShufflerStore:
             key_id=None if stored is None else stored[0],
             sum_ct=None if stored is None else bytes(stored[1]),
             members=members,
+            sum_members=None if stored is None else stored[2],
         )
 
-    def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes) -> bool:
-        """Store the encrypted sum of an unacknowledged batch and delete its members, in ONE
-        durable transaction. The sum is a deterministic function of the members, so whichever
-        of two racing computations lands first is the same value. False if the batch was
-        acknowledged meanwhile (then nothing changes)."""
+    def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes, members: str) -> bool:
+        """Store the encrypted sum of an unacknowledged batch with its ``members`` (JSON) and
+        delete its members' rows, in ONE durable transaction. The sum is a deterministic
+        function of the members, so whichever of two racing computations lands first is the
+        same value. False if the batch was acknowledged meanwhile (then nothing changes)."""
         with self._lock, transaction(self._conn) as conn:
             live = self._unacked_batch(batch_id) is not None
             if live:
                 conn.execute(
-                    "INSERT OR IGNORE INTO batch_sums (batch_id, key_id, count, ct) "
-                    "VALUES (?, ?, ?, ?)",
-                    (batch_id, key_id, count, ct),
+                    "INSERT OR IGNORE INTO batch_sums (batch_id, key_id, count, ct, members) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (batch_id, key_id, count, ct, members),
                 )
                 conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
         return live
@@ -348,8 +396,9 @@ class ShufflerStore:
                         continue
                     refused += stale
                     conn.execute(
-                        "INSERT INTO pending (task, key_id, enc, ct) SELECT ?, key_id, enc, ct "
-                        "FROM batch_reports WHERE batch_id = ? AND key_id = ? ORDER BY position",
+                        "INSERT INTO pending (task, key_id, enc, ct, tag) "
+                        "SELECT ?, key_id, enc, ct, tag FROM batch_reports "
+                        "WHERE batch_id = ? AND key_id = ? ORDER BY position",
                         (task, batch_id, key_id),
                     )
                 for table in ("batch_reports", "batch_sums", "batches"):

@@ -10,6 +10,7 @@ from services.common.web import report_json_bytes
 from shared.core.policies import randomizer_for
 from shared.crypto.hpke import ciphertext_length, row_length
 from shared.crypto.slots import layout_for
+from shared.crypto.tags import TAG_CIPHERTEXT_BYTES
 from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD
 from shared.settings import Settings, TaskConfig
 
@@ -51,12 +52,13 @@ def upload_limit(ct_bytes: int) -> int:
 
 class BodyLimits:
     """The largest upload body any task takes, for a given Paillier key size (the secure-sum
-    tasks' reports grow with it)."""
+    tasks' reports grow with it; each also carries a tag)."""
 
     def __init__(self, specs: dict[str, TaskSpec]) -> None:
         largest_report = max((s.ct_bytes for s in specs.values()), default=1024)
         self._hpke = upload_limit(largest_report)
         self._secure = [s.config for s in specs.values() if s.secure_sum]
+        self._tags = MAX_REPORTS_PER_UPLOAD * report_json_bytes(TAG_CIPHERTEXT_BYTES)
         self._by_key: dict[int, int] = {}
 
     def for_key(self, key_bits: int) -> int:
@@ -64,6 +66,7 @@ class BodyLimits:
         if limit is None:
             limit = self._by_key[key_bits] = max(
                 [self._hpke]
-                + [upload_limit(layout_for(t, key_bits).ciphertext_bytes) for t in self._secure]
+                + [upload_limit(layout_for(t, key_bits).ciphertext_bytes) + self._tags
+                   for t in self._secure]
             )
         return limit

@@ -42,6 +42,27 @@ class CryptoError(Exception):
     """A report could not be opened: wrong key id, malformed fields or failed authentication."""
 
 
+_P25519 = 2**255 - 19
+# u-coordinates (mod p) of the X25519 points of small order, on the curve or its twist
+# (RFC 7748 §7; the list libsodium refuses): a DH with one of them gives the all-zero secret.
+LOW_ORDER_U = frozenset({
+    0, 1, _P25519 - 1,
+    325606250916557431795983626356110631294008115727848805560023387167927233504,
+    39382357235489614581723060781553021112529911719440698176882885853963445705823,
+})
+
+
+def check_encapsulated_key(enc: bytes) -> None:
+    """``CryptoError`` unless ``enc`` can be an honest X25519 encapsulated key: 32 bytes whose
+    point (high bit masked and reduced mod p, as RFC 7748 §5 decodes it) is not of small order.
+    Costs no curve operation: the shuffler runs it on every report."""
+    if len(enc) != ENC_BYTES:
+        raise CryptoError(f"an encapsulated key is {ENC_BYTES} bytes, got {len(enc)}")
+    u = (int.from_bytes(enc, "little") & ((1 << 255) - 1)) % _P25519
+    if u in LOW_ORDER_U:
+        raise CryptoError("the encapsulated key is a point of small order")
+
+
 def hpke_info(task: str, key_id: int, purpose: str = "") -> bytes:
     """The HPKE ``info`` string: binds protocol version, task id and key id, and for anything
     but a report a ``purpose`` (``tag`` for secure-sum report tags), so that one kind of sealed

@@ -23,11 +23,13 @@ import hashlib
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from shared.crypto.hpke import CryptoError, open_report, seal
+from shared.crypto.hpke import CryptoError, ciphertext_length, open_report, seal
 from shared.protocol.messages import REPORT_ID_BYTES, EncryptedReport
 
 TAG_PURPOSE = "tag"
 DIGEST_BYTES = 32
+# Length of a tag's AEAD ciphertext (report id ‖ digest, plus the AEAD tag): public and fixed.
+TAG_CIPHERTEXT_BYTES = ciphertext_length(DIGEST_BYTES)
 
 
 def ciphertext_digest(ct: bytes) -> bytes:

@@ -135,6 +135,13 @@ class BatchAck(Message):
     rejected: int = Field(ge=0, description="reports that failed decryption or validation")
     duplicates: int = Field(ge=0, description="reports whose id had already been counted")
     model_version: int = Field(ge=0)
+    quarantined: bool = Field(
+        False,
+        description="true when the whole batch was refused as one (a secure-sum batch whose "
+                    "sum, ciphertext or report tags are invalid): nothing of it was counted, "
+                    "its reports are in ``rejected``, and its id is processed (re-delivery "
+                    "answers ``replayed``)",
+    )
 
 
 class PrivacyReport(Message):
@@ -143,7 +150,14 @@ class PrivacyReport(Message):
     task: TaskId
     ledger: PrivacyLedger
     reports_counted: int = Field(ge=0)
-    batches: int = Field(ge=0)
+    reports_refused: int = Field(
+        0, ge=0,
+        description="reports the shuffler delivered that were not counted: rejected when "
+                    "decoded (decryption or range checks), dropped as a duplicate report id, or "
+                    "members of a quarantined secure-sum batch; accepted = counted + refused + "
+                    "pending",
+    )
+    batches: int = Field(ge=0, description="batches processed, quarantined ones included")
     model_version: int = Field(ge=0)
 
 

@@ -1,11 +1,16 @@
 """Wire messages of the ``secure-sum`` transport: the analyzer's Paillier configuration, the
-device's encrypted counts and the shuffler's encrypted batch sum (spec §4)."""
+device's encrypted counts and the shuffler's encrypted batch sum (spec §4).
+
+Every report carries a tag (``shared.crypto.tags``): its report id and the digest of its
+ciphertext bytes, HPKE-sealed to the analyzer. The shuffler forwards with each batch sum every
+member's tag and the digest of the ciphertext it actually multiplied (``SumMember``), so the
+analyzer can count each report id once and detect a re-randomised copy of a report."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from shared.crypto.paillier import (
     MAX_KEY_BITS,
@@ -16,13 +21,26 @@ from shared.crypto.paillier import (
     paillier_key_id,
 )
 from shared.crypto.slots import SlotLayout, layout
+from shared.crypto.tags import DIGEST_BYTES
 from shared.protocol.messages import (
     MAX_BATCH,
     MAX_CIPHERTEXT_BYTES,
     MAX_REPORTS_PER_UPLOAD,
+    EncryptedReport,
     HexId,
     Message,
+    b64decode,
 )
+
+
+def _is_digest(text: str) -> str:
+    if len(b64decode(text)) != DIGEST_BYTES:
+        raise ValueError(f"a digest is {DIGEST_BYTES} bytes")
+    return text
+
+
+# URL-safe base64 of a 32-byte SHA-256 digest (``shared.crypto.tags.ciphertext_digest``).
+Digest = Annotated[str, Field(max_length=48), AfterValidator(_is_digest)]
 
 
 class SecureSumLayout(Message):
@@ -91,10 +109,13 @@ class PaillierConfig(Message):
 
 
 class EncryptedCounts(Message):
-    """Device → shuffler: one secure-sum report, ``encode_ciphertexts`` of its ciphertexts."""
+    """Device → shuffler: one secure-sum report, ``encode_ciphertexts`` of its ciphertexts, and
+    its tag: ``make_tag`` of a fresh report id and the bytes of ``ct``, sealed to the analyzer's
+    HPKE key (``key_id`` is the Paillier key's id, the tag carries the HPKE key's)."""
 
     key_id: int = Field(ge=0, le=255)
     ct: str = Field(max_length=4 * MAX_CIPHERTEXT_BYTES // 3 + 4)
+    tag: EncryptedReport
 
 
 class SecureSumUpload(Message):
@@ -104,13 +125,29 @@ class SecureSumUpload(Message):
     reports: list[EncryptedCounts] = Field(min_length=1, max_length=MAX_REPORTS_PER_UPLOAD)
 
 
+class SumMember(Message):
+    """One report of a batch sum, as the shuffler forwards it: the device's tag, unopened, and
+    the digest (``ciphertext_digest``) of the ciphertext bytes the shuffler multiplied."""
+
+    tag: EncryptedReport
+    digest: Digest
+
+
 class EncryptedBatchSum(Message):
-    """Shuffler → analyzer: the product of ``count`` reports' ciphertexts, nothing else."""
+    """Shuffler → analyzer: the product of ``count`` reports' ciphertexts and, per report, its
+    tag and ciphertext digest (in the batch's shuffled order); no ciphertext of a report."""
 
     batch_id: HexId
     key_id: int = Field(ge=0, le=255)
     count: int = Field(ge=1, le=MAX_BATCH)
     ct: str = Field(max_length=4 * MAX_CIPHERTEXT_BYTES // 3 + 4)
+    members: list[SumMember] = Field(min_length=1, max_length=MAX_BATCH)
+
+    @model_validator(mode="after")
+    def _one_member_per_report(self) -> EncryptedBatchSum:
+        if len(self.members) != self.count:
+            raise ValueError(f"{len(self.members)} members for a sum of {self.count} reports")
+        return self
 
 
 def paillier_config(n: int, task_layout: SlotLayout | None = None) -> PaillierConfig:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -15,11 +16,16 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
-from privbandit.demo import DemoOptions, run_demo_against
+from privbandit.demo import DemoOptions, Driver, run_demo_against
 from privbandit.launcher import SERVICES, Cluster, free_ports, healthy
-from tests.helpers import BATCH, TASKS, cli
+from shared.core.policies import randomizer_for
+from shared.crypto.hpke import ciphertext_length, pack_report, seal
+from shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode, b64encode
+from shared.settings import TaskConfig
+from tests.helpers import BATCH, TASKS, cli, wait_done
 
 pytestmark = pytest.mark.slow
 
@@ -49,6 +55,7 @@ def test_demo_reconciles_exactly(cluster: Cluster, threat_model: str) -> None:
     privacy = httpx.get(
         f"{cluster.urls['analyzer']}/v1/tasks/{TASKS[threat_model]}/privacy"
     ).json()
+    assert privacy["reports_refused"] == rec["reports_refused"] == 0  # only honest devices
     assert privacy["reports_counted"] + queue["pending"] == queue["accepted"]
     assert queue["pending"] < l
     assert queue["batches_formed"] == queue["batches_acknowledged"] == privacy["batches"]
@@ -105,14 +112,62 @@ def test_demo_command_starts_fresh_services_and_writes_json(
                 "wall_seconds"):
         assert key in out, key
     rec = out["reconciliation"]
-    assert {"feedbacks_sent", "reports_accepted", "reports_counted", "reports_pending",
-            "batches", "model_versions"} <= set(rec)
+    assert {"feedbacks_sent", "reports_accepted", "reports_counted", "reports_refused",
+            "reports_pending", "batches", "model_versions"} <= set(rec)
     assert rec["feedbacks_sent"] == rec["reports_accepted"] == 150
     # Fresh services: everything counted from zero, 150 = 7 batches of 20 + 10 pending.
     assert rec["reports_counted"] == 140 and rec["reports_pending"] == 10 and rec["batches"] == 7
     assert out["params"]["confidence_scale"] == 1.0 and out["params"]["regularizer"] == "paper"
     assert out["paper"] is True
     assert out_png.stat().st_size > 1000
+
+
+def test_demo_json_reconciles_refused_reports(fresh_cluster: Cluster) -> None:
+    """Reports the analyzer refuses are part of the reconciliation: while the demo's users run,
+    someone uploads forged ``ldp`` reports straight to the shuffler (correctly sealed, values
+    ±1e300, and random bytes under the analyzer's key id). The shuffler cannot tell them from
+    reports and accepts them; the analyzer refuses them, and the demo JSON shows
+    accepted = counted + refused + pending — and that more was accepted than its users sent."""
+    urls = fresh_cluster.urls
+    task_id = TASKS["ldp"]
+    users = 120
+
+    async def forge(driver: Driver) -> None:
+        await wait_done(driver, users // 3)
+        async with httpx.AsyncClient(timeout=10) as c:
+            r = await c.get(f"{urls['analyzer']}/v1/hpke-config")
+            hpke = HpkeConfig.model_validate_json(r.content)
+            info = (await c.get(f"{urls['analyzer']}/v1/tasks/{task_id}")).json()
+            config = TaskConfig.model_validate(
+                {k: info[k] for k in ("id", "threat_model", "K", "policy")})
+            width = randomizer_for(config.policy).width
+            pk = b64decode(hpke.public_key)
+            forged = [seal(pk, hpke.key_id, task_id, pack_report(
+                np.full(width, v).astype("<f8").tobytes())[1]) for v in (1e300, -1e300)]
+            forged.append(EncryptedReport(
+                key_id=hpke.key_id, enc=b64encode(secrets.token_bytes(32)),
+                ct=b64encode(secrets.token_bytes(ciphertext_length(8 * width)))))
+            body = {"reports": [f.model_dump() for f in forged]}
+            r = await c.post(f"{urls['shuffler']}/v1/tasks/{task_id}/reports", json=body)
+            assert r.status_code == 202 and r.json()["accepted"] == 3, r.text
+
+    opts = DemoOptions("ldp", users=users, concurrency=4, seed=11, progress=False,
+                       settle_timeout=60)
+    out = asyncio.run(run_demo_against(urls, task_id, opts, driver_hook=forge))
+    rec = out["reconciliation"]
+    assert rec["feedbacks_sent"] == users
+    assert (rec["reports_accepted"], rec["reports_counted"], rec["reports_refused"],
+            rec["reports_pending"]) == (users + 3, users, 3, 0)
+    assert rec["reports_counted"] + rec["reports_refused"] + rec["reports_pending"] == (
+        rec["reports_accepted"])
+    # The one problem: three reports came from elsewhere than the demo's users.
+    assert rec["problems"] == [f"reports_accepted ({users + 3}) != feedbacks_sent ({users})"]
+    assert not rec["consistent"]
+    privacy = httpx.get(f"{urls['analyzer']}/v1/tasks/{task_id}/privacy").json()
+    assert privacy["reports_refused"] == 3 and privacy["batches"] == users + 3
+    model = httpx.get(f"{urls['analyzer']}/v1/tasks/{task_id}/model").json()
+    assert model["version"] == rec["model_versions"] >= 1
+    assert max(abs(v) for v in model["theta"]) < 1e6
 
 
 def test_repeated_demo_on_running_services_reconciles(cluster: Cluster) -> None:

@@ -53,11 +53,13 @@ def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) ->
     assert 0 < privacy["central_epsilon"] <= privacy["ldp_epsilon"]
     assert "batch sums" in privacy["accounting"]
     assert 0 <= out["final_regret"] <= users and out["users_per_second"] > 0
-    # What the stores kept: the analyzer counted l per decrypted sum and holds no report id; the
-    # shuffler keeps nothing of an acknowledged batch.
+    # What the stores kept: the analyzer counted l per decrypted sum and holds the report id of
+    # each counted report (from its tag), each once; the shuffler keeps nothing of an
+    # acknowledged batch.
     totals = analyzer_totals(data, TASK)
     assert totals["per_batch"] == [L] * 12 and totals["counted"] == 240
-    assert totals["report_ids"] == 0 and totals["rejected"] == 0
+    assert totals["report_ids"] == totals["distinct_report_ids"] == 240
+    assert totals["rejected"] == 0 and rec["reports_refused"] == 0
     db = data / "shuffler" / "shuffler.sqlite3"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         assert conn.execute("SELECT COUNT(*) FROM batch_reports").fetchone()[0] == 0
@@ -91,4 +93,5 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
     totals = analyzer_totals(secure_sum_cluster.data_dir, TASK)
     assert totals["per_batch"] == [L] * rec["batches"]
     assert totals["counted"] == sum(totals["per_batch"]) == rec["reports_counted"]
-    assert totals["rejected"] == 0 and totals["report_ids"] == 0
+    assert totals["rejected"] == 0 and rec["reports_refused"] == 0
+    assert totals["report_ids"] == totals["distinct_report_ids"] == rec["reports_counted"]

@@ -12,7 +12,7 @@ from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomo
 from shared.crypto.slots import ciphertext_width
 from shared.protocol.messages import BatchUpload, EncryptedReport, HpkeConfig, b64decode
 from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
-from tests.helpers import central_task, ldp_task, shuffle_task
+from tests.helpers import central_task, fresh_members, ldp_task, shuffle_task, sum_members
 
 SHUF = shuffle_task()
 LOC = ldp_task()
@@ -59,11 +59,15 @@ def batch_sum(
     return EncryptedBatchSum(
         batch_id=batch_id or secrets.token_hex(16), key_id=config.key_id, count=len(reports),
         ct=encode_ciphertexts(homomorphic_sum(cts, n * n), config.key_bits),
+        members=sum_members(reports),
     )
 
 
-def out_of_range_sum(config: PaillierConfig, batch_id: str | None = None) -> EncryptedBatchSum:
-    """A decryptable sum whose first slot exceeds l·m: never l honest reports."""
+def out_of_range_sum(
+    config: PaillierConfig, hpke: HpkeConfig, task: str, batch_id: str | None = None
+) -> EncryptedBatchSum:
+    """A decryptable sum (with valid members) whose first slot exceeds l·m: never l honest
+    reports."""
     assert config.layout is not None
     lay = config.layout
     enc = PaillierEncryptor.from_config(config)
@@ -71,4 +75,5 @@ def out_of_range_sum(config: PaillierConfig, batch_id: str | None = None) -> Enc
     return EncryptedBatchSum(
         batch_id=batch_id or secrets.token_hex(16), key_id=config.key_id, count=lay.batch_size,
         ct=encode_ciphertexts(enc.encrypt(plaintexts), config.key_bits),
+        members=fresh_members(hpke, task, lay.batch_size),
     )

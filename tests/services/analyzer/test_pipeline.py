@@ -1,6 +1,7 @@
 """The ingest pipeline of a secure-sum task, called on one group directly (the group committer
-would form such groups under load): a refused sum is refused alone, changes no state and does
-not claim its batch id; a failed commit restores the policy."""
+would form such groups under load): a sum out of range is quarantined alone — acknowledged,
+its batch id claimed, no state change — and the rest of the group is counted; a failed commit
+restores the policy."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from services.analyzer.app import create_app
-from services.analyzer.errors import SlotOutOfRange
 from services.analyzer.ingest import IngestPipeline
-from shared.protocol.messages import BatchAck
+from shared.protocol.messages import BatchAck, HpkeConfig
 from shared.protocol.secure_sum import PaillierConfig
 from tests.helpers import (
     PAILLIER_TEST_BITS,
@@ -27,32 +27,41 @@ from tests.services.analyzer.support import batch_sum, out_of_range_sum
 SUM = secure_sum_task("sum", l=10)
 
 
-async def test_a_refused_sum_is_refused_alone_and_claims_no_batch_id(tmp_path: Path) -> None:
+async def test_a_sum_out_of_range_is_quarantined_alone_and_claims_its_batch_id(
+    tmp_path: Path,
+) -> None:
     app = create_app(make_settings(tmp_path / "data", tasks=[SUM]),
                      paillier_key_bits=PAILLIER_TEST_BITS)
     async with running(app) as client:
         r = await client.get("/v1/tasks/sum/secure-sum")
         config = PaillierConfig.model_validate_json(r.content)
-        make = counts_maker(config, seed=4)
+        hpke = HpkeConfig.model_validate_json((await client.get("/v1/hpke-config")).content)
+        make = counts_maker(config, hpke, seed=4)
         runtime = app.state.runtime
         rt = runtime.tasks["sum"]
         decoder = rt.decoder
         good = decoder.accept(batch_sum(config, make(SUM, 10)[1]))
-        # The refused sum and the honest one after it share a batch id: a refusal does not
-        # claim it, so the honest sum under it is counted in the same group.
-        refused = decoder.accept(out_of_range_sum(config))
-        honest = decoder.accept(batch_sum(config, make(SUM, 10)[1], refused.batch_id))
+        # The quarantined sum and an honest one after it share a batch id: the quarantine
+        # claims it (re-delivery is a replay), so the honest sum under it is not counted.
+        bad = decoder.accept(out_of_range_sum(config, hpke, "sum"))
+        honest = decoder.accept(batch_sum(config, make(SUM, 10)[1], bad.batch_id))
+        later = decoder.accept(batch_sum(config, make(SUM, 10)[1]))
         pipeline = IngestPipeline(rt, runtime.store, runtime.metrics)
         before = rt.policy.get_state()
-        outcomes = await asyncio.to_thread(pipeline, [good, refused, good, honest])
-        assert isinstance(outcomes[1], SlotOutOfRange)
-        acks = [o for o in outcomes if isinstance(o, BatchAck)]
-        assert [(a.replayed, a.counted) for a in acks] == [(False, 10), (True, 0), (False, 10)]
-        assert runtime.store.processed_batches("sum", [good.batch_id, refused.batch_id]) == {
-            good.batch_id, refused.batch_id}
-        assert rt.reports_counted == 20 and rt.batches == 2
-        assert (await privacy(client, "sum")).reports_counted == 20
+        acks = await asyncio.to_thread(pipeline, [good, bad, good, honest, later])
+        assert all(isinstance(a, BatchAck) for a in acks)
+        assert [(a.replayed, a.counted, a.rejected, a.quarantined) for a in acks] == [
+            (False, 10, 0, False), (False, 0, 10, True), (True, 0, 0, False),
+            (True, 0, 0, False), (False, 10, 0, False)]
+        assert runtime.store.processed_batches("sum", [good.batch_id, bad.batch_id]) == {
+            good.batch_id, bad.batch_id}
+        assert rt.reports_counted == 20 and rt.batches == 3 and rt.quarantined == 10
+        p = await privacy(client, "sum")
+        assert (p.reports_counted, p.reports_refused, p.batches) == (20, 10, 3)
         assert rt.policy.get_state() != before
+        # The counted batches' report ids are recorded, the quarantined one's are not.
+        assert len(runtime.store.known_report_ids("sum", list(decoder.decode(good).report_ids))) \
+            == 10
 
         # A group whose commit fails leaves memory and disk as they were.
         state = rt.policy.get_state()
@@ -63,7 +72,9 @@ async def test_a_refused_sum_is_refused_alone_and_claims_no_batch_id(tmp_path: P
         runtime.store.commit_batches = disk_full
         lone = decoder.accept(batch_sum(config, make(SUM, 10)[1]))
         with pytest.raises(OSError, match="disk full"):
-            await asyncio.to_thread(pipeline, [decoder.accept(out_of_range_sum(config)), lone])
+            await asyncio.to_thread(
+                pipeline, [decoder.accept(out_of_range_sum(config, hpke, "sum")), lone])
         del runtime.store.commit_batches
         assert rt.policy.get_state() == state and rt.reports_counted == 20
+        assert rt.quarantined == 10
         assert runtime.store.processed_batches("sum", [lone.batch_id]) == set()

@@ -6,6 +6,7 @@ precomputed randomness."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,11 @@ import pytest
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
 from shared.core.policies import randomizer_for
-from shared.crypto.keystore import PaillierKeyStore
+from shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, decrypt_sum
 from shared.crypto.slots import pack, unpack
+from shared.crypto.tags import ciphertext_digest, open_tag
+from shared.protocol.messages import b64decode
 from shared.protocol.secure_sum import PaillierConfig, SecureSumUpload
 from shared.settings import Retry
 from tests.helpers import (
@@ -203,14 +206,17 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
     # Retry refused uploads soon.
     timing = FAST_DEVICE.model_copy(update={"upload_retry": Retry(initial=0.1, maximum=0.2)})
     dev_settings = secure_settings(tmp_path, "device", device_timing=timing)
-    # Two analyzers with different Paillier keys (ids are 8 bits: make sure they differ).
+    # Two analyzers with different Paillier keys (ids are 8 bits: make sure they differ), and
+    # the same HPKE key (the tags of the reports are sealed to it; the shuffler checks its id).
     key_a = PaillierKeyStore(tmp_path / "a" / "analyzer", PAILLIER_TEST_BITS, allow_small=True)
+    HpkeKeyStore(tmp_path / "a" / "analyzer")
     while True:
         key_b = PaillierKeyStore(tmp_path / "b" / "analyzer", PAILLIER_TEST_BITS,
                                  allow_small=True)
         if key_b.key_id != key_a.key_id:
             break
         key_b.path.unlink()
+    shutil.copy(tmp_path / "a" / "analyzer" / HPKE_KEY_FILE, tmp_path / "b" / "analyzer")
     a_app = create_analyzer(secure_settings(tmp_path, "a"), paillier_key_bits=PAILLIER_TEST_BITS)
     b_app = create_analyzer(secure_settings(tmp_path, "b"), paillier_key_bits=PAILLIER_TEST_BITS)
     rng = np.random.default_rng(24)
@@ -289,9 +295,12 @@ def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
             check_config(SUM, task_info, config, min_bits)
 
 
-async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop() -> None:
+async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
     """With the pool empty, a report is still encrypted correctly (r^n computed on the spot, in
-    a worker thread that releases the GIL) and counted as a fallback."""
+    a worker thread that releases the GIL) and counted as a fallback; its tag binds a fresh
+    report id to its ciphertext bytes."""
     from services.device.refiller import PoolRefiller
     from services.device.secure_sum import TaskKey
     from shared.crypto.paillier import generate_keypair
@@ -305,7 +314,13 @@ async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop
     key = TaskKey(config, config.layout, enc, PoolRefiller(enc, 1))  # refiller never started
     assert not key.encrypt_inline_ok()
     counts = np.array([1, 0, 1, 1, 0, 0, 1, 0, 1])
-    report = await asyncio.to_thread(key.encrypt_in_thread, counts)
+    hpke = HpkeKeyStore(tmp_path / "hpke")
+    report = await asyncio.to_thread(
+        key.encrypt_in_thread, counts, "sum", hpke.public_key_bytes, hpke.key_id)
     assert enc.fallbacks == 1
     (plain,) = decrypt_sum(private, decode_ciphertexts(report.ct, int(public.n), 1))
     np.testing.assert_array_equal(unpack([plain], 9, 10, 1, 512, n_reports=1), counts)
+    report_id, digest = open_tag(hpke.private_key, hpke.key_id, "sum", report.tag)
+    assert digest == ciphertext_digest(b64decode(report.ct)) and len(report_id) == 16
+    again = key.encrypt(counts, "sum", hpke.public_key_bytes, hpke.key_id)
+    assert open_tag(hpke.private_key, hpke.key_id, "sum", again.tag)[0] != report_id

@@ -21,7 +21,7 @@ from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
 from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
 from shared.crypto.slots import ciphertext_width
-from shared.protocol.messages import PrivacyReport, TaskQueueStatus, b64decode
+from shared.protocol.messages import HpkeConfig, PrivacyReport, TaskQueueStatus, b64decode
 from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
 from shared.settings import Settings
 from tests.helpers import (
@@ -29,6 +29,7 @@ from tests.helpers import (
     assert_same_state,
     counted,
     eventually,
+    fresh_members,
     make_settings,
     privacy,
     queue_status,
@@ -37,6 +38,7 @@ from tests.helpers import (
     secure_sum_ready,
     secure_sum_task,
     shuffle_task,
+    sum_members,
 )
 
 SUM = secure_sum_task("sum", l=10)  # sblb-fixed, d = 3 (c = 9 counts), m = 1, l = 10
@@ -90,6 +92,7 @@ class Stack:
     shuffler_app: FastAPI
     recorder: Recorder
     config: PaillierConfig  # the secure-sum task's config (with layout)
+    hpke: HpkeConfig  # the analyzer's HPKE config (secure-sum reports' tags are sealed to it)
     made: list[np.ndarray] = field(default_factory=list)
 
     async def queue(self, task: str = "sum") -> TaskQueueStatus:
@@ -124,9 +127,10 @@ async def stack(
             r = await a_client.get("/v1/tasks/sum/secure-sum")
             assert r.status_code == 200, r.text
             config = PaillierConfig.model_validate_json(r.content)
+            hpke = HpkeConfig.model_validate_json((await a_client.get("/v1/hpke-config")).content)
             if wait_ready:
                 await eventually(lambda: secure_sum_ready(s_client))
-            yield Stack(a_client, s_client, a_app, s_app, rec, config)
+            yield Stack(a_client, s_client, a_app, s_app, rec, config, hpke)
 
 
 async def acked(client: httpx.AsyncClient, n: int) -> bool:
@@ -143,16 +147,33 @@ def assert_sblb_of(app: FastAPI, batches: list[np.ndarray]) -> None:
 
 
 def sum_body(
-    config: PaillierConfig, plaintexts: list[int], count: int, batch_id: str | None = None
+    config: PaillierConfig, hpke: HpkeConfig, plaintexts: list[int], count: int,
+    batch_id: str | None = None,
 ) -> dict[str, Any]:
-    """An EncryptedBatchSum of freshly encrypted plaintexts (what a shuffler would post)."""
+    """An EncryptedBatchSum of freshly encrypted plaintexts with ``count`` valid members (what a
+    shuffler would post)."""
     enc = PaillierEncryptor.from_config(config)
     return EncryptedBatchSum(
         batch_id=batch_id or secrets.token_hex(16),
         key_id=config.key_id,
         count=count,
         ct=encode_ciphertexts(enc.encrypt(plaintexts), config.key_bits),
+        members=fresh_members(hpke, SUM.id, count),
     ).model_dump()
+
+
+def rerandomised(config: PaillierConfig, report: EncryptedCounts) -> EncryptedCounts:
+    """A copy c·rⁿ mod n² of a report's ciphertexts (the same counts under fresh randomness),
+    keeping its tag: what anyone who sees c can make without any key."""
+    n = config.modulus()
+    width = ciphertext_width(config.key_bits)
+    raw = b64decode(report.ct)
+    cts = []
+    for j in range(len(raw) // width):
+        c = int.from_bytes(raw[j * width:(j + 1) * width], "big")
+        r = secrets.randbelow(n - 2) + 2
+        cts.append(c * pow(r, n, n * n) % (n * n))
+    return report.model_copy(update={"ct": encode_ciphertexts(cts, config.key_bits)})
 
 
 def honest_sum(
@@ -170,7 +191,7 @@ def honest_sum(
     total = homomorphic_sum(cts, n * n)
     return EncryptedBatchSum(
         batch_id=batch_id or secrets.token_hex(16), key_id=config.key_id, count=len(reports),
-        ct=encode_ciphertexts(total, config.key_bits),
+        ct=encode_ciphertexts(total, config.key_bits), members=sum_members(reports),
     ).model_dump()
 
 

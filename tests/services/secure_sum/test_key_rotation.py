@@ -9,9 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.shuffler import secure_sum as shuffler_keys
+from services.shuffler import published as shuffler_keys
 from services.shuffler.app import create_app as create_shuffler
 from shared.crypto.keystore import PAILLIER_KEY_FILE
+from shared.protocol.messages import HpkeConfig
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
 from shared.settings import Settings
 from tests.helpers import (
@@ -65,7 +66,7 @@ async def test_a_new_key_leaves_no_batch_mixing_keys_and_none_stuck(tmp_path: Pa
     rec = Recorder()
     async with stack(settings, rec) as s:
         old = s.config
-        make_old = counts_maker(old, seed=1)
+        make_old = counts_maker(old, s.hpke, seed=1)
         rec.block_posts = True  # the analyzer is unreachable: the first batch stays undelivered
         await upload(s.shuffler, make_old(SUM, 13)[1])
         store = s.shuffler_app.state.runtime.store
@@ -85,7 +86,7 @@ async def test_a_new_key_leaves_no_batch_mixing_keys_and_none_stuck(tmp_path: Pa
         late = make_old(SUM, 2)[1]
         r = await s.shuffler.post("/v1/tasks/sum/encrypted-counts", json=body(late))
         error(r, 422, "unknown_key")
-        rows, fresh = counts_maker(new, seed=2)(SUM, 10)
+        rows, fresh = counts_maker(new, s.hpke, seed=2)(SUM, 10)
         await upload(s.shuffler, fresh)
         await eventually(lambda: s.counted(10), what="new batch counted")
         await eventually(lambda: acked(s.shuffler, 1))
@@ -113,7 +114,9 @@ async def test_a_running_shuffler_follows_the_analyzers_new_key(tmp_path: Path) 
         async with running(create_shuffler(settings, analyzer_transport=rec)) as shuffler:
             await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
             old = await paillier_config(first_client)
-            await upload(shuffler, counts_maker(old, seed=3)(SUM, 4)[1])  # pending, old key
+            hpke_json = (await first_client.get("/v1/hpke-config")).content
+            hpke = HpkeConfig.model_validate_json(hpke_json)
+            await upload(shuffler, counts_maker(old, hpke, seed=3)(SUM, 4)[1])  # pending, old key
             # The analyzer goes down, loses its key and comes back with --init.
             rec.block_gets = rec.block_posts = True
             await first_life.__aexit__(None, None, None)
@@ -124,7 +127,7 @@ async def test_a_running_shuffler_follows_the_analyzers_new_key(tmp_path: Path) 
                 rec.inner = httpx.ASGITransport(second)
                 rec.block_gets = rec.block_posts = False
                 new = await paillier_config(second_client)
-                rows, fresh = counts_maker(new, seed=4)(SUM, 10)
+                rows, fresh = counts_maker(new, hpke, seed=4)(SUM, 10)
                 # A device with the new key: the shuffler does not know it yet, says so and
                 # looks again; once it has the new key, the old reports are refused.
                 r = await shuffler.post("/v1/tasks/sum/encrypted-counts", json=body(fresh))

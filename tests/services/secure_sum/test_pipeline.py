@@ -1,21 +1,53 @@
 """The secure-sum transport through the real services, in-process: devices' Paillier-encrypted
-counts → shuffler (checked, durable, batched) → ONE encrypted batch sum → analyzer (decrypted only
-as (Z, U), range-checked, fed to SBLB, committed exactly once); a poisoned batch blocks no other;
-restarts keep keys and state and count every report once."""
+counts → shuffler (checked, durable, batched) → ONE encrypted batch sum with its members' tags →
+analyzer (tags checked, decrypted only as (Z, U), range-checked, fed to SBLB, committed exactly
+once); a poisoned batch is quarantined and blocks nothing, not even sixteen of them; a
+re-randomised copy of a report is never counted twice; restarts keep keys and state and count
+every report once."""
 
 
 import asyncio
+import math
+import secrets
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts
-from shared.protocol.messages import HpkeConfig, ModelMessage, ReportsAccepted, b64decode
+from services.shuffler.forwarder import WINDOW
+from shared.crypto.paillier import encode_ciphertexts
+from shared.protocol.messages import (
+    BatchAck,
+    HpkeConfig,
+    ModelMessage,
+    ReportsAccepted,
+    b64decode,
+)
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
-from tests.helpers import PAILLIER_TEST_BITS, counts_maker, error, eventually, report_maker, upload
+from tests.helpers import (
+    PAILLIER_TEST_BITS,
+    analyzer_totals,
+    auth,
+    counts_maker,
+    error,
+    eventually,
+    report_maker,
+    tag_for,
+    upload,
+)
 
-from .support import SHUF, SUM, Recorder, acked, failing, settings_for, stack
+from .support import (
+    SHUF,
+    SUM,
+    Recorder,
+    Stack,
+    acked,
+    failing,
+    honest_sum,
+    rerandomised,
+    settings_for,
+    stack,
+)
 
 
 async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: Path) -> None:
@@ -32,7 +64,7 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
         assert (lay.c, lay.m, lay.batch_size, lay.plaintexts) == (9, 1, 10, 1)
         error(await s.analyzer.get("/v1/tasks/shuf/secure-sum"), 404, "not_secure_sum")
 
-        make = counts_maker(s.config, seed=1)
+        make = counts_maker(s.config, s.hpke, seed=1)
         batches: list[np.ndarray] = []
         # Two batches, one after the other (SBLB's published model depends on the order).
         for k in (1, 2):
@@ -69,9 +101,14 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
         posts = s.recorder.posts()
         assert [path for path, _ in posts] == ["/v1/tasks/sum/batch-sums"] * 2
         for _, body in posts:
-            assert set(body) == {"batch_id", "key_id", "count", "ct"}
+            assert set(body) == {"batch_id", "key_id", "count", "ct", "members"}
             assert body["count"] == 10 and body["key_id"] == s.config.key_id
             assert len(b64decode(body["ct"])) == lay.ciphertext_bytes
+            # Per member: the device's tag, unopened, and a digest — no ciphertext.
+            assert len(body["members"]) == 10
+            assert all(set(m) == {"tag", "digest"} for m in body["members"])
+        # The report ids of counted batches are recorded like HPKE report ids.
+        assert analyzer_totals(tmp_path / "data", "sum")["distinct_report_ids"] == 20
         # Nothing is kept of an acknowledged batch but its id.
         store = s.shuffler_app.state.runtime.store
         for _, body in posts:
@@ -89,35 +126,101 @@ async def test_devices_to_shuffler_to_analyzer_equals_plaintext_sblb(tmp_path: P
         assert (await s.privacy("shuf")).ledger.aggregation == "reports"
 
 
-async def test_a_poisoned_batch_is_refused_and_does_not_block_the_others(
+async def test_a_random_ciphertext_quarantines_its_batch_and_the_task_goes_on(
     tmp_path: Path,
 ) -> None:
     """A device can encrypt an out-of-range plaintext (there are no range proofs); the shuffler
-    cannot see it, so the batch's sum reaches the analyzer, which refuses it (422) without
-    counting anything. The shuffler keeps that batch unacknowledged (retrying, with the error in
-    its status) and delivers later batches normally."""
+    cannot see it, so the batch's sum reaches the analyzer, which quarantines it: acknowledged
+    (the shuffler moves on), nothing counted, its l reports refused. The other batches and the
+    task go on, and the counts reconcile: accepted = counted + refused + pending."""
     settings = settings_for(tmp_path)
     async with stack(settings) as s:
-        make = counts_maker(s.config, seed=6)
+        make = counts_maker(s.config, s.hpke, seed=6)
         _, honest = make(SUM, 9)
-        evil = PaillierEncryptor.from_config(s.config).encrypt([5])  # slot 0 = 5 > m = 1
-        bad = EncryptedCounts(key_id=s.config.key_id,
-                              ct=encode_ciphertexts(evil, s.config.key_bits))
-        await upload(s.shuffler, [*honest, bad])
-        await eventually(lambda: failing(s.shuffler))
-        q = await s.queue()
-        assert q.last_error is not None and "slot_out_of_range" in q.last_error
-        assert (await s.privacy()).reports_counted == 0
-        rows, good = make(SUM, 10)
-        await upload(s.shuffler, good)
-        await eventually(lambda: s.counted(10))
-        # The shuffler marks the batch acknowledged once the analyzer's answer is back.
+        await upload(s.shuffler, [*honest, _random_report(s)])
         await eventually(lambda: acked(s.shuffler, 1))
         q = await s.queue()
         p = await s.privacy()
-        assert (q.accepted, q.pending, q.batches_formed, q.batches_in_flight) == (20, 0, 2, 1)
-        assert (p.reports_counted, p.batches) == (10, 1)
-        assert q.accepted == p.reports_counted + q.pending + q.batches_in_flight * SUM.batch_size
+        assert (q.batches_in_flight, q.last_error) == (0, None)
+        assert (p.reports_counted, p.reports_refused, p.batches, p.model_version) == (0, 10, 1, 0)
+        rows, good = make(SUM, 10)
+        await upload(s.shuffler, good)
+        await eventually(lambda: acked(s.shuffler, 2))
+        q = await s.queue()
+        p = await s.privacy()
+        assert (q.accepted, q.pending, q.batches_formed, q.batches_in_flight) == (20, 0, 2, 0)
+        assert (p.reports_counted, p.reports_refused, p.batches, p.model_version) == (10, 10, 2, 1)
+        assert q.accepted == p.reports_counted + p.reports_refused + q.pending
+        s.assert_sblb_of([rows])
+        metrics = (await s.shuffler.get("/metrics")).text
+        assert 'privbandit_shuffler_batches_quarantined_total{task="sum"} 1.0' in metrics
+
+
+async def test_sixteen_random_ciphertexts_do_not_halt_the_task(tmp_path: Path) -> None:
+    """More poisoned batches than the shuffler's delivery window (16) used to stop a task for
+    good; now each is quarantined and acknowledged, and honest batches after them count."""
+    settings = settings_for(tmp_path)
+    async with stack(settings) as s:
+        make = counts_maker(s.config, s.hpke, seed=8)
+        poisoned = WINDOW + 2
+        for _ in range(poisoned):
+            _, honest = make(SUM, 9)
+            await upload(s.shuffler, [_random_report(s), *honest])
+        rows, good = make(SUM, 10)
+        await upload(s.shuffler, good)
+        await eventually(lambda: acked(s.shuffler, poisoned + 1), timeout=60)
+        p = await s.privacy()
+        assert (p.reports_counted, p.reports_refused, p.batches, p.model_version) == (
+            10, 10 * poisoned, poisoned + 1, 1)
+        q = await s.queue()
+        assert q.accepted == p.reports_counted + p.reports_refused + q.pending
+        assert q.last_error is None
+        s.assert_sblb_of([rows])
+
+
+def _random_report(s: Stack) -> EncryptedCounts:
+    """A uniformly random unit mod n² (no device made it: its plaintext is out of range with
+    overwhelming probability), with a valid tag: the shuffler cannot tell it from a report."""
+    n = s.config.modulus()
+    while True:
+        c = secrets.randbelow(n * n)
+        if math.gcd(c, n) == 1:
+            break
+    ct = encode_ciphertexts([c], s.config.key_bits)
+    return EncryptedCounts(key_id=s.config.key_id, ct=ct, tag=tag_for(s.hpke, "sum", ct))
+
+
+async def test_a_rerandomised_copy_of_a_report_is_not_counted_twice(tmp_path: Path) -> None:
+    """Issue 13: "a re-randomised copy c·rⁿ of a secure-sum ciphertext is accepted as a new
+    report and counted twice". The copy carries its victim's tag (a copier sealing a fresh tag
+    instead makes a new report as far as anyone can tell; README says what would close that):
+    the shuffler holds that tag already and drops the copy as a duplicate; and if the copy
+    reaches a batch all the same (say, through another shuffler), the analyzer finds that the
+    tag's digest is not the copy's and quarantines that batch."""
+    settings = settings_for(tmp_path)
+    async with stack(settings) as s:
+        make = counts_maker(s.config, s.hpke, seed=9)
+        rows, reports = make(SUM, 10)
+        victim = reports[0]
+        copy = rerandomised(s.config, victim)
+        assert copy.ct != victim.ct and copy.tag == victim.tag
+        assert await upload(s.shuffler, reports) == ReportsAccepted(accepted=10, duplicates=0)
+        await eventually(lambda: acked(s.shuffler, 1))
+        # After the victim's batch was counted, and while a batch is still filling.
+        assert await upload(s.shuffler, [copy]) == ReportsAccepted(accepted=0, duplicates=1)
+        _, more = make(SUM, 5)
+        await upload(s.shuffler, more)
+        assert await upload(s.shuffler, [rerandomised(s.config, more[0])]) == ReportsAccepted(
+            accepted=0, duplicates=1)
+        q = await s.queue()
+        assert (q.accepted, q.pending) == (15, 5)
+        # The same copy in a batch another shuffler formed: quarantined, nothing counted twice.
+        _, others = make(SUM, 9)
+        body = honest_sum(s.config, [copy, *others])
+        r = await s.analyzer.post("/v1/tasks/sum/batch-sums", json=body, headers=auth())
+        assert BatchAck.model_validate_json(r.content).quarantined
+        p = await s.privacy()
+        assert (p.reports_counted, p.reports_refused) == (10, 10)
         s.assert_sblb_of([rows])
 
 
@@ -127,7 +230,7 @@ async def test_restarts_keep_keys_state_and_count_once(tmp_path: Path) -> None:
     async with stack(settings, rec) as s:
         config = s.config
         hpke_before = (await s.analyzer.get("/v1/hpke-config")).json()
-        make = counts_maker(config, seed=5)
+        make = counts_maker(config, s.hpke, seed=5)
         rows1, first = make(SUM, 15)
         await upload(s.shuffler, first)
         await eventually(lambda: acked(s.shuffler, 1))

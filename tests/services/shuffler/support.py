@@ -1,5 +1,5 @@
-"""What the shuffler tests share: its tasks, a recording fake analyzer, a transport that fails on
-demand, and small status helpers."""
+"""What the shuffler tests share: its tasks, a recording fake analyzer (serving the HPKE config
+of a test key store), a transport that fails on demand, and small status helpers."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from services.shuffler.app import create_app as create_shuffler
+from shared.crypto.keystore import HpkeKeyStore
 from shared.protocol.messages import BatchUpload
 from shared.settings import Settings
 from tests.helpers import ldp_task, make_settings, queue_status, shuffle_task
@@ -23,13 +24,24 @@ LOC = ldp_task()  # l = 1
 
 @dataclass
 class FakeAnalyzer:
-    """Records every batch delivery exactly as received and acknowledges it (or fails)."""
+    """Serves the HPKE config of ``keys`` (which the shuffler needs before it takes reports),
+    records every batch delivery exactly as received and acknowledges it (or fails)."""
 
+    keys: HpkeKeyStore
     status: int = 200
     deliveries: list[tuple[str, dict[str, str], dict]] = field(default_factory=list)
+    hpke_gets: int = 0  # GET /v1/hpke-config requests served or refused
+    hpke_down: bool = False  # answer them 503
 
     def app(self) -> FastAPI:
         app = FastAPI()
+
+        @app.get("/v1/hpke-config")
+        async def hpke_config() -> JSONResponse:
+            self.hpke_gets += 1
+            if self.hpke_down:
+                return JSONResponse({"code": "unavailable", "message": "down"}, 503)
+            return JSONResponse(self.keys.hpke_config().model_dump())
 
         @app.post("/v1/tasks/{task}/batches")
         async def batches(task: str, request: Request) -> JSONResponse:

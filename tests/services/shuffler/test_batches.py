@@ -13,7 +13,7 @@ from .support import BIG, LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler
 
 
 async def test_batches_are_exactly_l_in_random_order(tmp_path: Path, keys: HpkeKeyStore) -> None:
-    fake = FakeAnalyzer()
+    fake = FakeAnalyzer(keys)
     app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
@@ -43,7 +43,7 @@ async def test_batches_are_exactly_l_in_random_order(tmp_path: Path, keys: HpkeK
 
 
 async def test_never_a_batch_below_l(tmp_path: Path, keys: HpkeKeyStore) -> None:
-    fake = FakeAnalyzer()
+    fake = FakeAnalyzer(keys)
     settings = settings_for(tmp_path)
     make = report_maker(keys.hpke_config())
     async with running(shuffler_app(settings, fake)) as client:
@@ -61,7 +61,7 @@ async def test_never_a_batch_below_l(tmp_path: Path, keys: HpkeKeyStore) -> None
 async def test_pass_through_task_forwards_batches_of_one(
     tmp_path: Path, keys: HpkeKeyStore
 ) -> None:
-    fake = FakeAnalyzer()
+    fake = FakeAnalyzer(keys)
     app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())

@@ -19,8 +19,9 @@ from .support import SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
 
 
 class FlakyTransport(httpx.AsyncBaseTransport):
-    """Wraps a transport; fails the next ``fail_before`` requests before they reach the analyzer
-    and the next ``fail_after`` after the analyzer processed them (a lost acknowledgement)."""
+    """Wraps a transport; fails the next ``fail_before`` batch deliveries (POSTs) before they
+    reach the analyzer and the next ``fail_after`` after the analyzer processed them (a lost
+    acknowledgement). GETs (the analyzer's public configs) pass."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner
@@ -29,6 +30,8 @@ class FlakyTransport(httpx.AsyncBaseTransport):
         self.attempts = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "POST":
+            return await self.inner.handle_async_request(request)
         self.attempts += 1
         if self.fail_before > 0:
             self.fail_before -= 1
@@ -94,7 +97,7 @@ async def test_retries_until_acknowledged_and_lost_acks_count_once(tmp_path: Pat
 
 
 async def test_rejections_are_surfaced_and_retried(tmp_path: Path, keys: HpkeKeyStore) -> None:
-    fake = FakeAnalyzer(status=401)
+    fake = FakeAnalyzer(keys, status=401)
     app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())
@@ -126,7 +129,7 @@ async def test_unacknowledged_batches_resent_after_restart(
 ) -> None:
     settings = settings_for(tmp_path)
     make = report_maker(keys.hpke_config())
-    down = FlakyTransport(httpx.ASGITransport(FakeAnalyzer().app()))
+    down = FlakyTransport(httpx.ASGITransport(FakeAnalyzer(keys).app()))
     down.fail_before = 10**9
     app = create_shuffler(settings, analyzer_transport=down)
     async with running(app) as client:
@@ -137,7 +140,7 @@ async def test_unacknowledged_batches_resent_after_restart(
         store = app.state.runtime.store
         first = store.next_unacked("shuf")
         assert first is not None
-    fake = FakeAnalyzer()
+    fake = FakeAnalyzer(keys)
     async with running(shuffler_app(settings, fake)) as client:
         await eventually(lambda: acked(client, "shuf", 2))
         got = fake.batches("shuf")

@@ -28,7 +28,7 @@ from .support import LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
 
 
 async def test_health_status_and_unknown_task(tmp_path: Path, keys: HpkeKeyStore) -> None:
-    fake = FakeAnalyzer()
+    fake = FakeAnalyzer(keys)
     app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         r = await client.get("/healthz")
@@ -46,7 +46,7 @@ async def test_health_status_and_unknown_task(tmp_path: Path, keys: HpkeKeyStore
 
 
 async def test_upload_errors_store_nothing(tmp_path: Path, keys: HpkeKeyStore) -> None:
-    fake = FakeAnalyzer()
+    fake = FakeAnalyzer(keys)
     cfg = shuffle_task("sum", aggregation="secure-sum")
     settings = make_settings(tmp_path / "data", tasks=[SHUF, LOC, cfg])
     app = shuffler_app(settings, fake)
@@ -96,7 +96,7 @@ async def test_upload_errors_store_nothing(tmp_path: Path, keys: HpkeKeyStore) -
 
 
 async def test_identical_ciphertexts_are_dropped(tmp_path: Path, keys: HpkeKeyStore) -> None:
-    fake = FakeAnalyzer()
+    fake = FakeAnalyzer(keys)
     app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
         make = report_maker(keys.hpke_config())

@@ -10,14 +10,14 @@ from pathlib import Path
 from services.common.sqlite import schema_version
 from services.shuffler.store import MIGRATIONS, SCHEMA_V1, ShufflerStore, StaleKeyRefusal, Upload
 from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import b64encode
+from shared.protocol.messages import EncryptedReport, b64encode
 from shared.protocol.secure_sum import EncryptedCounts
 from tests.helpers import report_maker
 
 from .support import SHUF
 
 
-def test_an_unversioned_store_opens_at_version_1_with_its_reports(
+def test_an_unversioned_store_opens_at_version_1_with_its_reports_and_migrates_on(
     tmp_path: Path, keys: HpkeKeyStore
 ) -> None:
     path = tmp_path / "shuffler.sqlite3"
@@ -42,14 +42,16 @@ def test_an_unversioned_store_opens_at_version_1_with_its_reports(
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 2
+        assert schema_version(conn) == len(MIGRATIONS) == 3
         assert MIGRATIONS[0] is SCHEMA_V1
 
 
 def counts_under(key_id: int, n: int) -> list[EncryptedCounts]:
     """n distinct stand-ins for secure-sum reports under a Paillier key id (the store does not
     read ciphertexts)."""
-    return [EncryptedCounts(key_id=key_id, ct=b64encode(secrets.token_bytes(32)))
+    tag = EncryptedReport(key_id=0, enc=b64encode(bytes(32)), ct=b64encode(bytes(64)))
+    return [EncryptedCounts(key_id=key_id, ct=b64encode(secrets.token_bytes(32)),
+                            tag=tag.model_copy(update={"ct": b64encode(secrets.token_bytes(64))}))
             for _ in range(n)]
 
 
@@ -72,7 +74,7 @@ def test_reports_under_a_stale_key_are_refused_and_a_mixed_batch_is_formed_again
         assert formed == {"sum": 1}
         (batch_id,) = store.unacked("sum", 10)
         batch = store.load_secure_batch(batch_id)
-        assert batch is not None and {k for k, _ in batch.members} == {2}
+        assert batch is not None and {m[0] for m in batch.members} == {2}
         assert store.refuse_stale_key("sum", 2) == StaleKeyRefusal(0, 0, 0)  # nothing stale
         assert store.unacked("sum", 10) == [batch_id]
     finally:

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from shared.core.policies import randomizer_for
 from shared.crypto.hpke import (
     ENC_BYTES,
+    LOW_ORDER_U,
     SUITE,
     CryptoError,
+    check_encapsulated_key,
     ciphertext_length,
     hpke_info,
     open_report,
@@ -199,3 +202,24 @@ def test_encrypted_report_model_bounds() -> None:
     ):
         with pytest.raises(ValidationError):
             EncryptedReport.model_validate(bad)
+
+
+def test_encapsulated_keys_of_small_order_are_refused_without_a_curve_operation() -> None:
+    """``check_encapsulated_key`` refuses exactly what X25519 itself cannot use: every point on
+    its list (also with the high bit set, or as a non-canonical u ≥ p) makes a DH fail in
+    ``cryptography``; honest encapsulated keys pass."""
+    p = 2**255 - 19
+    sk = X25519PrivateKey.generate()
+    for u in LOW_ORDER_U:
+        for encoded in {u, u | 1 << 255, u + p if u + p < 2**255 else u}:
+            enc = encoded.to_bytes(32, "little")
+            with pytest.raises(CryptoError):
+                check_encapsulated_key(enc)
+            with pytest.raises(ValueError):
+                sk.exchange(X25519PublicKey.from_public_bytes(enc))
+    with pytest.raises(CryptoError):
+        check_encapsulated_key(bytes(31))
+    pk = sk.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    for _ in range(50):
+        report = seal(pk, 1, "t", b"x" * 20)
+        check_encapsulated_key(b64decode(report.enc))
