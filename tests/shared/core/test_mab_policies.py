@@ -166,7 +166,7 @@ def test_ingest_refuses_bad_rows_without_changing_state() -> None:
 def test_tsallis_weights_are_the_ftrl_solution() -> None:
     L = [0.0, 3.0, 10.0, 1.5]
     for eta in (2.0, 0.2, 0.01):
-        p, cum, x, _, _ = tsallis_weights(L, eta)
+        p, cum, x, _ = tsallis_weights(L, eta)
         w = 4 / (eta * (np.array(L) - x)) ** 2
         assert abs(w.sum() - 1) < 1e-10 and np.allclose(p, w / w.sum(), atol=1e-15)
         assert x < min(L) and cum[-1] == pytest.approx(1.0)
