@@ -173,7 +173,7 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
     """``--env mab``: a multi-armed policy on fixed arms (issue 8), the same JSON contract."""
     from pydantic import ValidationError
 
-    from shared.core.environments.mab import GAUSSIAN_NOISE_SD, MABEnvironment, default_means
+    from shared.core.environments.mab import MABEnvironment, default_means
     from shared.core.mab_simulator import per_user_fractions, simulate_mab
     from shared.core.policies import build_policy
     from shared.core.simulator import summarize
@@ -190,8 +190,8 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
     if args.d is not None:
         print("note: --d applies to linear environments; ignored", file=sys.stderr)
     extra = {}
-    if args.algo == "ucb" and not env.bounded:
-        extra["reward_sigma"] = GAUSSIAN_NOISE_SD  # unit-variance Gaussian noise
+    if args.algo == "ucb":
+        extra["reward_sigma"] = env.subgaussian  # UCB's width for the environment's noise
     try:
         config, ignored = build_config(args, None, K=env.K, extra=extra)
     except (ValidationError, ValueError) as exc:

@@ -42,6 +42,8 @@ def instance(K: int, reward_dist: str = "bernoulli") -> MABEnvironment:
 def run(algo: str, env: MABEnvironment, T: int, runs: int, seed: int, **params: Any
         ) -> dict[str, Any]:
     """Mean final regret ± s.e., the curve, per-user fractions and the seconds it took."""
+    if algo == "ucb":
+        params = {"reward_sigma": env.subgaussian, **params}
     config = make_config(algo, K=env.K, **params)
     t0 = time.perf_counter()
     results = simulate_mab(config, env, T, runs, seed, points=100)

@@ -67,6 +67,11 @@ class MABEnvironment:
         """Rewards lie in [0, 1] (every distribution but ``gaussian``)."""
         return self.reward_dist != "gaussian"
 
+    @property
+    def subgaussian(self) -> float:
+        """σ with R − μ σ-sub-Gaussian: 1/2 for rewards in [0, 1] (Hoeffding), else the noise sd."""
+        return 0.5 if self.bounded else GAUSSIAN_NOISE_SD
+
     def reward_grid(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """Rewards of every arm for n users, shape (n, K)."""
         mu = self.means
