@@ -112,7 +112,6 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
 
     from shared.core.environments import environment_dimensions
     from shared.core.simulator import simulate, summarize
@@ -134,15 +133,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     if (d, K) != (args.d, args.K):
         print(f"note: env {args.env} uses d={d}, K={K} (requested d={args.d}, K={args.K})",
               file=sys.stderr)
-    try:
-        config, ignored = build_config(args, d)
-    except ValidationError as exc:
-        print(f"error: invalid parameters for {args.algo}:\n{exc}", file=sys.stderr)
-        return 2
-    if ignored:
-        print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
-    if args.T < 1 or args.runs < 1:
-        print("error: --T and --runs must be >= 1", file=sys.stderr)
+    config = _checked_config(args, d)
+    if config is None:
         return 2
 
     started = time.perf_counter()
@@ -171,7 +163,6 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_simulate_mab(args: argparse.Namespace) -> int:
     """``--env mab``: a multi-armed policy on fixed arms (issue 8), the same JSON contract."""
-    from pydantic import ValidationError
 
     from shared.core.environments.mab import MABEnvironment, default_means
     from shared.core.mab_simulator import per_user_fractions, simulate_mab
@@ -192,15 +183,8 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
     extra = {}
     if args.algo == "ucb":
         extra["reward_sigma"] = env.subgaussian  # UCB's width for the environment's noise
-    try:
-        config, ignored = build_config(args, None, K=env.K, extra=extra)
-    except (ValidationError, ValueError) as exc:
-        print(f"error: invalid parameters for {args.algo}:\n{exc}", file=sys.stderr)
-        return 2
-    if ignored:
-        print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
-    if args.T < 1 or args.runs < 1:
-        print("error: --T and --runs must be >= 1", file=sys.stderr)
+    config = _checked_config(args, None, K=env.K, extra=extra)
+    if config is None:
         return 2
 
     started = time.perf_counter()
@@ -229,6 +213,23 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
     out["wall_seconds"] = wall
     out["privacy"] = privacy
     return _emit(out, args)
+
+
+def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:
+    """The config, with notes on unused flags; None (an error printed) if anything is invalid."""
+    from pydantic import ValidationError
+
+    try:
+        config, ignored = build_config(args, d, **kw)
+    except (ValidationError, ValueError) as exc:
+        print(f"error: invalid parameters for {args.algo}:\n{exc}", file=sys.stderr)
+        return None
+    if ignored:
+        print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
+    if args.T < 1 or args.runs < 1:
+        print("error: --T and --runs must be >= 1", file=sys.stderr)
+        return None
+    return config
 
 
 def _emit(out: dict[str, Any], args: argparse.Namespace) -> int:

@@ -86,5 +86,9 @@ def write(out: Path, name: str, data: dict[str, Any]) -> Path:
     return path
 
 
-def row(label: str, r: dict[str, Any], extra: str = "") -> str:
-    return f"| {label} | {r['mean']:,.0f} ± {r['stderr']:,.0f} |{extra}"
+def panels_figure(panels: list[dict[str, Any]], out: Path, name: str, title: str) -> None:
+    """The experiment's figure (side-by-side panels) as out/NAME.png."""
+    from privbandit.plots import xy_plot
+
+    xy_plot(panels, out / f"{name}.png", title)
+    print(f"wrote {out / f'{name}.png'}")

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.experiments.common import instance, log_t_constant, parser, run, write
-from privbandit.plots import xy_plot
+from bench.experiments.common import instance, log_t_constant, panels_figure, parser, run, write
 from shared.core.privacy_levels import choose_eps_min, heuristic_v, parse_levels
 
 DISTRIBUTIONS = {
@@ -86,9 +85,8 @@ def main() -> None:
                           "color": f"C{i}"})
         panels.append({"title": spec, "xlabel": "ε_min", "ylabel": f"regret at T = {args.T:,}",
                        "logx": True, "logy": True, "lines": lines})
-    xy_plot(panels, args.out / "heterogeneous.png",
-            f"heterogeneous ε_t, K = {args.K}, {args.runs} runs: measured regret and the V fit")
-    print(f"wrote {args.out / 'heterogeneous.png'}")
+    panels_figure(panels, args.out, "heterogeneous",
+                  f"heterogeneous ε_t, K = {args.K}, {args.runs} runs: regret and the V fit")
 
 
 if __name__ == "__main__":

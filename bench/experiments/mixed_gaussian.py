@@ -17,8 +17,7 @@ import math
 
 import numpy as np
 
-from bench.experiments.common import instance, parser, ratio_stderr, run, write
-from privbandit.plots import xy_plot
+from bench.experiments.common import instance, panels_figure, parser, ratio_stderr, run, write
 from shared.core.randomizers.heldp import sigmoid
 
 EPSILONS = [1.0, 2.0]
@@ -72,9 +71,8 @@ def main() -> None:
                       "style": "--", "color": "k"})
         panels.append({"title": dist, "xlabel": "ε", "ylabel": f"regret at T = {args.T:,}",
                        "logy": True, "xticks": EPSILONS, "lines": lines})
-    xy_plot(panels, args.out / "mixed_gaussian.png",
-            f"reward laws, K = {args.K}, {args.runs} runs (gaussian: sigmoid variants)")
-    print(f"wrote {args.out / 'mixed_gaussian.png'}")
+    panels_figure(panels, args.out, "mixed_gaussian",
+                  f"reward laws, K = {args.K}, {args.runs} runs (gaussian: sigmoid variants)")
 
 
 if __name__ == "__main__":

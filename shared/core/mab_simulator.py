@@ -66,26 +66,21 @@ def run_mab_once(
     check_compatible(policy, env)
     levels = levels_of(policy)
     start = time.perf_counter()
-    cum = np.zeros(checkpoints.shape[0])
-    total, ci, t = 0.0, 0, 0
+    inst = np.empty(T)  # instantaneous pseudo-regret μ* − μ_{a_t} of every user
+    t = 0
     while t < T:
         n = min(window, T - t)
         R = env.reward_grid(n, reward_rng)
         eps = None if levels is None else levels.sample(n, level_rng)
         values = policy.randomizer.values(R, eps, device_rng)
         u = device_rng.random(n)
-        arms = policy.play(values, eps, u)
-        inst = np.cumsum(env.gaps[arms])
-        while ci < checkpoints.shape[0] and checkpoints[ci] <= t + n:
-            cum[ci] = total + inst[int(checkpoints[ci] - t) - 1]
-            ci += 1
-        total += float(inst[-1])
+        inst[t:t + n] = env.gaps[policy.play(values, eps, u)]
         t += n
         if on_progress is not None:
             on_progress(n)
     return RunResult(
         checkpoints=checkpoints,
-        regret=cum,
+        regret=np.cumsum(inst)[checkpoints - 1],
         random_regret=checkpoints * float(env.gaps.mean()),
         model_updates=policy.model.version,
         repairs=0,

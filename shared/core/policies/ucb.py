@@ -94,11 +94,25 @@ class UCB(IndexPolicy):
 
 
 class HeLDPPolicy(IndexPolicy):
-    """Per-user levels: responses with ε_t < ε_min are discarded (counted as not used)."""
+    """Per-user levels: responses with ε_t < ε_min are discarded (counted as not used).
+
+    Subclasses name their curator and the width constants (k1, k2) of ``index.IndexState``.
+    """
 
     threat_model = "ldp"
     config: HeLDPConfig
     mechanism = ""
+    curator: type[CTLRandomizer] | type[CTBRandomizer]
+    k1 = k2 = 0.0
+    warm_up = False
+
+    def _make_randomizer(self) -> ArmRandomizer:
+        return self.curator(self.config.K, sigmoid=self.config.sigmoid)
+
+    def _make_index(self) -> IndexState:
+        c = self.config
+        return IndexState(c.K, self.k1, self.k2, c.confidence_scale,
+                          forced=1.0 / c.eps_min**2 if self.warm_up else 0.0)
 
     def _usable(self, eps: np.ndarray) -> np.ndarray:
         return eps >= self.config.eps_min
@@ -115,16 +129,13 @@ class HeLDPPolicy(IndexPolicy):
 
 
 class HeLDPUCBL(HeLDPPolicy):
+    """Agent 2: the mean of the CTL responses, k1 = √(1/2), k2 = √8, and the warm-up."""
+
     algo = "heldp-ucb-l"
     mechanism = "laplace"
-
-    def _make_randomizer(self) -> ArmRandomizer:
-        return CTLRandomizer(self.config.K, sigmoid=self.config.sigmoid)
-
-    def _make_index(self) -> IndexState:
-        c = self.config
-        return IndexState(c.K, math.sqrt(0.5), math.sqrt(8.0), c.confidence_scale,
-                          forced=1.0 / c.eps_min**2)
+    curator = CTLRandomizer
+    k1, k2 = math.sqrt(0.5), math.sqrt(8.0)
+    warm_up = True
 
     def _prepare(self, values, eps):
         ok = self._usable(np.asarray(eps))
@@ -132,15 +143,12 @@ class HeLDPUCBL(HeLDPPolicy):
 
 
 class HeLDPUCBB(HeLDPPolicy):
+    """Agent 4: the mean of the debiased CTB bits g(x; ε), k1 = 0, k2 = √(1/2)."""
+
     algo = "heldp-ucb-b"
     mechanism = "bernoulli"
-
-    def _make_randomizer(self) -> ArmRandomizer:
-        return CTBRandomizer(self.config.K, sigmoid=self.config.sigmoid)
-
-    def _make_index(self) -> IndexState:
-        c = self.config
-        return IndexState(c.K, 0.0, math.sqrt(0.5), c.confidence_scale)
+    curator = CTBRandomizer
+    k1, k2 = 0.0, math.sqrt(0.5)
 
     def _prepare(self, values, eps):
         eps = np.asarray(eps)
