@@ -118,7 +118,10 @@ def test_mab_done_when_command(tmp_path: Path) -> None:
 
 
 def test_heterogeneous_levels_report_measured_fractions(tmp_path: Path) -> None:
-    data = _mab(tmp_path, "heldp-ucb-l", "--epsilon-dist", "choice:0,0.2,1,2,100", T=20_000)
+    png = tmp_path / "r.png"
+    data = _mab(tmp_path, "heldp-ucb-l", "--epsilon-dist", "choice:0,0.2,1,2,100", "--plot",
+                str(png), T=20_000)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     p = data["privacy"]
     assert p["ldp_epsilon"] is None and p["central_epsilon"] is None
     assert data["params"]["eps_min"] == 100.0  # the V_L heuristic's choice for this distribution
