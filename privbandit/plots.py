@@ -38,3 +38,72 @@ def regret_plot(result: dict[str, Any], path: Path, title: str | None = None) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def curves_plot(series: list[dict[str, Any]], path: Path, title: str,
+                ylabel: str = "cumulative pseudo-regret", logy: bool = False) -> None:
+    """Several mean regret curves, each ``{"label", "curve": [[t, mean], ...], "stderr"}``, with
+    ±1 standard-error bands (experiments of issue 8)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    for i, s in enumerate(series):
+        curve = np.asarray(s["curve"], dtype=float)
+        t, mean = curve[:, 0], curve[:, 1]
+        color = s.get("color", f"C{i % 10}")
+        ax.plot(t, mean, label=s["label"], color=color, ls=s.get("ls", "-"))
+        se = s.get("stderr")
+        if se is not None and len(se) == len(t):
+            se = np.asarray(se, dtype=float)
+            ax.fill_between(t, mean - se, mean + se, color=color, alpha=0.2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel("users t")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    _save(fig, plt, path)
+
+
+def xy_plot(panels: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Side-by-side panels of labelled lines/points: each panel ``{"title", "xlabel", "ylabel",
+    "logx", "logy", "xticks"?, "lines": [{"label", "x", "y", "yerr"?, "style"?, "color"?}]}``."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.5), dpi=120,
+                             squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        for i, line in enumerate(panel["lines"]):
+            style = line.get("style", "o-")
+            ax.errorbar(line["x"], line["y"], yerr=line.get("yerr"), fmt=style,
+                        color=line.get("color", f"C{i % 10}"), label=line["label"],
+                        capsize=3, ms=4)
+        if panel.get("logx"):
+            ax.set_xscale("log")
+        if panel.get("logy"):
+            ax.set_yscale("log")
+        if panel.get("xticks"):
+            ax.set_xticks(panel["xticks"], [f"{v:g}" for v in panel["xticks"]])
+            ax.xaxis.set_minor_locator(plt.NullLocator())
+        ax.set_title(panel.get("title", ""))
+        ax.set_xlabel(panel.get("xlabel", ""))
+        ax.set_ylabel(panel.get("ylabel", ""))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    fig.suptitle(title)
+    _save(fig, plt, path)
+
+
+def _save(fig, plt, path: Path) -> None:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

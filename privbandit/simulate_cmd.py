@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from privbandit.summary import ledger_lines
+from privbandit.summary import fmt, ledger_lines
+from shared.core.environments.mab import REWARD_DISTS
 from shared.core.policies.config import CONFIGS
+from shared.core.policies.mab_config import MAB_CONFIGS
 
 # Command-line flag → config field. A flag the chosen policy does not use is reported, not silently
 # dropped, so a user never believes a parameter was applied when it was not.
@@ -28,6 +30,11 @@ FLAG_FIELDS = {
     "eta": "eta",
     "failure_prob": "failure_prob",
     "lam": "lam",
+    "epsilon_dist": "epsilon_dist",
+    "eps_min": "eps_min",
+    "sigmoid": "sigmoid",
+    "black_box": "black_box",
+    "beta": "beta",
 }
 
 
@@ -35,16 +42,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run the in-process simulator", description=(
         "Simulate T users of one policy on one environment, with the whole device → shuffler → "
         "analyzer pipeline in memory. Writes the JSON of spec §6."))
-    p.add_argument("--algo", required=True, choices=sorted(CONFIGS))
-    p.add_argument("--env", default="linear", choices=["linear", "digits"])
+    p.add_argument("--algo", required=True, choices=sorted({**CONFIGS, **MAB_CONFIGS}))
+    p.add_argument("--env", default="linear", choices=["linear", "digits", "mab"])
     p.add_argument("--d", type=int, default=None,
                    help="feature dimension (default: linear 5; digits 40 = 10 classes × 4 PCs)")
-    p.add_argument("--K", type=int, default=20, help="arms per round (digits: 10)")
+    p.add_argument("--K", type=int, default=None,
+                   help="arms per round (default 20; digits: 10; mab: the number of --means)")
     p.add_argument("--T", type=int, default=100_000, help="users (rounds)")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eps0", type=float, help="sblb: LDP ε0 of a report")
-    p.add_argument("--epsilon", type=float, help="ldp-linucb: LDP ε; adar-oful: RDP ε")
+    p.add_argument("--epsilon", type=float,
+                   help="ldp-linucb/ldp-mab: LDP ε; adar-oful/adar-ucb: RDP ε; heldp-ucb-*: every "
+                        "user's level")
     p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
     p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
     p.add_argument("--batch-size", type=int, help="sblb: shuffler batch l")
@@ -57,6 +67,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eta", type=float, help="sblb: det growth η")
     p.add_argument("--failure-prob", type=float, help="δ of the confidence set")
     p.add_argument("--lam", type=float, help="base ridge regularizer λ")
+    mab = p.add_argument_group("multi-armed tasks (--env mab)")
+    mab.add_argument("--means", help="arm means m1,m2,... (default: 0.9, then 0.8 … 0.1)")
+    mab.add_argument("--reward-dist", choices=list(REWARD_DISTS), default="bernoulli",
+                     help="reward laws; gaussian (unbounded) only with --sigmoid or ucb")
+    mab.add_argument("--epsilon-dist", help="heldp-ucb-*: users' levels, fixed:E | "
+                     "choice:e1,e2,... (0 = declines) | normal:MEAN,SD (truncated to [0, 100])")
+    mab.add_argument("--eps-min", type=float, help="heldp-ucb-*: discard responses with ε_t < X "
+                     "(default: ε when homogeneous, else the V_L/V_B heuristic's choice)")
+    mab.add_argument("--sigmoid", action="store_true", default=None,
+                     help="heldp-ucb-*: the -LS/-BS variants (rewards through s(r) first)")
+    mab.add_argument("--black-box", choices=["tsallis-inf", "ucb"],
+                     help="ldp-mab: the non-private algorithm (default tsallis-inf, the paper's)")
+    mab.add_argument("--beta", type=float, help="adar-ucb: optimism β > 3 (default 4)")
     p.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum",
                    help="sblb: what the shuffler releases — only batch sums (secure summation, "
                         "default) or whole shuffled reports; changes the central ledger, not the "
@@ -67,9 +90,13 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_simulate)
 
 
-def build_config(args: argparse.Namespace, d: int) -> tuple[Any, list[str]]:
-    cls = CONFIGS[args.algo]
-    params: dict[str, Any] = {"d": d}
+def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
+                 extra: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
+    """The policy config from the flags (``d`` for linear policies, ``K`` for multi-armed ones),
+    and the flags the policy does not use."""
+    cls = CONFIGS[args.algo] if args.algo in CONFIGS else MAB_CONFIGS[args.algo]
+    params: dict[str, Any] = {"d": d} if d is not None else {"K": K}
+    params.update(extra or {})
     ignored = []
     for flag, field in FLAG_FIELDS.items():
         value = getattr(args, flag, None)
@@ -85,26 +112,29 @@ def build_config(args: argparse.Namespace, d: int) -> tuple[Any, list[str]]:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
 
     from shared.core.environments import environment_dimensions
     from shared.core.simulator import simulate, summarize
 
+    if (args.algo in MAB_CONFIGS) != (args.env == "mab"):
+        kind = "multi-armed" if args.algo in MAB_CONFIGS else "linear"
+        print(f"error: {args.algo} is a {kind} policy; use --env "
+              f"{'mab' if kind == 'multi-armed' else 'linear or digits'}", file=sys.stderr)
+        return 2
+    if args.env == "mab":
+        return run_simulate_mab(args)
+    if args.means is not None or args.reward_dist != "bernoulli":
+        print("note: --means and --reward-dist apply to --env mab only; ignored", file=sys.stderr)
+    if args.K is None:
+        args.K = 20
     if args.d is None:
         args.d = 40 if args.env == "digits" else 5
     d, K = environment_dimensions(args.env, args.d, args.K)
     if (d, K) != (args.d, args.K):
         print(f"note: env {args.env} uses d={d}, K={K} (requested d={args.d}, K={args.K})",
               file=sys.stderr)
-    try:
-        config, ignored = build_config(args, d)
-    except ValidationError as exc:
-        print(f"error: invalid parameters for {args.algo}:\n{exc}", file=sys.stderr)
-        return 2
-    if ignored:
-        print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
-    if args.T < 1 or args.runs < 1:
-        print("error: --T and --runs must be >= 1", file=sys.stderr)
+    config = _checked_config(args, d)
+    if config is None:
         return 2
 
     started = time.perf_counter()
@@ -128,6 +158,82 @@ def run_simulate(args: argparse.Namespace) -> int:
     out.update(summarize(results))
     out["wall_seconds"] = wall
     out["privacy"] = ledger.model_dump()
+    return _emit(out, args)
+
+
+def run_simulate_mab(args: argparse.Namespace) -> int:
+    """``--env mab``: a multi-armed policy on fixed arms (issue 8), the same JSON contract."""
+
+    from shared.core.environments.mab import MABEnvironment, default_means
+    from shared.core.mab_simulator import per_user_fractions, simulate_mab
+    from shared.core.policies import build_policy
+    from shared.core.simulator import summarize
+
+    try:
+        means = ([float(x) for x in args.means.split(",")] if args.means
+                 else default_means(args.K or 20))
+        if args.means and args.K is not None and args.K != len(means):
+            raise ValueError(f"--K {args.K} but {len(means)} --means")
+        env = MABEnvironment(means, args.reward_dist)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.d is not None:
+        print("note: --d applies to linear environments; ignored", file=sys.stderr)
+    extra = {}
+    if args.algo == "ucb":
+        extra["reward_sigma"] = env.subgaussian  # UCB's width for the environment's noise
+    config = _checked_config(args, None, K=env.K, extra=extra)
+    if config is None:
+        return 2
+
+    started = time.perf_counter()
+    with _progress(args.T * args.runs, f"{args.algo} on mab",
+                   disable=args.no_progress) as advance:
+        try:
+            results = simulate_mab(config, env, args.T, args.runs, args.seed, on_progress=advance)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    wall = time.perf_counter() - started
+    privacy = build_policy(config).ledger(args.T).model_dump()
+    if privacy.get("per_user_epsilon") is not None:
+        used, declined, reports = per_user_fractions(results)
+        privacy["per_user_epsilon"].update(fraction_used=used / reports,
+                                           fraction_declined=declined / reports)
+    out: dict[str, Any] = {
+        "algo": args.algo,
+        "env": "mab",
+        "T": args.T,
+        "runs": args.runs,
+        "seed": args.seed,
+        "params": {**config.model_dump(), **env.params()},
+    }
+    out.update(summarize(results))
+    out["wall_seconds"] = wall
+    out["privacy"] = privacy
+    return _emit(out, args)
+
+
+def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:
+    """The config, with notes on unused flags; None (an error printed) if anything is invalid."""
+    from pydantic import ValidationError
+
+    try:
+        config, ignored = build_config(args, d, **kw)
+    except (ValidationError, ValueError) as exc:
+        print(f"error: invalid parameters for {args.algo}:\n{exc}", file=sys.stderr)
+        return None
+    if ignored:
+        print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
+    if args.T < 1 or args.runs < 1:
+        print("error: --T and --runs must be >= 1", file=sys.stderr)
+        return None
+    return config
+
+
+def _emit(out: dict[str, Any], args: argparse.Namespace) -> int:
+    """Print the summary, write the JSON and the plot."""
     _print_summary(out)
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -184,4 +290,9 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"  wall time         {out['wall_seconds']:.1f} s",
     ]
     lines += ledger_lines(p)
+    per_user = p.get("per_user_epsilon")
+    if per_user:
+        lines.append(f"    per-user ε        {per_user['distribution']}: mean "
+                     f"{fmt(per_user['mean'])}, used {per_user['fraction_used']:.3f}, declined "
+                     f"{per_user['fraction_declined']:.3f}")
     print("\n".join(lines))

@@ -60,3 +60,90 @@ def test_plot_and_ignored_flags(tmp_path: Path, capsys) -> None:
 def test_invalid_parameters_are_clear_errors(capsys) -> None:
     assert main(["simulate", "--algo", "sblb", "--eps0", "-1", "--no-progress"]) == 2
     assert "eps0" in capsys.readouterr().err
+
+
+# -- multi-armed tasks (--env mab, issue 8) ------------------------------------------------------
+MAB_NULLS = {
+    "ucb": {"ldp_epsilon", "ldp_delta", "central_epsilon", "central_delta", "rdp_alpha",
+            "rdp_epsilon", "per_user_epsilon"},
+    # heterogeneous levels (MAB_RUNS): no common ε, so no single LDP / central figure
+    "heldp-ucb-l": {"rdp_alpha", "rdp_epsilon", "ldp_epsilon", "central_epsilon"},
+    "heldp-ucb-b": {"rdp_alpha", "rdp_epsilon", "ldp_epsilon", "central_epsilon"},
+    "ldp-mab": {"rdp_alpha", "rdp_epsilon"},
+    "adar-ucb": {"ldp_epsilon", "ldp_delta", "per_user_epsilon"},
+}
+MAB_RUNS = {
+    "ucb": [],
+    "heldp-ucb-l": ["--epsilon-dist", "choice:0,0.2,1,2,100", "--eps-min", "1"],
+    "heldp-ucb-b": ["--epsilon-dist", "normal:1,1", "--sigmoid", "--reward-dist", "gaussian"],
+    "ldp-mab": ["--epsilon", "1", "--black-box", "ucb", "--reward-dist", "mixed"],
+    "adar-ucb": ["--epsilon", "1", "--alpha", "2", "--means", "0.9,0.5,0.4,0.2"],
+}
+
+
+def _mab(tmp_path: Path, algo: str, *extra: str, T: int = 3000, runs: int = 2) -> dict:
+    out = tmp_path / f"{algo}.json"
+    argv = ["simulate", "--algo", algo, "--env", "mab", "--T", str(T), "--runs", str(runs),
+            "--seed", "1", "--json", str(out), "--no-progress", *extra]
+    assert main(argv) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("algo", sorted(MAB_NULLS))
+def test_mab_json_contract(tmp_path: Path, algo: str) -> None:
+    data = _mab(tmp_path, algo, *MAB_RUNS[algo])
+    assert TOP <= data.keys() and data["env"] == "mab" and data["algo"] == algo
+    assert PRIVACY | {"per_user_epsilon"} <= data["privacy"].keys()
+    for key in PRIVACY - {"accounting", "threat_model"} | {"per_user_epsilon"}:
+        assert (data["privacy"][key] is None) == (key in MAB_NULLS[algo]), key
+    curve = [v for _, v in data["regret_curve"]]
+    assert curve == sorted(curve) and data["regret_curve"][-1][0] == 3000
+    assert data["final_regret_mean"] < data["random_regret_mean"]
+    assert data["params"]["K"] == len(data["params"]["means"])
+    assert data["model_updates_mean"] >= 1
+    per_user = data["privacy"]["per_user_epsilon"]
+    if per_user is not None:
+        assert set(per_user) == {"distribution", "mean", "fraction_used", "fraction_declined"}
+        assert 0 < per_user["fraction_used"] <= 1
+
+
+def test_mab_done_when_command(tmp_path: Path) -> None:
+    """The issue's acceptance command, verbatim."""
+    data = _mab(tmp_path, "heldp-ucb-b", "--epsilon", "2", T=100_000, runs=5)
+    p = data["privacy"]
+    assert (p["ldp_epsilon"], p["ldp_delta"], p["threat_model"]) == (2.0, 0.0, "ldp")
+    assert p["per_user_epsilon"] == {"distribution": "fixed:2", "mean": 2.0,
+                                     "fraction_used": 1.0, "fraction_declined": 0.0}
+    assert data["runs"] == 5 and data["params"]["eps_min"] == 2.0
+
+
+def test_heterogeneous_levels_report_measured_fractions(tmp_path: Path) -> None:
+    png = tmp_path / "r.png"
+    data = _mab(tmp_path, "heldp-ucb-l", "--epsilon-dist", "choice:0,0.2,1,2,100", "--plot",
+                str(png), T=20_000)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    p = data["privacy"]
+    assert p["ldp_epsilon"] is None and p["central_epsilon"] is None
+    assert data["params"]["eps_min"] == 100.0  # the V_L heuristic's choice for this distribution
+    assert abs(p["per_user_epsilon"]["fraction_used"] - 0.2) < 0.02
+    assert abs(p["per_user_epsilon"]["fraction_declined"] - 0.2) < 0.02
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--algo", "ucb", "--env", "linear"], "multi-armed"),
+    (["--algo", "linucb", "--env", "mab"], "linear"),
+    (["--algo", "heldp-ucb-l", "--env", "mab", "--reward-dist", "gaussian"], "sigmoid"),
+    (["--algo", "heldp-ucb-b", "--env", "mab", "--epsilon-dist", "normal:1"], "epsilon"),
+    (["--algo", "heldp-ucb-b", "--env", "mab", "--eps-min", "0"], "eps_min"),
+    (["--algo", "ucb", "--env", "mab", "--means", "0.5"], "two arm"),
+    (["--algo", "ucb", "--env", "mab", "--means", "0.5,0.7", "--K", "3"], "--K"),
+    (["--algo", "adar-ucb", "--env", "mab", "--beta", "2"], "beta"),
+])
+def test_mab_invalid_parameters_are_clear_errors(argv: list[str], needle: str, capsys) -> None:
+    assert main(["simulate", *argv, "--T", "100", "--no-progress"]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_mab_flags_a_policy_does_not_use_are_reported(tmp_path: Path, capsys) -> None:
+    _mab(tmp_path, "adar-ucb", "--epsilon-dist", "fixed:1", "--sigmoid", "--eps0", "2", T=500)
+    assert "does not use --eps0, --epsilon-dist, --sigmoid" in capsys.readouterr().err

@@ -1,15 +1,20 @@
-"""Policies of spec §5 behind one interface (``shared.core.policies.base.Policy``)."""
+"""Policies of spec §5 behind one interface (``shared.core.policies.base.Policy``): the linear
+policies and the multi-armed ones (``MAB_POLICIES``, configs in ``mab_config``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from shared.core.policies.adar_ucb import AdaRUCB
 from shared.core.policies.base import Policy
 from shared.core.policies.config import CONFIGS, PolicyConfig
 from shared.core.policies.exact import AdaROFUL, LinUCB
 from shared.core.policies.ldp_linucb import LDPLinUCB
+from shared.core.policies.ldp_mab import LDPMAB
+from shared.core.policies.mab_config import MAB_CONFIGS
 from shared.core.policies.model import Model
 from shared.core.policies.sblb import SBLB, SBLBFixed
+from shared.core.policies.ucb import UCB, HeLDPUCBB, HeLDPUCBL
 from shared.core.randomizers.base import Randomizer
 
 POLICIES: dict[str, type[Policy]] = {
@@ -19,6 +24,15 @@ POLICIES: dict[str, type[Policy]] = {
     "sblb-fixed": SBLBFixed,
     "adar-oful": AdaROFUL,
 }
+
+MAB_POLICIES: dict[str, type[Policy]] = {
+    "ucb": UCB,
+    "heldp-ucb-l": HeLDPUCBL,
+    "heldp-ucb-b": HeLDPUCBB,
+    "ldp-mab": LDPMAB,
+    "adar-ucb": AdaRUCB,
+}
+POLICIES.update(MAB_POLICIES)
 
 
 def build_policy(config: PolicyConfig, rng: np.random.Generator | None = None) -> Policy:
@@ -36,12 +50,14 @@ def randomizer_for(config: PolicyConfig) -> Randomizer:
 
 def make_config(algo: str, **params: object) -> PolicyConfig:
     """Validated config for ``algo`` from keyword parameters (unknown keys are an error)."""
-    if algo not in CONFIGS:
-        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(CONFIGS)}")
-    return CONFIGS[algo](**params)
+    known = {**CONFIGS, **MAB_CONFIGS}
+    if algo not in known:
+        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(known)}")
+    return known[algo](**params)  # type: ignore[return-value]
 
 
 __all__ = [
+    "MAB_POLICIES",
     "POLICIES",
     "Model",
     "Policy",

@@ -47,7 +47,7 @@ class Policy(ABC):
         self.repairs = 0
         # Updates skipped because a statistic or a solve was unusable (see NoisyStatisticsPolicy).
         self.skipped = 0
-        self.model = Model.initial(config.d, config.lam, self._initial_beta())
+        self.model = self._initial_model()
 
     @abstractmethod
     def _make_randomizer(self) -> Randomizer: ...
@@ -70,6 +70,14 @@ class Policy(ABC):
     def batch_size(self) -> int:
         """Shuffler batch length l this policy expects (1 = pass-through)."""
         return 1
+
+    def _initial_model(self) -> Any:
+        """Version 0 of the published model (θ̃ = 0, V = λI for the linear policies)."""
+        c = self.config
+        return Model.initial(c.d, c.lam, self._initial_beta())
+
+    def _model_from_dict(self, data: dict[str, Any]) -> Any:
+        return Model.from_dict(data)
 
     def _initial_beta(self) -> float:
         c = self.config
@@ -98,7 +106,7 @@ class Policy(ABC):
         self.reports = int(state["reports"])
         self.repairs = int(state["repairs"])
         self.skipped = int(state.get("skipped", 0))  # absent from states saved before it existed
-        self.model = Model.from_dict(state["model"])
+        self.model = self._model_from_dict(state["model"])
         self._load_extra_state(state)
 
     def _extra_state(self) -> dict[str, Any]:

@@ -1,0 +1,154 @@
+"""Device-side randomizers of the multi-armed tasks: one report per user, about one pulled arm.
+
+A report row is a float array: ``[arm, value]``, or ``[arm, ε_t, value]`` for mechanisms with
+per-user privacy levels (``heldp.py``): the user's own ε_t travels with her report, because the
+analyzer needs it to weight the response (HeLDP Agents 2 and 4). The arm is public: the device
+chose it from the broadcast model, which depends on other users' reports only.
+
+``values(r, eps, rng)`` is the mechanism itself on rewards of shape (n,) — or (n, K): the
+simulator asks for the report each user would send for each arm it might pull, and the user's
+randomness (one draw per user) is shared along the arm axis; only the pulled arm's entry is ever
+used, so the law of what is sent is unchanged. ``randomize`` builds rows; ``to_bytes`` /
+``from_bytes`` are the compact wire form (arm as uint16, ε as float64, the value as float64 or one
+byte), and ``from_bytes`` refuses anything the honest mechanism cannot produce (wrong arm index,
+non-finite numbers, ε outside [0, ε_max], a bit that is not 0/1), or produces with probability
+below ``HONEST_REFUSAL`` = 2⁻⁴⁰ (a noisy value far outside the clean range): refusing is
+post-processing, so privacy is unchanged, and a forged report cannot move a mean by 1e300.
+
+This file holds the base class and the two mechanisms without per-user levels:
+- ``IdentityArmRandomizer``: the raw reward (non-private UCB; AdaR-UCB's trusted analyzer).
+- ``GaussianArmRandomizer``: Zheng et al. Alg. 1 for MAB (App. B.1): the user sends her loss plus
+  N(0, σ²). With losses ℓ = 1/2 − r ∈ [−B, B], B = 1/2 (Thm 11), the sensitivity is 2B = 1; we
+  send the centered reward y = r − 1/2 + Z (a sign flip of ℓ + Z, the same mechanism) and calibrate
+  σ exactly with the analytic Gaussian mechanism (Balle–Wang 2018) instead of the paper's
+  σ = 2B√(2 ln(1.25/δ))/ε (Theorem 2), which is looser and valid only for ε < 1.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from abc import ABC, abstractmethod
+
+import numpy as np
+from scipy.stats import norm
+
+from shared.core.accounting.gaussian import gaussian_sigma
+
+HONEST_REFUSAL = 2.0**-40
+MAX_ARMS = 65_535
+
+
+def check_rewards(r: np.ndarray, bounded: bool) -> np.ndarray:
+    """Finite rewards, in [0, 1] when ``bounded``."""
+    r = np.asarray(r, dtype=float)
+    if not np.isfinite(r).all():
+        raise ValueError("rewards must be finite")
+    if bounded and ((r < 0) | (r > 1)).any():
+        raise ValueError("rewards must lie in [0, 1]")
+    return r
+
+
+def user_axis(noise: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Broadcast one draw per user (shape (n,)) against rewards of shape (n,) or (n, K)."""
+    return noise if r.ndim == 1 else noise[:, None]
+
+
+class ArmRandomizer(ABC):
+    """Base: row layout, validation and wire form of one-arm reports."""
+
+    exact = False
+    per_user_epsilon = False
+    value_code = "d"  # struct code of the value on the wire
+
+    def __init__(self, K: int, bounded: bool = True) -> None:
+        if not 2 <= K <= MAX_ARMS:
+            raise ValueError(f"need 2 <= K <= {MAX_ARMS}")
+        self.K = int(K)
+        self.bounded = bool(bounded)
+
+    @property
+    def width(self) -> int:
+        return 3 if self.per_user_epsilon else 2
+
+    @property
+    def _format(self) -> str:
+        return "<H" + ("d" if self.per_user_epsilon else "") + self.value_code
+
+    @abstractmethod
+    def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator
+               ) -> np.ndarray:
+        """The reported value for rewards r ((n,) or (n, K)); eps (n,) for per-user mechanisms."""
+
+    def randomize(self, arms: np.ndarray, r: np.ndarray, rng: np.random.Generator,
+                  eps: np.ndarray | None = None) -> np.ndarray:
+        """Report rows for users who pulled ``arms`` and received rewards ``r``."""
+        arms = np.asarray(arms)
+        if arms.ndim != 1 or ((arms < 0) | (arms >= self.K)).any():
+            raise ValueError(f"arms must be indices in [0, {self.K})")
+        v = self.values(np.asarray(r, dtype=float), eps, rng)
+        cols = [arms.astype(float)] + ([np.asarray(eps, dtype=float)] if self.per_user_epsilon
+                                       else []) + [v.astype(float)]
+        return np.stack(cols, axis=1)
+
+    def check_row(self, row: np.ndarray) -> np.ndarray:
+        """Validate one row (raises ValueError); returns it as floats."""
+        row = np.asarray(row, dtype=float)
+        if row.shape != (self.width,) or not np.isfinite(row).all():
+            raise ValueError(f"a report is {self.width} finite numbers")
+        arm = row[0]
+        if arm != int(arm) or not 0 <= arm < self.K:
+            raise ValueError(f"arm index must be an integer in [0, {self.K})")
+        self._check_value(row)
+        return row
+
+    @abstractmethod
+    def _check_value(self, row: np.ndarray) -> None: ...
+
+    def to_bytes(self, row: np.ndarray) -> bytes:
+        row = self.check_row(row)
+        parts = [int(row[0])] + [float(x) for x in row[1:-1]]
+        last = int(row[-1]) if self.value_code == "B" else float(row[-1])
+        return struct.pack(self._format, *parts, last)
+
+    def from_bytes(self, data: bytes) -> np.ndarray:
+        size = struct.calcsize(self._format)
+        if len(data) != size:
+            raise ValueError(f"a report is {size} bytes, got {len(data)}")
+        return self.check_row(np.array(struct.unpack(self._format, data), dtype=float))
+
+
+class IdentityArmRandomizer(ArmRandomizer):
+    """The raw reward (no local privacy): ``ucb`` and the trusted analyzer of ``adar-ucb``."""
+
+    exact = True
+
+    def values(self, r, eps, rng):
+        return check_rewards(r, self.bounded)
+
+    def _check_value(self, row: np.ndarray) -> None:
+        check_rewards(row[-1:], self.bounded)
+
+
+class GaussianArmRandomizer(ArmRandomizer):
+    """Zheng et al. Alg. 1 (App. B.1): y = r − 1/2 + N(0, σ²), (ε, δ)-LDP at sensitivity 1."""
+
+    SENSITIVITY = 1.0  # 2B with B = 1/2 (Thm 11): |(r − 1/2) − (r' − 1/2)| ≤ 1 for r, r' ∈ [0, 1]
+
+    def __init__(self, K: int, epsilon: float, delta: float) -> None:
+        super().__init__(K, bounded=True)
+        self.epsilon, self.delta = float(epsilon), float(delta)
+        self.sigma = gaussian_sigma(self.epsilon, self.delta, self.SENSITIVITY)
+        self.paper_sigma = 2 * 0.5 * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
+        tail = float(norm.isf(HONEST_REFUSAL / 2))
+        self.report_bound = 0.5 + tail * self.sigma
+
+    def values(self, r, eps, rng):
+        r = check_rewards(r, True)
+        z = rng.standard_normal(r.shape[0])
+        return r - 0.5 + self.sigma * user_axis(z, r)
+
+    def _check_value(self, row: np.ndarray) -> None:
+        if abs(row[-1]) > self.report_bound:
+            raise ValueError("report outside what the mechanism produces "
+                             f"(|y| > 1/2 + {self.report_bound - 0.5:.3g})")
