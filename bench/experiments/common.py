@@ -86,9 +86,13 @@ def write(out: Path, name: str, data: dict[str, Any]) -> Path:
     return path
 
 
-def panels_figure(panels: list[dict[str, Any]], out: Path, name: str, title: str) -> None:
-    """The experiment's figure (side-by-side panels) as out/NAME.png."""
+def regret_figure(panels: dict[str, list[dict[str, Any]]], xlabel: str, T: int, out: Path,
+                  name: str, title: str, **axes: Any) -> None:
+    """The experiment's figure as out/NAME.png: side by side, a panel of final regret at T (log
+    scale) against ``xlabel`` per title in ``panels`` (its lines); ``axes``: more keys of every
+    panel (``logx``, ``xticks``)."""
     from privbandit.plots import xy_plot
 
-    xy_plot(panels, out / f"{name}.png", title)
+    xy_plot([{"title": t, "xlabel": xlabel, "ylabel": f"regret at T = {T:,}", "logy": True,
+              **axes, "lines": lines} for t, lines in panels.items()], out / f"{name}.png", title)
     print(f"wrote {out / f'{name}.png'}")

@@ -11,9 +11,11 @@ Writes out/experiments/heterogeneous.{json,png}.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from bench.experiments.common import instance, log_t_constant, panels_figure, parser, run, write
+from bench.experiments.common import instance, log_t_constant, parser, regret_figure, run, write
 from shared.core.privacy_levels import choose_eps_min, heuristic_v, parse_levels
 
 DISTRIBUTIONS = {
@@ -69,9 +71,9 @@ def main() -> None:
     write(args.out, "heterogeneous", {"T": args.T, "runs": args.runs, "K": args.K,
                                       "means": env.means.tolist(), "points": points, "fits": fits,
                                       "random": float(env.gaps.mean() * args.T)})
-    panels = []
+    panels: dict[str, list[dict[str, Any]]] = {}
     for spec in DISTRIBUTIONS:
-        lines = []
+        lines = panels[spec] = []
         for i, algo in enumerate(MECHANISMS):
             pts = sorted((p for p in points if p["algo"] == algo and p["distribution"] == spec),
                          key=lambda p: p["eps_min"])
@@ -83,10 +85,9 @@ def main() -> None:
                           "x": [p["eps_min"] for p in pts],
                           "y": [f["a"] + f["b"] * p["V"] for p in pts], "style": "x--",
                           "color": f"C{i}"})
-        panels.append({"title": spec, "xlabel": "ε_min", "ylabel": f"regret at T = {args.T:,}",
-                       "logx": True, "logy": True, "lines": lines})
-    panels_figure(panels, args.out, "heterogeneous",
-                  f"heterogeneous ε_t, K = {args.K}, {args.runs} runs: regret and the V fit")
+    regret_figure(panels, "ε_min", args.T, args.out, "heterogeneous",
+                  f"heterogeneous ε_t, K = {args.K}, {args.runs} runs: regret and the V fit",
+                  logx=True)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ Writes out/experiments/mixed_gaussian.{json,png}.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
-from bench.experiments.common import instance, panels_figure, parser, ratio_stderr, run, write
+from bench.experiments.common import instance, parser, ratio_stderr, regret_figure, run, write
 from shared.core.randomizers.heldp import sigmoid
 
 EPSILONS = [1.0, 2.0]
@@ -60,19 +61,19 @@ def main() -> None:
     write(args.out, "mixed_gaussian", {"T": args.T, "runs": args.runs, "K": args.K,
                                        "means": mu.tolist(), "c_s": c_s, "results": results,
                                        "ratios": ratios})
-    panels = []
+    panels: dict[str, list[dict[str, Any]]] = {}
     for dist in ("bernoulli", "mixed", "gaussian"):
-        lines = [{"label": f"{algo}{'-sigmoid' if dist == 'gaussian' else ''}",
-                  "x": EPSILONS, "y": [results[f"{dist}/{algo}/{e:g}"]["mean"] for e in EPSILONS],
-                  "yerr": [results[f"{dist}/{algo}/{e:g}"]["stderr"] for e in EPSILONS]}
-                 for algo in ("heldp-ucb-l", "heldp-ucb-b")]
+        lines = panels[dist] = [
+            {"label": f"{algo}{'-sigmoid' if dist == 'gaussian' else ''}",
+             "x": EPSILONS, "y": [results[f"{dist}/{algo}/{e:g}"]["mean"] for e in EPSILONS],
+             "yerr": [results[f"{dist}/{algo}/{e:g}"]["stderr"] for e in EPSILONS]}
+            for algo in ("heldp-ucb-l", "heldp-ucb-b")]
         lines.append({"label": "UCB", "x": EPSILONS,
                       "y": [results[f"{dist}/ucb"]["mean"]] * len(EPSILONS),
                       "style": "--", "color": "k"})
-        panels.append({"title": dist, "xlabel": "ε", "ylabel": f"regret at T = {args.T:,}",
-                       "logy": True, "xticks": EPSILONS, "lines": lines})
-    panels_figure(panels, args.out, "mixed_gaussian",
-                  f"reward laws, K = {args.K}, {args.runs} runs (gaussian: sigmoid variants)")
+    regret_figure(panels, "ε", args.T, args.out, "mixed_gaussian",
+                  f"reward laws, K = {args.K}, {args.runs} runs (gaussian: sigmoid variants)",
+                  xticks=EPSILONS)
 
 
 if __name__ == "__main__":

@@ -135,11 +135,7 @@ class AnalyzerRuntime:
             decoder=decoder,
             published=published,
             feed=ModelFeed(published),
-            reports_counted=record.reports_counted,
-            rejected=record.rejected,
-            duplicates=record.duplicates,
-            quarantined=record.quarantined,
-            batches=record.batches,
+            **record.counters,
             skipped=policy.skipped,
             layout=task_layout,
         )

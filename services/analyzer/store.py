@@ -61,17 +61,18 @@ MIGRATIONS = [SCHEMA_V1, SCHEMA_V2]
 _CHUNK = 500
 
 
+# A task's counters: its ``tasks`` columns, and the ``TaskRuntime`` fields they load into.
+TASK_COUNTERS = ("reports_counted", "rejected", "duplicates", "batches", "quarantined")
+
+
 @dataclass
 class TaskRecord:
-    """What the store holds for one task."""
+    """What the store holds for one task: its configuration, policy state and counters (by
+    their names in ``TASK_COUNTERS``)."""
 
     config: dict[str, Any]
     state: dict[str, Any]
-    reports_counted: int
-    rejected: int
-    duplicates: int
-    batches: int
-    quarantined: int = 0
+    counters: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,14 @@ class AnalyzerStore:
     def load_task(self, task: str) -> TaskRecord | None:
         with self._lock:
             row = self._conn.execute(
-                "SELECT config, state, reports_counted, rejected, duplicates, batches, "
-                "quarantined FROM tasks WHERE task = ?",
+                f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM tasks WHERE task = ?",
                 (task,),
             ).fetchone()
         if row is None:
             return None
-        return TaskRecord(json.loads(row[0]), json.loads(row[1]), *row[2:])
+        return TaskRecord(
+            json.loads(row[0]), json.loads(row[1]), dict(zip(TASK_COUNTERS, row[2:], strict=True))
+        )
 
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
         """Record a new task with its initial policy state (no-op if it exists)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -34,15 +34,22 @@ from shared.core.policies.config import PolicyConfig
 from shared.core.policies.model import Model
 from shared.core.randomizers.base import Randomizer
 
+# A policy's config and randomizer classes: ``class SBLB(NoisyStatisticsPolicy[SBLBConfig,
+# BinaryRandomizer])`` types its ``config`` and ``randomizer`` attributes.
+ConfigT = TypeVar("ConfigT")
+RandomizerT = TypeVar("RandomizerT", bound=Randomizer)
 
-class Policy(ABC):
+
+class Policy(ABC, Generic[ConfigT, RandomizerT]):
     algo: ClassVar[str]
     threat_model: ClassVar[str]
+    config: ConfigT
+    randomizer: RandomizerT
 
-    def __init__(self, config: PolicyConfig, rng: np.random.Generator | None = None) -> None:
+    def __init__(self, config: ConfigT, rng: np.random.Generator | None = None) -> None:
         self.config = config
         self.rng = rng if rng is not None else np.random.default_rng()
-        self.randomizer: Randomizer = self._make_randomizer()
+        self.randomizer = self._make_randomizer()
         self.reports = 0
         self.repairs = 0
         # Updates skipped because a statistic or a solve was unusable (see NoisyStatisticsPolicy).
@@ -50,7 +57,7 @@ class Policy(ABC):
         self.model = self._initial_model()
 
     @abstractmethod
-    def _make_randomizer(self) -> Randomizer: ...
+    def _make_randomizer(self) -> RandomizerT: ...
 
     @abstractmethod
     def window(self) -> int: ...
@@ -121,7 +128,7 @@ def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:
     return self_normalized(c.reward_sigma, c.d, t, c.L, lam, c.failure_prob) + math.sqrt(lam) * c.S
 
 
-class NoisyStatisticsPolicy(Policy):
+class NoisyStatisticsPolicy(Policy[ConfigT, RandomizerT]):
     """Shared machinery of the policies that learn from noisy (G̃, ũ): SBLB and LDP-LinUCB.
 
     Subclasses define the paper's regularizer ``paper_regularizer(t)`` and the noise bounds;

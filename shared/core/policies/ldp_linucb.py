@@ -27,11 +27,9 @@ from shared.core.policies.config import LDPLinUCBConfig
 from shared.core.randomizers.gaussian import GaussianRandomizer
 
 
-class LDPLinUCB(NoisyStatisticsPolicy):
+class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
     algo = "ldp-linucb"
     threat_model = "ldp"
-    config: LDPLinUCBConfig
-    randomizer: GaussianRandomizer
 
     def __init__(self, config: LDPLinUCBConfig, rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)

@@ -38,11 +38,9 @@ from shared.core.privacy_levels import levels_for
 from shared.core.randomizers.arms import GaussianArmRandomizer
 
 
-class LDPMAB(MABPolicy):
+class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
     algo = "ldp-mab"
     threat_model = "ldp"
-    config: LDPMABConfig
-    randomizer: GaussianArmRandomizer
 
     def __init__(self, config: LDPMABConfig, rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)

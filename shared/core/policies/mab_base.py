@@ -19,20 +19,21 @@ used / reports) and ``declined`` (users with ε_t = 0).
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.base import Policy
+from shared.core.policies.base import ConfigT, Policy
 from shared.core.randomizers.arms import ArmRandomizer
 
+ArmRandomizerT = TypeVar("ArmRandomizerT", bound=ArmRandomizer)
 
-class MABPolicy(Policy):
+
+class MABPolicy(Policy[ConfigT, ArmRandomizerT]):
     """Base of ``ucb``, ``heldp-ucb-l``, ``heldp-ucb-b``, ``ldp-mab`` and ``adar-ucb``."""
 
-    randomizer: ArmRandomizer
     model: ArmModel  # type: ignore[assignment]
 
     def __init__(self, config: Any, rng: np.random.Generator | None = None) -> None:

@@ -34,11 +34,9 @@ from shared.core.policies.config import SBLBConfig
 from shared.core.randomizers.binary import BinaryRandomizer
 
 
-class SBLB(NoisyStatisticsPolicy):
+class SBLB(NoisyStatisticsPolicy[SBLBConfig, BinaryRandomizer]):
     algo = "sblb"
     threat_model = "shuffle"
-    config: SBLBConfig
-    randomizer: BinaryRandomizer
 
     def __init__(self, config: SBLBConfig, rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)

@@ -6,11 +6,14 @@ by batch id and report id; production key sizes."""
 
 
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from fastapi import FastAPI
 
 from services.analyzer.app import create_app as create_analyzer
 from shared.crypto.keystore import PAILLIER_KEY_FILE
@@ -50,20 +53,24 @@ from .support import (
 URL = "/v1/tasks/sum/batch-sums"
 
 
-async def _configs(client: Any) -> tuple[PaillierConfig, HpkeConfig]:
-    config = PaillierConfig.model_validate_json(
-        (await client.get("/v1/tasks/sum/secure-sum")).content)
-    hpke = HpkeConfig.model_validate_json((await client.get("/v1/hpke-config")).content)
-    return config, hpke
+@asynccontextmanager
+async def _sum_analyzer(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[FastAPI, Any, PaillierConfig, HpkeConfig]]:
+    """A running analyzer of ``settings_for(tmp_path)``: the app, a client, and the secure-sum
+    task's Paillier and HPKE configurations it publishes."""
+    app = analyzer_app(settings_for(tmp_path))
+    async with running(app) as client:
+        config = PaillierConfig.model_validate_json(
+            (await client.get("/v1/tasks/sum/secure-sum")).content)
+        hpke = HpkeConfig.model_validate_json((await client.get("/v1/hpke-config")).content)
+        yield app, client, config, hpke
 
 
 async def test_analyzer_refuses_sums_the_deployment_disagrees_on_without_a_state_change(
     tmp_path: Path,
 ) -> None:
-    settings = settings_for(tmp_path)
-    app = analyzer_app(settings)
-    async with running(app) as client:
-        config, hpke = await _configs(client)
+    async with _sum_analyzer(tmp_path) as (app, client, config, hpke):
         _, reports = counts_maker(config, hpke, seed=2)(SUM, 10)
         good = honest_sum(config, reports)
 
@@ -108,10 +115,7 @@ def _member_with(body: dict[str, Any], i: int, **update: Any) -> dict[str, Any]:
 async def test_sums_that_cannot_be_counted_are_quarantined_and_acknowledged(
     tmp_path: Path,
 ) -> None:
-    settings = settings_for(tmp_path)
-    app = analyzer_app(settings)
-    async with running(app) as client:
-        config, hpke = await _configs(client)
+    async with _sum_analyzer(tmp_path) as (app, client, config, hpke):
         lay = config.layout
         assert lay is not None
         make = counts_maker(config, hpke, seed=2)
