@@ -25,9 +25,10 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python bench/simulator.py
-	$(BIN)/python bench/secure_sum.py
-	$(BIN)/python bench/service_ingest.py
+	$(BIN)/python -m bench.simulator
+	$(BIN)/python -m bench.secure_sum
+	$(BIN)/python -m bench.service_ingest
+	$(BIN)/python -m bench.mab
 
 # Locust against fresh local services and the bare floor (loopback only, bounded in time).
 load: $(STAMP)

@@ -24,13 +24,10 @@ frequency scaling affects floor and measurement alike.
 
 from __future__ import annotations
 
-import argparse
-import json
 import platform
 import secrets
 import statistics
 import time
-from pathlib import Path
 
 import gmpy2
 import numpy as np
@@ -38,6 +35,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from gmpy2 import mpz
 
+from bench.args import parse, write_json
 from shared.core.randomizers.binary import BinaryRandomizer, n_coords
 from shared.crypto.paillier import (
     PaillierEncryptor,
@@ -88,16 +86,8 @@ def batch_inputs(enc: PaillierEncryptor, counts: np.ndarray, l: int, m: int) -> 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--d", type=int, default=5)
-    ap.add_argument("--m", type=int, default=1)
-    ap.add_argument("--l", type=int, default=1000)
-    ap.add_argument("--key-bits", type=int, default=2048)
-    ap.add_argument("--device-reports", type=int, default=200)
-    ap.add_argument("--nopool-reports", type=int, default=40)
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--json", type=Path, default=Path("out/bench_secure_sum.json"))
-    args = ap.parse_args()
+    args = parse(__doc__, {"d": 5, "m": 1, "l": 1000, "key_bits": 2048, "device_reports": 200,
+                           "nopool_reports": 40, "repeats": 15}, "out/bench_secure_sum.json")
     d, m, l, kb = args.d, args.m, args.l, args.key_bits
 
     t0 = time.perf_counter()
@@ -222,9 +212,7 @@ def main() -> None:
           f"{analyzer['open_batch_ms_per_batch']:10.3f} ms")
     print(f"{'analyzer: open and check the l report tags':44s} "
           f"{analyzer['open_tags_ms_per_batch']:10.3f} ms")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ import httpx
 import numpy as np
 from fastapi import FastAPI
 
+from bench.args import parse, write_json
 from services.analyzer.app import create_app as analyzer_app
 from services.shuffler.app import create_app as shuffler_app
 from shared.core.policies import randomizer_for
@@ -157,22 +157,15 @@ async def main_async(args: argparse.Namespace) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--uploads", type=int, default=200)
-    ap.add_argument("--per-upload", type=int, default=50)
-    ap.add_argument("--batches", type=int, default=5)
-    ap.add_argument("--l", type=int, default=1000)
-    ap.add_argument("--json", type=Path, default=Path("out/bench_services.json"))
-    args = ap.parse_args()
+    args = parse(__doc__, {"uploads": 200, "per_upload": 50, "batches": 5, "l": 1000},
+                 "out/bench_services.json")
     rows = asyncio.run(main_async(args))
     for r in rows:
         extra = (f"concurrency {r['concurrency']}" if "concurrency" in r
                  else f"l = {r['batch_size']}")
         print(f"{r['bench']:22s} {extra:14s} {r['reports_per_second']:10,.0f} reports/s  "
               f"floor {r['floor_reports_per_second']:10,.0f}/s  ratio {r['ratio_to_floor']:6.2f}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(rows, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -156,7 +156,8 @@ def _shuffle_ledger(
     from shared.core.accounting import ledgers, shuffle, sum_only
 
     if args.aggregation == "secure-sum":
-        build, cap = sum_only.secure_sum_ledger, sum_only.MAX_BATCH_SIZE
+        build = functools.partial(ledgers.shuffle_ledger, aggregation="secure-sum")
+        cap = sum_only.MAX_BATCH_SIZE
         max_eps0 = functools.partial(sum_only.sum_only_max_eps0, d=args.d, m=args.m)
         min_batch = functools.partial(sum_only.sum_only_min_batch, d=args.d, m=args.m)
     else:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -133,12 +133,21 @@ def wrong_transport(config: TaskConfig) -> AggregationMismatch:
     )
 
 
-def require_l(config: TaskConfig, n: int, takes: str) -> None:
-    """422 ``batch_size_mismatch`` unless an upload holds exactly l reports; ``takes`` says what
-    the task takes (``{l}`` stands for the batch size)."""
-    l = config.batch_size
+U = TypeVar("U", BatchUpload, EncryptedBatchSum)
+
+
+def admit(config: TaskConfig, upload: Upload, kind: type[U], count: Callable[[U], int],
+          takes: str) -> U:
+    """The upload, if it is of the task's transport (409 otherwise: individual reports of a
+    secure-sum task must never reach the analyzer) and holds exactly l reports (422
+    ``batch_size_mismatch`` otherwise; ``takes`` says what the task takes, ``{l}`` standing for
+    the batch size and ``{n}`` for the count received)."""
+    if not isinstance(upload, kind):
+        raise wrong_transport(config)
+    n, l = count(upload), config.batch_size
     if n != l:
-        raise BatchSizeMismatch(f"task {config.id!r} takes {takes.format(l=l)}")
+        raise BatchSizeMismatch(f"task {config.id!r} takes {takes.format(l=l, n=n)}")
+    return upload
 
 
 def feed_rows(policy: Policy, rows: list[np.ndarray]) -> None:
@@ -184,22 +193,41 @@ class DecodedReports:
 
 
 @dataclass
-class ReportsDecoder:
+class TaskDecoder:
+    """What both decoders share: the task, and the shape checks of ``accept`` (``admit``: the
+    task's transport, exactly l reports), described by the subclass's ``kind``, ``count`` and
+    ``takes``."""
+
+    config: TaskConfig
+    kind: ClassVar[type]
+    takes: ClassVar[str]
+
+    @staticmethod
+    def count(upload: Any) -> int:
+        raise NotImplementedError
+
+    def admit(self, upload: Upload) -> Any:
+        return admit(self.config, upload, self.kind, self.count, self.takes)
+
+
+@dataclass
+class ReportsDecoder(TaskDecoder):
     """Batches of exactly l HPKE reports, sealed to the analyzer for this task; ``row_bytes`` is
     the wire length of one report row."""
 
-    config: TaskConfig
     keys: HpkeKeyStore
     randomizer: Randomizer
     row_bytes: int
     report_level: ClassVar[bool] = True
+    kind: ClassVar[type] = BatchUpload
+    takes: ClassVar[str] = "batches of exactly l = {l} reports, got {n}"
+
+    @staticmethod
+    def count(upload: BatchUpload) -> int:
+        return len(upload.reports)
 
     def accept(self, upload: Upload) -> BatchUpload:
-        if not isinstance(upload, BatchUpload):
-            raise wrong_transport(self.config)
-        n = len(upload.reports)
-        require_l(self.config, n, f"batches of exactly l = {{l}} reports, got {n}")
-        return upload
+        return self.admit(upload)
 
     def weight(self, item: BatchUpload) -> int:
         # One decryption per report.
@@ -285,23 +313,24 @@ class QuarantinedSum:
 
 
 @dataclass
-class SumDecoder:
+class SumDecoder(TaskDecoder):
     """Encrypted batch sums of l reports under the analyzer's Paillier key, packed as the task's
     slot ``layout``, with one tag per member sealed to the analyzer's HPKE key (``hpke``). Only
     the batch counts (Z, U) are ever decrypted, never a single report."""
 
-    config: TaskConfig
     keys: PaillierKeyStore
     layout: SlotLayout
     hpke: HpkeKeyStore
     report_level: ClassVar[bool] = False
+    kind: ClassVar[type] = EncryptedBatchSum
+    takes: ClassVar[str] = "sums of exactly l = {l} reports, got count = {n}"
+
+    @staticmethod
+    def count(upload: EncryptedBatchSum) -> int:
+        return upload.count
 
     def accept(self, upload: Upload) -> BatchSumJob:
-        if not isinstance(upload, EncryptedBatchSum):
-            # Individual reports of a secure-sum task must never reach the analyzer.
-            raise wrong_transport(self.config)
-        n = upload.count
-        require_l(self.config, n, f"sums of exactly l = {{l}} reports, got count = {n}")
+        upload = self.admit(upload)
         keys = self.keys
         if upload.key_id != keys.key_id:
             raise UnknownKey(

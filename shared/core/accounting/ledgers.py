@@ -71,23 +71,31 @@ def shuffle_ledger(
     m: int = 1,
     aggregation: Literal["reports", "secure-sum"] = "reports",
 ) -> PrivacyLedger:
-    """Shuffle model, transport ``reports``: the analyzer sees the shuffled multiset of reports.
+    """Shuffle model. ldp: ε0-LDP per report (Garcelon Prop. 4), δ = 0. central, by transport:
 
-    ``aggregation="secure-sum"`` delegates to ``sum_only.secure_sum_ledger`` (the analyzer sees only
-    the batch sums); everything below describes ``"reports"``.
+    - ``reports`` (the analyzer sees the shuffled multiset of reports): Feldman–McMillan–Talwar
+      numerical amplification bound (Thm 3.2) for an ε0-LDP randomizer among ``batch_size``
+      reports, at the given δ;
+    - ``secure-sum`` (the analyzer sees only the batch sums): ``sum_only.secure_sum_central``.
 
-    ldp: ε0-LDP per report (Garcelon Prop. 4), δ = 0. central: Feldman–McMillan–Talwar numerical
-    amplification bound (Thm 3.2) for an ε0-LDP randomizer among ``batch_size`` reports, at the
-    given δ. ``central_epsilon_paper``: Garcelon Thm 5 (Eq. 3) for the whole sequence of batch
-    statistics over horizon T with δ0 = δ/2 (None without T or where its conditions fail).
+    ``central_epsilon_paper``: Garcelon Thm 5 (Eq. 3) for the whole sequence of batch statistics
+    over horizon T with δ0 = δ/2 (None without T or where its conditions fail).
     """
     if aggregation == "secure-sum":
-        from shared.core.accounting.sum_only import secure_sum_ledger
+        from shared.core.accounting.sum_only import secure_sum_central
 
-        return secure_sum_ledger(eps0, batch_size, delta, T=T, d=d, m=m)
-    if aggregation != "reports":
+        central, accounting = secure_sum_central(eps0, batch_size, delta, d, m)
+    elif aggregation == "reports":
+        central = shuffle_epsilon(eps0, batch_size, delta)
+        accounting = (
+            f"ldp: pure ε0-LDP per report (Garcelon Prop. 4); central (observer of the shuffler "
+            f"output, whole shuffled reports): Feldman–McMillan–Talwar 2021 Thm 3.2 numerical "
+            f"amplification bound, ε0={eps0:g} among l={batch_size} reports at δ={delta:g}; "
+            f"{COMPOSITION}. central_epsilon_paper: Garcelon et al. Thm 5 (Eq. 3, δ0 = δ/2, "
+            f"advanced composition over all batches)"
+        )
+    else:
         raise ValueError(f"unknown aggregation {aggregation!r}")
-    central = shuffle_epsilon(eps0, batch_size, delta)
     paper = None if T is None else theorem5_epsilon(eps0, batch_size, delta, T, d, m)
     return PrivacyLedger(
         threat_model="shuffle",
@@ -95,15 +103,9 @@ def shuffle_ledger(
         ldp_delta=0.0,
         central_epsilon=central,
         central_delta=delta,
-        accounting=(
-            f"ldp: pure ε0-LDP per report (Garcelon Prop. 4); central (observer of the shuffler "
-            f"output, whole shuffled reports): Feldman–McMillan–Talwar 2021 Thm 3.2 numerical "
-            f"amplification bound, ε0={eps0:g} among l={batch_size} reports at δ={delta:g}; "
-            f"{COMPOSITION}. central_epsilon_paper: Garcelon et al. Thm 5 (Eq. 3, δ0 = δ/2, "
-            f"advanced composition over all batches)"
-        ),
+        accounting=accounting,
         central_epsilon_paper=paper,
-        aggregation="reports",
+        aggregation=aggregation,
     )
 
 

@@ -63,8 +63,7 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from shared.core.accounting.binomial import truncated_binomial
-from shared.core.accounting.garcelon import randomizer_probability, theorem5_epsilon
-from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.accounting.garcelon import randomizer_probability
 from shared.core.accounting.search import largest_satisfying, smallest_satisfying
 from shared.core.accounting.shuffle import shuffle_epsilon
 
@@ -306,44 +305,27 @@ def sum_only_min_batch(
     return smallest_satisfying(ok, max_l)
 
 
-def secure_sum_ledger(
-    eps0: float,
-    batch_size: int,
-    delta: float,
-    T: int | None = None,
-    d: int = 5,
-    m: int = 1,
-) -> PrivacyLedger:
-    """Ledger of the ``secure-sum`` shuffle transport (spec §3).
+def secure_sum_central(
+    eps0: float, batch_size: int, delta: float, d: int, m: int
+) -> tuple[float, str]:
+    """Central ε of the ``secure-sum`` shuffle transport (spec §3), and how it was obtained.
 
-    ldp: ε0-LDP per report (Garcelon Prop. 4). central: worst-case PLD of the released batch sums
-    (this module), composed over the m·d(d+3)/2 bit positions, never above the whole-report
-    (Feldman–McMillan–Talwar) figure, of which the sums are a post-processing.
-    ``central_epsilon_paper``: Garcelon Thm 5 (δ0 = δ/2).
-    """
+    Worst-case PLD of the released batch sums (this module), composed over the m·d(d+3)/2 bit
+    positions, never above the whole-report (Feldman–McMillan–Talwar) figure, of which the sums
+    are a post-processing. ``ledgers.shuffle_ledger(..., aggregation="secure-sum")`` builds the
+    ledger from it (ldp: ε0-LDP per report, Garcelon Prop. 4; paper: Garcelon Thm 5)."""
     _check(eps0, batch_size, delta)
     sums = sum_only_epsilon(eps0, batch_size, delta, d, m)
     reports = shuffle_epsilon(eps0, batch_size, delta)
-    central = min(sums, reports)
-    paper = None if T is None else theorem5_epsilon(eps0, batch_size, delta, T, d, m)
     p = randomizer_probability(eps0, d, m)
-    return PrivacyLedger(
-        threat_model="shuffle",
-        ldp_epsilon=eps0,
-        ldp_delta=0.0,
-        central_epsilon=central,
-        central_delta=delta,
-        accounting=(
-            f"ldp: pure ε0-LDP per report (Garcelon Prop. 4); central (observer of the released "
-            f"batch sums only): each of the {n_bits(d, m)} bit counts is randomized response "
-            f"(p={p:.4g}) hidden among the other {batch_size - 1} users' randomised bits, "
-            f"worst case over their data, privacy-loss distribution (connect-the-dots, "
-            f"dp-accounting) composed over the bit counts, at δ={delta:g}; capped by the "
-            f"whole-report shuffling bound ({reports:.4g}); one report per user, each report in "
-            f"exactly one batch: parallel composition; later batches and broadcasts are "
-            f"post-processing of published models. central_epsilon_paper: Garcelon et al. Thm 5 "
-            f"(Eq. 3, δ0 = δ/2)"
-        ),
-        central_epsilon_paper=paper,
-        aggregation="secure-sum",
+    return min(sums, reports), (
+        f"ldp: pure ε0-LDP per report (Garcelon Prop. 4); central (observer of the released "
+        f"batch sums only): each of the {n_bits(d, m)} bit counts is randomized response "
+        f"(p={p:.4g}) hidden among the other {batch_size - 1} users' randomised bits, "
+        f"worst case over their data, privacy-loss distribution (connect-the-dots, "
+        f"dp-accounting) composed over the bit counts, at δ={delta:g}; capped by the "
+        f"whole-report shuffling bound ({reports:.4g}); one report per user, each report in "
+        f"exactly one batch: parallel composition; later batches and broadcasts are "
+        f"post-processing of published models. central_epsilon_paper: Garcelon et al. Thm 5 "
+        f"(Eq. 3, δ0 = δ/2)"
     )

@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
+from shared.core.accounting.ledgers import shuffle_ledger
 from shared.core.accounting.shuffle import shuffle_epsilon
 from shared.core.accounting.sum_only import (
     DISCRETIZATION,
     PMF_DISCRETIZATION,
     bit_pld,
     n_bits,
-    secure_sum_ledger,
     sum_only_delta,
     sum_only_epsilon,
     sum_only_max_eps0,
@@ -172,7 +172,7 @@ def test_inverse_round_trips() -> None:
 
 
 def test_ledger() -> None:
-    ledger = secure_sum_ledger(8.0, 500, 1e-6, T=10**5, d=5, m=1)
+    ledger = shuffle_ledger(8.0, 500, 1e-6, T=10**5, d=5, m=1, aggregation="secure-sum")
     assert ledger.threat_model == "shuffle"
     assert ledger.ldp_epsilon == 8.0 and ledger.ldp_delta == 0.0
     assert ledger.central_epsilon == pytest.approx(sum_only_epsilon(8.0, 500, 1e-6, 5, 1))
