@@ -44,7 +44,8 @@ class _Task:
         info = TaskInfo.model_validate(httpx.get(f"{analyzer}/v1/tasks/{self.task}").json())
         hpke = HpkeConfig.model_validate(httpx.get(f"{analyzer}/v1/hpke-config").json())
         self.K, self.d = info.K, info.d
-        self.randomizer = randomizer_for(make_config(info.algo, **info.policy))
+        params = {k: v for k, v in info.policy.items() if k != "algo"}
+        self.randomizer = randomizer_for(make_config(info.algo, **params))
         self.key_id, self.public_key = hpke.key_id, b64decode(hpke.public_key)
         self.rng = np.random.default_rng(int(os.environ.get("LOAD_SEED", "1")))
 
