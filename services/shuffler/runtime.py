@@ -93,7 +93,7 @@ async def open_runtime(
         settings.tasks, cache=Path(settings.data_dir) / "shuffler" / PAILLIER_CACHE
     )
     forwarder = Forwarder(settings, store, metrics, client, paillier)
-    intake = Intake(store, metrics, forwarder, paillier)
+    intake = Intake(store, metrics, forwarder, paillier, settings.limits)
     readiness = Readiness()
     readiness.require("the analyzer", paillier.missing)
     readiness.require_that("intake", lambda: intake.running)
