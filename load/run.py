@@ -288,7 +288,7 @@ def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespa
             feeder = None
             if s.refill:
                 feeder = Feeder(urls["device"], SUM_TASK, 20, 5, args.refill_rate)
-                computed0 = device_metric(urls["device"], "paillier_computed_total", SUM_TASK)
+                computed0 = device_metric(urls["device"], "paillier_computed", SUM_TASK)
                 feeder.start()
             try:
                 real = run_locust(s, urls[s.service], args.time, out, env)
@@ -301,7 +301,7 @@ def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespa
                    "throughput_ratio": real["rps"] / floor["rps"] if floor["rps"] else None,
                    "p99_ratio": real["p99_ms"] / floor["p99_ms"] if floor["p99_ms"] else None}
             if feeder is not None:
-                computed = device_metric(urls["device"], "paillier_computed_total", SUM_TASK)
+                computed = device_metric(urls["device"], "paillier_computed", SUM_TASK)
                 row["refill"] = {
                     "feedbacks_per_s": feeder.sent / args.time,
                     "feeder_failures": feeder.failed,

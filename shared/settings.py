@@ -126,6 +126,9 @@ class DeviceTiming(BaseModel):
     # ~10 ms of CPU at 2048 bits and 512 bytes; 256 absorb a burst of a few seconds of feedback
     # before encryption falls back to computing r^n per request.
     paillier_pool: int = Field(256, ge=1)
+    # Processes computing those obfuscators, at a lower scheduling priority than the request path
+    # (a count; one suffices for ~100 reports/s per core); 0: a thread of the device process.
+    paillier_workers: int = Field(1, ge=0, le=64)
     # Outbox: reports per upload to the shuffler (a count), and the retries of a (task,
     # transport) group whose upload failed (with jitter; a Retry-After header is a lower bound).
     upload_batch: int = Field(100, ge=1, le=MAX_REPORTS_PER_UPLOAD)
