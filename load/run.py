@@ -37,12 +37,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-import numpy as np
-
-from privbandit.launcher import free_ports, healthy, local_cluster
-
 HERE = Path(__file__).resolve().parent
+# Measure the checkout this script belongs to, whatever an editable install points at (the
+# launcher starts the services from wherever ``privbandit`` was imported).
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from privbandit.launcher import free_ports, healthy, local_cluster  # noqa: E402
 
 INTAKE_TASK = "load-shuffle"  # l = 1000, HPKE reports: forwarding is rare
 DEVICE_TASK = "demo-ldp"  # the demo's pass-through task
