@@ -12,9 +12,10 @@ file), not the demo's:
   for the shuffler-intake scenario: a batch is formed (and forwarded to the analyzer, whose ingest
   competes for the same cores) only once per 1000 reports, so the run measures intake itself;
 - ``demo-ldp``: the demo's ldp task (pass-through), for model fetch and the device scenarios;
-- ``load-sum``: a ``secure-sum`` task; during the ``decide-refill`` scenario a feeder thread sends
-  feedback on it at a fixed rate (``--refill-rate``), so the device refills its Paillier pool
-  throughout while Locust measures ``decide``.
+- ``load-sum``: a ``secure-sum`` task; during the ``decide-refill`` scenario feeder threads send
+  feedback on it at a fixed total rate (``--refill-rate``), so the device refills its Paillier
+  pool throughout while Locust measures ``decide``. Every run starts once the device's initial
+  pool is full.
 
 After the shuffler-intake run it waits for the pipeline to settle and checks that nothing the
 shuffler accepted was lost: the reports it accepted during the run (at least every report answered
@@ -51,6 +52,7 @@ from privbandit.launcher import free_ports, healthy, local_cluster  # noqa: E402
 INTAKE_TASK = "load-shuffle"  # l = 1000, HPKE reports: forwarding is rare
 DEVICE_TASK = "demo-ldp"  # the demo's pass-through task
 SUM_TASK = "load-sum"  # secure-sum: the device keeps a Paillier pool for it
+FEEDERS = 4  # threads feeding secure-sum feedback during decide-refill
 
 LOAD_CONFIG = f"""\
 # load/run.py's deployment (ports and data directory come from the environment).
@@ -192,14 +194,16 @@ class Feeder(threading.Thread):
     """decide + feedback on the secure-sum task at a fixed rate: every feedback takes one Paillier
     obfuscator from the device's pool, which the device refills in the background."""
 
-    def __init__(self, device: str, task: str, K: int, d: int, rate: float) -> None:
+    def __init__(self, device: str, task: str, K: int, d: int, rate: float, seed: int = 0
+                 ) -> None:
         super().__init__(name="refill-feeder", daemon=True)
         self.device, self.task, self.K, self.d, self.rate = device, task, K, d, rate
+        self.seed = seed
         self.stop_event = threading.Event()
         self.sent = self.failed = 0
 
     def run(self) -> None:
-        rng = np.random.default_rng(7)
+        rng = np.random.default_rng(self.seed)
         with httpx.Client(base_url=self.device, timeout=30) as client:
             next_at = time.monotonic()
             while not self.stop_event.is_set():
@@ -227,6 +231,14 @@ def device_metric(device: str, name: str, task: str | None = None) -> float:
         if line.startswith(want + " "):
             return float(line.split()[-1])
     return 0.0
+
+
+def wait_pool_full(device: str, target: int = 256, timeout: float = 180.0) -> None:
+    """Until the device's first Paillier pool is computed (it would compete with the first run)."""
+    deadline = time.monotonic() + timeout
+    while (device_metric(device, "paillier_pool", SUM_TASK) < target
+           and time.monotonic() < deadline):
+        time.sleep(0.5)
 
 
 def main() -> int:
@@ -280,6 +292,7 @@ def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespa
         deadline = time.monotonic() + 30
         while not healthy(bare_url) and time.monotonic() < deadline:
             time.sleep(0.2)
+        wait_pool_full(urls["device"])
         base_env = {**os.environ, "LOAD_ANALYZER": urls["analyzer"],
                     "PYTHONPATH": str(HERE.parent)}
         for s in chosen:
@@ -289,26 +302,30 @@ def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespa
             if s.name == "shuffler-intake":
                 before = (*shuffler_counts(urls["shuffler"], s.task),
                           counted(urls["analyzer"], s.task))
-            feeder = None
+            feeders: list[Feeder] = []
             if s.refill:
-                feeder = Feeder(urls["device"], SUM_TASK, 20, 5, args.refill_rate)
+                # A few threads, so the rate holds while the device is busy.
+                feeders = [Feeder(urls["device"], SUM_TASK, 20, 5, args.refill_rate / FEEDERS, i)
+                           for i in range(FEEDERS)]
                 computed0 = device_metric(urls["device"], "paillier_computed", SUM_TASK)
-                feeder.start()
+                for f in feeders:
+                    f.start()
             try:
                 real = run_locust(s, urls[s.service], args.time, out, env)
             finally:
-                if feeder is not None:
-                    feeder.stop_event.set()
-                    feeder.join(60)
+                for f in feeders:
+                    f.stop_event.set()
+                for f in feeders:
+                    f.join(60)
             row = {"scenario": s.name, "users": s.users, "seconds": args.time, "task": s.task,
                    "service": real, "floor": floor,
                    "throughput_ratio": real["rps"] / floor["rps"] if floor["rps"] else None,
                    "p99_ratio": real["p99_ms"] / floor["p99_ms"] if floor["p99_ms"] else None}
-            if feeder is not None:
+            if feeders:
                 computed = device_metric(urls["device"], "paillier_computed", SUM_TASK)
                 row["refill"] = {
-                    "feedbacks_per_s": feeder.sent / args.time,
-                    "feeder_failures": feeder.failed,
+                    "feedbacks_per_s": sum(f.sent for f in feeders) / args.time,
+                    "feeder_failures": sum(f.failed for f in feeders),
                     "obfuscators_computed": computed - computed0,
                     "pool": device_metric(urls["device"], "paillier_pool", SUM_TASK),
                     "fallbacks": device_metric(urls["device"], "paillier_fallbacks", SUM_TASK),
@@ -321,7 +338,7 @@ def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespa
                   f"{floor['rps']:8.0f}/s p50 {floor['p50_ms']:5.0f} p99 {floor['p99_ms']:6.0f} ms"
                   f" | ratio {row['throughput_ratio']:.2f}  failures {real['failures']}"
                   + (f"  no-loss {row['no_loss']['consistent']}" if before is not None else "")
-                  + (f"  refill {row['refill']}" if feeder is not None else ""), flush=True)
+                  + (f"  refill {row['refill']}" if feeders else ""), flush=True)
     finally:
         bare.terminate()
         bare.wait(10)
