@@ -3,8 +3,23 @@ against the bare floor (``load/bare.py``), with the same client, in the same run
 
 For each scenario it runs Locust headless (bounded by users, spawn rate and time; loopback only),
 reads its CSV, and reports throughput and latency percentiles of the service as ratios to the
-floor. After the shuffler-intake run it waits for the pipeline to drain and checks that every
-report answered 202 was counted (or refused) by the analyzer: nothing accepted may be lost.
+floor.
+
+The services run with a configuration of their own (``LOAD_CONFIG`` below, written to a temporary
+file), not the demo's:
+
+- ``load-shuffle``: a ``shuffle`` task with ``aggregation = "reports"`` and ``batch_size = 1000``,
+  for the shuffler-intake scenario: a batch is formed (and forwarded to the analyzer, whose ingest
+  competes for the same cores) only once per 1000 reports, so the run measures intake itself;
+- ``demo-ldp``: the demo's ldp task (pass-through), for model fetch and the device scenarios;
+- ``load-sum``: a ``secure-sum`` task; during the ``decide-refill`` scenario feeder threads send
+  feedback on it at a fixed total rate (``--refill-rate``), so the device refills its Paillier
+  pool throughout while Locust measures ``decide``. Every run starts once the device's initial
+  pool is full.
+
+After the shuffler-intake run it waits for the pipeline to settle and checks that nothing the
+shuffler accepted was lost: the reports it accepted during the run (at least every report answered
+202) equal the analyzer's counted + refused plus the shuffler's pending ones.
 
     python load/run.py [--time 20] [--only decide,...] [--json out/load/summary.json]
 """
@@ -18,16 +33,71 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from privbandit.launcher import free_ports, healthy, local_cluster
-
 HERE = Path(__file__).resolve().parent
-TASK = "demo-ldp"  # pass-through: every report becomes a batch, so the whole path is loaded
+# Measure the checkout this script belongs to, whatever an editable install points at (the
+# launcher starts the services from wherever ``privbandit`` was imported).
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+
+from privbandit.launcher import free_ports, healthy, local_cluster  # noqa: E402
+
+INTAKE_TASK = "load-shuffle"  # l = 1000, HPKE reports: forwarding is rare
+DEVICE_TASK = "demo-ldp"  # the demo's pass-through task
+SUM_TASK = "load-sum"  # secure-sum: the device keeps a Paillier pool for it
+FEEDERS = 4  # threads feeding secure-sum feedback during decide-refill
+
+LOAD_CONFIG = f"""\
+# load/run.py's deployment (ports and data directory come from the environment).
+log_level = "warning"
+
+[[tasks]]
+id = "{INTAKE_TASK}"
+threat_model = "shuffle"
+K = 20
+aggregation = "reports"
+[tasks.policy]
+algo = "sblb"
+d = 5
+eps0 = 8.0
+batch_size = 1000
+confidence_scale = 0.1
+regularizer = "clip"
+
+[[tasks]]
+id = "{DEVICE_TASK}"
+threat_model = "ldp"
+K = 20
+[tasks.policy]
+algo = "ldp-linucb"
+d = 5
+epsilon = 4.0
+delta = 1e-6
+update_every = 100
+confidence_scale = 0.1
+regularizer = "clip"
+
+[[tasks]]
+id = "{SUM_TASK}"
+threat_model = "shuffle"
+K = 20
+aggregation = "secure-sum"
+[tasks.policy]
+algo = "sblb"
+d = 5
+eps0 = 30.0
+m = 1
+batch_size = 1000
+confidence_scale = 0.1
+regularizer = "clip"
+"""
 
 
 @dataclass(frozen=True)
@@ -36,13 +106,16 @@ class Scenario:
     user_class: str
     service: str  # which service it targets
     users: int
+    task: str
+    refill: bool = False  # feed secure-sum feedback meanwhile (the device refills its pool)
 
 
 SCENARIOS = [
-    Scenario("shuffler-intake", "ShufflerIntake", "shuffler", 32),
-    Scenario("model-fetch", "ModelFetch", "analyzer", 32),
-    Scenario("decide", "Decide", "device", 50),
-    Scenario("device-flow", "DeviceFlow", "device", 50),
+    Scenario("shuffler-intake", "ShufflerIntake", "shuffler", 32, INTAKE_TASK),
+    Scenario("model-fetch", "ModelFetch", "analyzer", 32, DEVICE_TASK),
+    Scenario("decide", "Decide", "device", 50, DEVICE_TASK),
+    Scenario("decide-refill", "Decide", "device", 50, DEVICE_TASK, refill=True),
+    Scenario("device-flow", "DeviceFlow", "device", 50, DEVICE_TASK),
 ]
 
 
@@ -52,93 +125,224 @@ def run_locust(s: Scenario, host: str, seconds: int, out: Path, env: dict[str, s
            "--headless", "-u", str(s.users), "-r", str(s.users), "-t", f"{seconds}s",
            "--host", host, "--csv", str(prefix), "--only-summary", "--stop-timeout", "5",
            "--loglevel", "WARNING"]
-    subprocess.run(cmd, env=env, check=False, timeout=seconds + 120,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run(cmd, env=env, check=False, timeout=seconds + 120,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     with open(f"{prefix}_stats.csv", newline="") as fh:
         rows = {row["Name"]: row for row in csv.DictReader(fh)}
     agg = rows["Aggregated"]
+    if int(agg["Request Count"]) == 0:
+        raise RuntimeError(f"{s.name}: Locust sent no request to {host} (see "
+                           f"{prefix}_exceptions.csv)\n"
+                           f"{proc.stderr.decode(errors='replace')[-2000:]}")
     return {
         "requests": int(agg["Request Count"]),
         "failures": int(agg["Failure Count"]),
         "rps": float(agg["Requests/s"]),
         "p50_ms": float(agg["50%"]),
         "p99_ms": float(agg["99%"]),
-        "by_name": {n: {"rps": float(r["Requests/s"]), "p99_ms": float(r["99%"])}
+        "by_name": {n: {"rps": float(r["Requests/s"]), "p50_ms": float(r["50%"]),
+                        "p99_ms": float(r["99%"])}
                     for n, r in rows.items() if n != "Aggregated"},
     }
 
 
-def counted(analyzer: str) -> int:
-    body = httpx.get(f"{analyzer}/v1/tasks/{TASK}/privacy", timeout=10).json()
+def shuffler_counts(shuffler: str, task: str) -> tuple[int, int]:
+    """(accepted, pending) of a task at the shuffler."""
+    body = httpx.get(f"{shuffler}/v1/status", timeout=10).json()
+    (queue,) = [q for q in body["tasks"] if q["task"] == task]
+    return int(queue["accepted"]), int(queue["pending"])
+
+
+def counted(analyzer: str, task: str) -> int:
+    """Reports of a task the analyzer counted or refused."""
+    body = httpx.get(f"{analyzer}/v1/tasks/{task}/privacy", timeout=10).json()
     return int(body["reports_counted"]) + int(body.get("reports_refused", 0))
 
 
-def wait_counted(analyzer: str, target: int, timeout: float = 120.0) -> int:
+def settle(urls: dict[str, str], task: str, timeout: float = 120.0) -> tuple[int, int, int]:
+    """(accepted, pending, counted) once every formed batch of ``task`` is counted: accepted −
+    pending stops moving away from counted (or ``timeout``)."""
     deadline = time.monotonic() + timeout
-    n = counted(analyzer)
-    while n < target and time.monotonic() < deadline:
+    while True:
+        accepted, pending = shuffler_counts(urls["shuffler"], task)
+        n = counted(urls["analyzer"], task)
+        if n + pending >= accepted or time.monotonic() > deadline:
+            return accepted, pending, n
         time.sleep(0.5)
-        n = counted(analyzer)
-    return n
+
+
+def no_loss(urls: dict[str, str], task: str, before: tuple[int, int, int], answered_202: int
+            ) -> dict[str, int | bool]:
+    """Nothing the shuffler accepted during a run is lost: accepted = counted (+ refused) +
+    pending, and it accepted at least every report Locust saw answered 202 (a request cut at the
+    end of the run may have been stored without its answer being seen)."""
+    accepted, pending, n = settle(urls, task)
+    rec = {
+        "accepted_202": answered_202,
+        "shuffler_accepted": accepted - before[0],
+        "counted_or_refused": n - before[2],
+        "pending": pending - before[1],
+    }
+    rec["consistent"] = bool(
+        rec["shuffler_accepted"] >= answered_202
+        and rec["counted_or_refused"] + rec["pending"] == rec["shuffler_accepted"]
+    )
+    return rec
+
+
+class Feeder(threading.Thread):
+    """decide + feedback on the secure-sum task at a fixed rate: every feedback takes one Paillier
+    obfuscator from the device's pool, which the device refills in the background."""
+
+    def __init__(self, device: str, task: str, K: int, d: int, rate: float, seed: int = 0
+                 ) -> None:
+        super().__init__(name="refill-feeder", daemon=True)
+        self.device, self.task, self.K, self.d, self.rate = device, task, K, d, rate
+        self.seed = seed
+        self.stop_event = threading.Event()
+        self.sent = self.failed = 0
+
+    def run(self) -> None:
+        rng = np.random.default_rng(self.seed)
+        with httpx.Client(base_url=self.device, timeout=30) as client:
+            next_at = time.monotonic()
+            while not self.stop_event.is_set():
+                x = rng.normal(size=(self.K, self.d))
+                x /= np.linalg.norm(x, axis=1, keepdims=True)
+                try:
+                    r = client.post(f"/v1/tasks/{self.task}/decide", json={"features": x.tolist()})
+                    r.raise_for_status()
+                    r = client.post(f"/v1/tasks/{self.task}/feedback",
+                                    json={"decision_id": r.json()["decision_id"],
+                                          "reward": float(rng.uniform())})
+                    r.raise_for_status()
+                    self.sent += 1
+                except httpx.HTTPError:
+                    self.failed += 1
+                next_at += 1.0 / self.rate
+                self.stop_event.wait(max(0.0, next_at - time.monotonic()))
+
+
+def device_metric(device: str, name: str, task: str | None = None) -> float:
+    """One sample of the device's Prometheus metrics (0 if absent)."""
+    text = httpx.get(f"{device}/metrics", timeout=10).text
+    want = f'privbandit_device_{name}' + (f'{{task="{task}"}}' if task else "")
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def wait_pool_full(device: str, target: int = 256, timeout: float = 180.0) -> None:
+    """Until the device's first Paillier pool is computed (it would compete with the first run)."""
+    deadline = time.monotonic() + timeout
+    while (device_metric(device, "paillier_pool", SUM_TASK) < target
+           and time.monotonic() < deadline):
+        time.sleep(0.5)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time", type=int, default=20, help="seconds per run (default 20)")
     ap.add_argument("--only", default="", help="comma-separated scenario names")
+    ap.add_argument("--refill-rate", type=float, default=40.0,
+                    help="secure-sum feedbacks per second during decide-refill (default 40)")
     ap.add_argument("--json", type=Path, default=Path("out/load/summary.json"))
     args = ap.parse_args()
     if not 1 <= args.time <= 600:
         ap.error("--time must be 1..600 seconds")
-    chosen = [s for s in SCENARIOS if not args.only or s.name in args.only.split(",")]
+    if not 0 < args.refill_rate <= 200:
+        ap.error("--refill-rate must be in (0, 200]")
+    names = [n for n in args.only.split(",") if n]
+    unknown = set(names) - {s.name for s in SCENARIOS}
+    if unknown:
+        ap.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    chosen = [s for s in SCENARIOS if not names or s.name in names]
     out = args.json.parent
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory() as tmp, \
-            local_cluster(Path(tmp) / "data", log_dir=Path(tmp) / "logs") as cluster:
-        urls = cluster.urls
-        (port,) = free_ports(1)
-        bare_url = f"http://127.0.0.1:{port}"
-        bare = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "load.bare:app", "--host", "127.0.0.1", "--port",
-             str(port), "--log-level", "warning", "--no-access-log"],
-            cwd=HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not healthy(bare_url) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            env = {**os.environ, "LOAD_ANALYZER": urls["analyzer"], "LOAD_TASK": TASK,
-                   "PYTHONPATH": str(HERE.parent)}
-            for s in chosen:
-                floor = run_locust(s, bare_url, args.time, out, {**env, "LOAD_TARGET": "bare"})
-                before = counted(urls["analyzer"]) if s.name == "shuffler-intake" else 0
-                real = run_locust(s, urls[s.service], args.time, out, env)
-                row = {"scenario": s.name, "users": s.users, "seconds": args.time,
-                       "service": real, "floor": floor,
-                       "throughput_ratio": real["rps"] / floor["rps"] if floor["rps"] else None,
-                       "p99_ratio": real["p99_ms"] / floor["p99_ms"] if floor["p99_ms"] else None}
-                if s.name == "shuffler-intake":
-                    accepted = real["requests"] - real["failures"]
-                    after = wait_counted(urls["analyzer"], before + accepted)
-                    row["accepted_202"] = accepted
-                    row["counted_or_refused"] = after - before
-                results[s.name] = row
-                print(f"{s.name:16s} {s.users:3d} users  service {real['rps']:8.0f}/s "
-                      f"p99 {real['p99_ms']:6.0f} ms | floor {floor['rps']:8.0f}/s "
-                      f"p99 {floor['p99_ms']:6.0f} ms | ratio {row['throughput_ratio']:.2f}"
-                      f"  failures {real['failures']}", flush=True)
-        finally:
-            bare.terminate()
-            bare.wait(10)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "load.toml"
+        config.write_text(LOAD_CONFIG)
+        with local_cluster(Path(tmp) / "data", config=config, log_dir=Path(tmp) / "logs") as cl:
+            results = run_all(chosen, cl.urls, args)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.json}")
-    lost = [r for r in results.values()
-            if "accepted_202" in r and r["counted_or_refused"] != r["accepted_202"]]
-    for r in lost:
-        print(f"error: {r['accepted_202']} reports accepted, {r['counted_or_refused']} counted",
-              file=sys.stderr)
-    return 1 if lost else 0
+    lost = [r["no_loss"] for r in results.values() if "no_loss" in r]
+    for rec in lost:
+        if not rec["consistent"]:
+            print(f"error: the shuffler accepted {rec['shuffler_accepted']} reports "
+                  f"({rec['accepted_202']} answered 202), {rec['counted_or_refused']} counted, "
+                  f"{rec['pending']} pending", file=sys.stderr)
+    return 0 if all(rec["consistent"] for rec in lost) else 1
+
+
+def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespace
+            ) -> dict[str, dict]:
+    out = args.json.parent
+    results: dict[str, dict] = {}
+    (port,) = free_ports(1)
+    bare_url = f"http://127.0.0.1:{port}"
+    bare = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "load.bare:app", "--host", "127.0.0.1", "--port",
+         str(port), "--log-level", "warning", "--no-access-log"],
+        cwd=HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not healthy(bare_url) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        wait_pool_full(urls["device"])
+        base_env = {**os.environ, "LOAD_ANALYZER": urls["analyzer"],
+                    "PYTHONPATH": str(HERE.parent)}
+        for s in chosen:
+            env = {**base_env, "LOAD_TASK": s.task}
+            floor = run_locust(s, bare_url, args.time, out, {**env, "LOAD_TARGET": "bare"})
+            before = None
+            if s.name == "shuffler-intake":
+                before = (*shuffler_counts(urls["shuffler"], s.task),
+                          counted(urls["analyzer"], s.task))
+            feeders: list[Feeder] = []
+            if s.refill:
+                # A few threads, so the rate holds while the device is busy.
+                feeders = [Feeder(urls["device"], SUM_TASK, 20, 5, args.refill_rate / FEEDERS, i)
+                           for i in range(FEEDERS)]
+                computed0 = device_metric(urls["device"], "paillier_computed", SUM_TASK)
+                for f in feeders:
+                    f.start()
+            try:
+                real = run_locust(s, urls[s.service], args.time, out, env)
+            finally:
+                for f in feeders:
+                    f.stop_event.set()
+                for f in feeders:
+                    f.join(60)
+            row = {"scenario": s.name, "users": s.users, "seconds": args.time, "task": s.task,
+                   "service": real, "floor": floor,
+                   "throughput_ratio": real["rps"] / floor["rps"] if floor["rps"] else None,
+                   "p99_ratio": real["p99_ms"] / floor["p99_ms"] if floor["p99_ms"] else None}
+            if feeders:
+                computed = device_metric(urls["device"], "paillier_computed", SUM_TASK)
+                row["refill"] = {
+                    "feedbacks_per_s": sum(f.sent for f in feeders) / args.time,
+                    "feeder_failures": sum(f.failed for f in feeders),
+                    "obfuscators_computed": computed - computed0,
+                    "pool": device_metric(urls["device"], "paillier_pool", SUM_TASK),
+                    "fallbacks": device_metric(urls["device"], "paillier_fallbacks", SUM_TASK),
+                }
+            if before is not None:
+                row["no_loss"] = no_loss(urls, s.task, before, real["requests"] - real["failures"])
+            results[s.name] = row
+            print(f"{s.name:16s} {s.users:3d} users  service {real['rps']:8.0f}/s "
+                  f"p50 {real['p50_ms']:5.0f} p99 {real['p99_ms']:6.0f} ms | floor "
+                  f"{floor['rps']:8.0f}/s p50 {floor['p50_ms']:5.0f} p99 {floor['p99_ms']:6.0f} ms"
+                  f" | ratio {row['throughput_ratio']:.2f}  failures {real['failures']}"
+                  + (f"  no-loss {row['no_loss']['consistent']}" if before is not None else "")
+                  + (f"  refill {row['refill']}" if feeders else ""), flush=True)
+    finally:
+        bare.terminate()
+        bare.wait(10)
+    return results
 
 
 if __name__ == "__main__":

@@ -127,15 +127,21 @@ class DeviceTiming(BaseModel):
     # ~10 ms of CPU at 2048 bits and 512 bytes; 256 absorb a burst of a few seconds of feedback
     # before encryption falls back to computing r^n per request.
     paillier_pool: int = Field(256, ge=1)
+    # Processes computing those obfuscators, at a lower scheduling priority than the request path
+    # (a count; one suffices for ~100 reports/s per core); 0: a thread of the device process.
+    paillier_workers: int = Field(1, ge=0, le=64)
     # Outbox: reports per upload to the shuffler (a count), and the retries of a (task,
     # transport) group whose upload failed (with jitter; a Retry-After header is a lower bound).
     upload_batch: int = Field(100, ge=1, le=MAX_REPORTS_PER_UPLOAD)
     upload_retry: Retry = Retry(initial=0.1, maximum=5.0)
-    # Decision bookkeeping, every ``prune_interval``: tombstones of answered decisions are kept an
-    # hour (so a late duplicate feedback still gets 409), unanswered decisions a day.
+    # Decision bookkeeping: tombstones of answered decisions are kept an hour (so a late duplicate
+    # feedback still gets 409), unanswered decisions (a chosen arm's features, waiting for their
+    # feedback) 10 minutes; a feedback after that gets 404 ``unknown_decision``. The pruner runs
+    # every ``prune_interval``, and at least 10 times per ``unused_decision_ttl``, so an
+    # unanswered decision is gone at most 1.1 × ``unused_decision_ttl`` after it was made.
     used_decision_ttl: Seconds = 3600.0
-    unused_decision_ttl: Seconds = 86400.0
-    prune_interval: Seconds = 300.0
+    unused_decision_ttl: Seconds = 600.0
+    prune_interval: Seconds = 60.0
     # Time-out of a request to the analyzer or the shuffler (streams: ``stream_read_timeout``).
     http_timeout: Seconds = 10.0
 
@@ -173,6 +179,32 @@ def shuffler_token_problem(token: str | None) -> str | None:
     return None
 
 
+class Limits(BaseModel):
+    """Bounds on what clients can hold open or make the services queue. Beyond each, the request
+    is refused before anything is stored, with a ``Retry-After`` header (``retry_after``
+    seconds), a code of its own and a metric; a client retries later. Override like any setting:
+    ``[limits]`` in the config file, or e.g. ``PRIVBANDIT_LIMITS__MODEL_STREAMS=256``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Analyzer: model streams (SSE, ``GET /v1/tasks/{task}/model/stream``) open at once, all
+    # tasks together; one more is 503 ``too_many_streams`` (a device then polls the model with
+    # ETags, which costs a 304 per poll, and retries the stream later).
+    model_streams: int = Field(1024, ge=1)
+    # Device: sealed reports in the outbox, not yet accepted by the shuffler; a feedback that
+    # would exceed it is 429 ``outbox_full`` (its decision stays open: retry the feedback within
+    # ``device_timing.unused_decision_ttl``). ~0.2 kB per HPKE report, ~0.7 kB per secure-sum one.
+    outbox_reports: int = Field(100_000, ge=1)
+    # Shuffler, per task: reports stored and not yet acknowledged by the analyzer (waiting for
+    # their batch to fill, or in a batch not yet acknowledged). An upload arriving when this
+    # many are stored is 429 ``queue_full`` (so at most one upload beyond it is ever stored);
+    # devices keep the reports in their durable outboxes meanwhile. At least every task's batch
+    # size l (else a batch could never fill).
+    shuffler_reports: int = Field(1_000_000, ge=1)
+    # The ``Retry-After`` of these refusals (seconds).
+    retry_after: int = Field(1, ge=1, le=3600)
+
+
 class Settings(BaseSettings):
     """Everything a service needs to know about the deployment."""
 
@@ -193,6 +225,7 @@ class Settings(BaseSettings):
     retry_initial: float = Field(0.2, gt=0)
     retry_max: float = Field(10.0, gt=0)
     device_timing: DeviceTiming = DeviceTiming()
+    limits: Limits = Limits()
     log_level: str = "info"
     tasks: list[TaskConfig] = Field(default_factory=list)
 
@@ -222,6 +255,16 @@ class Settings(BaseSettings):
     def _retry_bounds(self) -> Settings:
         if self.retry_initial > self.retry_max:
             raise ValueError("retry_initial must not exceed retry_max")
+        return self
+
+    @model_validator(mode="after")
+    def _room_for_a_batch(self) -> Settings:
+        largest = max((t.batch_size for t in self.tasks), default=1)
+        if self.limits.shuffler_reports < largest:
+            raise ValueError(
+                f"limits.shuffler_reports = {self.limits.shuffler_reports} is below the batch "
+                f"size l = {largest} of a task: its batches could never fill"
+            )
         return self
 
     def task(self, task_id: str) -> TaskConfig | None:

@@ -6,6 +6,7 @@ Also used by the load test (``load/drive.py``) and the end-to-end tests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,10 +164,12 @@ class Driver:
 
     async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any],
                     retry_409: bool = False) -> httpx.Response:
-        """POST with retries on transport errors and 5xx. A 409 on a *retried* feedback means
-        the first attempt was recorded (only its answer was lost): report it as the 202."""
+        """POST with retries on transport errors, 5xx and 429 (the device's outbox is full;
+        its Retry-After is the least wait). A 409 on a *retried* feedback means the first
+        attempt was recorded (only its answer was lost): report it as the 202."""
         delay = 0.05
         for attempt in range(self.request_retries):
+            wait = delay
             try:
                 resp = await client.post(path, json=body)
             except httpx.TransportError:
@@ -174,10 +177,12 @@ class Driver:
             else:
                 if retry_409 and attempt > 0 and resp.status_code == 409:
                     return httpx.Response(202, json={"queued": True, "outbox_pending": 0})
-                if resp.status_code < 500:
+                if resp.status_code < 500 and resp.status_code != 429:
                     return resp
                 self.errors += 1
-            await asyncio.sleep(delay)
+                with contextlib.suppress(ValueError):
+                    wait = max(wait, float(resp.headers.get("retry-after", 0)))
+            await asyncio.sleep(wait)
             delay = min(2 * delay, 2.0)
         raise DemoError(
             f"POST {path}: the device did not answer after {self.request_retries} tries"

@@ -6,7 +6,7 @@ committer's ``ShuttingDown`` (503 ``unavailable``)."""
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, NotFound, Unauthorized
+from services.common.errors import Conflict, Invalid, NotFound, Unauthorized, Unavailable
 
 
 class NotSecureSum(NotFound, code="not_secure_sum"):
@@ -41,3 +41,11 @@ class NotShuffler(Unauthorized):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+
+
+class TooManyStreams(Unavailable, code="too_many_streams"):
+    """A model stream beyond ``limits.model_streams`` open ones (503 with Retry-After): poll the
+    model with ``If-None-Match`` meanwhile."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})

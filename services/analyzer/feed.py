@@ -1,4 +1,5 @@
-"""The published model of one task and the wake-up signal of its Server-Sent Events streams."""
+"""The published model of one task, the wake-up signal of its Server-Sent Events streams, and
+the analyzer-wide bound on open streams."""
 
 from __future__ import annotations
 
@@ -52,3 +53,23 @@ class ModelFeed:
         except TimeoutError:
             return False
         return True
+
+
+class StreamSlots:
+    """At most ``limit`` model streams open at once (event loop only): ``acquire`` before a
+    stream starts, ``release`` exactly once when it ends, however it ends."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        self.limit = limit
+        self.open = 0
+
+    def acquire(self) -> bool:
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def release(self) -> None:
+        self.open -= 1

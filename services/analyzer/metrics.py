@@ -47,3 +47,8 @@ class AnalyzerMetrics(ServiceMetrics):
             "model_version", "Current published model version", task
         )
         self.sse_clients = self.gauge("sse_clients", "Open model-stream connections", task)
+        self.streams_open = self.gauge(
+            "model_streams_open", "Open model streams, all tasks (bounded by "
+            "limits.model_streams)")
+        self.streams_refused = self.counter(
+            "model_streams_refused", "Model streams refused with 503 too_many_streams", task)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from services.analyzer.errors import NotSecureSum, NotShuffler
+from services.analyzer.errors import NotSecureSum, NotShuffler, TooManyStreams
 from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import TaskRuntime, task_info
 from services.common.deps import get_runtime, task_dependency
@@ -135,9 +136,36 @@ def _sse(model: ModelMessage) -> str:
     return f"id: {model.version}\nevent: model\ndata: {model.model_dump_json()}\n\n"
 
 
-@router.get("/v1/tasks/{task}/model/stream", responses=ERRORS)
+class _SlotStream(StreamingResponse):
+    """A streaming response holding one of the analyzer's stream slots: released when the
+    response ends, however it ends (finished, client gone, cancelled, failed)."""
+
+    def __init__(self, *args: object, release: Callable[[], None], **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
+
+
+@router.get("/v1/tasks/{task}/model/stream", responses={**ERRORS, **error_responses(503)})
 async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
-    """Server-Sent Events: the current model on connect, then every new version."""
+    """Server-Sent Events: the current model on connect, then every new version.
+
+    At most ``limits.model_streams`` streams are open at once (all tasks); one more is refused
+    with 503 ``too_many_streams`` and a Retry-After: poll ``GET /v1/tasks/{task}/model`` with
+    ``If-None-Match`` meanwhile."""
+    slots = runtime.streams
+    if not slots.acquire():
+        runtime.metrics.streams_refused.labels(rt.id).inc()
+        raise TooManyStreams(
+            f"{slots.limit} model streams are open (limits.model_streams); poll "
+            f"GET /v1/tasks/{rt.id}/model with If-None-Match, or retry the stream later",
+            runtime.settings.limits.retry_after,
+        )
     feed = rt.feed
     keepalive = runtime.sse_keepalive
     gauge = runtime.metrics.sse_clients.labels(rt.id)
@@ -159,10 +187,11 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
         finally:
             gauge.dec()
 
-    return StreamingResponse(
+    return _SlotStream(
         events(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        release=slots.release,
     )
 
 

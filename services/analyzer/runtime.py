@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from services.analyzer.decoders import Decoder, ReportsDecoder, SumDecoder, Upload
-from services.analyzer.feed import ModelFeed, model_message
+from services.analyzer.feed import ModelFeed, StreamSlots, model_message
 from services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, IngestPipeline
 from services.analyzer.metrics import AnalyzerMetrics
 from services.analyzer.store import AnalyzerStore
@@ -69,6 +69,9 @@ class AnalyzerRuntime:
         self.settings = settings
         self.sse_keepalive = sse_keepalive
         self.metrics = AnalyzerMetrics()
+        # Model streams open at once, all tasks together (limits.model_streams).
+        self.streams = StreamSlots(settings.limits.model_streams)
+        self.metrics.streams_open.set_function(lambda: self.streams.open)
         data = Path(settings.data_dir) / "analyzer"
         self.data_dir = data
         self.keys = HpkeKeyStore(data)

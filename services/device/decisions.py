@@ -19,6 +19,7 @@ from services.device.errors import (
     NoHpkeKey,
     NoPaillierKey,
     NotFinite,
+    OutboxFull,
     WrongArms,
     WrongDimension,
 )
@@ -73,8 +74,28 @@ async def give_feedback(
     A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
     its coordinate counts under the analyzer's Paillier key (the shuffler will add them up) and
     seals their tag with HPKE. The keys come from the background fetchers: no network round trip
-    happens here."""
+    happens here.
+
+    Refused with 429 ``outbox_full`` before anything is read or stored when the outbox is full
+    (``limits.outbox_reports``): the decision stays open for a retry."""
     cfg = lookup_task(rt.tasks, task, "device")
+    limits = rt.settings.limits
+    if not rt.store.reserve_outbox(limits.outbox_reports):
+        raise OutboxFull(
+            f"the outbox holds {rt.store.counters.outbox_pending} reports not yet accepted by "
+            f"the shuffler (limit {limits.outbox_reports}); nothing was stored, the decision "
+            f"stays open: retry the feedback later",
+            limits.retry_after,
+        )
+    try:
+        return await _give_feedback(rt, cfg, task, decision_id, reward)
+    finally:
+        rt.store.release_outbox()
+
+
+async def _give_feedback(
+    rt: DeviceRuntime, cfg: TaskConfig, task: str, decision_id: str, reward: float
+) -> FeedbackResponse:
     secure = cfg.aggregation == "secure-sum"
     key = rt.keys.get(task) if secure else None
     hpke, public_key = rt.cache.hpke, rt.cache.hpke_public_key

@@ -4,7 +4,7 @@ request changes no state."""
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, NotFound, Unavailable
+from services.common.errors import Conflict, Invalid, NotFound, TooMany, Unavailable
 
 
 class WrongArms(Invalid, code="wrong_arms"):
@@ -41,3 +41,11 @@ class NoHpkeKey(Unavailable, code="no_hpke_key"):
 
 class NoPaillierKey(Unavailable, code="no_paillier_key"):
     """Feedback for a secure-sum task before the analyzer's Paillier key is known."""
+
+
+class OutboxFull(TooMany, code="outbox_full"):
+    """Feedback while the outbox holds ``limits.outbox_reports`` reports the shuffler has not
+    accepted yet (429 with Retry-After): nothing was stored and the decision stays open."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})

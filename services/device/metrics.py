@@ -44,6 +44,9 @@ class DeviceMetrics(ServiceMetrics):
             "(current key)", task,
         )
         self.paillier_key = self.gauge("paillier_key_id", "Paillier key id in use", task)
+        self.paillier_computed = self.gauge(
+            "paillier_computed",
+            "Obfuscators r^n mod n² computed for the pool in the background (current key)", task)
 
     def bind_store(
         self, pending: Callable[[], float], dead: Callable[[], float], dropped: Callable[[], float]
@@ -59,6 +62,8 @@ class DeviceMetrics(ServiceMetrics):
         self.paillier_key.labels(task).set(key.key_id)
         self.paillier_pool.labels(task).set_function(lambda: enc.pool_size)
         self.paillier_fallbacks.labels(task).set_function(lambda: enc.fallbacks)
+        refiller = key.refiller
+        self.paillier_computed.labels(task).set_function(lambda: refiller.computed)
 
     def on_model(self, task: str, model: Model, source: str) -> None:
         self.model_version.labels(task).set(model.version)

@@ -50,6 +50,8 @@ async def decide(task: str, body: DecideRequest, runtime: RuntimeDep) -> DecideR
     response_model=FeedbackResponse,
     responses={
         **_ERRORS,
+        429: {"model": ErrorBody, "description": "the outbox is full (Retry-After); nothing "
+              "was stored, the decision stays open"},
         503: {"model": ErrorBody, "description": "the analyzer's key is not known yet"},
     },
 )

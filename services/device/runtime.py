@@ -151,10 +151,17 @@ async def open_runtime(
         store.close()
 
 
+def prune_every(settings: Settings) -> float:
+    """Seconds between two prunings: ``prune_interval``, and at least 10 per
+    ``unused_decision_ttl`` (an unanswered decision lives at most 1.1 × its TTL)."""
+    timing = settings.device_timing
+    return min(timing.prune_interval, timing.unused_decision_ttl / 10)
+
+
 async def _prune_forever(store: DeviceStore, settings: Settings, loops: Loops) -> None:
     timing = settings.device_timing
     while not loops.stopping:
-        await asyncio.sleep(timing.prune_interval)
+        await asyncio.sleep(prune_every(settings))
         try:
             n = await store.prune_decisions(timing.used_decision_ttl, timing.unused_decision_ttl)
             if n:

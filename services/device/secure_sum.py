@@ -10,8 +10,9 @@ For each secure-sum task the device fetches, at start-up and retrying until the 
 and checks the layout against what it derives itself (c = d(d+3)/2 coordinates and m from its
 own randomizer, l from the analyzer's task parameters): a device that packed its counts under
 another layout would produce sums the analyzer refuses. It then keeps a pool of precomputed
-obfuscators r^n mod n² topped up by a background thread (``PoolRefiller``), so that encrypting
-a report on the request path is one multiplication mod n² per plaintext. The config is refreshed
+obfuscators r^n mod n² topped up in the background (``PoolRefiller``, computing in worker
+processes of lower priority, ``device_timing.paillier_workers``), so that encrypting a report on
+the request path is one multiplication mod n² per plaintext. The config is refreshed
 periodically, and at once when the shuffler says ``unknown_key`` (``refresh``); a new key gets a
 new encryptor and pool (the old pool's randomness is useless under another modulus).
 """
@@ -22,6 +23,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import gmpy2
@@ -30,7 +32,7 @@ import numpy as np
 
 from services.common.retry import Backoff
 from services.device.background import Loops
-from services.device.refiller import PoolRefiller, start_refiller
+from services.device.refiller import PoolRefiller, start_refiller, start_workers
 from shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
 from shared.crypto.slots import layout_for
 from shared.crypto.tags import make_tag
@@ -134,6 +136,8 @@ class SecureSumKeys:
         self.on_change = on_change
         self.tasks = {t.id: t for t in settings.tasks if t.aggregation == "secure-sum"}
         self._keys: dict[str, TaskKey] = {}
+        # The refillers' worker processes (all keys), started with the first key.
+        self._workers: ProcessPoolExecutor | None = None
         self._locks = {t: asyncio.Lock() for t in self.tasks}
         self._loops = Loops()
         self.last_error: dict[str, str] = {}
@@ -158,6 +162,14 @@ class SecureSumKeys:
         await self._loops.stop()
         # join() waits for an exponentiation in progress (~10 ms each): off the event loop.
         await asyncio.gather(*(asyncio.to_thread(k.refiller.stop) for k in self._keys.values()))
+        if self._workers is not None:
+            workers, self._workers = self._workers, None
+            await asyncio.to_thread(workers.shutdown, wait=True, cancel_futures=True)
+
+    def _pool_workers(self) -> ProcessPoolExecutor | None:
+        if self._workers is None and self.timing.paillier_workers > 0:
+            self._workers = start_workers(self.timing.paillier_workers)
+        return self._workers
 
     # -- fetching -------------------------------------------------------------------------------
 
@@ -190,7 +202,8 @@ class SecureSumKeys:
             if old is not None and old.config == config:
                 return old
             encryptor = PaillierEncryptor.from_config(config)
-            key = TaskKey(config, lay, encryptor, start_refiller(encryptor, self.pool_target))
+            refiller = start_refiller(encryptor, self.pool_target, workers=self._pool_workers())
+            key = TaskKey(config, lay, encryptor, refiller)
             self._keys[task] = key
             if old is not None:
                 log.warning("task %s: analyzer Paillier key changed (key id %d -> %d)",

@@ -81,10 +81,19 @@ MIGRATIONS = [
         ("outbox", "key_id", "INTEGER"),
         ("dead_letters", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
     ),
+    # Pruning finds expired decisions of each kind by age without scanning the others: open
+    # decisions expire after minutes, tombstones after an hour.
+    """
+    CREATE INDEX IF NOT EXISTS decisions_open_age ON decisions (created) WHERE x IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS decisions_used_age ON decisions (created) WHERE x IS NULL;
+    """,
 ]
 
 # How many queued write requests one transaction may absorb (bounds commit latency).
 GROUP_COMMIT_MAX = 512
+# Decisions forgotten per pruning step (one step per group commit, so a large backlog of old
+# decisions never holds up the decide and feedback requests committed with it for long).
+PRUNE_CHUNK = 2000
 REPORTS = "reports"
 SECURE_SUM = "secure-sum"
 
@@ -122,6 +131,8 @@ class DeviceStore:
         self._conn = open_db(path, timeout=5.0)
         migrate(self._conn, MIGRATIONS, store="device")
         self.counters = self._load_counters()
+        # Outbox room claimed by feedbacks in progress (``reserve_outbox``); event loop only.
+        self._outbox_claims = 0
         self._committer: GroupCommitter[Op, Any] = GroupCommitter(
             "device store", self._commit_group, max_items=GROUP_COMMIT_MAX
         )
@@ -167,6 +178,20 @@ class DeviceStore:
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` inside the next group's transaction; its value once committed."""
         return await self._committer.submit(fn)
+
+    # -- backpressure --------------------------------------------------------------------------
+
+    def reserve_outbox(self, limit: int) -> bool:
+        """Claim room for one report in the outbox, unless the reports in it plus the claims of
+        feedbacks in progress already reach ``limit`` (then False). Event loop only; every True
+        must be followed by one ``release_outbox`` once that feedback is stored or refused."""
+        if self.counters.outbox_pending + self._outbox_claims >= limit:
+            return False
+        self._outbox_claims += 1
+        return True
+
+    def release_outbox(self) -> None:
+        self._outbox_claims -= 1
 
     # -- operations ----------------------------------------------------------------------------
 
@@ -325,21 +350,31 @@ class DeviceStore:
         self.counters.dropped += n
         return n
 
-    async def prune_decisions(self, used_ttl: float, unused_ttl: float) -> int:
+    async def prune_decisions(
+        self, used_ttl: float, unused_ttl: float, chunk: int = PRUNE_CHUNK
+    ) -> int:
         """Forget tombstones older than ``used_ttl`` and unanswered decisions older than
-        ``unused_ttl`` seconds, so the table does not grow without bound."""
+        ``unused_ttl`` seconds, so the table does not grow without bound; returns how many. At
+        most ``chunk`` of each kind per transaction (a transaction the requests of the moment
+        share), as many transactions as it takes."""
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> int:
-            a = conn.execute(
-                "DELETE FROM decisions WHERE x IS NULL AND created < ?", (now - used_ttl,)
-            ).rowcount
-            b = conn.execute(
-                "DELETE FROM decisions WHERE x IS NOT NULL AND created < ?", (now - unused_ttl,)
-            ).rowcount
-            return a + b
+            n = 0
+            for kind, ttl in (("IS NOT NULL", unused_ttl), ("IS NULL", used_ttl)):
+                n += conn.execute(
+                    "DELETE FROM decisions WHERE rowid IN (SELECT rowid FROM decisions "
+                    f"WHERE x {kind} AND created < ? LIMIT ?)",
+                    (now - ttl, chunk),
+                ).rowcount
+            return n
 
-        return await self.run(op)
+        total = 0
+        while True:
+            n = await self.run(op)
+            total += n
+            if n == 0:
+                return total
 
 
 def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:

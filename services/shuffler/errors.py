@@ -4,7 +4,7 @@ behind group commit) raises these; ``services.common.web`` turns each into ``{"c
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, Unavailable
+from services.common.errors import Conflict, Invalid, TooMany, Unavailable
 
 
 class AggregationMismatch(Conflict, code="aggregation_mismatch"):
@@ -39,6 +39,14 @@ class NotReady(Unavailable, code="not_ready"):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, headers={"Retry-After": "1"})
+
+
+class QueueFull(TooMany, code="queue_full"):
+    """An upload while the task already has ``limits.shuffler_reports`` reports stored and not
+    yet acknowledged by the analyzer (429 with Retry-After); none of it was stored."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
 
 
 class StorageError(Unavailable, code="storage_error"):

@@ -12,6 +12,10 @@ duplicate (``ShufflerStore.accept``), like an identical ciphertext.
 Then concurrent uploads are funnelled into one SQLite transaction per group (uploads arriving
 while a commit is in progress form the next group), so a 202 costs a share of one fsync; the
 same transaction forms every batch that became full, and the forwarder is woken for it.
+
+Backpressure: an upload arriving while its task has ``limits.shuffler_reports`` reports stored
+and not yet acknowledged by the analyzer (counting uploads being committed) is refused with 429
+``queue_full`` and a Retry-After before anything of it is stored.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 import anyio.to_thread
 
 from services.common.group_commit import GroupCommitter, Outcome, ShuttingDown
-from services.shuffler.errors import AggregationMismatch, StorageError
+from services.shuffler.errors import AggregationMismatch, QueueFull, StorageError
 from services.shuffler.forwarder import Forwarder
 from services.shuffler.hpke import HpkeState, Refresh
 from services.shuffler.metrics import ShufflerMetrics
@@ -32,6 +36,7 @@ from services.shuffler.store import AcceptResult, ShufflerStore, Upload
 from services.shuffler.tasks import TaskSpec
 from shared.protocol.messages import EncryptedReport
 from shared.protocol.secure_sum import EncryptedCounts
+from shared.settings import Limits
 
 MAX_GROUP = 256  # uploads per group commit
 
@@ -74,6 +79,7 @@ class Intake:
         paillier: PaillierState,
         hpke: HpkeState,
         refresh_hpke: Refresh = _answered,
+        limits: Limits | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics
@@ -82,6 +88,11 @@ class Intake:
         self.hpke = hpke
         # Asks the analyzer for its HPKE config again (a report names a key id we do not know).
         self.refresh_hpke = refresh_hpke
+        self.limits = limits if limits is not None else Limits()
+        # Reports of uploads between the backpressure check and their commit, per task.
+        self._committing: dict[str, int] = {}
+        for task in store.batch_sizes:
+            metrics.stored.labels(task).set_function(lambda t=task: store.stored(t))
         self._committer: GroupCommitter[Upload, Committed] = GroupCommitter(
             "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after
         )
@@ -115,9 +126,24 @@ class Intake:
         await anyio.to_thread.run_sync(self.paillier.check_upload, spec.id, reports)
         return await self._submit(spec, reports)
 
+    def _check_room(self, task: str) -> None:
+        """429 ``queue_full`` when the task's stored, unacknowledged reports (and those being
+        committed) reach ``limits.shuffler_reports``."""
+        limit = self.limits.shuffler_reports
+        held = self.store.stored(task) + self._committing.get(task, 0)
+        if held >= limit:
+            self.metrics.uploads_refused.labels(task, "queue_full").inc()
+            raise QueueFull(
+                f"task {task!r} has {held} reports waiting for their batch or for the analyzer "
+                f"(limit {limit}); none of this upload was stored: retry later",
+                self.limits.retry_after,
+            )
+
     async def _submit(
         self, spec: TaskSpec, reports: Sequence[EncryptedReport] | Sequence[EncryptedCounts]
     ) -> AcceptResult:
+        self._check_room(spec.id)
+        self._committing[spec.id] = self._committing.get(spec.id, 0) + len(reports)
         try:
             committed = await self._committer.submit(Upload(spec.id, reports))
         except ShuttingDown:
@@ -126,6 +152,8 @@ class Intake:
             raise StorageError(
                 "reports could not be stored; retry later (none was accepted)"
             ) from exc
+        finally:
+            self._committing[spec.id] -= len(reports)
         return committed.result
 
     def _commit(self, uploads: list[Upload]) -> list[Committed]:

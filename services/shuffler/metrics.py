@@ -25,6 +25,13 @@ class ShufflerMetrics(ServiceMetrics):
         self.forward_failures = self.counter(
             "forward_failures", "Failed attempts to deliver a batch (retried)", ["task", "reason"])
         self.pending = self.gauge("pending_reports", "Reports waiting for a batch to fill", task)
+        self.stored = self.gauge(
+            "stored_reports",
+            "Reports stored and not yet acknowledged by the analyzer (pending or in a batch in "
+            "flight); uploads are refused with 429 queue_full at limits.shuffler_reports", task)
+        self.uploads_refused = self.counter(
+            "uploads_refused", "Uploads refused before anything was stored, by reason",
+            ["task", "reason"])
         self.commit_group = self.histogram(
             "commit_group_uploads", "Uploads made durable per commit", GROUP_SIZES)
         self.sum_seconds = self.histogram(

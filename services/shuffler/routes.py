@@ -22,7 +22,7 @@ router = APIRouter()
 RuntimeDep = Annotated[ShufflerRuntime, Depends(get_runtime)]
 TaskDep = Annotated[TaskSpec, Depends(task_dependency("shuffler"))]
 
-ERRORS = error_responses(404, 409, 413, 422, 503)
+ERRORS = error_responses(404, 409, 413, 422, 429, 503)
 
 
 @router.get("/healthz", responses=error_responses(503))

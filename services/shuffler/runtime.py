@@ -111,7 +111,9 @@ async def open_runtime(
     hpke = HpkeState(bool(settings.tasks), cache=Path(settings.data_dir) / "shuffler" / HPKE_CACHE)
     hpke_fetcher = ConfigFetcher(hpke, client, settings)
     forwarder = Forwarder(settings, store, metrics, client, paillier)
-    intake = Intake(store, metrics, forwarder, paillier, hpke, hpke_fetcher.refresh)
+    intake = Intake(
+        store, metrics, forwarder, paillier, hpke, hpke_fetcher.refresh, settings.limits
+    )
     readiness = Readiness()
     readiness.require("the analyzer", lambda: hpke.missing() + paillier.missing())
     readiness.require_that("intake", lambda: intake.running)

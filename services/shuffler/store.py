@@ -199,10 +199,28 @@ class ShufflerStore:
                 self._conn.executemany(
                     "INSERT OR IGNORE INTO counters (task) VALUES (?)", [(t,) for t in batch_sizes]
                 )
+            # Reports stored and not yet acknowledged, per task: kept in memory as committed
+            # (``accept`` adds, ``acknowledge`` subtracts), read by intake's backpressure check.
+            self._stored: dict[str, int] = {t: self._count_stored(t) for t in batch_sizes}
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+    def _count_stored(self, task: str) -> int:
+        """Pending reports plus the members of unacknowledged batches (caller holds the lock)."""
+        pending = self._conn.execute(
+            "SELECT count(*) FROM pending WHERE task = ?", (task,)
+        ).fetchone()[0]
+        in_batches = self._conn.execute(
+            "SELECT coalesce(sum(size), 0) FROM batches WHERE task = ? AND acked = 0", (task,)
+        ).fetchone()[0]
+        return int(pending) + int(in_batches)
+
+    def stored(self, task: str) -> int:
+        """Reports of ``task`` stored and not yet acknowledged by the analyzer (waiting for their
+        batch to fill, or in a batch in flight), as committed. Cheap: no SQL."""
+        return self._stored.get(task, 0)
 
     def accept(self, uploads: Sequence[Upload]) -> tuple[list[AcceptResult], dict[str, int]]:
         """Make a group of uploads durable in one transaction (group commit) and form every batch
@@ -248,6 +266,9 @@ class ShufflerStore:
                     touched.add(upload.task)
                 results.append(AcceptResult(accepted, duplicates))
             formed = {task: self._form_batches(task) for task in sorted(touched)}
+        # Committed (the transaction above raised otherwise).
+        for upload, result in zip(uploads, results, strict=True):
+            self._stored[upload.task] = self._stored.get(upload.task, 0) + result.accepted
         return results, {t: n for t, n in formed.items() if n}
 
     def _form_batches(self, task: str) -> int:
@@ -442,7 +463,11 @@ class ShufflerStore:
                         (batch_id,),
                     )
                     done = cur.rowcount == 1
+                    size, task = 0, ""
                     if done:
+                        size, task = conn.execute(
+                            "SELECT size, task FROM batches WHERE batch_id = ?", (batch_id,)
+                        ).fetchone()
                         conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
                         conn.execute("DELETE FROM batch_sums WHERE batch_id = ?", (batch_id,))
                         conn.execute(
@@ -452,6 +477,8 @@ class ShufflerStore:
                         )
             finally:
                 conn.execute("PRAGMA synchronous=FULL")
+            if done:
+                self._stored[task] = self._stored.get(task, 0) - int(size)
         return done
 
     def counts(self, task: str) -> TaskCounts:

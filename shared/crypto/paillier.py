@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import secrets
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -47,6 +46,7 @@ import numpy as np
 from gmpy2 import mpz
 from phe import paillier
 
+from shared.crypto.obfuscators import random_unit
 from shared.crypto.slots import SlotLayout, SlotRangeError, ciphertext_width, pack, unpack
 from shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
 
@@ -145,15 +145,6 @@ def decode_ciphertexts(text: str, n: int, plaintexts: int) -> list[int]:
 # Device: encryption with precomputed randomness
 
 
-def random_unit(n: int) -> int:
-    """r uniform in Z*_n from the OS CSPRNG (rejection: r ∈ [1, n), retry while gcd(r, n) ≠ 1,
-    which for an RSA modulus happens with probability ≈ 2/√n)."""
-    while True:
-        r = secrets.randbelow(n - 1) + 1
-        if gmpy2.gcd(r, n) == 1:
-            return r
-
-
 class PoolEmpty(RuntimeError):
     """No precomputed randomness left and the caller refused the slow path."""
 
@@ -189,9 +180,14 @@ class PaillierEncryptor:
 
     def refill(self, k: int) -> int:
         """Compute k obfuscators and add them to the pool; returns the new pool size."""
-        fresh = [self.obfuscator() for _ in range(k)]
+        return self.add([self.obfuscator() for _ in range(k)])
+
+    def add(self, fresh: Sequence[int]) -> int:
+        """Add obfuscators r^n mod n² computed elsewhere (``shared.crypto.obfuscators``, under
+        this modulus, each fresh) to the pool; returns the new pool size."""
+        values = [mpz(v) for v in fresh]
         with self._lock:
-            self._pool.extend(fresh)
+            self._pool.extend(values)
             return len(self._pool)
 
     @property

@@ -51,7 +51,7 @@ async def test_an_unversioned_store_is_migrated_and_keeps_its_outbox(
         await store.stop()
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 2
+        assert schema_version(conn) == len(MIGRATIONS) == 3
         (transport,) = conn.execute("SELECT transport FROM dead_letters").fetchone()
         assert transport == "reports"
 

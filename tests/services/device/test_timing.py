@@ -1,5 +1,6 @@
-"""The device's timings are settings: defaults as before they were, overridable from the config
-file and the environment like any setting, and checked."""
+"""The device's timings are settings: defaults as before they were (except that undecided
+decisions now expire in minutes, issue 13), overridable from the config file and the environment
+like any setting, and checked."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def test_defaults_are_the_former_module_constants() -> None:
         Retry(initial=0.1, maximum=2.0), 1.0, Retry(initial=2.0, maximum=30.0), 60.0)
     assert (t.hpke_refresh, t.paillier_refresh, t.paillier_pool) == (60.0, 60.0, 256)
     assert (t.upload_batch, t.upload_retry) == (100, Retry(initial=0.1, maximum=5.0))
-    assert (t.used_decision_ttl, t.unused_decision_ttl, t.prune_interval) == (3600, 86400, 300)
+    assert (t.used_decision_ttl, t.unused_decision_ttl, t.prune_interval) == (3600, 600, 60)
     assert t.http_timeout == 10.0
 
 

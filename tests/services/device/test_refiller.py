@@ -1,0 +1,69 @@
+"""The Paillier pool is refilled off the request path (issue 13): the obfuscators are computed in
+a worker process of lower scheduling priority, not by the device's interpreter, and a worker
+that dies is replaced by refilling in the device process; nothing is lost either way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+from phe import paillier
+
+from services.device.refiller import WORKER_NICE, start_refiller, start_workers
+from shared.crypto.paillier import PaillierEncryptor, decrypt_sum
+
+
+@pytest.fixture(scope="module")
+def keypair() -> tuple[paillier.PaillierPublicKey, paillier.PaillierPrivateKey]:
+    return paillier.generate_paillier_keypair(n_length=1024)
+
+
+@pytest.fixture
+def workers() -> Iterator[object]:
+    pool = start_workers(1)
+    yield pool
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def wait_for(check: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_the_pool_is_refilled_by_a_worker_process_of_lower_priority(keypair, workers) -> None:
+    pk, sk = keypair
+    enc = PaillierEncryptor(pk.n)
+    refiller = start_refiller(enc, target=6, chunk=2, workers=workers)
+    try:
+        wait_for(lambda: enc.pool_size == 6)
+        worker = workers.submit(os.getpid).result()
+        assert worker != os.getpid()
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, worker) >= min(19, mine + WORKER_NICE)
+        assert decrypt_sum(sk, enc.encrypt([5, 6, 7], fallback=False)) == [5, 6, 7]
+        wait_for(lambda: enc.pool_size == 6)  # refilled after the take
+        assert refiller.computed == 9
+        assert enc.fallbacks == 0
+    finally:
+        refiller.stop()
+    assert not refiller.is_alive()
+
+
+def test_a_dead_worker_leaves_the_refill_to_the_device_process(keypair, workers) -> None:
+    pk, sk = keypair
+    enc = PaillierEncryptor(pk.n)
+    refiller = start_refiller(enc, target=4, chunk=2, workers=workers)
+    try:
+        wait_for(lambda: enc.pool_size == 4)
+        os.kill(workers.submit(os.getpid).result(), signal.SIGKILL)
+        assert decrypt_sum(sk, enc.encrypt([1, 2, 3, 4], fallback=False)) == [1, 2, 3, 4]
+        wait_for(lambda: enc.pool_size == 4)
+        assert refiller.workers is None  # computing in its own thread now
+        assert decrypt_sum(sk, enc.encrypt([9] * 4, fallback=False)) == [9] * 4
+    finally:
+        refiller.stop()
