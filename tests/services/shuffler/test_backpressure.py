@@ -23,7 +23,8 @@ async def test_a_full_queue_refuses_uploads_with_429_before_storing_and_recovers
 ) -> None:
     # Room for 10 stored reports per task: two batches of l = 5 waiting for the analyzer.
     settings = settings_for(tmp_path, limits=Limits(shuffler_reports=20, retry_after=3))
-    fake = FakeAnalyzer(keys, status=503)  # the analyzer is down: formed batches stay unacknowledged
+    # The analyzer is down: formed batches stay unacknowledged.
+    fake = FakeAnalyzer(keys, status=503)
     make = report_maker(keys.hpke_config())
     async with running(shuffler_app(settings, fake)) as client:
         first = make(SHUF, 20)
