@@ -31,7 +31,7 @@ from shared.core.environments.mab import MABEnvironment
 from shared.core.policies import build_policy
 from shared.core.policies.mab_base import MABPolicy
 from shared.core.privacy_levels import PrivacyLevels
-from shared.core.simulator import RunResult, checkpoints_for
+from shared.core.simulator import RunResult, run_plan
 
 WINDOW = 4096
 
@@ -123,11 +123,9 @@ def simulate_mab(
     points: int = 200,
 ) -> list[RunResult]:
     """``runs`` independent runs of one policy on one environment."""
-    if T < 1 or runs < 1:
-        raise ValueError("T and runs must be >= 1")
-    checkpoints = checkpoints_for(T, points)
+    checkpoints, children = run_plan(T, runs, seed, points)
     results = []
-    for child in np.random.SeedSequence(seed).spawn(runs):
+    for child in children:
         reward_rng, device_rng, policy_rng, level_rng = (
             np.random.default_rng(s) for s in child.spawn(4))
         policy = build_policy(config, policy_rng)

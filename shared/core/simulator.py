@@ -37,6 +37,16 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def run_plan(
+    T: int, runs: int, seed: int, points: int
+) -> tuple[np.ndarray, list[np.random.SeedSequence]]:
+    """The checkpoints of a ``runs``-run simulation of T users, and one SeedSequence per run
+    (spawned from ``seed``: independent, reproducible streams)."""
+    if T < 1 or runs < 1:
+        raise ValueError("T and runs must be >= 1")
+    return checkpoints_for(T, points), np.random.SeedSequence(seed).spawn(runs)
+
+
 def checkpoints_for(T: int, points: int = 200) -> np.ndarray:
     """Evenly spaced checkpoints ending at T."""
     points = max(1, min(points, T))
@@ -114,12 +124,10 @@ def simulate(
     points: int = 200,
 ) -> tuple[list[RunResult], dict[str, Any]]:
     """``runs`` independent runs; returns the results and the environment's parameters."""
-    if T < 1 or runs < 1:
-        raise ValueError("T and runs must be >= 1")
-    checkpoints = checkpoints_for(T, points)
+    checkpoints, children = run_plan(T, runs, seed, points)
     results = []
     env_params: dict[str, Any] = {}
-    for child in np.random.SeedSequence(seed).spawn(runs):
+    for child in children:
         env_rng, reward_rng, device_rng, policy_rng = (
             np.random.default_rng(s) for s in child.spawn(4)
         )
