@@ -68,26 +68,30 @@ async def _answered() -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class AnalyzerKeys:
+    """What intake checks reports against: the analyzer's published Paillier and HPKE configs,
+    and how to ask for the HPKE one again (a report names a key id this shuffler does not know:
+    the analyzer may have a new key)."""
+
+    paillier: PaillierState
+    hpke: HpkeState
+    refresh_hpke: Refresh = _answered
+
+
 class Intake:
     """Checks uploads and makes them durable (group commit); ``start``/``stop`` with the app."""
 
     def __init__(
-        self,
-        store: ShufflerStore,
-        metrics: ShufflerMetrics,
-        forwarder: Forwarder,
-        paillier: PaillierState,
-        hpke: HpkeState,
-        refresh_hpke: Refresh = _answered,
-        limits: Limits | None = None,
+        self, store: ShufflerStore, metrics: ShufflerMetrics, forwarder: Forwarder,
+        keys: AnalyzerKeys, limits: Limits | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics
         self.forwarder = forwarder
-        self.paillier = paillier
-        self.hpke = hpke
-        # Asks the analyzer for its HPKE config again (a report names a key id we do not know).
-        self.refresh_hpke = refresh_hpke
+        self.paillier = keys.paillier
+        self.hpke = keys.hpke
+        self.refresh_hpke = keys.refresh_hpke
         self.limits = limits if limits is not None else Limits()
         # Reports of uploads between the backpressure check and their commit, per task.
         self._committing: dict[str, int] = {}

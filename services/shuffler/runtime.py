@@ -21,7 +21,7 @@ from services.common.datadir import StateDir
 from services.common.health import Readiness
 from services.shuffler.forwarder import HTTP_TIMEOUT, Forwarder
 from services.shuffler.hpke import HpkeState
-from services.shuffler.intake import Intake
+from services.shuffler.intake import AnalyzerKeys, Intake
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.published import ConfigFetcher
 from services.shuffler.secure_sum import PaillierState
@@ -111,9 +111,8 @@ async def open_runtime(
     hpke = HpkeState(bool(settings.tasks), cache=Path(settings.data_dir) / "shuffler" / HPKE_CACHE)
     hpke_fetcher = ConfigFetcher(hpke, client, settings)
     forwarder = Forwarder(settings, store, metrics, client, paillier)
-    intake = Intake(
-        store, metrics, forwarder, paillier, hpke, hpke_fetcher.refresh, settings.limits
-    )
+    keys = AnalyzerKeys(paillier, hpke, hpke_fetcher.refresh)
+    intake = Intake(store, metrics, forwarder, keys, settings.limits)
     readiness = Readiness()
     readiness.require("the analyzer", lambda: hpke.missing() + paillier.missing())
     readiness.require_that("intake", lambda: intake.running)

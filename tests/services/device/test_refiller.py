@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from phe import paillier
@@ -35,12 +36,23 @@ def wait_for(check: object, timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
-def test_the_pool_is_refilled_by_a_worker_process_of_lower_priority(keypair, workers) -> None:
+@contextmanager
+def refilling(keypair, workers, target: int) -> Iterator[tuple[PaillierEncryptor, object, object]]:
+    """An encryptor whose pool a refiller keeps at ``target`` with the worker pool, full at
+    entry; (encryptor, refiller, private key). The refiller is stopped (and checked) on exit."""
     pk, sk = keypair
     enc = PaillierEncryptor(pk.n)
-    refiller = start_refiller(enc, target=6, chunk=2, workers=workers)
+    refiller = start_refiller(enc, target=target, chunk=2, workers=workers)
     try:
-        wait_for(lambda: enc.pool_size == 6)
+        wait_for(lambda: enc.pool_size == target)
+        yield enc, refiller, sk
+    finally:
+        refiller.stop()
+    assert not refiller.is_alive()
+
+
+def test_the_pool_is_refilled_by_a_worker_process_of_lower_priority(keypair, workers) -> None:
+    with refilling(keypair, workers, 6) as (enc, refiller, sk):
         worker = workers.submit(os.getpid).result()
         assert worker != os.getpid()
         mine = os.getpriority(os.PRIO_PROCESS, 0)
@@ -49,21 +61,12 @@ def test_the_pool_is_refilled_by_a_worker_process_of_lower_priority(keypair, wor
         wait_for(lambda: enc.pool_size == 6)  # refilled after the take
         assert refiller.computed == 9
         assert enc.fallbacks == 0
-    finally:
-        refiller.stop()
-    assert not refiller.is_alive()
 
 
 def test_a_dead_worker_leaves_the_refill_to_the_device_process(keypair, workers) -> None:
-    pk, sk = keypair
-    enc = PaillierEncryptor(pk.n)
-    refiller = start_refiller(enc, target=4, chunk=2, workers=workers)
-    try:
-        wait_for(lambda: enc.pool_size == 4)
+    with refilling(keypair, workers, 4) as (enc, refiller, sk):
         os.kill(workers.submit(os.getpid).result(), signal.SIGKILL)
         assert decrypt_sum(sk, enc.encrypt([1, 2, 3, 4], fallback=False)) == [1, 2, 3, 4]
         wait_for(lambda: enc.pool_size == 4)
         assert refiller.workers is None  # computing in its own thread now
         assert decrypt_sum(sk, enc.encrypt([9] * 4, fallback=False)) == [9] * 4
-    finally:
-        refiller.stop()
