@@ -9,7 +9,8 @@
 
 Each runs headless against a service or against the bare floor (``load/bare.py``) with the same
 bodies. Settings come from the environment (``load/run.py`` sets them): ``LOAD_ANALYZER`` (URL
-of the analyzer, for its HPKE key and task parameters), ``LOAD_TASK`` (task id), ``LOAD_SEED``.
+of the analyzer, for its HPKE key and task parameters), ``LOAD_TASK`` (task id), ``LOAD_SEED``,
+``LOAD_SECONDS`` (the run's length, counted once the set-up is done).
 Every target must be a loopback address: anything else is refused before a request is sent.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+import gevent
 import httpx
 import numpy as np
 from locust import FastHttpUser, events, task
@@ -33,6 +35,12 @@ def _check_target(environment, **_: object) -> None:
     if "LOAD_ANALYZER" in os.environ:
         loopback_only(os.environ["LOAD_ANALYZER"])
         shared_task()  # once, before any user starts: not inside the measured run
+    if "LOAD_SECONDS" in os.environ:
+        # The run's time limit, counted from now, once the set-up above is done. Locust's own
+        # ``-t`` counts from gevent's cached loop time, which does not advance while the set-up
+        # blocks the process: on a busy machine it ended runs before their first request.
+        gevent.get_hub().loop.update_now()
+        gevent.spawn_later(float(os.environ["LOAD_SECONDS"]), environment.runner.quit)
 
 
 class _Task:

@@ -21,7 +21,18 @@ After the shuffler-intake run it waits for the pipeline to settle and checks tha
 shuffler accepted was lost: the reports it accepted during the run (at least every report answered
 202) equal the analyzer's counted + refused plus the shuffler's pending ones.
 
-    python load/run.py [--time 20] [--only decide,...] [--json out/load/summary.json]
+Each scenario runs ``--rounds`` (floor, service) pairs back to back, so both runs of a pair see
+the same machine load; the pair with the median throughput ratio is the headline, every pair is
+kept. Besides Locust's rates and percentiles, each run records the CPU time per request of the
+server process (``/proc/<pid>/stat``) and of the Locust client, which on a shared machine
+varies much less than the rates.
+
+With ``--profile`` the target service of each scenario is sampled by py-spy during its run
+(``load/profile.py``): collapsed stacks in ``<json dir>/profile/<scenario>.txt`` and a summary of
+the top functions in the JSON.
+
+    python load/run.py [--time 20] [--rounds 2] [--only decide,...] [--json out/load/summary.json]
+                       [--profile]
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import argparse
 import csv
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,7 +59,8 @@ if str(HERE.parent) not in sys.path:
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from privbandit.launcher import free_ports, healthy, local_cluster  # noqa: E402
+from load.profile import parse, record, summary  # noqa: E402
+from privbandit.launcher import Cluster, free_ports, healthy, local_cluster  # noqa: E402
 
 INTAKE_TASK = "load-shuffle"  # l = 1000, HPKE reports: forwarding is rare
 DEVICE_TASK = "demo-ldp"  # the demo's pass-through task
@@ -119,14 +132,36 @@ SCENARIOS = [
 ]
 
 
-def run_locust(s: Scenario, host: str, seconds: int, out: Path, env: dict[str, str]) -> dict:
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, all threads) a process has used so far; None where
+    ``/proc/<pid>/stat`` cannot be read (not Linux, or the process is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # Fields 14 and 15 (utime, stime) of proc(5), counted after the ")" that ends the name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_locust(s: Scenario, host: str, seconds: int, out: Path, env: dict[str, str],
+               server_pid: int | None = None) -> dict:
+    """One headless Locust run of ``s`` against ``host``: its CSV's throughput and latency
+    percentiles, with the CPU time per request of the server (``server_pid``) and of the Locust
+    client, and the machine's 1-minute load average when the run ends."""
     prefix = out / f"{s.name}-{'bare' if 'bare' in env.get('LOAD_TARGET', '') else 'service'}"
     cmd = [sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"), s.user_class,
-           "--headless", "-u", str(s.users), "-r", str(s.users), "-t", f"{seconds}s",
+           "--headless", "-u", str(s.users), "-r", str(s.users),
            "--host", host, "--csv", str(prefix), "--only-summary", "--stop-timeout", "5",
            "--loglevel", "WARNING"]
+    server0 = cpu_seconds(server_pid) if server_pid is not None else None
+    client0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The time limit is the locustfile's (LOAD_SECONDS), counted once its set-up is done.
+    env = {**env, "LOAD_SECONDS": str(seconds)}
     proc = subprocess.run(cmd, env=env, check=False, timeout=seconds + 120,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    Path(f"{prefix}_stderr.txt").write_bytes(proc.stderr)
+    server1 = cpu_seconds(server_pid) if server_pid is not None else None
     with open(f"{prefix}_stats.csv", newline="") as fh:
         rows = {row["Name"]: row for row in csv.DictReader(fh)}
     agg = rows["Aggregated"]
@@ -134,12 +169,18 @@ def run_locust(s: Scenario, host: str, seconds: int, out: Path, env: dict[str, s
         raise RuntimeError(f"{s.name}: Locust sent no request to {host} (see "
                            f"{prefix}_exceptions.csv)\n"
                            f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    n = int(agg["Request Count"])
+    client_cpu = (client1.ru_utime + client1.ru_stime) - (client0.ru_utime + client0.ru_stime)
     return {
-        "requests": int(agg["Request Count"]),
+        "requests": n,
         "failures": int(agg["Failure Count"]),
         "rps": float(agg["Requests/s"]),
         "p50_ms": float(agg["50%"]),
         "p99_ms": float(agg["99%"]),
+        "server_cpu_ms": (1000 * (server1 - server0) / n
+                          if server0 is not None and server1 is not None else None),
+        "client_cpu_ms": 1000 * client_cpu / n,
+        "load1": os.getloadavg()[0],
         "by_name": {n: {"rps": float(r["Requests/s"]), "p50_ms": float(r["50%"]),
                         "p99_ms": float(r["99%"])}
                     for n, r in rows.items() if n != "Aggregated"},
@@ -248,9 +289,15 @@ def main() -> int:
     ap.add_argument("--refill-rate", type=float, default=40.0,
                     help="secure-sum feedbacks per second during decide-refill (default 40)")
     ap.add_argument("--json", type=Path, default=Path("out/load/summary.json"))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="(floor, service) run pairs per scenario; the median is reported")
+    ap.add_argument("--profile", action="store_true",
+                    help="sample each scenario's service with py-spy during its run")
     args = ap.parse_args()
     if not 1 <= args.time <= 600:
         ap.error("--time must be 1..600 seconds")
+    if not 1 <= args.rounds <= 10:
+        ap.error("--rounds must be 1..10")
     if not 0 < args.refill_rate <= 200:
         ap.error("--refill-rate must be in (0, 200]")
     names = [n for n in args.only.split(",") if n]
@@ -265,7 +312,7 @@ def main() -> int:
         config = Path(tmp) / "load.toml"
         config.write_text(LOAD_CONFIG)
         with local_cluster(Path(tmp) / "data", config=config, log_dir=Path(tmp) / "logs") as cl:
-            results = run_all(chosen, cl.urls, args)
+            results = run_all(chosen, cl, args)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.json}")
     lost = [r["no_loss"] for r in results.values() if "no_loss" in r]
@@ -277,10 +324,7 @@ def main() -> int:
     return 0 if all(rec["consistent"] for rec in lost) else 1
 
 
-def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespace
-            ) -> dict[str, dict]:
-    out = args.json.parent
-    results: dict[str, dict] = {}
+def run_all(chosen: list[Scenario], cl: Cluster, args: argparse.Namespace) -> dict[str, dict]:
     (port,) = free_ports(1)
     bare_url = f"http://127.0.0.1:{port}"
     bare = subprocess.Popen(
@@ -288,61 +332,110 @@ def run_all(chosen: list[Scenario], urls: dict[str, str], args: argparse.Namespa
          str(port), "--log-level", "warning", "--no-access-log"],
         cwd=HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    results: dict[str, dict] = {}
     try:
         deadline = time.monotonic() + 30
         while not healthy(bare_url) and time.monotonic() < deadline:
             time.sleep(0.2)
-        wait_pool_full(urls["device"])
-        base_env = {**os.environ, "LOAD_ANALYZER": urls["analyzer"],
-                    "PYTHONPATH": str(HERE.parent)}
+        wait_pool_full(cl.urls["device"])
         for s in chosen:
-            env = {**base_env, "LOAD_TASK": s.task}
-            floor = run_locust(s, bare_url, args.time, out, {**env, "LOAD_TARGET": "bare"})
-            before = None
-            if s.name == "shuffler-intake":
-                before = (*shuffler_counts(urls["shuffler"], s.task),
-                          counted(urls["analyzer"], s.task))
-            feeders: list[Feeder] = []
-            if s.refill:
-                # A few threads, so the rate holds while the device is busy.
-                feeders = [Feeder(urls["device"], SUM_TASK, 20, 5, args.refill_rate / FEEDERS, i)
-                           for i in range(FEEDERS)]
-                computed0 = device_metric(urls["device"], "paillier_computed", SUM_TASK)
-                for f in feeders:
-                    f.start()
-            try:
-                real = run_locust(s, urls[s.service], args.time, out, env)
-            finally:
-                for f in feeders:
-                    f.stop_event.set()
-                for f in feeders:
-                    f.join(60)
-            row = {"scenario": s.name, "users": s.users, "seconds": args.time, "task": s.task,
-                   "service": real, "floor": floor,
-                   "throughput_ratio": real["rps"] / floor["rps"] if floor["rps"] else None,
-                   "p99_ratio": real["p99_ms"] / floor["p99_ms"] if floor["p99_ms"] else None}
-            if feeders:
-                computed = device_metric(urls["device"], "paillier_computed", SUM_TASK)
-                row["refill"] = {
-                    "feedbacks_per_s": sum(f.sent for f in feeders) / args.time,
-                    "feeder_failures": sum(f.failed for f in feeders),
-                    "obfuscators_computed": computed - computed0,
-                    "pool": device_metric(urls["device"], "paillier_pool", SUM_TASK),
-                    "fallbacks": device_metric(urls["device"], "paillier_fallbacks", SUM_TASK),
-                }
-            if before is not None:
-                row["no_loss"] = no_loss(urls, s.task, before, real["requests"] - real["failures"])
+            row = run_scenario(s, cl, (bare_url, bare.pid), args)
             results[s.name] = row
-            print(f"{s.name:16s} {s.users:3d} users  service {real['rps']:8.0f}/s "
-                  f"p50 {real['p50_ms']:5.0f} p99 {real['p99_ms']:6.0f} ms | floor "
-                  f"{floor['rps']:8.0f}/s p50 {floor['p50_ms']:5.0f} p99 {floor['p99_ms']:6.0f} ms"
-                  f" | ratio {row['throughput_ratio']:.2f}  failures {real['failures']}"
-                  + (f"  no-loss {row['no_loss']['consistent']}" if before is not None else "")
-                  + (f"  refill {row['refill']}" if feeders else ""), flush=True)
+            print(describe(row), flush=True)
     finally:
         bare.terminate()
         bare.wait(10)
     return results
+
+
+def run_scenario(s: Scenario, cl: Cluster, bare: tuple[str, int], args: argparse.Namespace
+                 ) -> dict:
+    """``args.rounds`` rounds of (floor run, service run), back to back so that both of a round
+    see the same machine load; the headline figures are the round with the median throughput
+    ratio, every round is kept under ``rounds``."""
+    urls, out = cl.urls, args.json.parent
+    env = {**os.environ, "LOAD_ANALYZER": urls["analyzer"], "PYTHONPATH": str(HERE.parent),
+           "LOAD_TASK": s.task}
+    before = None
+    if s.name == "shuffler-intake":
+        before = (*shuffler_counts(urls["shuffler"], s.task), counted(urls["analyzer"], s.task))
+    rounds = []
+    for r in range(args.rounds):
+        floor = run_locust(s, bare[0], args.time, out, {**env, "LOAD_TARGET": "bare"},
+                           server_pid=bare[1])
+        real, extra = service_run(s, cl, args, env, profile=args.profile and r == 0)
+        rounds.append({
+            "service": real, "floor": floor, **extra,
+            "throughput_ratio": real["rps"] / floor["rps"] if floor["rps"] else None,
+            "p99_ratio": real["p99_ms"] / floor["p99_ms"] if floor["p99_ms"] else None,
+            "cpu_ratio": (real["server_cpu_ms"] / floor["server_cpu_ms"]
+                          if real["server_cpu_ms"] and floor["server_cpu_ms"] else None),
+        })
+    ranked = sorted(rounds, key=lambda rd: rd["throughput_ratio"] or 0.0)
+    row = {"scenario": s.name, "users": s.users, "seconds": args.time, "task": s.task,
+           **ranked[(len(ranked) - 1) // 2], "rounds": rounds}
+    if before is not None:
+        answered = sum(rd["service"]["requests"] - rd["service"]["failures"] for rd in rounds)
+        row["no_loss"] = no_loss(urls, s.task, before, answered)
+    return row
+
+
+def service_run(s: Scenario, cl: Cluster, args: argparse.Namespace, env: dict[str, str],
+                profile: bool) -> tuple[dict, dict]:
+    """One Locust run against the scenario's service (with the secure-sum feeders of a refill
+    scenario, and py-spy if ``profile``): its figures, and what the feeders or py-spy saw."""
+    urls, out = cl.urls, args.json.parent
+    pid = cl[s.service].pid
+    extra: dict[str, object] = {}
+    feeders: list[Feeder] = []
+    if s.refill:
+        # A few threads, so the rate holds while the device is busy.
+        feeders = [Feeder(urls["device"], SUM_TASK, 20, 5, args.refill_rate / FEEDERS, i)
+                   for i in range(FEEDERS)]
+        computed0 = device_metric(urls["device"], "paillier_computed", SUM_TASK)
+        for f in feeders:
+            f.start()
+    spy, spied = None, out / "profile" / f"{s.name}.txt"
+    if profile and pid is not None:
+        spy = record(pid, args.time, spied)
+    try:
+        real = run_locust(s, urls[s.service], args.time, out, env, server_pid=pid)
+    finally:
+        for f in feeders:
+            f.stop_event.set()
+        for f in feeders:
+            f.join(60)
+        if spy is not None:
+            spy.wait(60)
+    if feeders:
+        computed = device_metric(urls["device"], "paillier_computed", SUM_TASK)
+        extra["refill"] = {
+            "feedbacks_per_s": sum(f.sent for f in feeders) / args.time,
+            "feeder_failures": sum(f.failed for f in feeders),
+            "obfuscators_computed": computed - computed0,
+            "pool": device_metric(urls["device"], "paillier_pool", SUM_TASK),
+            "fallbacks": device_metric(urls["device"], "paillier_fallbacks", SUM_TASK),
+        }
+    if spy is not None and spied.exists():
+        extra["profile"] = {"file": str(spied),
+                            "summary": summary(parse(spied.read_text()), 15).splitlines()}
+    return real, extra
+
+
+def describe(row: dict) -> str:
+    """One line per scenario: the headline (median) round, and every round's ratio."""
+    real, floor = row["service"], row["floor"]
+    cpu = (f" | server CPU {real['server_cpu_ms']:.2f} vs {floor['server_cpu_ms']:.2f} ms/req"
+           if row["cpu_ratio"] else "")
+    return (f"{row['scenario']:16s} {row['users']:3d} users  service {real['rps']:7.0f}/s "
+            f"p50 {real['p50_ms']:4.0f} p99 {real['p99_ms']:5.0f} ms | floor {floor['rps']:7.0f}/s "
+            f"p50 {floor['p50_ms']:4.0f} p99 {floor['p99_ms']:5.0f} ms | ratio "
+            f"{row['throughput_ratio']:.2f} (rounds "
+            + " ".join(f"{rd['throughput_ratio']:.2f}" for rd in row["rounds"])
+            + f"), p99 ratio {row['p99_ratio']:.2f}{cpu} | load {real['load1']:.1f}"
+            f" | failures {sum(rd['service']['failures'] for rd in row['rounds'])}"
+            + (f"  no-loss {row['no_loss']['consistent']}" if "no_loss" in row else "")
+            + (f"  refill {row['refill']}" if "refill" in row else ""))
 
 
 if __name__ == "__main__":

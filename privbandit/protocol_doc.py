@@ -1,5 +1,6 @@
 """The generated parts of ``docs/protocol.md``: message schemas from the pydantic models, the
-error codes from the services' ``ServiceError`` classes, and HPKE test vectors.
+error codes from the services' ``ServiceError`` classes, and the HPKE and secure-sum test
+vectors.
 
 Between ``<!-- generated:NAME -->`` and ``<!-- end:NAME -->`` the document holds exactly what
 ``render(NAME)`` returns; ``tests/interop/test_protocol_doc.py`` fails when they differ, so a wire
@@ -18,6 +19,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -29,6 +31,7 @@ BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n)(.*?)(<!-- end:\2 -->)", re.S)
 # Every message on the wire, grouped as the document presents them.
 MESSAGES: dict[str, list[type[BaseModel]]] = {
     "Analyzer": [messages.HpkeConfig, messages.TaskInfo, messages.ModelMessage,
+                 messages.ArmModelMessage, messages.BCOModelMessage,
                  messages.BatchUpload, messages.BatchAck, messages.PrivacyReport],
     "Shuffler": [messages.EncryptedReport, messages.ReportUpload, messages.ReportsAccepted,
                  messages.TaskQueueStatus, messages.ShufflerStatus],
@@ -76,16 +79,10 @@ def render_errors() -> str:
 def render_vectors() -> str:
     """A fixed X25519 key pair and ephemeral key (RFC 9180 §A-style deterministic test mode,
     as pyhpke allows), a fixed report id and row; the report they make."""
-    try:
-        from pyhpke import AEADId, CipherSuite, KDFId, KEMId
-    except ImportError as exc:  # pragma: no cover - a documentation tool's own dependency
-        raise SystemExit("the test vectors need pyhpke: pip install pyhpke") from exc
     from shared.crypto.hpke import hpke_info
     from shared.protocol.messages import b64encode
 
-    suite = CipherSuite.new(KEMId.DHKEM_X25519_HKDF_SHA256, KDFId.HKDF_SHA256, AEADId.AES128_GCM)
-    skr = suite.kem.derive_key_pair(b"privbandit protocol.md recipient key")
-    eks = suite.kem.derive_key_pair(b"privbandit protocol.md ephemeral key")
+    suite, skr, eks = _vector_keys()
     task, key_id = "demo-central", 9
     report_id = bytes(range(16))
     row = b"".join(v.to_bytes(8, "little") for v in _f64([0.5, -0.25, 0.0, 0.125, 0.5, 1.0]))
@@ -112,6 +109,87 @@ def render_vectors() -> str:
     return "\n".join(f"- {k}: `{v}`" for k, v in items.items()) + "\n"
 
 
+def render_secure_sum_vectors() -> str:
+    """A secure-sum report under a fixed 512-bit test key (p, q: the next primes after
+    SHA-512-derived 256-bit numbers with their top two bits set), fixed r and report id: the
+    0/1 row, its counts, the packed plaintext, the ciphertext and the tag, sealed with the HPKE
+    vector's keys."""
+    import hashlib
+
+    import gmpy2
+    from phe import paillier
+
+    from shared.crypto.hpke import hpke_info
+    from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, paillier_key_id
+    from shared.crypto.slots import layout, pack
+    from shared.crypto.tags import ciphertext_digest
+    from shared.protocol.messages import EncryptedReport, b64decode, b64encode
+    from shared.protocol.secure_sum import EncryptedCounts, paillier_config
+
+    def prime(seed: bytes) -> int:
+        x = int.from_bytes(hashlib.sha512(seed).digest()[:32], "big") | (3 << 254)
+        return int(gmpy2.next_prime(x))
+
+    p, q = prime(b"privbandit protocol.md paillier p"), prime(b"privbandit protocol.md paillier q")
+    n = p * q
+    assert n.bit_length() == 512
+    d, m, l = 2, 2, 10
+    lay = layout(d * (d + 3) // 2, l, m, 512)
+    bits = [1, 1, 0, 0, 1, 0, 1, 0, 1, 1]
+    counts = [bits[i] + bits[i + 1] for i in range(0, len(bits), m)]
+    (plaintext,) = pack(counts, l, m, 512)
+    r = int.from_bytes(hashlib.sha512(b"privbandit protocol.md paillier r").digest(), "big") % n
+    assert gmpy2.gcd(r, n) == 1
+    encryptor = PaillierEncryptor(n)
+    encryptor.add([pow(r, n, n * n)])
+    (c,) = encryptor.encrypt([plaintext], fallback=False)
+    ct = encode_ciphertexts([c], 512)
+    digest = ciphertext_digest(b64decode(ct))
+    suite, skr, eks = _vector_keys()
+    task, key_id = "demo-shuffle", 9
+    report_id = bytes(range(16, 32))
+    info = hpke_info(task, key_id, "tag")
+    enc, sender = suite.create_sender_context(skr.public_key, info, eks=eks)
+    tag_ct = sender.seal(report_id + digest, b"")
+    report = EncryptedCounts(
+        key_id=paillier_key_id(n), ct=ct,
+        tag=EncryptedReport(key_id=key_id, enc=b64encode(enc), ct=b64encode(tag_ct)),
+    )
+    assert paillier.PaillierPrivateKey(paillier.PaillierPublicKey(n), p, q).raw_decrypt(c) == \
+        plaintext
+    items = {
+        "task": f"{task} (d = {d}, m = {m}, l = {l}; HPKE keys and key_id of the vector above)",
+        "PaillierConfig (JSON)": paillier_config(n, lay).model_dump_json(),
+        "p (hex)": format(p, "x"),
+        "q (hex)": format(q, "x"),
+        "0/1 row (bits, value order)": "".join(map(str, bits)),
+        "0/1 row packed (hex)": bytes([int("".join(map(str, bits[i:i + 8])).ljust(8, "0"), 2)
+                                       for i in range(0, len(bits), 8)]).hex(),
+        "counts": json.dumps(counts),
+        "plaintext M (hex)": format(plaintext, "x"),
+        "r (hex)": format(r, "x"),
+        "ciphertext (1 + M n) r^n mod n² (hex)": format(c, "x"),
+        "ciphertext digest (hex)": digest.hex(),
+        "tag info": info.decode("ascii"),
+        "tag report id (hex)": report_id.hex(),
+        "EncryptedCounts (JSON)": report.model_dump_json(),
+    }
+    return "\n".join(f"- {k}: `{v}`" for k, v in items.items()) + "\n"
+
+
+def _vector_keys() -> tuple[Any, Any, Any]:
+    """pyhpke's suite, and the recipient and ephemeral key pairs of the test vectors (RFC 9180
+    DeriveKeyPair from fixed ASCII seeds)."""
+    try:
+        from pyhpke import AEADId, CipherSuite, KDFId, KEMId
+    except ImportError as exc:  # pragma: no cover - a documentation tool's own dependency
+        raise SystemExit("the test vectors need pyhpke: pip install pyhpke") from exc
+    suite = CipherSuite.new(KEMId.DHKEM_X25519_HKDF_SHA256, KDFId.HKDF_SHA256, AEADId.AES128_GCM)
+    skr = suite.kem.derive_key_pair(b"privbandit protocol.md recipient key")
+    eks = suite.kem.derive_key_pair(b"privbandit protocol.md ephemeral key")
+    return suite, skr, eks
+
+
 def _f64(values: list[float]) -> list[int]:
     import struct
 
@@ -122,6 +200,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "schemas": render_schemas,
     "errors": render_errors,
     "vectors": render_vectors,
+    "secure_sum_vectors": render_secure_sum_vectors,
 }
 
 

@@ -78,6 +78,9 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--threat-model", choices=THREAT_MODELS, default=DEFAULT_THREAT_MODEL,
                    help=f"which task of the config to drive (default {DEFAULT_THREAT_MODEL})")
+    p.add_argument("--task", metavar="ID",
+                   help="drive this task of the config (any threat model, e.g. a multi-armed "
+                        "task such as demo-heldp) instead of the first --threat-model task")
     p.add_argument("--users", type=int, default=DEFAULT_USERS,
                    help=f"simulated users (default {DEFAULT_USERS})")
     p.add_argument("--concurrency", type=int, default=8,

@@ -9,10 +9,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from privbandit.bco_cmd import add_bco_arguments, run_simulate_bco
 from privbandit.summary import fmt, ledger_lines
+from shared.core.environments import BCO_ENVIRONMENTS, ENVIRONMENTS
 from shared.core.environments.mab import REWARD_DISTS
+from shared.core.policies.bco_config import BCO_CONFIGS
 from shared.core.policies.config import CONFIGS
 from shared.core.policies.mab_config import MAB_CONFIGS
+
+ALL_CONFIGS = {**CONFIGS, **MAB_CONFIGS, **BCO_CONFIGS}
 
 # Command-line flag → config field. A flag the chosen policy does not use is reported, not silently
 # dropped, so a user never believes a parameter was applied when it was not.
@@ -35,6 +40,10 @@ FLAG_FIELDS = {
     "sigmoid": "sigmoid",
     "black_box": "black_box",
     "beta": "beta",
+    "calibration": "calibration",
+    "step_scale": "step_scale",
+    "honest_fraction": "honest_fraction",
+    "scale": "scale",
 }
 
 
@@ -42,22 +51,27 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run the in-process simulator", description=(
         "Simulate T users of one policy on one environment, with the whole device → shuffler → "
         "analyzer pipeline in memory. Writes the JSON of spec §6."))
-    p.add_argument("--algo", required=True, choices=sorted({**CONFIGS, **MAB_CONFIGS}))
-    p.add_argument("--env", default="linear", choices=["linear", "digits", "mab"])
+    p.add_argument("--algo", required=True, choices=sorted(ALL_CONFIGS))
+    p.add_argument("--env", default="linear", choices=[*ENVIRONMENTS, "mab", *BCO_ENVIRONMENTS])
     p.add_argument("--d", type=int, default=None,
-                   help="feature dimension (default: linear 5; digits 40 = 10 classes × 4 PCs)")
+                   help="feature dimension (default 5; digits 40 = 10 classes × 4 PCs; letter 52 = "
+                        "26 classes × 2 PCs)")
     p.add_argument("--K", type=int, default=None,
-                   help="arms per round (default 20; digits: 10; mab: the number of --means)")
+                   help="arms per round (default 20; fixed-linear: the arm set, up to 10⁴; "
+                        "digits: 10; letter: 26; mab: the number of --means)")
     p.add_argument("--T", type=int, default=100_000, help="users (rounds)")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eps0", type=float, help="sblb: LDP ε0 of a report")
     p.add_argument("--epsilon", type=float,
                    help="ldp-linucb/ldp-mab: LDP ε; adar-oful/adar-ucb: RDP ε; heldp-ucb-*: every "
-                        "user's level")
+                        "user's level; ddp-linucb: central ε of the batch sums")
     p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
     p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
-    p.add_argument("--batch-size", type=int, help="sblb: shuffler batch l")
+    p.add_argument("--batch-size", type=int, help="sblb, ddp-linucb: shuffler batch l")
+    p.add_argument("--honest-fraction", type=float,
+                   help="ddp-linucb: γ, the guarantee holds if ⌈γ l⌉ devices per batch add noise")
+    p.add_argument("--scale", type=float, help="ddp-linucb: quantization scale s (default 128)")
     p.add_argument("--m", type=int, help="sblb: bits per coordinate")
     p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
     p.add_argument("--regularizer", choices=["paper", "clip"],
@@ -80,6 +94,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     mab.add_argument("--black-box", choices=["tsallis-inf", "ucb"],
                      help="ldp-mab: the non-private algorithm (default tsallis-inf, the paper's)")
     mab.add_argument("--beta", type=float, help="adar-ucb: optimism β > 3 (default 4)")
+    add_bco_arguments(p)
     p.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum",
                    help="sblb: what the shuffler releases — only batch sums (secure summation, "
                         "default) or whole shuffled reports; changes the central ledger, not the "
@@ -94,7 +109,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
                  extra: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The policy config from the flags (``d`` for linear policies, ``K`` for multi-armed ones),
     and the flags the policy does not use."""
-    cls = CONFIGS[args.algo] if args.algo in CONFIGS else MAB_CONFIGS[args.algo]
+    cls = ALL_CONFIGS[args.algo]
     params: dict[str, Any] = {"d": d} if d is not None else {"K": K}
     params.update(extra or {})
     ignored = []
@@ -114,12 +129,22 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
 def run_simulate(args: argparse.Namespace) -> int:
 
     from shared.core.environments import environment_dimensions
-    from shared.core.simulator import simulate, summarize
+    from shared.core.simulator import simulate
 
+    if (args.algo in BCO_CONFIGS) != (args.env in BCO_ENVIRONMENTS):
+        print(f"error: use the BCO policies ({', '.join(BCO_CONFIGS)}) with the BCO "
+              f"environments ({', '.join(BCO_ENVIRONMENTS)}) and only there", file=sys.stderr)
+        return 2
+    if args.env in BCO_ENVIRONMENTS:
+        return run_simulate_bco(args, _checked_config, _progress, _finish)
     if (args.algo in MAB_CONFIGS) != (args.env == "mab"):
         kind = "multi-armed" if args.algo in MAB_CONFIGS else "linear"
         print(f"error: {args.algo} is a {kind} policy; use --env "
               f"{'mab' if kind == 'multi-armed' else 'linear or digits'}", file=sys.stderr)
+        return 2
+    if _fixed_arms_only(args.algo) and args.env != "fixed-linear":
+        print(f"error: {args.algo} eliminates arms of a fixed arm set; use --env fixed-linear",
+              file=sys.stderr)
         return 2
     if args.env == "mab":
         return run_simulate_mab(args)
@@ -128,14 +153,20 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.K is None:
         args.K = 20
     if args.d is None:
-        args.d = 40 if args.env == "digits" else 5
+        args.d = {"digits": 40, "letter": 52}.get(args.env, 5)
     d, K = environment_dimensions(args.env, args.d, args.K)
     if (d, K) != (args.d, args.K):
         print(f"note: env {args.env} uses d={d}, K={K} (requested d={args.d}, K={args.K})",
               file=sys.stderr)
-    config = _checked_config(args, d)
+    config = _checked_config(args, d, extra={"K": K} if args.algo == "lplr" else None)
     if config is None:
         return 2
+    if args.algo == "ddp-linucb" and args.aggregation != "secure-sum":
+        print("error: ddp-linucb is private only over the secure sum (--aggregation secure-sum)",
+              file=sys.stderr)
+        return 2
+    if args.algo == "lplr":  # its own simulator loop (per-layer block sums, docs/lplr.md)
+        from shared.core.lplr_simulator import simulate_lplr as simulate
 
     started = time.perf_counter()
     total = args.T * args.runs
@@ -147,18 +178,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     from shared.core.policies import build_policy
 
     ledger = build_policy(config).ledger(args.T, aggregation=args.aggregation)
-    out: dict[str, Any] = {
-        "algo": args.algo,
-        "env": args.env,
-        "T": args.T,
-        "runs": args.runs,
-        "seed": args.seed,
-        "params": {**config.model_dump(), **env_params},
-    }
-    out.update(summarize(results))
-    out["wall_seconds"] = wall
-    out["privacy"] = ledger.model_dump()
-    return _emit(out, args)
+    return _finish(args, {**config.model_dump(), **env_params}, results, wall,
+                   ledger.model_dump())
 
 
 def run_simulate_mab(args: argparse.Namespace) -> int:
@@ -167,7 +188,6 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
     from shared.core.environments.mab import MABEnvironment, default_means
     from shared.core.mab_simulator import per_user_fractions, simulate_mab
     from shared.core.policies import build_policy
-    from shared.core.simulator import summarize
 
     try:
         means = ([float(x) for x in args.means.split(",")] if args.means
@@ -201,18 +221,26 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
         used, declined, reports = per_user_fractions(results)
         privacy["per_user_epsilon"].update(fraction_used=used / reports,
                                            fraction_declined=declined / reports)
-    out: dict[str, Any] = {
-        "algo": args.algo,
-        "env": "mab",
-        "T": args.T,
-        "runs": args.runs,
-        "seed": args.seed,
-        "params": {**config.model_dump(), **env.params()},
-    }
+    return _finish(args, {**config.model_dump(), **env.params()}, results, wall, privacy)
+
+
+def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any], wall: float,
+            privacy: dict[str, Any]) -> int:
+    """Spec §6's JSON of a simulation (``summarize`` of the runs), printed, written, plotted."""
+    from shared.core.simulator import summarize
+
+    out: dict[str, Any] = {"algo": args.algo, "env": args.env, "T": args.T, "runs": args.runs,
+                           "seed": args.seed, "params": params}
     out.update(summarize(results))
     out["wall_seconds"] = wall
     out["privacy"] = privacy
     return _emit(out, args)
+
+
+def _fixed_arms_only(algo: str) -> bool:
+    from shared.core.policies import POLICIES
+
+    return bool(getattr(POLICIES.get(algo), "fixed_arms_only", False))
 
 
 def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:

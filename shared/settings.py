@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from shared.core.policies.config import AnyPolicyConfig
+from shared.core.policies.config import AnyPolicyConfig, is_bco, is_multi_armed
 from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
@@ -36,6 +36,19 @@ POLICY_THREAT_MODELS: dict[str, tuple[str, ...]] = {
     "sblb": ("shuffle", "ldp"),
     "sblb-fixed": ("shuffle", "ldp"),
     "adar-oful": ("central",),
+    # Multi-armed (context-free) tasks: K arms, no features; LDP ones are pass-through (l = 1).
+    "ucb": ("none",),
+    "heldp-ucb-l": ("ldp",),
+    "heldp-ucb-b": ("ldp",),
+    "ldp-mab": ("ldp",),
+    "adar-ucb": ("central",),
+    "ddp-linucb": ("shuffle",),
+    # Bandit convex optimisation: no features, the device plays the point(s) of the model; the
+    # reports are sequential (each moves the point), so only pass-through threat models.
+    "bco": ("none",),
+    "ldp-bco": ("ldp",),
+    "bco2": ("none",),
+    "ldp-bco2": ("ldp",),
 }
 
 
@@ -60,9 +73,36 @@ class TaskConfig(BaseModel):
             )
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
-        if self.aggregation == "secure-sum" and self.policy.algo not in ("sblb", "sblb-fixed"):
-            raise ValueError("secure-sum aggregation applies to sblb/sblb-fixed only")
+        if self.aggregation == "secure-sum" and self.policy.algo not in (
+            "sblb", "sblb-fixed", "ddp-linucb"
+        ):
+            raise ValueError("secure-sum aggregation applies to sblb/sblb-fixed/ddp-linucb only")
+        if self.policy.algo == "ddp-linucb":
+            # The simulator runs it; the services' device and analyzer still handle counts only.
+            raise ValueError("ddp-linucb runs in the simulator only; the services do not serve it")
+        if self.multi_armed and self.policy.K != self.K:  # type: ignore[union-attr]
+            raise ValueError(
+                f"task K = {self.K} but its policy has K = {self.policy.K}: "  # type: ignore[union-attr]
+                "set both to the number of arms"
+            )
         return self
+
+    @property
+    def multi_armed(self) -> bool:
+        """A context-free task: K arms, decide takes no features (``policies.mab_config``)."""
+        return is_multi_armed(self.policy)
+
+    @property
+    def bco(self) -> bool:
+        """A bandit-convex-optimisation task: decide takes no features and returns the point(s)
+        to play; feedback carries the loss(es) (``policies.bco_config``)."""
+        return is_bco(self.policy)
+
+    @property
+    def bco_points(self) -> int:
+        """Points a user of a BCO task plays: 1 (``bco``, ``ldp-bco``) or 2 (``bco2``,
+        ``ldp-bco2``)."""
+        return 1 if self.policy.algo in ("bco", "ldp-bco") else 2
 
     @property
     def batch_size(self) -> int:

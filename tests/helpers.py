@@ -184,15 +184,26 @@ def counts_maker(paillier: PaillierConfig, hpke: HpkeConfig, seed: int = 0) -> C
         rows = make_rows(config, n, rng)
         rand = randomizer_for(config.policy)  # the 0/1 randomizer of sblb (counts in 0..m)
         counts = rand.counts(rows)  # type: ignore[attr-defined]
-        l, m = config.batch_size, int(rand.m)  # type: ignore[attr-defined]
-        out = []
-        for c in counts:
-            ct = encode_ciphertexts(encryptor.encrypt_counts(c, l, m), paillier.key_bits)
-            out.append(EncryptedCounts(key_id=paillier.key_id, ct=ct,
-                                       tag=tag_for(hpke, config.id, ct)))
-        return rows, out
+        return rows, encrypt_counts(config, paillier, hpke, counts, encryptor)
 
     return make
+
+
+def encrypt_counts(
+    config: TaskConfig, paillier: PaillierConfig, hpke: HpkeConfig, counts: np.ndarray,
+    encryptor: PaillierEncryptor | None = None, task: str | None = None,
+) -> list[EncryptedCounts]:
+    """One ``EncryptedCounts`` per row of ``counts`` (each in 0..m), as a secure-sum device
+    builds it: ``pack`` into slots, Paillier-encrypt, encode, tag (sealed to ``hpke`` for
+    ``task``, default the config's id)."""
+    encryptor = encryptor or PaillierEncryptor.from_config(paillier)
+    l, m = config.batch_size, int(config.policy.m)  # type: ignore[attr-defined]
+    out = []
+    for c in counts:
+        ct = encode_ciphertexts(encryptor.encrypt_counts(c, l, m), paillier.key_bits)
+        out.append(EncryptedCounts(key_id=paillier.key_id, ct=ct,
+                                   tag=tag_for(hpke, task or config.id, ct)))
+    return out
 
 
 def sum_members(reports: list[EncryptedCounts]) -> list[SumMember]:
@@ -304,8 +315,9 @@ async def secure_sum_ready(client: httpx.AsyncClient) -> bool:
 # End to end
 
 # The packaged small deployment, with the e2e shuffler token.
+E2E_TOKEN = "e2e-shuffler-token-0123456789abcdef"
 E2E_CONFIG = (
-    'shuffler_token = "e2e-shuffler-token-0123456789abcdef"\n'
+    f'shuffler_token = "{E2E_TOKEN}"\n'
     + (resources.files("shared") / "defaults" / "small.toml").read_text("utf-8")
 )
 
@@ -338,6 +350,24 @@ async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.01)
 
 
+class GatedTransport(httpx.AsyncBaseTransport):
+    """The driver's HTTP transport with a gate: while it is closed, new requests wait. Crash
+    tests hold users while a service restarts, so how long a restart takes on a loaded machine
+    cannot let the run finish before its next phase."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.open = asyncio.Event()
+        self.open.set()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await self.open.wait()
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 def run_with_backend_crash(
     cluster: Cluster, task_id: str, users: int, seed: int
 ) -> tuple[Driver, dict[str, Any], list[str]]:
@@ -348,6 +378,15 @@ def run_with_backend_crash(
     reconciliation once the system is quiescent, and what happened when."""
     urls = cluster.urls
     events: list[str] = []
+
+    gate = GatedTransport()
+
+    async def restart(name: str) -> None:
+        gate.open.clear()  # users wait for the restart (see GatedTransport)
+        try:
+            await asyncio.to_thread(cluster.restart, name)
+        finally:
+            gate.open.set()
 
     async def chaos(driver: Driver) -> None:
         await wait_done(driver, users // 5)
@@ -360,16 +399,16 @@ def run_with_backend_crash(
             st = (await c.get(f"{urls['device']}/v1/status")).json()
         assert st["outbox_pending"] > 0, st
         events.append(f"outbox {st['outbox_pending']} at {driver.done}")
-        await asyncio.to_thread(cluster.restart, "shuffler")
+        await restart("shuffler")
         await wait_done(driver, driver.done + users // 10)
-        await asyncio.to_thread(cluster.restart, "analyzer")
+        await restart("analyzer")
         events.append(f"restarted at {driver.done}")
 
     async def run() -> tuple[Driver, dict[str, Any]]:
         task = await fetch_task(urls["analyzer"], task_id)
         async with httpx.AsyncClient(timeout=10) as c:
             before = await snapshot(urls, task_id, c)
-        driver = Driver(urls["device"], task, users, concurrency=4, seed=seed)
+        driver = Driver(urls["device"], task, users, concurrency=4, seed=seed, transport=gate)
         result, _ = await asyncio.gather(driver.run(), chaos(driver))
         after = await wait_quiescent(urls, task_id, task.batch_size, timeout=90)
         return driver, reconcile(result.feedbacks_sent, before, after)

@@ -104,14 +104,31 @@ def choose_task(
                     + (f" ({'; '.join(errors)})" if errors else ""))
 
 
+def named_task(settings: Settings, task_id: str, aggregation: str | None) -> tuple[str, bool]:
+    """``--task ID``: that task of the config, whatever its threat model (``--aggregation``
+    may only repeat the task's own transport)."""
+    task = settings.task(task_id)
+    if task is None:
+        have = ", ".join(t.id for t in settings.tasks)
+        raise DemoError(f"the config has no task {task_id!r}; it has: {have or 'no tasks'}")
+    if aggregation is not None and aggregation != task.aggregation:
+        raise DemoError(f"task {task_id} uses {task.aggregation} aggregation; --aggregation "
+                        "applies to a threat model's first task, not to --task")
+    return task.id, False
+
+
 def demo_task(
-    config: Path | None, threat_model: str, aggregation: str | None
+    config: Path | None, threat_model: str, aggregation: str | None, task: str | None = None
 ) -> tuple[Path, Settings, str, bool]:
-    """The config file a run reads, its settings, the id of the task to drive and whether that
-    task's aggregation must be overridden (``choose_task``)."""
+    """The config file a run reads, its settings, the id of the task to drive (``task``, else
+    the first of ``threat_model``) and whether that task's aggregation must be overridden
+    (``choose_task``)."""
     base = config_path(config)
     settings = load_settings(base)
-    task_id, override = choose_task(settings, threat_model, aggregation)
+    if task is not None:
+        task_id, override = named_task(settings, task, aggregation)
+    else:
+        task_id, override = choose_task(settings, threat_model, aggregation)
     return base, settings, task_id, override
 
 
@@ -124,15 +141,19 @@ def derived_config(
       policy has a regularizer);
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
     """
+    from shared.core.policies.bco_config import BCO_CONFIGS
     from shared.core.policies.config import CONFIGS
+    from shared.core.policies.mab_config import MAB_CONFIGS
 
     data = tomllib.loads(base.read_text())
     for task in data.get("tasks", []):
         if task.get("id") == task_id:
             policy = task.setdefault("policy", {})
             if paper:
-                policy["confidence_scale"] = 1.0
-                if "regularizer" in CONFIGS[policy["algo"]].model_fields:
+                known = {**CONFIGS, **MAB_CONFIGS, **BCO_CONFIGS}[policy["algo"]].model_fields
+                if "confidence_scale" in known:  # BCO tasks have the paper's steps already
+                    policy["confidence_scale"] = 1.0
+                if "regularizer" in known:
                     policy["regularizer"] = "paper"
             if aggregation is not None:
                 task["aggregation"] = aggregation

@@ -1,6 +1,12 @@
 """The demo's users: N simulated users of a seeded ``linear`` environment, C at a time, driven
 through one device task over HTTP (decide → Bernoulli reward → feedback), with their regret.
 
+A BCO task plays the ``bco-quadratic`` environment (``privbandit.demo.bco_users``). A
+multi-armed task (``TaskInfo.d`` is null) plays the ``mab`` environment's default instance
+(``default_means(K)``, Bernoulli rewards): decide sends ``{}`` and the device picks the arm; for a
+task with per-user privacy levels each user states her own ε_t in feedback, drawn from the task's
+``epsilon_dist`` (a seeded stream of its own).
+
 Also used by the load test (``load/drive.py``) and the end-to-end tests."""
 
 from __future__ import annotations
@@ -15,15 +21,20 @@ from typing import Any
 import httpx
 import numpy as np
 
+from privbandit.demo.bco_users import BCOUsers, is_bco_task
 from privbandit.demo.config import DemoError
 from shared.core.environments import make_environment
+from shared.core.environments.mab import default_means
+from shared.core.privacy_levels import levels_for
 from shared.core.simulator import user_streams
 from shared.protocol.messages import TaskInfo
 
 CURVE_POINTS = 200
 CONTEXT_CHUNK = 256
-# Transport retries per request (the device itself never needs the network to answer).
-REQUEST_RETRIES = 8
+# Transport retries per request (the device itself never needs the network to answer). With the
+# doubling wait capped at 2 s, 14 tries span about 19 s: long enough for a device restarted by
+# kill -9 to come back on a loaded 2-core machine (8 tries, about 7 s, were not).
+REQUEST_RETRIES = 14
 
 
 async def fetch_task(analyzer_url: str, task_id: str) -> TaskInfo:
@@ -85,7 +96,21 @@ class Driver:
         if self.users < 1 or self.concurrency < 1:
             raise ValueError("users and concurrency must be >= 1")
         env_rng, self._reward_rng = user_streams(self.seed)
-        self.env = make_environment("linear", self.task.d, self.task.K, env_rng)
+        self.multi_armed = self.task.d is None
+        self._levels = None
+        self.bco = BCOUsers(self.task, env_rng, self._reward_rng) if is_bco_task(self.task) \
+            else None
+        if self.bco is not None:
+            self.env = None
+        elif self.multi_armed:
+            self.env = None
+            self._means = default_means(self.task.K)
+            dist = self.task.policy.get("epsilon_dist")
+            if dist is not None:
+                self._levels = levels_for(self.task.policy.get("epsilon"), dist)
+                self._level_rng = env_rng  # the mab instance is fixed: env_rng is free
+        else:
+            self.env = make_environment("linear", self.task.d, self.task.K, env_rng)
         # Features are drawn with ||x|| <= 1; a task with a smaller bound L gets them scaled.
         self._scale = min(1.0, float(self.task.policy.get("L", 1.0)))
         self._next = 0
@@ -96,14 +121,27 @@ class Driver:
     def _user(self, i: int) -> tuple[np.ndarray, np.ndarray, float]:
         """User i's contexts, true means and reward draw (drawn in user order, so a run's users
         do not depend on the concurrency)."""
-        if self._buffer is None or i >= self._buffer_start + self._buffer[0].shape[0]:
-            X, mu = self.env.contexts(CONTEXT_CHUNK)
+        if self._buffer is None or i >= self._buffer_start + self._buffer[2].shape[0]:
             u = self._reward_rng.random(CONTEXT_CHUNK)
+            if self.env is None:  # multi-armed: no contexts; column 0 of "X" holds ε_t
+                eps = (np.full(CONTEXT_CHUNK, np.nan) if self._levels is None
+                       else self._levels.sample(CONTEXT_CHUNK, self._level_rng))
+                X, mu = eps[:, None], np.broadcast_to(self._means, (CONTEXT_CHUNK, self.task.K))
+            else:
+                X, mu = self.env.contexts(CONTEXT_CHUNK)
+                X = X * self._scale
             self._buffer_start = i
-            self._buffer = (X * self._scale, mu, u)
+            self._buffer = (X, mu, u)
         j = i - self._buffer_start
         X, mu, u = self._buffer
         return X[j], mu[j], float(u[j])
+
+    def _requests(self, X: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The decide body and the feedback fields besides decision and reward of one user."""
+        if not self.multi_armed:
+            return {"features": X.tolist()}, {}
+        eps = float(X[0])
+        return {}, ({} if np.isnan(eps) else {"epsilon": eps})
 
     async def run(self) -> DriveResult:
         limits = httpx.Limits(max_connections=self.concurrency + 2,
@@ -135,10 +173,13 @@ class Driver:
                 return
             i = self._next
             self._next += 1
+            if self.bco is not None:
+                await self._bco_user(client, i)
+                continue
             X, mu, u = self._user(i)
+            decide_body, extra = self._requests(X)
             t0 = time.perf_counter()
-            resp = await self._post(client, f"/v1/tasks/{task}/decide",
-                                    {"features": X.tolist()})
+            resp = await self._post(client, f"/v1/tasks/{task}/decide", decide_body)
             t1 = time.perf_counter()
             if resp.status_code != 200:
                 raise DemoError(f"decide failed: {resp.status_code} {resp.text[:300]}")
@@ -149,18 +190,42 @@ class Driver:
             self.regret += best - float(mu[a])
             self.random_regret += best - float(mu.mean())
             reward = 1.0 if u < mu[a] else 0.0
-            body = {"decision_id": out["decision_id"], "reward": reward}
+            body = {"decision_id": out["decision_id"], "reward": reward, **extra}
             resp = await self._post(client, f"/v1/tasks/{task}/feedback", body, retry_409=True)
             if resp.status_code != 202:
                 raise DemoError(f"feedback failed: {resp.status_code} {resp.text[:300]}")
-            self.latencies["decide"].append(t1 - t0)
-            self.latencies["feedback"].append(time.perf_counter() - t1)
-            self.feedbacks_sent += 1
-            self.done += 1
-            if self.done % self._every == 0:
-                self.curve.append([self.done, self.regret])
-            if self.on_progress is not None:
-                self.on_progress(self)
+            self._finished(t0, t1)
+
+    def _finished(self, t0: float, t1: float) -> None:
+        """Book-keeping after a user's feedback was accepted (decide sent at t0, answered t1)."""
+        self.latencies["decide"].append(t1 - t0)
+        self.latencies["feedback"].append(time.perf_counter() - t1)
+        self.feedbacks_sent += 1
+        self.done += 1
+        if self.done % self._every == 0:
+            self.curve.append([self.done, self.regret])
+        if self.on_progress is not None:
+            self.on_progress(self)
+
+    async def _bco_user(self, client: httpx.AsyncClient, i: int) -> None:
+        """User i of a BCO task: decide ``{}`` → the point(s) → her losses in feedback."""
+        assert self.bco is not None
+        task = self.task.id
+        t0 = time.perf_counter()
+        resp = await self._post(client, f"/v1/tasks/{task}/decide", {})
+        t1 = time.perf_counter()
+        if resp.status_code != 200:
+            raise DemoError(f"decide failed: {resp.status_code} {resp.text[:300]}")
+        out = resp.json()
+        self.model_version = max(self.model_version, int(out["model_version"]))
+        fields, regret = self.bco.respond(i, out["points"])
+        self.regret += regret
+        self.random_regret += self.bco.random
+        body = {"decision_id": out["decision_id"], **fields}
+        resp = await self._post(client, f"/v1/tasks/{task}/feedback", body, retry_409=True)
+        if resp.status_code != 202:
+            raise DemoError(f"feedback failed: {resp.status_code} {resp.text[:300]}")
+        self._finished(t0, t1)
 
     async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any],
                     retry_409: bool = False) -> httpx.Response:

@@ -6,11 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
+from privbandit.demo.bco_users import DEMO_ENV, demo_environment, is_bco_task
 from privbandit.demo.config import DemoOptions
 from privbandit.demo.driver import Driver
 from privbandit.summary import ledger_lines
+from shared.core.bco_simulator import simulate_bco
+from shared.core.environments.mab import MABEnvironment, default_means
+from shared.core.mab_simulator import simulate_mab
 from shared.core.policies import make_config
-from shared.core.simulator import same_users_regret
+from shared.core.simulator import same_users_regret, user_streams
 from shared.protocol.messages import TaskInfo
 
 
@@ -20,17 +26,48 @@ def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
     times over device/analyzer randomness: where a services run of this task should land."""
     params = {k: v for k, v in task.policy.items() if k != "algo"}
     config = make_config(task.policy["algo"], **params)
+    if is_bco_task(task):
+        return _bco_reference(config, task, opts, regret, reps)
+    if task.d is None:
+        return _mab_reference(config, task, opts, regret, reps)
     finals = same_users_regret(config, "linear", task.K, opts.users, opts.seed, reps)
+    return _reference(finals, regret, "privbandit's in-process simulator on the same users (same "
+                      "θ*, contexts and reward draws), varying only device and analyzer randomness")
+
+
+def _mab_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float,
+                   reps: int) -> dict[str, Any]:
+    """A multi-armed task: ``reps`` simulator runs on the demo's instance (same means, seeded
+    from the demo's seed; independent reward draws)."""
+    env = MABEnvironment(default_means(task.K))
+    runs = simulate_mab(config, env, opts.users, reps, opts.seed, points=2)
+    finals = np.array([float(r.regret[-1]) for r in runs])
+    return _reference(finals, regret, "privbandit's in-process simulator on the same arms "
+                      "(default_means(K), Bernoulli rewards) with independent draws")
+
+
+def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float,
+                   reps: int) -> dict[str, Any]:
+    """A BCO task: ``reps`` simulator runs on the demo's instance (the same x*, from the demo's
+    seed; independent offsets and directions). The simulator serves every user the latest point;
+    the services' devices may play an older version, so a demo may sit a little above it."""
+    env = demo_environment(task, user_streams(opts.seed)[0])
+    runs, _ = simulate_bco(config, env, opts.users, reps, opts.seed, points=2)
+    finals = np.array([float(r.regret[-1]) for r in runs])
+    return _reference(finals, regret, f"privbandit's in-process simulator on the same {DEMO_ENV} "
+                      "instance (same x*) with independent offsets and directions")
+
+
+def _reference(finals: np.ndarray, regret: float, what: str) -> dict[str, Any]:
     sd = float(finals.std(ddof=1))
     return {
-        "runs": reps,
+        "runs": int(finals.shape[0]),
         "mean": float(finals.mean()),
         "sd": sd,
         "min": float(finals.min()),
         "max": float(finals.max()),
         "demo_z": (regret - float(finals.mean())) / sd if sd > 0 else 0.0,
-        "what": "privbandit's in-process simulator on the same users (same θ*, contexts and "
-                "reward draws), varying only device and analyzer randomness",
+        "what": what,
     }
 
 
@@ -84,8 +121,19 @@ def _reference_line(ref: dict[str, Any] | None) -> list[str]:
         return []
     return [
         f"  simulator         {ref['mean']:.1f} ± {ref['sd']:.1f} (mean ± sd of {ref['runs']} "
-        f"in-process runs on the same users; this run is {ref['demo_z']:+.1f} sd)"
+        f"in-process runs on the same {'arms' if 'same arms' in ref['what'] else 'users'}; "
+        f"this run is {ref['demo_z']:+.1f} sd)"
     ]
+
+
+def _shape(out: dict[str, Any]) -> str:
+    """The task's shape for the summary's first line."""
+    params = out["params"]
+    if out["env"] == DEMO_ENV:
+        return f"BCO, d={params['d']}, "
+    if params["d"] is None:
+        return f"multi-armed, K={params['K']}, "
+    return f"d={params['d']}, K={params['K']}, "
 
 
 def print_result(out: dict[str, Any], console: Any) -> None:
@@ -96,7 +144,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
 
     lines = [
         f"[bold]{out['threat_model']}[/bold] demo: task {out['task']} ({out['algo']}, "
-        f"d={out['params']['d']}, K={out['params']['K']}, l={out['params']['batch_size']}), "
+        + _shape(out) + f"l={out['params']['batch_size']}), "
         f"{out['users']} users, concurrency {out['concurrency']}, seed {out['seed']}",
         f"  regret            {out['final_regret']:.1f}   (uniformly random policy: "
         f"{out['random_regret']:.1f})",

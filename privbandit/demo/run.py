@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from privbandit.demo.bco_users import DEMO_ENV, is_bco_task
 from privbandit.demo.config import DEFAULT_USERS, DemoError, DemoOptions, demo_task, derived_config
 from privbandit.demo.driver import Driver, fetch_task
 from privbandit.demo.reconcile import reconcile, snapshot, wait_quiescent
@@ -53,7 +54,7 @@ async def run_demo_against(
         "threat_model": task.threat_model,
         "task": task.id,
         "algo": task.algo,
-        "env": "linear",
+        "env": DEMO_ENV if is_bco_task(task) else "linear" if task.d is not None else "mab",
         "users": opts.users,
         "concurrency": opts.concurrency,
         "seed": opts.seed,
@@ -93,6 +94,7 @@ def main_demo(
     json_out: Path | None = None,
     plot: Path | None = None,
     progress: bool = True,
+    task: str | None = None,
 ) -> int:
     """The ``privbandit demo`` command; returns the exit status."""
     console = make_console()
@@ -101,7 +103,7 @@ def main_demo(
         err.print("[red]error:[/red] --users and --concurrency must be >= 1")
         return 2
     try:
-        base, settings, task_id, override = demo_task(config, threat_model, aggregation)
+        base, settings, task_id, override = demo_task(config, threat_model, aggregation, task)
     except (DemoError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
@@ -172,7 +174,7 @@ def main_demo(
 
         curve = out["regret_curve"]
         regret_plot(
-            {"algo": out["algo"], "env": "linear", "regret_curve": curve,
+            {"algo": out["algo"], "env": out["env"], "regret_curve": curve,
              "random_regret_mean": out["random_regret"], "privacy": out["privacy"]},
             plot,
             title=f"{out['algo']} via the services ({out['threat_model']}, "

@@ -218,6 +218,10 @@ class ReportsDecoder(TaskDecoder):
     keys: HpkeKeyStore
     randomizer: Randomizer
     row_bytes: int
+    # A policy-level check of a decoded row (``MABPolicy.admit_row``: e.g. a Tsallis-INF
+    # probability no published model gave); raises ValueError to reject the report alone. It
+    # runs in the pipeline's worker thread, which is the only one that mutates the policy.
+    check_row: Callable[[np.ndarray], None] | None = None
     report_level: ClassVar[bool] = True
     kind: ClassVar[type] = BatchUpload
     takes: ClassVar[str] = "batches of exactly l = {l} reports, got {n}"
@@ -242,7 +246,10 @@ class ReportsDecoder(TaskDecoder):
             try:
                 plaintext = self.keys.open(task, report)
                 report_id, row_bytes = unpack_report(plaintext, self.row_bytes)
-                rows.append(self.randomizer.from_bytes(row_bytes))
+                row = self.randomizer.from_bytes(row_bytes)
+                if self.check_row is not None:
+                    self.check_row(row)
+                rows.append(row)
             except (CryptoError, ValueError) as exc:
                 rejected += 1
                 log.debug("task %s batch %s: rejected a report: %s", task, item.batch_id, exc)

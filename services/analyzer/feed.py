@@ -5,11 +5,25 @@ from __future__ import annotations
 
 import asyncio
 
+from shared.core.policies.arm_model import ArmModel
+from shared.core.policies.bco_model import BCOModel
 from shared.core.policies.model import Model
-from shared.protocol.messages import ModelMessage
+from shared.protocol.messages import (
+    AnyModelMessage,
+    ArmModelMessage,
+    BCOModelMessage,
+    ModelMessage,
+)
 
 
-def model_message(task: str, model: Model) -> ModelMessage:
+def model_message(task: str, model: Model | ArmModel | BCOModel) -> AnyModelMessage:
+    """The wire form of a published model: (θ̃, V, β) for a linear task, the device's arm rule
+    (``ArmModel.to_dict``: indices, probabilities or the episode's arm) for a multi-armed one,
+    the point and its exploration (``BCOModel.to_dict``) for a BCO one."""
+    if isinstance(model, BCOModel):
+        return BCOModelMessage(task=task, **model.to_dict())
+    if isinstance(model, ArmModel):
+        return ArmModelMessage(task=task, **model.to_dict())
     return ModelMessage(
         task=task,
         version=model.version,
@@ -27,12 +41,12 @@ class ModelFeed:
     no suspension in between, so a publication can never fall between the two.
     """
 
-    def __init__(self, current: ModelMessage) -> None:
+    def __init__(self, current: AnyModelMessage) -> None:
         self.current = current
         self.closed = False
         self._changed = asyncio.Event()
 
-    def publish(self, message: ModelMessage) -> None:
+    def publish(self, message: AnyModelMessage) -> None:
         self.current = message
         self._wake()
 

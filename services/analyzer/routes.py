@@ -19,10 +19,10 @@ from services.common.deps import get_runtime, task_dependency
 from services.common.health import health
 from services.common.web import error_responses
 from shared.protocol.messages import (
+    AnyModelMessage,
     BatchAck,
     BatchUpload,
     HpkeConfig,
-    ModelMessage,
     PrivacyReport,
     TaskInfo,
 )
@@ -115,24 +115,23 @@ def _etag_matches(if_none_match: str | None, etag: str) -> bool:
 
 @router.get(
     "/v1/tasks/{task}/model",
-    response_model=ModelMessage,
+    response_model=AnyModelMessage,
     responses={**ERRORS, 304: {"description": "not modified"}},
 )
 async def get_model(
-    rt: TaskDep,
-    response: Response,
-    if_none_match: Annotated[str | None, Header()] = None,
-) -> ModelMessage | Response:
-    model = rt.published
-    etag = f'"{model.version}"'
+    rt: TaskDep, if_none_match: Annotated[str | None, Header()] = None
+) -> Response:
+    """The task's published model: (θ̃, V, β) for a linear task, an ``ArmModelMessage`` for a
+    multi-armed one, with its version as ETag; 304 (no body) when ``If-None-Match`` names it. The
+    body is serialised once per publication (``TaskRuntime.published_json``)."""
+    etag = rt.etag
     if _etag_matches(if_none_match, etag):
         return Response(status_code=304, headers={"ETag": etag})
-    response.headers["ETag"] = etag
-    response.headers["Cache-Control"] = "no-cache"
-    return model
+    return Response(rt.published_json(), media_type="application/json",
+                    headers={"ETag": etag, "Cache-Control": "no-cache"})
 
 
-def _sse(model: ModelMessage) -> str:
+def _sse(model: AnyModelMessage) -> str:
     return f"id: {model.version}\nevent: model\ndata: {model.model_dump_json()}\n\n"
 
 

@@ -129,7 +129,8 @@ class AnalyzerRuntime:
             task_layout = self._task_layout(config)
             decoder = SumDecoder(config, self.paillier_keys(), task_layout, self.keys)
         else:
-            decoder = ReportsDecoder(config, self.keys, policy.randomizer, row_wire_bytes(config))
+            decoder = ReportsDecoder(config, self.keys, policy.randomizer, row_wire_bytes(config),
+                                     check_row=getattr(policy, "admit_row", None))
         published = model_message(config.id, policy.model)
         self.metrics.model_version.labels(config.id).set(published.version)
         return TaskRuntime(
@@ -169,7 +170,11 @@ class AnalyzerRuntime:
     # Ledger and readiness
 
     def ledger(self, rt: TaskRuntime) -> PrivacyLedger:
-        """The task's ledger (depends on its parameters only; computed once, it can take ~1 s)."""
+        """The task's ledger (a linear task's depends on its parameters only: computed once, it
+        can take ~1 s; a multi-armed task's carries the per-user fractions so far)."""
+        if rt.config.multi_armed:
+            # Cheap, and its per-user fractions (used, declined) move with every report.
+            return rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
         if rt.ledger_cache is None:
             # The transport decides what an observer of the shuffler output sees (spec §3).
             rt.ledger_cache = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)

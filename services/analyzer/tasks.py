@@ -3,7 +3,7 @@ transport decoder and group committer its batches go through."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from services.analyzer.decoders import Decoder, Item
@@ -13,7 +13,7 @@ from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies import Policy, randomizer_for
 from shared.crypto.hpke import row_length
 from shared.crypto.slots import SlotLayout
-from shared.protocol.messages import BatchAck, ModelMessage, TaskInfo
+from shared.protocol.messages import AnyModelMessage, BatchAck, TaskInfo
 from shared.settings import TaskConfig
 
 
@@ -27,7 +27,7 @@ def task_info(config: TaskConfig) -> TaskInfo:
         id=config.id,
         threat_model=config.threat_model,
         algo=config.policy.algo,
-        d=config.policy.d,
+        d=None if config.multi_armed else config.policy.d,  # type: ignore[union-attr]
         K=config.K,
         batch_size=config.batch_size,
         aggregation=config.aggregation,
@@ -43,7 +43,7 @@ class TaskRuntime:
     config: TaskConfig
     policy: Policy
     decoder: Decoder[Any]
-    published: ModelMessage
+    published: AnyModelMessage
     feed: ModelFeed
     reports_counted: int = 0
     rejected: int = 0
@@ -59,9 +59,26 @@ class TaskRuntime:
     # Coalesces the task's batches into group commits; set by ``AnalyzerRuntime.start``.
     committer: GroupCommitter[Item, BatchAck] | None = None
 
+    # (published model, its JSON): serialised once per publication, not once per GET.
+    _body: tuple[AnyModelMessage, bytes] | None = field(default=None, repr=False)
+
     @property
     def id(self) -> str:
         return self.config.id
+
+    @property
+    def etag(self) -> str:
+        """The published model's strong ETag: its version, quoted (RFC 9110 §8.8.3)."""
+        return f'"{self.published.version}"'
+
+    def published_json(self) -> bytes:
+        """``published`` as JSON, computed on the first read after each publication (the
+        model is replaced, never mutated, so identity tells a new publication)."""
+        cached = self._body
+        if cached is None or cached[0] is not self.published:
+            cached = (self.published, self.published.model_dump_json().encode())
+            self._body = cached
+        return cached[1]
 
     @property
     def reports_refused(self) -> int:

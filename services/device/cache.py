@@ -30,8 +30,19 @@ import numpy as np
 from services.common.retry import Backoff
 from services.device.background import Loops
 from shared.core.policies import Model, build_policy
-from shared.protocol.messages import HpkeConfig, ModelMessage, b64decode
+from shared.core.policies.arm_model import ArmModel
+from shared.core.policies.bco_model import BCOModel
+from shared.protocol.messages import (
+    AnyModelMessage,
+    ArmModelMessage,
+    BCOModelMessage,
+    HpkeConfig,
+    ModelMessage,
+    b64decode,
+)
 from shared.settings import Settings, TaskConfig
+
+AnyModel = Model | ArmModel | BCOModel
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +56,7 @@ class ModelCache:
         client: httpx.AsyncClient,
         *,
         stream: bool = True,
-        on_update: Callable[[str, Model, str], None] | None = None,
+        on_update: Callable[[str, AnyModel, str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.timing = settings.device_timing
@@ -54,7 +65,7 @@ class ModelCache:
         self.on_update = on_update
         self.tasks: dict[str, TaskConfig] = {t.id: t for t in settings.tasks}
         # Version-0 fallback: exactly what the analyzer publishes before any report is counted.
-        self._models: dict[str, Model] = {
+        self._models: dict[str, AnyModel] = {
             t.id: build_policy(t.policy).model for t in settings.tasks
         }
         self._etags: dict[str, str] = {}
@@ -66,8 +77,16 @@ class ModelCache:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def model(self, task: str) -> Model:
+    def model(self, task: str) -> AnyModel:
         return self._models[task]
+
+    def parse(self, task: str, data: bytes | str) -> AnyModelMessage:
+        """A model message of the kind the task publishes (arm models for multi-armed tasks,
+        BCO models for BCO tasks)."""
+        cfg = self.tasks[task]
+        kind: type[AnyModelMessage] = (BCOModelMessage if cfg.bco else ArmModelMessage
+                                       if cfg.multi_armed else ModelMessage)
+        return kind.model_validate_json(data)
 
     def versions(self) -> dict[str, int]:
         return {task: m.version for task, m in self._models.items()}
@@ -89,29 +108,16 @@ class ModelCache:
 
     # -- applying updates -----------------------------------------------------------------------
 
-    def apply(self, task: str, msg: ModelMessage, source: str) -> bool:
+    def apply(self, task: str, msg: AnyModelMessage, source: str) -> bool:
         """Install ``msg`` if it is valid for the task and newer than the cached model."""
-        cfg = self.tasks[task]
-        d = cfg.policy.d
         if msg.task != task:
             log.warning("model for task %r arrived on %r's channel; ignored", msg.task, task)
-            return False
-        if len(msg.theta) != d or len(msg.V) != d or any(len(row) != d for row in msg.V):
-            log.warning("model v%d for %s has wrong dimensions; ignored", msg.version, task)
             return False
         first = task not in self.fetched  # the analyzer's first answer replaces the fallback
         if not first and msg.version <= self._models[task].version:
             return False
-        try:
-            model = Model(
-                version=msg.version,
-                theta=np.asarray(msg.theta, dtype=float),
-                V=np.asarray(msg.V, dtype=float),
-                beta=float(msg.beta),
-                reports=msg.reports,
-            )
-        except np.linalg.LinAlgError:
-            log.warning("model v%d for %s: V is not positive definite; ignored", msg.version, task)
+        model = self._build(self.tasks[task], msg)
+        if model is None:
             return False
         self._models[task] = model
         self.fetched.add(task)
@@ -119,6 +125,37 @@ class ModelCache:
             self.on_update(task, model, source)
         log.info("task %s: model v%d (%s)", task, model.version, source)
         return True
+
+    @staticmethod
+    def _build(cfg: TaskConfig, msg: AnyModelMessage) -> AnyModel | None:
+        """The model a message describes, or None (logged) if it does not fit the task."""
+        if isinstance(msg, BCOModelMessage) or cfg.bco:
+            return _bco_model(cfg, msg)
+        if isinstance(msg, ArmModelMessage):
+            K = msg.arms()
+            if not cfg.multi_armed or K not in (None, cfg.K) or (
+                    msg.arm is not None and msg.arm >= cfg.K):
+                log.warning("arm model v%d for %s does not fit its K = %d arms; ignored",
+                            msg.version, cfg.id, cfg.K)
+                return None
+            return ArmModel.from_dict(msg.model_dump())
+        d = cfg.policy.d  # type: ignore[union-attr]
+        if cfg.multi_armed or len(msg.theta) != d or len(msg.V) != d or any(
+                len(row) != d for row in msg.V):
+            log.warning("model v%d for %s has wrong dimensions; ignored", msg.version, cfg.id)
+            return None
+        try:
+            return Model(
+                version=msg.version,
+                theta=np.asarray(msg.theta, dtype=float),
+                V=np.asarray(msg.V, dtype=float),
+                beta=float(msg.beta),
+                reports=msg.reports,
+            )
+        except np.linalg.LinAlgError:
+            log.warning("model v%d for %s: V is not positive definite; ignored", msg.version,
+                        cfg.id)
+            return None
 
     # -- background loops -----------------------------------------------------------------------
 
@@ -131,7 +168,7 @@ class ModelCache:
         if resp.status_code == 304:
             return
         resp.raise_for_status()
-        msg = ModelMessage.model_validate_json(resp.content)
+        msg = self.parse(task, resp.content)
         self.apply(task, msg, "poll")
         if msg.version == self._models[task].version:
             # Remember the validator of the model we hold, as the server spells it.
@@ -202,7 +239,7 @@ class ModelCache:
 
     def _on_event(self, task: str, data: str) -> None:
         try:
-            msg = ModelMessage.model_validate_json(data)
+            msg = self.parse(task, data)
         except ValueError as exc:
             log.warning("task %s: malformed model event ignored: %s", task, exc)
             return
@@ -229,3 +266,15 @@ class ModelCache:
             self.hpke, self.hpke_public_key = cfg, key
             backoff.reset()
             await asyncio.sleep(self.timing.hpke_refresh)
+
+
+def _bco_model(cfg: TaskConfig, msg: AnyModelMessage) -> BCOModel | None:
+    """A BCO task's model from its message, or None (logged) if it does not fit the task: the
+    dimension, the radius and the one- or two-point kind must be the task's."""
+    c = cfg.policy
+    if (not isinstance(msg, BCOModelMessage) or not cfg.bco or len(msg.y) != c.d  # type: ignore[union-attr]
+            or msg.radius != c.radius  # type: ignore[union-attr]
+            or (msg.rho is None) != (cfg.bco_points == 1)):
+        log.warning("model v%d for %s does not fit the BCO task; ignored", msg.version, cfg.id)
+        return None
+    return BCOModel.from_dict(msg.model_dump())

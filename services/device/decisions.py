@@ -1,8 +1,9 @@
 """What the device does for its user: ``decide`` picks an arm with the cached model (no network
 round trip) and keeps only the chosen arm's features; ``give_feedback`` randomises (x, r)
 locally, encrypts it to the analyzer and queues it durably for the shuffler, erasing the
-features in the same transaction. Refusals are ``services.device.errors``; nothing changes
-state before every check has passed."""
+features in the same transaction. Multi-armed tasks (``services.device.arms``) take no features:
+the device samples the arm itself and keeps ``[arm, p]`` instead. Refusals are
+``services.device.errors``; nothing changes state before every check has passed."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ import time
 import numpy as np
 
 from services.common.deps import lookup_task
+from services.device import arms, bco
 from services.device.errors import (
     FeatureNorm,
     InvalidReport,
+    MissingFeatures,
     NoHpkeKey,
     NoPaillierKey,
     NotFinite,
     OutboxFull,
+    UnexpectedFeatures,
     WrongArms,
     WrongDimension,
 )
@@ -52,22 +56,44 @@ def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
     return X
 
 
-async def decide(rt: DeviceRuntime, task: str, features: list[list[float]]) -> DecideResponse:
-    """Choose an arm for K per-arm feature vectors with the cached model."""
+async def decide(
+    rt: DeviceRuntime, task: str, features: list[list[float]] | None
+) -> DecideResponse:
+    """Choose an arm for K per-arm feature vectors with the cached model (multi-armed tasks: no
+    features; the arm is drawn from the cached arm model with the device's generator)."""
     started = time.perf_counter()
     cfg = lookup_task(rt.tasks, task, "device")
-    X = check_features(cfg, features)
     model = rt.cache.model(task)
-    action = int(model.decide(X[None])[0])
+    points = None
+    if cfg.bco:
+        if features is not None:
+            raise UnexpectedFeatures(
+                f"task {cfg.id} is a BCO task ({cfg.policy.algo}): decide takes no features")
+        state, played = bco.decide_points(model, rt.rng)  # type: ignore[arg-type]
+        action, points = 0, played.tolist()
+    elif cfg.multi_armed:
+        if features is not None:
+            raise UnexpectedFeatures(
+                f"task {cfg.id} is multi-armed ({cfg.policy.algo}): decide takes no features")
+        state = arms.decide_arm(model, rt.rng)  # type: ignore[arg-type]
+        action = int(state[0])
+    else:
+        if features is None:
+            raise MissingFeatures(f"task {cfg.id} needs K = {cfg.K} feature vectors")
+        X = check_features(cfg, features)
+        action = int(model.decide(X[None])[0])
+        state = X[action]
     decision_id = secrets.token_hex(16)
-    await rt.store.add_decision(decision_id, task, X[action])
+    await rt.store.add_decision(decision_id, task, state)
     rt.metrics.decisions.labels(task).inc()
     rt.metrics.decide_seconds.observe(time.perf_counter() - started)
-    return DecideResponse(decision_id=decision_id, action=action, model_version=model.version)
+    return DecideResponse(decision_id=decision_id, action=action, model_version=model.version,
+                          points=points)
 
 
 async def give_feedback(
-    rt: DeviceRuntime, task: str, decision_id: str, reward: float
+    rt: DeviceRuntime, task: str, decision_id: str, reward: float | None,
+    epsilon: float | None = None, losses: list[float] | None = None,
 ) -> FeedbackResponse:
     """Randomise, encrypt and queue the report of a decision; durable once this returns.
 
@@ -79,6 +105,12 @@ async def give_feedback(
     Refused with 429 ``outbox_full`` before anything is read or stored when the outbox is full
     (``limits.outbox_reports``): the decision stays open for a retry."""
     cfg = lookup_task(rt.tasks, task, "device")
+    randomizer = rt.randomizers[task]
+    bco.check_feedback(cfg, reward, losses)
+    value: float | list[float] = losses if cfg.bco else reward  # type: ignore[assignment]
+    if not cfg.bco:
+        arms.check_reward(reward, getattr(randomizer, "bounded", True))  # type: ignore[arg-type]
+    eps = arms.user_level(cfg, randomizer, epsilon)  # BCO tasks: refuses a stated ε_t
     limits = rt.settings.limits
     if not rt.store.reserve_outbox(limits.outbox_reports):
         raise OutboxFull(
@@ -88,14 +120,16 @@ async def give_feedback(
             limits.retry_after,
         )
     try:
-        return await _give_feedback(rt, cfg, task, decision_id, reward)
+        return await _give_feedback(rt, cfg, task, decision_id, value, eps)
     finally:
         rt.store.release_outbox()
 
 
 async def _give_feedback(
-    rt: DeviceRuntime, cfg: TaskConfig, task: str, decision_id: str, reward: float
+    rt: DeviceRuntime, cfg: TaskConfig, task: str, decision_id: str,
+    reward: float | list[float], eps: float | None,
 ) -> FeedbackResponse:
+    """``reward``: the reward, or a BCO task's losses."""
     secure = cfg.aggregation == "secure-sum"
     key = rt.keys.get(task) if secure else None
     hpke, public_key = rt.cache.hpke, rt.cache.hpke_public_key
@@ -108,7 +142,12 @@ async def _give_feedback(
     x = await rt.store.get_decision(decision_id, task)
     randomizer = rt.randomizers[task]
     try:
-        row = randomizer.randomize(x[None, :], np.array([reward]), rt.rng)[0]
+        if cfg.bco:
+            row = bco.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
+        elif cfg.multi_armed:
+            row = arms.report_row(randomizer, x, reward, eps, rt.rng)  # type: ignore[arg-type]
+        else:
+            row = randomizer.randomize(x[None, :], np.array([reward]), rt.rng)[0]
         if key is not None:
             # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs.
             counts = randomizer.counts(row[None, :])[0]  # type: ignore[attr-defined]

@@ -49,3 +49,43 @@ class OutboxFull(TooMany, code="outbox_full"):
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
+class MissingFeatures(Invalid, code="missing_features"):
+    """``decide`` without features for a linear task."""
+
+
+class UnexpectedFeatures(Invalid, code="unexpected_features"):
+    """``decide`` with features for a multi-armed task (it has none: send ``{}``)."""
+
+
+class RewardOutOfRange(Invalid, code="reward_out_of_range"):
+    """A reward outside [0, 1] for a task whose rewards are bounded."""
+
+
+class EpsilonOutOfRange(Invalid, code="epsilon_out_of_range"):
+    """A privacy level ε_t outside the task's allowed range."""
+
+
+class UnexpectedEpsilon(Invalid, code="unexpected_epsilon"):
+    """A privacy level ε_t for a task without per-user levels."""
+
+
+class MissingReward(Invalid, code="missing_reward"):
+    """Feedback without a reward for a bandit (linear or multi-armed) task."""
+
+
+class UnexpectedLosses(Invalid, code="unexpected_losses"):
+    """Feedback with ``losses`` for a bandit task (they are for BCO tasks)."""
+
+
+class MissingLosses(Invalid, code="missing_losses"):
+    """Feedback without ``losses`` (or with a reward) for a BCO task."""
+
+
+class WrongLossCount(Invalid, code="wrong_loss_count"):
+    """A BCO feedback whose number of losses is not the number of points played."""
+
+
+class LossOutOfRange(Invalid, code="loss_out_of_range"):
+    """A BCO loss outside the task's [0, B]."""

@@ -64,7 +64,8 @@ async def feedback(task: str, body: FeedbackRequest, runtime: RuntimeDep) -> Fee
     the background. The decision's feature vector is erased in the same transaction. No network
     round trip happens here: the keys come from the background fetchers.
     """
-    return await decisions.give_feedback(runtime, task, body.decision_id, body.reward)
+    return await decisions.give_feedback(runtime, task, body.decision_id, body.reward,
+                                         body.epsilon, body.losses)
 
 
 @router.get("/v1/status", response_model=DeviceStatus)

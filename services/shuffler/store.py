@@ -278,13 +278,19 @@ class ShufflerStore:
         l = self.batch_sizes[task]
         formed = 0
         while True:
+            # Is there an l-th pending report? An index probe: reading up to l - 1 reports
+            # (their ciphertexts) on every commit only to find the batch not full would cost
+            # O(l) per group commit.
+            if conn.execute(
+                "SELECT 1 FROM pending WHERE task = ? ORDER BY seq LIMIT 1 OFFSET ?",
+                (task, l - 1),
+            ).fetchone() is None:
+                return formed
             rows = conn.execute(
                 "SELECT seq, key_id, enc, ct, tag FROM pending WHERE task = ? ORDER BY seq "
                 "LIMIT ?",
                 (task, l),
             ).fetchall()
-            if len(rows) < l:
-                return formed
             _CSPRNG.shuffle(rows)
             batch_id = secrets.token_hex(16)
             conn.execute(

@@ -104,6 +104,8 @@ def play_by_rows(policy: MABPolicy, values: np.ndarray, eps: np.ndarray | None,
         cols = [chosen.astype(float)]
         if policy.randomizer.per_user_epsilon:
             cols.append(np.asarray(eps)[i:i + k])
+        if policy.randomizer.carries_probability:
+            cols.append(policy.model.probabilities[chosen])  # type: ignore[index]
         rows = np.stack(cols + [vals], axis=1)
         used = 0
         while used < k:

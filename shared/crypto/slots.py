@@ -9,6 +9,15 @@ plaintext from some device, too many reports, or a tampered sum), and ``unpack``
 
 ``layout_for(task, key_bits)`` is the one place a task's layout is derived (device, shuffler and
 analyzer all call it).
+
+Signed values (``ddp-linucb``: rounded statistics plus Skellam noise, either sign). A layout with
+``offset`` O > 0 packs each report value v as the digit v + O ∈ [0, m] with m = 2O, so the same
+slots hold a batch sum Σ(v + O) ∈ [0, l·m]; ``unpack_signed`` subtracts count·O and refuses a
+coordinate sum beyond a caller's bound (a sum no honest batch produces). O comes from the
+randomizer (``SkellamRandomizer.offset``): the per-user norm bound after rounding plus a Bernstein
+tail of one noise share at probability 2⁻⁶⁴/n, so an honest digit leaves [0, 2O] — and, with it, a
+batch sum its slot — with probability below 2⁻⁶⁴ per report; such a share is drawn again on the
+device (a truncation of the share's law at total variation < 2⁻⁶⁴, see ``randomizers.skellam``).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -72,6 +81,7 @@ class SlotLayout:
     slot_bits: int
     slots_per_plaintext: int
     plaintexts: int
+    offset: int = 0
 
     @property
     def max_slot(self) -> int:
@@ -89,16 +99,19 @@ class SlotLayout:
 
 
 @lru_cache(maxsize=256)
-def layout(c: int, batch_size: int, m: int, key_bits: int) -> SlotLayout:
-    """The slot layout of a task (c = d(d+3)/2 coordinates, batch size l, m bits per coordinate)
-    under a key of ``key_bits`` bits. Deterministic: device and analyzer derive the same one."""
+def layout(c: int, batch_size: int, m: int, key_bits: int, offset: int = 0) -> SlotLayout:
+    """The slot layout of a task (c = d(d+3)/2 coordinates, batch size l, digits 0..m per
+    coordinate, signed values shifted by ``offset``) under a key of ``key_bits`` bits.
+    Deterministic: device and analyzer derive the same one."""
     if c < 1:
         raise ValueError("need c >= 1")
+    if offset < 0 or (offset and m != 2 * offset):
+        raise ValueError("a signed layout has digits 0..2·offset")
     s = slot_bits(batch_size, m)
     k = slots_per_plaintext(key_bits, s)
     return SlotLayout(
         c=c, batch_size=batch_size, m=m, key_bits=key_bits, slot_bits=s,
-        slots_per_plaintext=k, plaintexts=-(-c // k),
+        slots_per_plaintext=k, plaintexts=-(-c // k), offset=offset,
     )
 
 
@@ -166,16 +179,56 @@ def unpack(
     return out
 
 
-def layout_for(task: TaskConfig, key_bits: int) -> SlotLayout:
-    """The slot layout of a ``secure-sum`` task under a ``key_bits``-bit Paillier key: c counts
-    of 0..m per report (the 0/1 randomizer's coordinates, c = d(d+3)/2), batch size l.
+def pack_signed(values: Sequence[int] | np.ndarray, lay: SlotLayout) -> list[int]:
+    """Pack one report's signed integers under a signed layout: digits v + O must lie in
+    [0, 2O] (``SlotRangeError`` otherwise — the device draws such a share again)."""
+    if lay.offset <= 0:
+        raise ValueError("not a signed layout")
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu" or arr.shape != (lay.c,):
+        raise ValueError(f"values must be {lay.c} integers")
+    digits = arr.astype(np.int64) + lay.offset
+    if (digits < 0).any() or (digits > lay.m).any():
+        raise SlotRangeError(f"a value lies outside ±{lay.offset}")
+    return pack(digits, lay.batch_size, lay.m, lay.key_bits)
 
-    Raises ``ValueError`` for a task whose randomizer has no counts (only the 0/1 randomizer of
-    ``sblb``/``sblb-fixed`` has) or whose slots do not fit the key."""
+
+def unpack_signed(
+    plaintexts: Sequence[int], lay: SlotLayout, bound: float, *, n_reports: int | None = None
+) -> np.ndarray:
+    """Signed coordinate sums of ``n_reports`` packed reports (default l): ``unpack`` minus
+    count·O. ``SlotRangeError`` if a slot is out of range or a sum exceeds ±``bound``."""
+    if lay.offset <= 0:
+        raise ValueError("not a signed layout")
+    count = lay.batch_size if n_reports is None else n_reports
+    raw = unpack(plaintexts, lay.c, lay.batch_size, lay.m, lay.key_bits, n_reports=count)
+    sums = raw - count * lay.offset
+    worst = int(np.abs(sums).max())
+    if worst > bound:
+        raise SlotRangeError(f"a decoded sum has magnitude {worst} > {bound:.0f}")
+    return sums
+
+
+def layout_for(task: TaskConfig, key_bits: int) -> SlotLayout:
+    """The slot layout of a ``secure-sum`` task under a ``key_bits``-bit Paillier key
+    (``policy_layout`` of its policy and batch size)."""
+    return policy_layout(task.policy, task.batch_size, key_bits, name=task.id)
+
+
+def policy_layout(policy: Any, batch_size: int, key_bits: int, name: str = "") -> SlotLayout:
+    """c counts of 0..m per report (the 0/1 randomizer's coordinates, c = d(d+3)/2), batch size
+    l; ``ddp-linucb`` gets a signed layout: c = d(d+3)/2 values, offset O from its randomizer.
+
+    Raises ``ValueError`` for a policy whose randomizer has neither (only ``sblb``/``sblb-fixed``
+    and ``ddp-linucb`` have) or whose slots do not fit the key."""
     from shared.core.policies import randomizer_for
     from shared.core.randomizers.binary import BinaryRandomizer
+    from shared.core.randomizers.skellam import SkellamRandomizer
 
-    randomizer = randomizer_for(task.policy)
+    randomizer = randomizer_for(policy)
+    if isinstance(randomizer, SkellamRandomizer):
+        o = randomizer.offset
+        return layout(randomizer.n, batch_size, 2 * o, key_bits, offset=o)
     if not isinstance(randomizer, BinaryRandomizer):
-        raise ValueError(f"task {task.id!r}: secure-sum needs the 0/1 randomizer (sblb)")
-    return layout(randomizer.c, task.batch_size, randomizer.m, key_bits)
+        raise ValueError(f"task {name!r}: secure-sum needs the 0/1 randomizer (sblb)")
+    return layout(randomizer.c, batch_size, randomizer.m, key_bits)

@@ -5,7 +5,9 @@ no unknown fields, finite numbers, bounded lengths and dimensions. Binary fields
 unpadded-or-padded URL-safe base64 strings.
 
 Report plaintext (inside HPKE, never JSON): 16-byte random report id ‖ the randomizer's wire form of
-the report row (``Randomizer.to_bytes``). No device id, no timestamp, no decision id.
+the report row (``Randomizer.to_bytes``). No device id, no timestamp, no decision id. Multi-armed
+tasks use the same envelope with the row of ``shared.core.randomizers.arms`` (arm as uint16, then
+ε_t and/or p as float64 where the task's layout has them, then the value).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import base64
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from shared.core.accounting.ledger import PrivacyLedger
 
@@ -29,7 +31,6 @@ TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 
 TaskId = Annotated[str, Field(pattern=TASK_ID_PATTERN)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-Reward = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 HexId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
 _B64 = re.compile(r"^[A-Za-z0-9_-]*={0,2}$")
@@ -95,7 +96,9 @@ class TaskInfo(Message):
     id: TaskId
     threat_model: Literal["none", "ldp", "shuffle", "central"]
     algo: str
-    d: int = Field(ge=1, le=MAX_DIM)
+    d: int | None = Field(ge=1, le=MAX_DIM, description="feature dimension; null for a "
+                          "multi-armed task (decide takes no features); for a BCO task "
+                          "(bco, ldp-bco, bco2, ldp-bco2) the dimension of the decision set")
     K: int = Field(ge=2, le=MAX_ARMS)
     batch_size: int = Field(ge=1, le=MAX_BATCH)
     aggregation: Literal["reports", "secure-sum"] = "reports"
@@ -111,6 +114,69 @@ class ModelMessage(Message):
     V: list[list[FiniteFloat]] = Field(max_length=MAX_DIM)
     beta: FiniteFloat = Field(ge=0)
     reports: int = Field(ge=0, description="reports counted into this model")
+
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class ArmModelMessage(Message):
+    """A published model of a multi-armed task; a device picks its arm locally from exactly one of:
+    ``indices`` (argmax, ties to the lowest arm; null = +∞, an arm to pull now), ``probabilities``
+    (Tsallis-INF: sample a ~ p with the device's own uniform, inverse CDF; the report carries
+    p_a) or ``arm`` (AdaR-UCB: the current episode's arm). ETag = version."""
+
+    task: TaskId
+    version: int = Field(ge=0)
+    reports: int = Field(ge=0, description="reports counted into this model")
+    indices: list[FiniteFloat | None] | None = Field(None, min_length=2, max_length=MAX_ARMS)
+    probabilities: list[Probability] | None = Field(None, min_length=2, max_length=MAX_ARMS)
+    arm: int | None = Field(None, ge=0, lt=MAX_ARMS)
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> ArmModelMessage:
+        given = [self.indices is not None, self.probabilities is not None, self.arm is not None]
+        if sum(given) != 1:
+            raise ValueError("an arm model has exactly one of indices, probabilities, arm")
+        if self.probabilities is not None and not sum(self.probabilities) > 0:
+            raise ValueError("probabilities must not all be 0")
+        return self
+
+    def arms(self) -> int | None:
+        """K, when the model lists every arm."""
+        vec = self.indices if self.indices is not None else self.probabilities
+        return None if vec is None else len(vec)
+
+
+class BCOModelMessage(Message):
+    """A published model of a bandit-convex-optimisation task: the point y and what the device
+    needs to play around it with its own unit direction u (``shared.core.policies.bco_model``):
+    one point (``A``, ``delta``): x = y + δ A u; two points (``rho``): x = y ± ρu. ETag =
+    version; reports carry the version (``protocol.md``: BCO report rows)."""
+
+    task: TaskId
+    version: int = Field(ge=0)
+    reports: int = Field(ge=0, description="reports counted into this model")
+    y: list[FiniteFloat] = Field(min_length=1, max_length=MAX_DIM)
+    radius: FiniteFloat = Field(gt=0, description="R: the decision set is the ball R·𝔹")
+    A: list[list[FiniteFloat]] | None = Field(None, max_length=MAX_DIM,
+                                              description="one point: the exploration matrix")
+    delta: FiniteFloat | None = Field(None, gt=0, description="one point: δ")
+    rho: FiniteFloat | None = Field(None, gt=0, description="two points: ρ")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> BCOModelMessage:
+        one = self.A is not None and self.delta is not None
+        if one == (self.rho is not None) or (self.A is None) != (self.delta is None):
+            raise ValueError("a BCO model has either (A, delta) or rho")
+        d = len(self.y)
+        if self.A is not None and (len(self.A) != d or any(len(r) != d for r in self.A)):
+            raise ValueError("A must be d×d for d = len(y)")
+        return self
+
+
+# What ``GET /v1/tasks/{task}/model`` and the stream carry: a linear model, an arm model or a
+# BCO model.
+AnyModelMessage = ModelMessage | ArmModelMessage | BCOModelMessage
 
 
 class EncryptedReport(Message):
@@ -202,20 +268,39 @@ class ShufflerStatus(Message):
 
 
 class DecideRequest(Message):
-    """A user's private per-arm features, K rows of d numbers (never leave the device)."""
+    """A user's private per-arm features, K rows of d numbers (never leave the device).
 
-    features: list[list[FiniteFloat]] = Field(min_length=2, max_length=MAX_ARMS)
+    A multi-armed task has no features: its decide request is ``{}`` (features given to one are
+    refused with 422 ``unexpected_features``; none given to a linear task: 422
+    ``missing_features``)."""
+
+    features: list[list[FiniteFloat]] | None = Field(None, min_length=2, max_length=MAX_ARMS)
 
 
 class DecideResponse(Message):
+    """``points``: a BCO task's point(s) to play (one, or two for a two-point task; ``action`` is
+    then 0); null for the bandit tasks."""
+
     decision_id: HexId
     action: int = Field(ge=0)
     model_version: int = Field(ge=0)
+    points: list[list[FiniteFloat]] | None = Field(None, min_length=1, max_length=2)
 
 
 class FeedbackRequest(Message):
+    """The reward of a decision; ``epsilon``: the user's own privacy level ε_t for a task with
+    per-user levels (``heldp-ucb-l``/``-b``; 0 = she declines, absent = the task's default),
+    refused (422) by any other task. The device checks both against the task: a reward in [0, 1]
+    unless the task takes unbounded rewards (sigmoid variants), ε_t within the task's range.
+    A BCO task takes ``losses`` (one per point played, each in [0, B]) and no reward; a bandit
+    task a reward and no losses (422 ``missing_reward`` / ``unexpected_losses`` otherwise)."""
+
     decision_id: HexId
-    reward: Reward
+    reward: FiniteFloat | None = Field(None, description="the reward (bandit tasks)")
+    epsilon: FiniteFloat | None = Field(None, description="the user's privacy level ε_t")
+    losses: list[FiniteFloat] | None = Field(
+        None, min_length=1, max_length=2,
+        description="a BCO task's loss at each point played, in [0, B] (one or two)")
 
 
 class FeedbackResponse(Message):

@@ -6,8 +6,11 @@ wire change that breaks the document breaks the interop tests that use it."""
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import math
 import secrets
+import struct
 
 import numpy as np
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId
@@ -23,7 +26,8 @@ def b64d(text: str) -> bytes:
 
 
 def b64e(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+    """protocol.md §2: URL-safe base64; senders SHOULD pad with ``=``."""
+    return base64.urlsafe_b64encode(data).decode("ascii")
 
 
 def info(task: str, key_id: int, purpose: str = "") -> bytes:
@@ -59,6 +63,7 @@ def upper(x: np.ndarray) -> np.ndarray:
     return np.array([x[i] * x[j] for i in range(d) for j in range(i, d)])
 
 
+@functools.cache
 def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     """Smallest σ with Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) ≤ δ (Balle–Wang 2018, Thm 8)."""
 
@@ -90,3 +95,260 @@ def report(public_key: bytes, key_id: int, task: str, row: bytes) -> tuple[bytes
     """(report id, EncryptedReport): plaintext = 16 random bytes ‖ row."""
     report_id = secrets.token_bytes(REPORT_ID_BYTES)
     return report_id, seal(public_key, key_id, task, report_id + row)
+
+
+def binary_bits(x: np.ndarray, r: float, eps0: float, m: int, L: float,
+                rng: np.random.Generator) -> np.ndarray:
+    """protocol.md §3.4: the m·d(d+3)/2 randomized bits of one report (uint8, value order).
+
+    Values r x/(2L) + 1/2, then upper(x xᵀ)/(2L²) + 1/2 (clipped to [0, 1]); each value v to m
+    bits by stochastic unary rounding (u = v m, f = ⌊u⌋: bits 1..f are 1, bit f+1 is 1 with
+    probability u − f); each bit replaced by a fair coin with p = 2 / (exp(2ε0/(m d (d+3))) + 1)."""
+    d = x.shape[0]
+    values = np.clip(np.concatenate([r * x / (2 * L) + 0.5, upper(x) / (2 * L * L) + 0.5]),
+                     0.0, 1.0)
+    bits = np.zeros((values.size, m), dtype=np.uint8)
+    for i, v in enumerate(values):
+        u = v * m
+        f = math.floor(u)
+        bits[i, :f] = 1
+        if f < m and rng.random() < u - f:
+            bits[i, f] = 1
+    p = 2.0 / (math.exp(2.0 * eps0 / (m * d * (d + 3))) + 1.0)
+    replace = rng.random(bits.shape) < p
+    coins = rng.integers(0, 2, bits.shape, dtype=np.uint8)
+    return np.where(replace, coins, bits).reshape(-1).astype(np.uint8)
+
+
+def pack_bits(bits: np.ndarray) -> bytes:
+    """protocol.md §3.3: the bits packed MSB first, zero-padded to a byte."""
+    out = bytearray((bits.size + 7) // 8)
+    for i, b in enumerate(bits):
+        if b:
+            out[i // 8] |= 0x80 >> (i % 8)
+    return bytes(out)
+
+
+def counts(bits: np.ndarray, m: int) -> list[int]:
+    """Per value, the number of 1 bits among its m bits (0..m)."""
+    return [int(v) for v in bits.reshape(-1, m).sum(axis=1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Secure sum (protocol.md §5.2–5.4): Paillier with g = n + 1 in plain integers
+
+
+def secure_sum_layout(d: int, m: int, batch_size: int, key_bits: int) -> dict[str, int]:
+    """§5.3's formulas, as the fields of the published ``layout``."""
+    c = d * (d + 3) // 2
+    s = (batch_size * m).bit_length()
+    k = (key_bits - 1 - 8) // s
+    plaintexts = -(-c // k)
+    return {"c": c, "m": m, "batch_size": batch_size, "key_bits": key_bits, "slot_bits": s,
+            "slots_per_plaintext": k, "plaintexts": plaintexts,
+            "ciphertext_bytes": plaintexts * -(-2 * key_bits // 8)}
+
+
+def pack_slots(values: list[int], layout: dict[str, int]) -> list[int]:
+    """Plaintext j = Σ_{i<k} counts[j·k + i] · 2^{i·s}."""
+    s, k = layout["slot_bits"], layout["slots_per_plaintext"]
+    return [sum(v << (i * s) for i, v in enumerate(values[j * k:(j + 1) * k]))
+            for j in range(layout["plaintexts"])]
+
+
+def unpack_slots(plaintexts: list[int], layout: dict[str, int]) -> list[int]:
+    s, k, c = layout["slot_bits"], layout["slots_per_plaintext"], layout["c"]
+    return [(plaintexts[i // k] >> ((i % k) * s)) & ((1 << s) - 1) for i in range(c)]
+
+
+def paillier_encrypt(n: int, plaintext: int, r: int | None = None) -> int:
+    """(1 + M n) · r^n mod n², r uniform in Z*_n from the OS CSPRNG (or ``r``: test vectors)."""
+    n2 = n * n
+    while r is None or math.gcd(r, n) != 1:
+        r = secrets.randbelow(n - 1) + 1
+    return (1 + plaintext * n) * pow(r, n, n2) % n2
+
+
+def paillier_decrypt(p: int, q: int, ciphertext: int) -> int:
+    """M = L(c^λ mod n²) · μ mod n with L(u) = (u − 1)/n, λ = lcm(p − 1, q − 1) and, for
+    g = n + 1, μ = λ⁻¹ mod n (Paillier 1999)."""
+    n = p * q
+    lam = math.lcm(p - 1, q - 1)
+    return (pow(ciphertext, lam, n * n) - 1) // n * pow(lam, -1, n) % n
+
+
+def encrypted_counts(paillier_config: dict, hpke_config: dict, task: str, values: list[int],
+                     *, rs: list[int] | None = None, report_id: bytes | None = None,
+                     eks: object | None = None) -> dict[str, object]:
+    """One EncryptedCounts: the counts packed and encrypted under the task's published Paillier
+    key (each ciphertext ⌈2·key_bits/8⌉ big-endian bytes, concatenated, base64url), and the tag
+    = HPKE-Seal(info ‖ ``|tag``) of report id ‖ SHA-256("privbandit/paillier-ct|" ‖ ct bytes).
+    ``rs``, ``report_id`` and ``eks`` fix the randomness (test vectors only)."""
+    n = int.from_bytes(b64d(paillier_config["n"]), "big")
+    plaintexts = pack_slots(values, paillier_config["layout"])
+    width = -(-2 * paillier_config["key_bits"] // 8)
+    ct = b"".join(paillier_encrypt(n, m, r).to_bytes(width, "big")
+                  for m, r in zip(plaintexts, rs or [None] * len(plaintexts), strict=True))
+    digest = hashlib.sha256(b"privbandit/paillier-ct|" + ct).digest()
+    rid = report_id if report_id is not None else secrets.token_bytes(REPORT_ID_BYTES)
+    tag = seal(b64d(hpke_config["public_key"]), hpke_config["key_id"], task, rid + digest,
+               purpose="tag", eks=eks)
+    return {"key_id": paillier_config["key_id"], "ct": b64e(ct), "tag": tag}
+
+
+def task_layout(task_info: dict, paillier_config: dict) -> dict[str, int]:
+    """The layout §5.3's formulas give for this task (d, m, l from ``GET /v1/tasks/{task}``)
+    and key; a client MUST refuse to encrypt under a published layout that differs."""
+    want = secure_sum_layout(task_info["d"], task_info["policy"]["m"], task_info["batch_size"],
+                             paillier_config["key_bits"])
+    if paillier_config["layout"] != want:
+        raise ValueError(f"published layout {paillier_config['layout']} is not {want}")
+    n = int.from_bytes(b64d(paillier_config["n"]), "big")
+    if n.bit_length() != paillier_config["key_bits"]:
+        raise ValueError("key_bits is not the bit length of n")
+    return want
+
+
+def split_ciphertexts(ct: str, layout: dict[str, int]) -> list[int]:
+    """The P ciphertexts of an EncryptedCounts ``ct`` (fixed-width big-endian, concatenated)."""
+    raw = b64d(ct)
+    width = layout["ciphertext_bytes"] // layout["plaintexts"]
+    return [int.from_bytes(raw[j:j + width], "big") for j in range(0, len(raw), width)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-armed tasks (protocol.md §3.3 "Multi-armed tasks" and §4 ArmModelMessage)
+
+
+def choose_arm(model: dict, u: float) -> tuple[int, float | None]:
+    """§4: the arm a device plays from an ``ArmModelMessage``, and p_a for a sampling model.
+
+    ``arm``: the episode's arm. ``probabilities``: the first a with u·Σp < Σ_{b≤a} p_b, u ~ U[0, 1)
+    the device's own. ``indices``: the first arm with the largest index, null = +∞."""
+    if model.get("arm") is not None:
+        return int(model["arm"]), None
+    if model.get("probabilities") is not None:
+        p = model["probabilities"]
+        total, acc = sum(p), 0.0  # Σp and the partial sums, left to right
+        for a, pa in enumerate(p):
+            acc += pa
+            if u * total < acc:
+                return a, float(pa)
+        raise ValueError("u·Σp reached no arm")
+    idx = [math.inf if v is None else float(v) for v in model["indices"]]
+    return idx.index(max(idx)), None
+
+
+def laplace_value(s: float, eps_t: float, rng: np.random.Generator) -> float:
+    """CTL (``heldp-ucb-l``): s + Laplace(1/ε_t); a user who declines (ε_t = 0) sends 0."""
+    return 0.0 if eps_t == 0 else s + float(rng.laplace(0.0, 1.0 / eps_t))
+
+
+def bernoulli_bit(s: float, eps_t: float, rng: np.random.Generator) -> int:
+    """CTB (``heldp-ucb-b``): x ~ Bernoulli(1/(1+e^ε_t) + s·tanh(ε_t/2)); declined: 0."""
+    if eps_t == 0:
+        return 0
+    return int(rng.random() < 1.0 / (1.0 + math.exp(eps_t)) + s * math.tanh(eps_t / 2))
+
+
+def gaussian_reward(r: float, eps: float, delta: float, rng: np.random.Generator) -> float:
+    """``ldp-mab``: y = r − 1/2 + N(0, σ²), σ the analytic Gaussian σ at sensitivity 1."""
+    return r - 0.5 + float(rng.normal(0.0, analytic_gaussian_sigma(eps, delta, 1.0)))
+
+
+def mab_fields(policy: dict, arm: int, p: float | None, r: float, eps_t: float,
+               rng: np.random.Generator) -> list[float]:
+    """The row of one multi-armed report, [arm, middle fields..., value], per §3.3's table."""
+    algo = policy["algo"]
+    s = 1.0 / (1.0 + math.exp(-r)) if policy.get("sigmoid") else r
+    if algo in ("ucb", "adar-ucb"):
+        return [arm, r]
+    if algo == "heldp-ucb-l":
+        return [arm, eps_t, laplace_value(s, eps_t, rng)]
+    if algo == "heldp-ucb-b":
+        return [arm, eps_t, bernoulli_bit(s, eps_t, rng)]
+    if algo == "ldp-mab":
+        y = gaussian_reward(r, policy["epsilon"], policy["delta"], rng)
+        if policy.get("black_box", "tsallis-inf") == "tsallis-inf":
+            if p is None:
+                raise ValueError("a Tsallis-INF report carries p, from a probabilities model")
+            return [arm, p, y]
+        return [arm, y]
+    raise ValueError(f"no multi-armed row for {algo!r}")
+
+
+def arm_row(fields: list[float], bit: bool = False) -> bytes:
+    """§3.3: little-endian arm (uint16), the middle fields (float64), the value (float64, or
+    uint8 for a bit)."""
+    arm, *middle, value = fields
+    fmt = "<H" + "d" * len(middle) + ("B" if bit else "d")
+    return struct.pack(fmt, int(arm), *map(float, middle), int(value) if bit else float(value))
+
+
+def mab_row(policy: dict, fields: list[float]) -> bytes:
+    """The wire row of ``mab_fields``' output for this task (a bit for ``heldp-ucb-b``)."""
+    return arm_row(fields, bit=policy["algo"] == "heldp-ucb-b")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bandit-convex-optimisation tasks (protocol.md §3.3 "Bandit-convex-optimisation tasks" and §4
+# BCOModelMessage)
+
+ONE_POINT_BCO = ("bco", "ldp-bco")
+
+
+def unit_direction(d: int, rng: np.random.Generator) -> np.ndarray:
+    """u uniform on the unit sphere in d dimensions: a standard normal vector over its norm
+    (rotation invariance of N(0, I_d))."""
+    while True:
+        z = rng.standard_normal(d)
+        norm_z = float(np.linalg.norm(z))
+        if norm_z > 0.0:
+            return z / norm_z
+
+
+def bco_points(model: dict, u: np.ndarray) -> np.ndarray:
+    """§4: the point(s) a device with direction u plays from a ``BCOModelMessage``: one point
+    x = y + δ A u (``A``, ``delta``), or two points x₁ = y + ρu, x₂ = y − ρu (``rho``)."""
+    y = np.asarray(model["y"], dtype=float)
+    if model.get("rho") is not None:
+        rho = float(model["rho"])
+        return np.stack([y + rho * u, y - rho * u])
+    A = np.asarray(model["A"], dtype=float)
+    return (y + float(model["delta"]) * (A @ u))[None]
+
+
+def bco_sigma(policy: dict) -> float:
+    """§3.3: σ of ``ldp-bco`` (sensitivity B) or ``ldp-bco2`` (sensitivity 2G, per unit of
+    ‖x₁ − x₂‖): the analytic Gaussian σ, or with ``calibration = "paper"`` the paper's
+    2B√(2 ln(1.25/δ))/ε, resp. 2G√(2 ln(1.25/δ))/ε (Zheng et al. Alg. 1/2 line 2)."""
+    eps, delta = float(policy["epsilon"]), float(policy["delta"])
+    one = policy["algo"] in ONE_POINT_BCO
+    bound = float(policy["loss_bound"]) if one else float(policy["lipschitz"])  # B or G
+    if policy.get("calibration", "analytic") == "paper":
+        return 2.0 * bound * math.sqrt(2.0 * math.log(1.25 / delta)) / eps
+    scale = bound if one else 2.0 * bound
+    return analytic_gaussian_sigma(eps, delta, scale)
+
+
+def bco_value(policy: dict, losses: list[float], points: np.ndarray,
+              rng: np.random.Generator) -> float:
+    """§3.3's value column. One point: clip(f(x), 0, B), + N(0, σ²) for ``ldp-bco`` (Zheng et al.
+    Alg. 1 line 5). Two points: clip(f(x₁) − f(x₂), ±G‖x₁ − x₂‖), + nᵀ(x₁ − x₂) with
+    n ~ N(0, σ² I_d) for ``ldp-bco2`` (Alg. 2 line 5)."""
+    algo = policy["algo"]
+    private = algo.startswith("ldp-")
+    if algo in ONE_POINT_BCO:
+        clean = min(max(float(losses[0]), 0.0), float(policy["loss_bound"]))
+        return clean + float(rng.normal(0.0, bco_sigma(policy))) if private else clean
+    dx = points[0] - points[1]
+    bound = float(policy["lipschitz"]) * float(np.linalg.norm(dx))
+    clean = min(max(float(losses[0]) - float(losses[1]), -bound), bound)
+    if not private:
+        return clean
+    return clean + float(rng.normal(0.0, bco_sigma(policy), dx.shape[0]) @ dx)
+
+
+def bco_row(version: int, u: np.ndarray, value: float) -> bytes:
+    """§3.3: little-endian version (uint32), u (d float64), value (float64)."""
+    return struct.pack(f"<I{u.shape[0] + 1}d", int(version), *map(float, u), float(value))

@@ -1,16 +1,25 @@
 """docs/protocol.md stays true: its generated parts (schemas, error codes, test vectors) are what
-the code generates now, and its test vector opens with the analyzer's code and is reproduced
-byte for byte by pyhpke in deterministic test mode."""
+the code generates now; its HPKE test vector opens with the analyzer's code and is reproduced
+byte for byte by pyhpke in deterministic test mode; its secure-sum vector opens and decrypts
+with the analyzer's code and is reproduced by the independent client (plain integers, pyhpke)."""
 
 from __future__ import annotations
 
+import json
 import re
 
+import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from phe import paillier
 
 from privbandit.protocol_doc import DOC, blocks, regenerate
+from shared.core.randomizers.binary import BinaryRandomizer
 from shared.crypto.hpke import open_report
-from shared.protocol.messages import EncryptedReport
+from shared.crypto.paillier import decode_ciphertexts, open_batch_sum
+from shared.crypto.slots import layout
+from shared.crypto.tags import ciphertext_digest, open_tag
+from shared.protocol.messages import EncryptedReport, b64decode
+from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
 from tests.interop import client
 
 
@@ -21,7 +30,7 @@ def vectors() -> dict[str, str]:
 
 def test_generated_parts_are_current() -> None:
     text = DOC.read_text("utf-8")
-    assert set(blocks(text)) == {"errors", "schemas", "vectors"}
+    assert set(blocks(text)) == {"errors", "schemas", "vectors", "secure_sum_vectors"}
     assert regenerate(text) == text, "run: python -m privbandit.protocol_doc --write"
 
 
@@ -37,17 +46,76 @@ def test_vector_opens_with_the_analyzers_code() -> None:
 
 
 def test_vector_is_reproduced_by_pyhpke_with_the_fixed_ephemeral_key() -> None:
+    v = vectors()
+    eks = fixed_ephemeral_key()
+    sealed = client.seal(bytes.fromhex(v["recipient public key (raw, hex)"]), int(v["key_id"]),
+                         v["task"], bytes.fromhex(v["plaintext (hex)"]), eks=eks)
+    assert client.b64d(sealed["enc"]).hex() == v["enc (hex)"]
+    assert client.b64d(sealed["ct"]).hex() == v["ct (hex)"]
+
+
+def sum_vectors() -> dict[str, str]:
+    text = blocks(DOC.read_text("utf-8"))["secure_sum_vectors"]
+    return dict(re.findall(r"^- (.+?): `(.*)`$", text, re.M))
+
+
+def fixed_ephemeral_key() -> object:
+    """The test vectors' ephemeral key pair for pyhpke (its deterministic test mode)."""
     from pyhpke import KEMKeyPair
 
-    v = vectors()
-    raw = bytes.fromhex(v["ephemeral private key (raw, hex)"])
-    eks = KEMKeyPair(
+    raw = bytes.fromhex(vectors()["ephemeral private key (raw, hex)"])
+    return KEMKeyPair(
         client.SUITE.kem.deserialize_private_key(raw),
         client.SUITE.kem.deserialize_public_key(
             X25519PrivateKey.from_private_bytes(raw).public_key().public_bytes_raw()
         ),
     )
-    sealed = client.seal(bytes.fromhex(v["recipient public key (raw, hex)"]), int(v["key_id"]),
-                         v["task"], bytes.fromhex(v["plaintext (hex)"]), eks=eks)
-    assert client.b64d(sealed["enc"]).hex() == v["enc (hex)"]
-    assert client.b64d(sealed["ct"]).hex() == v["ct (hex)"]
+
+
+def test_secure_sum_vector_is_reproduced_by_the_independent_client() -> None:
+    """From the document's numbers alone: the layout, the bit packing, the counts, the plaintext,
+    the ciphertext with the fixed r, its digest and the tag with the fixed ephemeral key — the
+    whole EncryptedCounts JSON, equal field for field — and plain-integer decryption."""
+    v, h = sum_vectors(), vectors()
+    pconf = json.loads(v["PaillierConfig (JSON)"])
+    bits = np.array([int(b) for b in v["0/1 row (bits, value order)"]], dtype=np.uint8)
+    layout = pconf["layout"]
+    assert client.task_layout({"d": 2, "batch_size": 10, "policy": {"m": 2}}, pconf) == layout
+    assert client.pack_bits(bits).hex() == v["0/1 row packed (hex)"]
+    counts = client.counts(bits, 2)
+    assert counts == json.loads(v["counts"])
+    assert client.pack_slots(counts, layout) == [int(v["plaintext M (hex)"], 16)]
+    hconf = {"key_id": int(h["key_id"]),
+             "public_key": client.b64e(bytes.fromhex(h["recipient public key (raw, hex)"]))}
+    report = client.encrypted_counts(
+        pconf, hconf, "demo-shuffle", counts, rs=[int(v["r (hex)"], 16)],
+        report_id=bytes.fromhex(v["tag report id (hex)"]), eks=fixed_ephemeral_key(),
+    )
+    assert report == json.loads(v["EncryptedCounts (JSON)"])
+    (c,) = client.split_ciphertexts(report["ct"], layout)
+    assert format(c, "x") == v["ciphertext (1 + M n) r^n mod n² (hex)"]
+    p, q = int(v["p (hex)"], 16), int(v["q (hex)"], 16)
+    assert client.unpack_slots([client.paillier_decrypt(p, q, c)], layout) == counts
+    opened = client.open_sealed(bytes.fromhex(h["recipient private key (X25519, raw, hex)"]),
+                                int(h["key_id"]), "demo-shuffle", report["tag"], purpose="tag")
+    assert opened.hex() == v["tag report id (hex)"] + v["ciphertext digest (hex)"]
+
+
+def test_secure_sum_vector_opens_with_the_analyzers_code() -> None:
+    v, h = sum_vectors(), vectors()
+    pconf = PaillierConfig.model_validate_json(v["PaillierConfig (JSON)"])
+    n, p, q = pconf.modulus(), int(v["p (hex)"], 16), int(v["q (hex)"], 16)
+    key = paillier.PaillierPrivateKey(paillier.PaillierPublicKey(n), p, q)
+    report = EncryptedCounts.model_validate_json(v["EncryptedCounts (JSON)"])
+    lay = layout(5, 10, 2, 512)
+    cts = decode_ciphertexts(report.ct, n, lay.plaintexts)
+    counts = open_batch_sum(key, cts, lay, n_reports=1)
+    assert counts.tolist() == json.loads(v["counts"])
+    sk = X25519PrivateKey.from_private_bytes(
+        bytes.fromhex(h["recipient private key (X25519, raw, hex)"]))
+    report_id, digest = open_tag(sk, int(h["key_id"]), "demo-shuffle", report.tag)
+    assert report_id.hex() == v["tag report id (hex)"]
+    assert digest == ciphertext_digest(b64decode(report.ct))
+    rand = BinaryRandomizer(d=2, eps0=1.0, m=2)
+    bits = rand.from_bytes(bytes.fromhex(v["0/1 row packed (hex)"]))
+    assert rand.counts(bits[None]).tolist() == [json.loads(v["counts"])]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from privbandit.demo.config import DemoError, choose_task, demo_task, derived_config, load_settings
+from shared.core.policies.bco_config import BCO_CONFIGS
 from shared.settings import DEFAULT_CONFIG
 from tests.helpers import write_config
 
@@ -25,8 +26,9 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
     want = copy.deepcopy(data)
     task = next(t for t in want["tasks"] if t["id"] == task_id)
     if paper:
-        task["policy"]["confidence_scale"] = 1.0
-        if task["policy"]["algo"] != "adar-oful":  # the one policy without a regularizer
+        if task["policy"]["algo"] not in BCO_CONFIGS:  # BCO tasks run the paper's steps anyway
+            task["policy"]["confidence_scale"] = 1.0
+        if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb"):  # have regularizers
             task["policy"]["regularizer"] = "paper"
     if aggregation is not None:
         task["aggregation"] = aggregation
@@ -59,7 +61,7 @@ def test_derived_config_round_trips(
                 assert after == before
         changed = got.task(task["id"])
         assert changed is not None
-        if paper:
+        if paper and changed.policy.algo not in BCO_CONFIGS:
             assert changed.policy.confidence_scale == 1.0
         if agg is not None:
             assert changed.aggregation == agg
@@ -74,3 +76,13 @@ def test_demo_task_overrides_the_shuffle_transport_when_none_is_configured(
     assert choose_task(settings, "shuffle", "reports") == ("small-shuffle", False)
     with pytest.raises(DemoError):
         choose_task(settings, "central", "secure-sum")
+
+
+def test_demo_task_drives_a_named_task_of_any_threat_model(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    _, _, task_id, override = demo_task(cfg, "shuffle", None, task="small-heldp")
+    assert (task_id, override) == ("small-heldp", False)
+    with pytest.raises(DemoError, match="no task"):
+        demo_task(cfg, "shuffle", None, task="no-such-task")
+    with pytest.raises(DemoError, match="aggregation"):
+        demo_task(cfg, "shuffle", "secure-sum", task="small-heldp")

@@ -21,6 +21,8 @@ NULLS = {
     "sblb": {"rdp_alpha", "rdp_epsilon"},
     "sblb-fixed": {"rdp_alpha", "rdp_epsilon"},
     "adar-oful": {"ldp_epsilon", "ldp_delta"},
+    "lplr": {"rdp_alpha", "rdp_epsilon"},
+    "ddp-linucb": {"ldp_epsilon", "ldp_delta"},
 }
 
 
@@ -34,6 +36,8 @@ def test_json_contract(tmp_path: Path, algo: str, env: str, capsys) -> None:
         argv += ["--d", "4", "--K", "6"]
     if algo.startswith("sblb"):
         argv += ["--batch-size", "200", "--eps0", "4"]
+    if algo == "ddp-linucb":
+        argv += ["--batch-size", "200", "--epsilon", "1", "--honest-fraction", "0.5"]
     assert main(argv) == 0
     data = json.loads(out.read_text())
     assert TOP <= data.keys()

@@ -19,6 +19,8 @@ class Environment(ABC):
     d: int
     K: int
     L: float
+    # The one (K, d) arm set every user sees, when the environment has one (``fixed-linear``).
+    fixed_arms: np.ndarray | None = None
 
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng = rng

@@ -15,28 +15,43 @@ import numpy as np
 from shared.core.environments.base import Environment
 
 
+def unit_directions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Vectors uniform on the unit sphere of R^{shape[-1]}."""
+    v = rng.normal(size=shape)
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+def biased_features(v: np.ndarray) -> np.ndarray:
+    """x = (1/√2)(1, v) for unit v (‖x‖ = 1, first coordinate a constant bias feature)."""
+    ones = np.ones((*v.shape[:-1], 1))
+    return np.concatenate([ones, v], axis=-1) / math.sqrt(2)
+
+
 class LinearEnvironment(Environment):
     name = "linear"
     L = 1.0
 
     def __init__(self, d: int, K: int, rng: np.random.Generator) -> None:
         if d < 2:
-            raise ValueError("the linear environment needs d >= 2 (one bias coordinate)")
+            raise ValueError(f"the {self.name} environment needs d >= 2 (one bias coordinate)")
         if K < 2:
             raise ValueError("need at least K = 2 arms")
         super().__init__(rng)
         self.d, self.K = d, K
-        w = rng.normal(size=d - 1)
-        w /= np.linalg.norm(w)
-        self.theta = np.concatenate([[1.0], w]) / math.sqrt(2)
+        self.theta = self._theta(unit_directions(rng, (d - 1,)))
         self.S = float(np.linalg.norm(self.theta))
 
+    def _theta(self, w: np.ndarray) -> np.ndarray:
+        """θ* from a unit direction w ∈ R^{d−1}: (1/√2)(1, w)."""
+        return biased_features(w)
+
+    def mean(self, X: np.ndarray) -> np.ndarray:
+        """μ = ⟨x, θ*⟩ ∈ [0, 1] (clipped against rounding)."""
+        return np.clip(X @ self.theta, 0.0, 1.0)
+
     def _draw(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        v = self.rng.normal(size=(n, self.K, self.d - 1))
-        v /= np.linalg.norm(v, axis=2, keepdims=True)
-        X = np.concatenate([np.ones((n, self.K, 1)), v], axis=2) / math.sqrt(2)
-        mu = np.clip(X @ self.theta, 0.0, 1.0)
-        return X, mu
+        X = biased_features(unit_directions(self.rng, (n, self.K, self.d - 1)))
+        return X, self.mean(X)
 
     def params(self) -> dict[str, Any]:
         return {"d": self.d, "K": self.K, "L": self.L, "S": self.S}

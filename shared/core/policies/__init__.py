@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.core.policies.adar_gope import AdaRGOPE, AdaRGOPEConfig
 from shared.core.policies.adar_ucb import AdaRUCB
 from shared.core.policies.base import Policy
+from shared.core.policies.bco_config import BCO_CONFIGS
+from shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBCO2
 from shared.core.policies.config import CONFIGS, PolicyConfig
+from shared.core.policies.ddp_linucb import DDPLinUCB
 from shared.core.policies.exact import AdaROFUL, LinUCB
+from shared.core.policies.ldp_glb import LDPGLB, LDPGLBConfig
 from shared.core.policies.ldp_linucb import LDPLinUCB
 from shared.core.policies.ldp_mab import LDPMAB
+from shared.core.policies.lplr import LPLR
 from shared.core.policies.mab_config import MAB_CONFIGS
 from shared.core.policies.model import Model
 from shared.core.policies.sblb import SBLB, SBLBFixed
@@ -23,7 +29,12 @@ POLICIES: dict[str, type[Policy]] = {
     "sblb": SBLB,
     "sblb-fixed": SBLBFixed,
     "adar-oful": AdaROFUL,
+    "adar-gope": AdaRGOPE,
+    "ldp-glb": LDPGLB,
+    "lplr": LPLR,
+    "ddp-linucb": DDPLinUCB,
 }
+CONFIGS.update({"adar-gope": AdaRGOPEConfig, "ldp-glb": LDPGLBConfig})
 
 MAB_POLICIES: dict[str, type[Policy]] = {
     "ucb": UCB,
@@ -33,6 +44,16 @@ MAB_POLICIES: dict[str, type[Policy]] = {
     "adar-ucb": AdaRUCB,
 }
 POLICIES.update(MAB_POLICIES)
+
+# Bandit convex optimisation in the services (``bco_service``; the simulator's vectorised
+# learners are ``bco.BCO_POLICIES``).
+BCO_SERVICE_POLICIES: dict[str, type[Policy]] = {
+    "bco": BCO,
+    "ldp-bco": LDPBCO,
+    "bco2": BCO2,
+    "ldp-bco2": LDPBCO2,
+}
+POLICIES.update(BCO_SERVICE_POLICIES)
 
 
 def build_policy(config: PolicyConfig, rng: np.random.Generator | None = None) -> Policy:
@@ -50,13 +71,14 @@ def randomizer_for(config: PolicyConfig) -> Randomizer:
 
 def make_config(algo: str, **params: object) -> PolicyConfig:
     """Validated config for ``algo`` from keyword parameters (unknown keys are an error)."""
-    known = {**CONFIGS, **MAB_CONFIGS}
+    known = {**CONFIGS, **MAB_CONFIGS, **BCO_CONFIGS}
     if algo not in known:
         raise ValueError(f"unknown policy {algo!r}; known: {', '.join(known)}")
     return known[algo](**params)  # type: ignore[return-value]
 
 
 __all__ = [
+    "BCO_SERVICE_POLICIES",
     "MAB_POLICIES",
     "POLICIES",
     "Model",

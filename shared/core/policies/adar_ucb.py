@@ -119,7 +119,7 @@ class AdaRUCB(MABPolicy):
             self._publish_current()
         return k
 
-    def _observe(self, arm: int, value: float, eps) -> None:  # pragma: no cover - via ingest
+    def _observe(self, arm: int, value: float, eps, prob=None) -> None:  # pragma: no cover
         raise NotImplementedError("adar-ucb ingests whole windows")
 
     def _play(self, values, eps, u):

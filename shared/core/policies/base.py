@@ -73,6 +73,11 @@ class Policy(ABC, Generic[ConfigT, RandomizerT]):
         """The privacy ledger; ``aggregation`` says what an observer of the shuffler output sees
         (whole reports, or only batch sums under secure summation)."""
 
+    def bind_arms(self, arms: np.ndarray | None) -> None:
+        """The fixed (K, d) arm set every user sees, or None (contextual arms). Only policies
+        over a fixed arm set (phased elimination) use it; the others ignore it."""
+        return None
+
     @property
     def batch_size(self) -> int:
         """Shuffler batch length l this policy expects (1 = pass-through)."""

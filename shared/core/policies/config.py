@@ -12,6 +12,22 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.core.policies.bco_config import (
+    BCOConfig,
+    BCOOnePointConfig,
+    BCOTwoPointConfig,
+    LDPBCO2Config,
+    LDPBCOConfig,
+)
+from shared.core.policies.mab_config import (
+    AdaRUCBConfig,
+    HeLDPUCBBConfig,
+    HeLDPUCBLConfig,
+    LDPMABConfig,
+    MABConfig,
+    UCBConfig,
+)
+
 Regularizer = Literal["paper", "clip"]
 
 
@@ -77,10 +93,41 @@ class AdaROFULConfig(PolicyConfig):
     switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
 
 
+class DDPLinUCBConfig(PolicyConfig):
+    """Distributed DP over the secure sum: devices add Skellam shares to their rounded statistics
+    (``randomizers.skellam``); the batch sum is central (ε, δ)-DP (``accounting.skellam``)."""
+
+    algo: Literal["ddp-linucb"] = "ddp-linucb"
+    epsilon: float = Field(1.0, gt=0, description="central ε of the batch sums")
+    delta: float = Field(1e-6, gt=0, lt=1, description="central δ of the batch sums")
+    batch_size: int = Field(1000, ge=1, description="secure-sum batch length l")
+    honest_fraction: float = Field(
+        1.0, gt=0, le=1, description="γ: guarantee holds if ⌈γ l⌉ devices per batch add a share"
+    )
+    scale: float = Field(128.0, ge=1, le=2.0**20, description="quantization scale s")
+    eta: float = Field(0.5, ge=0, description="switching: update when det Ṽ grows by 1+η")
+    regularizer: Regularizer = "paper"
+
+
+# Every policy a task can run: the linear ones, the multi-armed ones (``mab_config``) and the
+# bandit-convex-optimisation ones (``bco_config``).
 AnyPolicyConfig = Annotated[
-    LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig,
+    LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig | DDPLinUCBConfig
+    | UCBConfig | HeLDPUCBLConfig | HeLDPUCBBConfig | LDPMABConfig | AdaRUCBConfig
+    | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,
     Field(discriminator="algo"),
 ]
+
+
+def is_multi_armed(config: object) -> bool:
+    """Whether a policy config is one of the multi-armed (context-free) policies."""
+    return isinstance(config, MABConfig)
+
+
+def is_bco(config: object) -> bool:
+    """Whether a policy config is one of the bandit-convex-optimisation policies."""
+    return isinstance(config, BCOConfig)
+
 
 CONFIGS: dict[str, type[PolicyConfig]] = {
     "linucb": LinUCBConfig,
@@ -88,4 +135,10 @@ CONFIGS: dict[str, type[PolicyConfig]] = {
     "sblb": SBLBConfig,
     "sblb-fixed": SBLBFixedConfig,
     "adar-oful": AdaROFULConfig,
+    "ddp-linucb": DDPLinUCBConfig,
 }
+
+# lplr's config lives in its own module (it subclasses PolicyConfig, hence the late import).
+from shared.core.policies.lplr_config import LPLRConfig  # noqa: E402
+
+CONFIGS["lplr"] = LPLRConfig

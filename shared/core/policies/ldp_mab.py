@@ -17,8 +17,10 @@ Black boxes:
   same t⁻⁴ level as the HeLDP agents so that the comparison isolates the mechanisms.
 
 In the services, Tsallis-INF's importance weights need the probability with which the device drew
-its arm, which is that of the model the device held; the simulator serves every user the latest
-model, so p_{t,a} is exact here.
+its arm, which is that of the model the device held: its report rows are ``[arm, p, y]`` and the
+learner divides by that p (``TsallisState.observe``); a p below every probability the learner ever
+gave the arm is refused (``admit_row``). The simulator serves every user the latest model, so
+p_{t,a} there is the current one, and the two paths agree.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
 
     def _make_randomizer(self) -> GaussianArmRandomizer:
         c = self.config
-        return GaussianArmRandomizer(c.K, c.epsilon, c.delta)
+        return GaussianArmRandomizer(c.K, c.epsilon, c.delta,
+                                     carries_probability=c.black_box == "tsallis-inf")
 
     def feedback(self, y: np.ndarray) -> np.ndarray:
         """What the black box receives: the rescaled loss (Tsallis-INF) or y + 1/2 (UCB)."""
@@ -66,10 +69,20 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
             return (self.loss_range - y) / (2.0 * self.loss_range)
         return y + 0.5
 
-    def _observe(self, arm: int, value: float, eps: np.ndarray | None) -> None:
+    def admit_row(self, row: np.ndarray) -> None:
+        """Tsallis-INF: refuse a p below the smallest probability ever given to the arm."""
+        col = self.randomizer.probability_column
+        if self.tsallis is not None and col is not None:
+            arm, p = int(row[0]), float(row[col])
+            if not p >= self.tsallis.floor[arm]:
+                raise ValueError(f"probability {p!r} of arm {arm} is below every probability a "
+                                 "published model gave it")
+
+    def _observe(self, arm: int, value: float, eps: np.ndarray | None,
+                 prob: float | None = None) -> None:
         x = self.feedback(np.array([[value]])).item(0, 0)
         if self.tsallis is not None:
-            self.tsallis.observe(arm, x)
+            self.tsallis.observe(arm, x, prob)
         else:
             self.index.observe(arm, x, 0.0)  # type: ignore[union-attr]
 

@@ -61,17 +61,25 @@ class MABPolicy(Policy[ConfigT, ArmRandomizerT]):
         if rows.shape[0] < 1:
             raise ValueError("ingest needs at least one report row")
         row = self.randomizer.check_row(rows[0])
+        self.admit_row(row)
         arm = int(row[0])
         eps = np.array([row[1]]) if self.randomizer.per_user_epsilon else None
+        col = self.randomizer.probability_column
         self._count(eps, 1)
-        self._observe(arm, row[-1], eps)
+        self._observe(arm, row[-1], eps, None if col is None else float(row[col]))
         self.reports += 1
         self._publish_current()
         return 1
 
+    def admit_row(self, row: np.ndarray) -> None:
+        """Refuse (ValueError) a row the randomizer accepts but no device holding one of this
+        policy's published models could send; nothing by default."""
+
     @abstractmethod
-    def _observe(self, arm: int, value: float, eps: np.ndarray | None) -> None:
-        """Learn from one report of ``arm`` (its value, and the user's level if any)."""
+    def _observe(self, arm: int, value: float, eps: np.ndarray | None,
+                 prob: float | None = None) -> None:
+        """Learn from one report of ``arm`` (its value, the user's level if any, and the
+        probability the device's model gave the arm if the rows carry it)."""
 
     @abstractmethod
     def _current_model(self, version: int) -> ArmModel:

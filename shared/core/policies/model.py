@@ -16,6 +16,11 @@ import numpy as np
 from shared.core.confidence import ellipsoid_norms
 
 
+def shared_arms(A: np.ndarray) -> bool:
+    """True for a (n, ...) array whose n rows are one row broadcast (stride 0 along axis 0)."""
+    return A.ndim >= 2 and A.shape[0] > 1 and A.strides[0] == 0
+
+
 @dataclass(frozen=True)
 class Model:
     version: int
@@ -41,7 +46,10 @@ class Model:
         return mean + self.beta * ellipsoid_norms(self.chol, X)
 
     def decide(self, X: np.ndarray) -> np.ndarray:
-        """Chosen arm per user for X of shape (n, K, d) (ties: lowest index)."""
+        """Chosen arm per user for X of shape (n, K, d) (ties: lowest index). Users that share
+        one arm set (a broadcast view, as ``fixed-linear`` gives) are scored once."""
+        if shared_arms(X):
+            return np.repeat(self.decide(X[:1]), X.shape[0])
         return np.argmax(self.scores(X), axis=-1)
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,35 +23,20 @@ Corrections made by derivation (checked by the coverage tests):
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.confidence import logdet_pd
-from shared.core.policies.base import NoisyStatisticsPolicy
+from shared.core.policies.batched import BatchedNoisyPolicy
 from shared.core.policies.config import SBLBConfig
 from shared.core.randomizers.binary import BinaryRandomizer
 
 
-class SBLB(NoisyStatisticsPolicy[SBLBConfig, BinaryRandomizer]):
+class SBLB(BatchedNoisyPolicy[SBLBConfig, BinaryRandomizer]):
     algo = "sblb"
     threat_model = "shuffle"
-
-    def __init__(self, config: SBLBConfig, rng: np.random.Generator | None = None) -> None:
-        super().__init__(config, rng)
-        self._logdet_published = logdet_pd(self.model.V)
 
     def _make_randomizer(self) -> BinaryRandomizer:
         c = self.config
         return BinaryRandomizer(c.d, c.eps0, c.m, c.L)
-
-    @property
-    def batch_size(self) -> int:
-        return self.config.batch_size
-
-    def window(self) -> int:
-        return self.config.batch_size
 
     def eq8_lambda(self, t: int) -> float:
         """λ_j of Eq. 8 (paper units): √(8t ln(2t/δ))/m + 2√(8t ln(2t/δ))/((1−p)√m) + λ."""
@@ -66,29 +51,6 @@ class SBLB(NoisyStatisticsPolicy[SBLBConfig, BinaryRandomizer]):
         """c_t = 2L² · 2λ_j: Eq. 11's 2λ_j I in the paper's Ṽ, converted to raw units."""
         return 2 * self.config.L**2 * 2 * self.eq8_lambda(t)
 
-    def ingest(self, rows: np.ndarray) -> int:
-        """One shuffled batch of report rows (all consumed)."""
-        rows = np.asarray(rows)
-        self.ingest_statistic(self.randomizer.sufficient(rows), rows.shape[0])
-        return rows.shape[0]
-
-    def ingest_statistic(self, stat: np.ndarray, n: int) -> None:
-        """One batch given only its counts (Z, U) — what the paper's shuffler releases."""
-        if n < 1:
-            raise ValueError("a batch holds at least one report")
-        if not self._accumulate(stat, n):
-            return
-        cand = self.candidate()
-        if cand is None:
-            return
-        V, theta, beta = cand
-        logdet = logdet_pd(V)
-        if self.algo == "sblb-fixed" or logdet >= self._logdet_published + math.log1p(
-            self.config.eta
-        ):
-            self._publish(theta, V, beta)
-            self._logdet_published = logdet
-
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.core.accounting import ledgers
 
@@ -99,13 +61,7 @@ class SBLB(NoisyStatisticsPolicy[SBLBConfig, BinaryRandomizer]):
             c.eps0, c.batch_size, c.delta, T=T, d=c.d, m=c.m, aggregation=aggregation  # type: ignore[arg-type]
         )
 
-    def _extra_state(self) -> dict[str, Any]:
-        return {**super()._extra_state(), "logdet_published": self._logdet_published}
-
-    def _load_extra_state(self, state: dict[str, Any]) -> None:
-        super()._load_extra_state(state)
-        self._logdet_published = float(state["logdet_published"])
-
 
 class SBLBFixed(SBLB):
     algo = "sblb-fixed"
+    publish_every_batch = True

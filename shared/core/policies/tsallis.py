@@ -15,6 +15,14 @@ change, so P₂, P₃, P₄ at the previous x are corrected in O(1) and the firs
 one O(K) pass at the new x then nearly always meets |Σw − 1| < 10⁻⁹. The remainder is normalised
 away (p = w / Σw), so the distribution sampled from — and the one the importance weights divide
 by — is exactly p. The simulator's loop and the services' path run the same update.
+
+Stale models (services). A device samples from the last model it received, which may be older
+than the learner's current p; the importance weight must divide by the probability the device
+actually used, p_{s,a} of that model, so ``observe`` takes it from the report (the estimate stays
+unbiased: E[ℓ 1{a} / p_{s,a}] = ℓ_a under the device's distribution). ``floor[a]`` = the smallest
+probability any distribution so far gave arm a: a reported p below it is one no honest device
+could hold, and the analyzer refuses it (``LDPMAB.admit_row``), which bounds what one forged
+report can add to L̂_a by what an honest one could.
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ class TsallisState:
         self.K, self.scale = K, float(scale)
         self.t = 0
         self.L = [0.0] * K
+        self.floor = [1.0] * K
         self._solve(None, None)
 
     def eta(self, t: int) -> float:
@@ -85,12 +94,14 @@ class TsallisState:
     def _solve(self, x: float | None, moments: tuple[float, float, float] | None) -> None:
         self.p, self.cum, self.x, self.moments = tsallis_weights(
             self.L, self.eta(self.t + 1), x, moments)
+        self.floor = list(map(min, self.floor, self.p))
 
-    def observe(self, arm: int, loss: float) -> None:
-        """L̂_a += ℓ / p_a, then the distribution of the next round (moments corrected in O(1))."""
+    def observe(self, arm: int, loss: float, prob: float | None = None) -> None:
+        """L̂_a += ℓ / p_a (p_a of the device's model: ``prob``, default the current one), then
+        the distribution of the next round (moments corrected in O(1))."""
         L, x = self.L, self.x
         old = L[arm]
-        L[arm] = new = old + loss / self.p[arm]
+        L[arm] = new = old + loss / (self.p[arm] if prob is None else prob)
         self.t += 1
         if new > x:
             a, b = 1.0 / (old - x), 1.0 / (new - x)
@@ -116,9 +127,10 @@ class TsallisState:
         return arms
 
     def state(self) -> dict[str, Any]:
-        return {"t": self.t, "L": list(self.L)}
+        return {"t": self.t, "L": list(self.L), "floor": list(self.floor)}
 
     def load(self, state: dict[str, Any]) -> None:
         self.t = int(state["t"])
         self.L = [float(v) for v in state["L"]]
+        self.floor = [float(v) for v in state.get("floor", [1.0] * self.K)]
         self._solve(None, None)

@@ -57,7 +57,8 @@ class IndexPolicy(MABPolicy):
         """Per-user (estimate of the reward, weight w_t or None if discarded), vectorised."""
         return values, [0.0] * values.shape[0]
 
-    def _observe(self, arm: int, value: float, eps: np.ndarray | None) -> None:
+    def _observe(self, arm: int, value: float, eps: np.ndarray | None,
+                 prob: float | None = None) -> None:
         x, w = self._prepare(np.array([[value]]), eps)
         self.index.observe(arm, x.item(0, 0), w[0])
 

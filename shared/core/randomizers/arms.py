@@ -2,8 +2,11 @@
 
 A report row is a float array: ``[arm, value]``, or ``[arm, ε_t, value]`` for mechanisms with
 per-user privacy levels (``heldp.py``): the user's own ε_t travels with her report, because the
-analyzer needs it to weight the response (HeLDP Agents 2 and 4). The arm is public: the device
-chose it from the broadcast model, which depends on other users' reports only.
+analyzer needs it to weight the response (HeLDP Agents 2 and 4); or ``[arm, p, value]`` for a
+sampling policy (Tsallis-INF in ``ldp-mab``), p being the probability the model the device held gave
+the pulled arm, which the analyzer's importance weight ℓ/p needs (in the services a device may hold
+an older model than the analyzer's latest). The arm and p are public: the device chose the arm from
+the broadcast model, which depends on other users' reports only.
 
 ``values(r, eps, rng)`` is the mechanism itself on rewards of shape (n,) — or (n, K): the
 simulator asks for the report each user would send for each arm it might pull, and the user's
@@ -61,19 +64,27 @@ class ArmRandomizer(ABC):
     per_user_epsilon = False
     value_code = "d"  # struct code of the value on the wire
 
-    def __init__(self, K: int, bounded: bool = True) -> None:
+    def __init__(self, K: int, bounded: bool = True, carries_probability: bool = False) -> None:
         if not 2 <= K <= MAX_ARMS:
             raise ValueError(f"need 2 <= K <= {MAX_ARMS}")
         self.K = int(K)
         self.bounded = bool(bounded)
+        # Rows carry p, the pulled arm's probability under the device's model (sampling policies).
+        self.carries_probability = bool(carries_probability)
 
     @property
     def width(self) -> int:
-        return 3 if self.per_user_epsilon else 2
+        return 2 + int(self.per_user_epsilon) + int(self.carries_probability)
+
+    @property
+    def probability_column(self) -> int | None:
+        """Index of p in a row, or None when rows carry no probability."""
+        return 1 + int(self.per_user_epsilon) if self.carries_probability else None
 
     @property
     def _format(self) -> str:
-        return "<H" + ("d" if self.per_user_epsilon else "") + self.value_code
+        middle = "d" * (self.width - 2)
+        return "<H" + middle + self.value_code
 
     @abstractmethod
     def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator
@@ -81,15 +92,21 @@ class ArmRandomizer(ABC):
         """The reported value for rewards r ((n,) or (n, K)); eps (n,) for per-user mechanisms."""
 
     def randomize(self, arms: np.ndarray, r: np.ndarray, rng: np.random.Generator,
-                  eps: np.ndarray | None = None) -> np.ndarray:
-        """Report rows for users who pulled ``arms`` and received rewards ``r``."""
+                  eps: np.ndarray | None = None, prob: np.ndarray | None = None) -> np.ndarray:
+        """Report rows for users who pulled ``arms`` (with probabilities ``prob`` when rows carry
+        them) and received rewards ``r``."""
         arms = np.asarray(arms)
         if arms.ndim != 1 or ((arms < 0) | (arms >= self.K)).any():
             raise ValueError(f"arms must be indices in [0, {self.K})")
+        if self.carries_probability and prob is None:
+            raise ValueError("this task's reports carry the pulled arm's probability")
         v = self.values(np.asarray(r, dtype=float), eps, rng)
-        cols = [arms.astype(float)] + ([np.asarray(eps, dtype=float)] if self.per_user_epsilon
-                                       else []) + [v.astype(float)]
-        return np.stack(cols, axis=1)
+        cols = [arms.astype(float)]
+        if self.per_user_epsilon:
+            cols.append(np.asarray(eps, dtype=float))
+        if self.carries_probability:
+            cols.append(np.asarray(prob, dtype=float))
+        return np.stack(cols + [v.astype(float)], axis=1)
 
     def check_row(self, row: np.ndarray) -> np.ndarray:
         """Validate one row (raises ValueError); returns it as floats."""
@@ -99,6 +116,9 @@ class ArmRandomizer(ABC):
         arm = row[0]
         if arm != int(arm) or not 0 <= arm < self.K:
             raise ValueError(f"arm index must be an integer in [0, {self.K})")
+        col = self.probability_column
+        if col is not None and not 0 <= row[col] <= 1:
+            raise ValueError("the pulled arm's probability must lie in [0, 1]")
         self._check_value(row)
         return row
 
@@ -135,8 +155,9 @@ class GaussianArmRandomizer(ArmRandomizer):
 
     SENSITIVITY = 1.0  # 2B with B = 1/2 (Thm 11): |(r − 1/2) − (r' − 1/2)| ≤ 1 for r, r' ∈ [0, 1]
 
-    def __init__(self, K: int, epsilon: float, delta: float) -> None:
-        super().__init__(K, bounded=True)
+    def __init__(self, K: int, epsilon: float, delta: float,
+                 carries_probability: bool = False) -> None:
+        super().__init__(K, bounded=True, carries_probability=carries_probability)
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.sigma = gaussian_sigma(self.epsilon, self.delta, self.SENSITIVITY)
         self.paper_sigma = 2 * 0.5 * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon

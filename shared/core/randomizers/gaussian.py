@@ -48,18 +48,30 @@ class GaussianRandomizer:
         if d < 1 or L <= 0:
             raise ValueError("need d >= 1, L > 0")
         self.d, self.L, self.epsilon, self.delta = d, float(L), float(epsilon), float(delta)
-        self.sensitivity = report_sensitivity(self.L)
-        self.sigma = gaussian_sigma(epsilon, delta, self.sensitivity)
         self._iu = upper_indices(d)
         self.n_upper = d * (d + 1) // 2
+        self.sensitivity = self._sensitivity()
+        self.sigma = gaussian_sigma(epsilon, delta, self.sensitivity)
         # τ with width · P(|N(0, 1)| > τ) = HONEST_REFUSAL (union bound over the entries).
         self.tail_z = float(norm.isf(HONEST_REFUSAL / (2 * self.width)))
-        diag = self._iu[0] == self._iu[1]
-        L2 = self.L**2
-        clean_lo = np.concatenate([np.where(diag, 0.0, -L2 / 2), np.full(d, -self.L)])
-        clean_hi = np.concatenate([np.where(diag, L2, L2 / 2), np.full(d, self.L)])
+        clean_lo, clean_hi = self._clean_range()
         self.report_low = clean_lo - self.tail_z * self.sigma
         self.report_high = clean_hi + self.tail_z * self.sigma
+
+    def _sensitivity(self) -> float:
+        return report_sensitivity(self.L)
+
+    def _clean_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """Entry-wise bounds of a clean report (see module doc)."""
+        diag = self._iu[0] == self._iu[1]
+        L2, d = self.L**2, self.d
+        clean_lo = np.concatenate([np.where(diag, 0.0, -L2 / 2), np.full(d, -self.L)])
+        clean_hi = np.concatenate([np.where(diag, L2, L2 / 2), np.full(d, self.L)])
+        return clean_lo, clean_hi
+
+    def _clean(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """The noise-free report rows (upper(x xᵀ), r x)."""
+        return np.concatenate([x[:, self._iu[0]] * x[:, self._iu[1]], r[:, None] * x], axis=1)
 
     @property
     def width(self) -> int:
@@ -67,7 +79,7 @@ class GaussianRandomizer:
 
     def randomize(self, x: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x, r = check_inputs(x, r, self.d, self.L)
-        clean = np.concatenate([x[:, self._iu[0]] * x[:, self._iu[1]], r[:, None] * x], axis=1)
+        clean = self._clean(x, r)
         return clean + rng.normal(0.0, self.sigma, size=clean.shape)
 
     def sufficient(self, rows: np.ndarray) -> np.ndarray:

@@ -83,7 +83,7 @@ BAD_DECIDE = [
                  "invalid_request", id="bool"),
     pytest.param("cen", {"features": [0.1] * K}, 422, "invalid_request", id="flat"),
     pytest.param("cen", {"features": []}, 422, "invalid_request", id="empty"),
-    pytest.param("cen", {}, 422, "invalid_request", id="missing"),
+    pytest.param("cen", {}, 422, "missing_features", id="missing"),
     pytest.param("cen", {"features": [[0.1] * D] * K, "user": "x"}, 422, "invalid_request",
                  id="extra-field"),
     pytest.param("cen", [1, 2], 422, "invalid_request", id="not-an-object"),

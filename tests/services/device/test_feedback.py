@@ -84,10 +84,10 @@ async def test_feedback_errors_change_nothing(settings: Settings) -> None:
             ("cen", {"decision_id": "0" * 32, "reward": 1.0}, 404, "unknown_decision"),
             ("loc", {"decision_id": did, "reward": 1.0}, 404, "unknown_decision"),  # other task
             ("nope", {"decision_id": did, "reward": 1.0}, 404, "unknown_task"),
-            ("cen", {"decision_id": did, "reward": 1.5}, 422, "invalid_request"),
-            ("cen", {"decision_id": did, "reward": -0.1}, 422, "invalid_request"),
+            ("cen", {"decision_id": did, "reward": 1.5}, 422, "reward_out_of_range"),
+            ("cen", {"decision_id": did, "reward": -0.1}, 422, "reward_out_of_range"),
             ("cen", {"decision_id": did, "reward": "1"}, 422, "invalid_request"),
-            ("cen", {"decision_id": did}, 422, "invalid_request"),
+            ("cen", {"decision_id": did}, 422, "missing_reward"),  # BCO tasks take losses
             ("cen", {"decision_id": did.upper(), "reward": 1.0}, 422, "invalid_request"),
             ("cen", {"decision_id": did[:-1], "reward": 1.0}, 422, "invalid_request"),
             ("cen", {"decision_id": did, "reward": 1.0, "x": 1}, 422, "invalid_request"),

@@ -23,6 +23,7 @@ CASES = {
     "sblb": dict(eps0=20.0, batch_size=100),
     "sblb-fixed": dict(eps0=20.0, batch_size=100),
     "ldp-linucb": dict(epsilon=4.0, delta=1e-5, update_every=50, horizon=20_000),
+    "ddp-linucb": dict(epsilon=1.0, batch_size=100),
 }
 
 

@@ -34,6 +34,7 @@ BUDGETS = [
     ("sblb-fixed", dict(eps0=2.0), dict(eps0=32.0), dict(batch_size=200, confidence_scale=0.3)),
     ("ldp-linucb", dict(epsilon=0.2), dict(epsilon=8.0), dict(update_every=200)),
     ("adar-oful", dict(epsilon=0.001), dict(epsilon=10.0), dict()),
+    ("ddp-linucb", dict(epsilon=0.05), dict(epsilon=4.0), dict(batch_size=200)),
 ]
 
 
@@ -54,7 +55,7 @@ def test_regret_decreases_with_privacy_budget(algo, small, large, common) -> Non
 @pytest.mark.parametrize(
     "algo,params",
     [("sblb", dict(eps0=3.0, batch_size=50)), ("ldp-linucb", dict(epsilon=1.0)),
-     ("adar-oful", dict(epsilon=1.0))],
+     ("adar-oful", dict(epsilon=1.0)), ("ddp-linucb", dict(epsilon=1.0, batch_size=50))],
 )
 def test_privacy_does_not_depend_on_post_processing(algo: str, params: dict) -> None:
     """confidence_scale and the regularizer change neither the reports nor the ledger."""

@@ -155,3 +155,78 @@ def test_pack_rejects_bad_counts() -> None:
         pack(np.array([0.0, 1.0]), 10, 1, 1024)
     with pytest.raises(ValueError, match="vector"):
         pack(np.zeros((2, 2), np.int64), 10, 1, 1024)
+
+
+# -- signed layouts (ddp-linucb) ---------------------------------------------------------------
+
+
+class _DDPTask:
+    """What ``layout_for`` reads of a task (TaskConfig refuses ddp-linucb until the services
+    serve it)."""
+
+    def __init__(self, l: int, eps: float = 1.0, gamma: float = 1.0) -> None:
+        from shared.core.policies import make_config
+
+        self.id, self.batch_size = "ddp", l
+        self.policy = make_config("ddp-linucb", d=5, batch_size=l, epsilon=eps,
+                                  honest_fraction=gamma)
+
+
+_ddp_task = _DDPTask
+
+
+def test_signed_round_trip_with_negative_and_extreme_values() -> None:
+    from shared.crypto.slots import layout_for, pack_signed, unpack_signed
+
+    lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
+    o = lay.offset
+    reports = [
+        np.full(lay.c, -o), np.full(lay.c, o), np.arange(lay.c) - lay.c // 2,
+        np.array([(-o if i % 2 else o) for i in range(lay.c)]),
+        np.zeros(lay.c, dtype=int), np.full(lay.c, -1), np.full(lay.c, 1), np.full(lay.c, -o + 1),
+    ]
+    total = [sum(col) % (1 << 4096) for col in zip(*(pack_signed(np.asarray(r), lay)
+                                                  for r in reports), strict=True)]
+    expected = np.sum(reports, axis=0)
+    got = unpack_signed(total, lay, bound=8 * o)
+    assert np.array_equal(got, expected)
+    # A single report decodes too (n_reports = 1).
+    one = unpack_signed(pack_signed(np.asarray(reports[0]), lay), lay, bound=o, n_reports=1)
+    assert np.array_equal(one, reports[0])
+
+
+def test_signed_pack_refuses_values_beyond_the_offset() -> None:
+    from shared.crypto.slots import layout_for, pack_signed
+
+    lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
+    with pytest.raises(SlotRangeError):
+        pack_signed(np.full(lay.c, lay.offset + 1), lay)
+    with pytest.raises(SlotRangeError):
+        pack_signed(np.full(lay.c, -lay.offset - 1), lay)
+
+
+def test_signed_unpack_refuses_sums_beyond_the_honest_bound() -> None:
+    from shared.crypto.slots import layout_for, pack_signed, unpack_signed
+
+    lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
+    values = np.zeros(lay.c, dtype=np.int64)
+    values[3] = lay.offset
+    packed = pack_signed(values, lay)
+    assert unpack_signed(packed, lay, bound=lay.offset, n_reports=1)[3] == lay.offset
+    with pytest.raises(SlotRangeError):
+        unpack_signed(packed, lay, bound=lay.offset - 1, n_reports=1)
+
+
+def test_signed_slots_hold_every_honest_batch() -> None:
+    """Slot width from l, s, the clip and the noise tail: the largest honest slot sum l·2O fits,
+    and the analyzer's refusal bound lies inside the slot range."""
+    from shared.core.policies import randomizer_for
+    from shared.crypto.slots import layout_for
+
+    for l, eps, gamma in [(100, 0.5, 0.5), (1000, 1.0, 1.0), (10000, 4.0, 0.5)]:
+        task = _ddp_task(l, eps, gamma)
+        lay = layout_for(task, 2048)  # type: ignore[arg-type]
+        rz = randomizer_for(task.policy)
+        assert lay.max_slot == 2 * l * lay.offset < 1 << lay.slot_bits
+        assert rz.sum_bound(l) <= l * lay.offset
+        assert lay.offset >= rz.norm_bound

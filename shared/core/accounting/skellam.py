@@ -1,0 +1,180 @@
+"""Rényi DP of the Skellam mechanism for integer vector sums (distributed DP over a secure sum).
+
+Agarwal, Kairouz, Liu, "The Skellam Mechanism for Differentially Private Federated Learning"
+(NeurIPS 2021), Theorem 3.5 / Corollary 3.6 (the multi-dimensional Skellam mechanism). Noise: each
+coordinate of an integer vector gets an independent symmetric Skellam variable of variance μ,
+Sk(μ) = Poisson(μ/2) − Poisson(μ/2). For a query whose values differ, between neighbouring
+datasets, by an integer vector w with ‖w‖₂ ≤ Δ₂ and ‖w‖₁ ≤ Δ₁, the mechanism is (α, ε(α))-RDP
+for every integer α > 1 with
+
+    ε(α) = α Δ₂² / (2μ) + min( ((2α − 1) Δ₂² + 6 Δ₁) / (4μ²),  3 Δ₁ / (2μ) ).        (AKL Cor. 3.6)
+
+The first term is the Gaussian mechanism's RDP at variance μ; the second is the price of
+discreteness. (This is the formula of tensorflow_privacy's distributed Skellam accounting at
+scale 1, i.e. in the integer domain; the tests check it against the exact Rényi divergence of
+Sk(μ) + w and Sk(μ) summed over the support, in one coordinate and for worst-case integer shifts
+in small dimensions.)
+
+Adjacency used by ``ddp-linucb``: **replacement of one user in a batch of fixed size l.** The
+analyzer sees Σ_i z_i + N over the l users of a batch, z_i the user's rounded integer vector with
+‖z_i‖₂ ≤ B (the device's norm bound after rounding). Replacing one user's z by z' moves the sum by
+w = z − z', so Δ₂ ≤ ‖z‖₂ + ‖z'‖₂ ≤ 2B — twice the per-user bound (``replacement_sensitivities``
+also takes a tighter pair bound when the caller has one). For an integer vector w of dimension n,
+‖w‖₁ ≤ √n ‖w‖₂ and ‖w‖₁ ≤ ‖w‖₂² (each |w_i| ≤ w_i²), so Δ₁ = min(√n Δ₂, Δ₂²).
+
+Honest fraction γ ∈ (0, 1]: the guarantee is claimed as long as at least n_h = ⌈γ l⌉ devices of
+each batch added their share. Each device adds Sk(σ_s²) per coordinate; sums of independent Skellam
+variables are Skellam (Poisson is closed under sums), so the honest shares alone add Sk(n_h σ_s²),
+independent of the data. What the other devices add (anything, or nothing) is independent of the
+target user's data as well, so it is post-processing of the honest-noise mechanism: the guarantee
+is that of the Skellam mechanism at μ = n_h σ_s². Shares are sized σ_s² = μ / n_h for a target μ.
+
+Conversion to (ε, δ): dp-accounting's ``compute_epsilon`` (the Canonne–Kamath–Steinke 2020 Prop. 12
+conversion, minimised over the integer orders below). Composition: one report per user, in exactly
+one batch (parallel composition); models are post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.accounting.search import bisect_boundary
+
+# Integer Rényi orders (AKL Cor. 3.6 is stated for integer α > 1).
+ORDERS: tuple[int, ...] = (*range(2, 129), 160, 192, 256, 320, 384, 512, 768, 1024)
+
+
+def _check_sensitivities(l1: float, l2: float) -> None:
+    if not (l2 > 0 and math.isfinite(l2)) or not (l1 > 0 and math.isfinite(l1)):
+        raise ValueError(f"sensitivities must be positive and finite, got Δ1={l1}, Δ2={l2}")
+
+
+def skellam_rdp(alpha: int, mu: float, l1: float, l2: float) -> float:
+    """ε(α) of the Skellam mechanism of variance μ per coordinate (AKL Cor. 3.6), integer α ≥ 2."""
+    if int(alpha) != alpha or alpha < 2:
+        raise ValueError(f"the Skellam RDP bound needs an integer order α ≥ 2, got {alpha}")
+    if not (mu > 0 and math.isfinite(mu)):
+        raise ValueError(f"Skellam variance μ must be positive and finite, got {mu}")
+    _check_sensitivities(l1, l2)
+    a = int(alpha)
+    gaussian = a * l2**2 / (2.0 * mu)
+    discrete = min(((2 * a - 1) * l2**2 + 6.0 * l1) / (4.0 * mu**2), 3.0 * l1 / (2.0 * mu))
+    return gaussian + discrete
+
+
+def skellam_epsilon(
+    mu: float, l1: float, l2: float, delta: float, orders: Sequence[int] = ORDERS
+) -> tuple[float, int]:
+    """(ε, best order): the Skellam mechanism's RDP curve converted to (ε, δ) by dp-accounting."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    rdp = [skellam_rdp(a, mu, l1, l2) for a in orders]
+    eps, order = compute_epsilon(list(orders), rdp, delta)
+    return float(eps), int(order)
+
+
+def replacement_sensitivities(
+    norm_bound: float, dim: int, pair_bound: float | None = None
+) -> tuple[float, float]:
+    """(Δ₁, Δ₂) of a sum of integer vectors under replacement of one vector (module docstring):
+    Δ₂ = 2B for per-user bound ‖z‖₂ ≤ B (or ``pair_bound`` ≥ ‖z − z'‖₂ when smaller), and
+    Δ₁ = min(√dim Δ₂, Δ₂²)."""
+    if not (norm_bound > 0 and math.isfinite(norm_bound)) or dim < 1:
+        raise ValueError("need a positive norm bound and dim >= 1")
+    l2 = 2.0 * norm_bound
+    if pair_bound is not None:
+        if not pair_bound > 0:
+            raise ValueError(f"pair_bound must be positive, got {pair_bound}")
+        l2 = min(l2, pair_bound)
+    return min(math.sqrt(dim) * l2, l2 * l2), l2
+
+
+def honest_shares(gamma: float, batch_size: int) -> int:
+    """n_h = ⌈γ l⌉ honest shares per batch (γ l within 1e-9 of an integer counts as that integer,
+    so that float γ = 0.5, l = 1000 gives 500)."""
+    if not (0.0 < gamma <= 1.0):
+        raise ValueError(f"honest fraction must be in (0, 1], got {gamma}")
+    if batch_size < 1:
+        raise ValueError(f"batch size must be at least 1, got {batch_size}")
+    return max(1, min(batch_size, math.ceil(gamma * batch_size - 1e-9)))
+
+
+def skellam_mu(
+    target_eps: float, delta: float, l1: float, l2: float, *, rel_tol: float = 1e-6
+) -> float:
+    """Smallest central variance μ (to a relative ``rel_tol``, rounded up) with
+    ``skellam_epsilon(μ) ≤ target_eps``: ε is decreasing in μ, so bisection on μ
+    (``search.bisect_boundary``); the returned μ always meets the target."""
+    if not (target_eps > 0 and math.isfinite(target_eps)):
+        raise ValueError(f"target epsilon must be positive and finite, got {target_eps}")
+    _check_sensitivities(l1, l2)
+
+    def ok(mu: float) -> bool:
+        return skellam_epsilon(mu, l1, l2, delta)[0] <= target_eps
+
+    hi = l2**2
+    while not ok(hi):
+        hi *= 4.0
+    lo = hi / 4.0
+    while ok(lo):
+        lo /= 4.0
+    return bisect_boundary(ok, lo, hi, rel_tol * lo)
+
+
+def ddp_ledger(
+    share_variance: float,
+    gamma: float,
+    batch_size: int,
+    l1: float,
+    l2: float,
+    delta: float,
+    scale: float | None = None,
+) -> PrivacyLedger:
+    """Ledger of the distributed Skellam mechanism (``ddp-linucb``): what each observer sees.
+
+    - shuffler: only Paillier ciphertexts (semantic security; no DP claim needed or made);
+    - analyzer and public: the noisy batch sums and the models computed from them, at central
+      (ε, δ) for the Skellam mechanism with μ = ⌈γ l⌉ · σ_s² (module docstring);
+    - ``ldp_epsilon`` is null: a report holds only a 1/(γ l) share of the noise, so on its own (to
+      whoever could decrypt one report, i.e. a colluding shuffler and analyzer) it is
+      essentially the user's exact statistics — no meaningful local guarantee is claimed.
+    """
+    if not (share_variance > 0 and math.isfinite(share_variance)):
+        raise ValueError(f"share variance must be positive, got {share_variance}")
+    n_h = honest_shares(gamma, batch_size)
+    mu = n_h * share_variance
+    eps, order = skellam_epsilon(mu, l1, l2, delta)
+    scale_txt = "" if scale is None else f", scale s={scale:g}"
+    return PrivacyLedger(
+        threat_model="shuffle",
+        ldp_epsilon=None,
+        ldp_delta=None,
+        central_epsilon=eps,
+        central_delta=delta,
+        rdp_alpha=float(order),
+        rdp_epsilon=skellam_rdp(order, mu, l1, l2),
+        aggregation="secure-sum",
+        accounting=(
+            f"distributed DP (Skellam): each device adds Skellam noise of variance "
+            f"σ_s²={share_variance:.6g} per coordinate to its rounded statistics{scale_txt}; the "
+            f"shuffler sees only Paillier ciphertexts and multiplies them; the analyzer and the "
+            f"public see the batch sums and the models. Guarantee if at least ⌈γ l⌉={n_h} of "
+            f"l={batch_size} devices per batch added their share (γ={gamma:g}): Skellam mechanism "
+            f"of variance μ={mu:.6g}, replacement of one user in a fixed batch "
+            f"(Δ2={l2:.6g} = 2× the per-user norm bound after rounding or the pair bound, "
+            f"Δ1={l1:.6g}), RDP by Agarwal–Kairouz–Liu 2021 Cor. 3.6, converted to (ε, δ) by "
+            f"dp-accounting (best order α={order}); no local guarantee (ldp_epsilon null): one "
+            f"report carries only a 1/⌈γ l⌉ share of the noise; one report per user, each in "
+            f"exactly one batch: parallel composition; models are post-processing"
+        ),
+        skellam_mu=mu,
+        share_variance=share_variance,
+        honest_fraction=gamma,
+        honest_shares=n_h,
+        l1_sensitivity=l1,
+        l2_sensitivity=l2,
+    )

@@ -1,0 +1,230 @@
+"""BCO policies behind the services' ``Policy`` interface (issue 12, item 3): one user per
+report, applied in arrival order (pass-through, l = 1), a new model published after each.
+
+The learners are those of ``shared.core.policies.bco`` (one run, the same step sizes, δ, ρ and σ;
+the same compiled kernels), fed row by row:
+
+- one point (``bco``, ``ldp-bco``; Saha–Tewari / Hazan–Levy Alg. 1 around Zheng Alg. 1): a row
+  ``[v, u, f̃]`` from a device that played x = y_v + δ A_v u, A_v = (∇²ℛ(y_v) + λ_v I)^{-1/2}, gives
+  g = (d/δ) f̃ A_v^{-1} u (``bco_kernels.one_point_gradient``), rebuilt from version v's own y_v
+  and λ_v (a device may hold an older model than the latest); then c += g − μ y_v and
+  y ← argmin_x η cᵀx + (ημ(t+1)/2)‖x‖² + ℛ(x) (``ftrl_ball``), as the simulator's loop.
+- two points (``bco2``, ``ldp-bco2``; Agarwal–Dekel–Xiao, Zheng Alg. 4 around Alg. 2): a row
+  ``[v, u, Δ̃]`` gives g = (d/(2ρ)) Δ̃ u, y ← Π_{(1−ξ)K}(y − η_t g), η_t = η₀ or η₀/(μ(t+1)).
+
+The analyzer keeps (y_v, λ_v) of every version published or reported on within the last
+``VERSION_HISTORY`` reports: a version stays while reports for it keep arriving (after an outage
+the shuffler's backlog may hold hundreds of reports all played from the one version the devices
+had), and goes once ``VERSION_HISTORY`` reports have passed without one. A report for a version
+no longer kept (or never published) is refused at decode (``admit_row``, counted as rejected);
+one that passed decode but fell out while its group was fed is skipped (``skipped``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.policies.base import Policy
+from shared.core.policies.bco import OnePointBCO, TwoPointBCO
+from shared.core.policies.bco_config import BCOConfig
+from shared.core.policies.bco_kernels import (
+    barrier_eigs,
+    ellipsoid_apply,
+    ftrl_ball,
+    one_point_gradient,
+    two_point_gradient,
+)
+from shared.core.policies.bco_model import BCOModel
+from shared.core.randomizers.bco import OnePointReport, TwoPointReport
+from shared.core.randomizers.bco_rows import BCORowRandomizer
+
+VERSION_HISTORY = 256
+
+
+def exploration_matrix(y: np.ndarray, R: float, lam: float) -> np.ndarray:
+    """A = (∇²ℛ(y) + λI)^{-1/2} for ℛ(x) = −ln(R² − ‖x‖²), as a d×d matrix."""
+    a, b, n2 = barrier_eigs(y, R, lam)
+    d = y.shape[0]
+    A = np.empty((d, d))
+    col = np.empty(d)
+    for j in range(d):
+        e = np.zeros(d)
+        e[j] = 1.0
+        ellipsoid_apply(y, e, a, b, n2, -0.5, col)
+        A[:, j] = col
+    return A
+
+
+class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
+    """Base of the four BCO task policies; ``inner`` holds the simulator's parameters."""
+
+    model: BCOModel  # type: ignore[assignment]
+    inner_class: ClassVar[type[OnePointBCO] | type[TwoPointBCO]]
+
+    def __init__(self, config: BCOConfig, rng: np.random.Generator | None = None) -> None:
+        self.inner = self.inner_class(config, runs=1)
+        self.y = np.zeros(config.d)
+        # version → (y_v, λ_v): what a device holding version v played around
+        self.history: dict[int, tuple[np.ndarray, float]] = {}
+        # version → the report count when it was last published or reported on
+        self.touched: dict[int, int] = {}
+        super().__init__(config, rng)
+
+    @property
+    def points_per_user(self) -> int:
+        return self.inner.points_per_user
+
+    def _make_randomizer(self) -> BCORowRandomizer:
+        c = self.config
+        report: OnePointReport | TwoPointReport | None = None
+        if self.inner.private:
+            eps, delta, cal = c.epsilon, c.delta, c.calibration  # type: ignore[attr-defined]
+            report = (OnePointReport(eps, delta, c.loss_bound, cal) if self.points_per_user == 1
+                      else TwoPointReport(eps, delta, c.lipschitz, cal))
+        return BCORowRandomizer(c.d, self.points_per_user, loss_bound=c.loss_bound,
+                                lipschitz=c.lipschitz, rho=getattr(self.inner, "rho", 0.0),
+                                sigma=self.inner.sigma, report=report)
+
+    def window(self) -> int:
+        return 1
+
+    def _lam(self, t: int) -> float:
+        """λ of the ellipsoid serving user t (0-based): ημ(t + 1) (Hazan–Levy); 0 when μ = 0."""
+        return 0.0
+
+    def _model_at(self, version: int) -> BCOModel:
+        self.history[version] = (self.y.copy(), self._lam(self.reports))
+        self.touched[version] = self.reports
+        for old in [v for v, t in self.touched.items() if t <= self.reports - VERSION_HISTORY]:
+            del self.history[old], self.touched[old]
+        return self._build_model(version)
+
+    def _build_model(self, version: int) -> BCOModel:
+        raise NotImplementedError
+
+    def _initial_model(self) -> BCOModel:
+        return self._model_at(0)
+
+    def _model_from_dict(self, data: dict[str, Any]) -> BCOModel:
+        return BCOModel.from_dict(data)
+
+    def admit_row(self, row: np.ndarray) -> None:
+        """Refuse a report for a version this analyzer never published or no longer keeps."""
+        v = int(row[0])
+        if v not in self.history:
+            raise ValueError(f"model version {v} is not one of the {len(self.history)} kept "
+                             f"(latest {self.model.version})")
+
+    def ingest(self, rows: np.ndarray) -> int:
+        """Consume the first row: one gradient step, one new model; returns 1."""
+        rows = np.atleast_2d(np.asarray(rows, dtype=float))
+        if rows.shape[0] < 1:
+            raise ValueError("ingest needs at least one report row")
+        row = self.randomizer.check_row(rows[0])
+        v = int(row[0])
+        if v not in self.history:
+            self.skipped += 1  # fell out of the history after decode
+            return 1
+        self.touched[v] = self.reports + 1  # reported on: kept while its reports arrive
+        self._step(v, row[1:-1], float(row[-1]))
+        self.reports += 1
+        self.model = self._model_at(self.model.version + 1)
+        return 1
+
+    def _step(self, version: int, u: np.ndarray, value: float) -> None:
+        raise NotImplementedError
+
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+        return self.inner.ledger()
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"y": self.y.tolist(),
+                "history": [[v, y.tolist(), lam, self.touched[v]]
+                            for v, (y, lam) in self.history.items()]}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self.y = np.asarray(state["y"], dtype=float)
+        self.history = {int(v): (np.asarray(y, dtype=float), float(lam))
+                        for v, y, lam, _ in state["history"]}
+        self.touched = {int(v): int(t) for v, _, _, t in state["history"]}
+
+
+class OnePointService(BCOServicePolicy):
+    """``bco`` / ``ldp-bco`` in the services (module doc)."""
+
+    inner_class = OnePointBCO
+    inner: OnePointBCO
+
+    def __init__(self, config: BCOConfig, rng: np.random.Generator | None = None) -> None:
+        self.c = np.zeros(config.d)  # Σ_τ (g_τ − μ y_τ)
+        super().__init__(config, rng)
+
+    def _lam(self, t: int) -> float:
+        return self.inner.eta * self.config.strong_convexity * (t + 1)
+
+    def _build_model(self, version: int) -> BCOModel:
+        R = self.config.radius
+        y, lam = self.history[version]
+        return BCOModel(version=version, reports=self.reports, y=y.copy(), radius=R,
+                        A=exploration_matrix(y, R, lam), delta=self.inner.delta)
+
+    def _step(self, version: int, u: np.ndarray, value: float) -> None:
+        c, inner = self.config, self.inner
+        y_v, lam_v = self.history[version]
+        x, g = np.empty(c.d), np.empty(c.d)
+        one_point_gradient(y_v, u, value, c.radius, lam_v, inner.delta, x, g)
+        self.c += g - c.strong_convexity * y_v
+        t = self.reports
+        ftrl_ball(self.c, inner.eta, inner.eta * c.strong_convexity * (t + 1), c.radius, self.y)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {**super()._extra_state(), "c": self.c.tolist()}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        super()._load_extra_state(state)
+        self.c = np.asarray(state["c"], dtype=float)
+
+
+class TwoPointService(BCOServicePolicy):
+    """``bco2`` / ``ldp-bco2`` in the services (module doc)."""
+
+    inner_class = TwoPointBCO
+    inner: TwoPointBCO
+
+    def _build_model(self, version: int) -> BCOModel:
+        return BCOModel(version=version, reports=self.reports, y=self.y.copy(),
+                        radius=self.config.radius, rho=self.inner.rho)
+
+    def _step(self, version: int, u: np.ndarray, value: float) -> None:
+        c, inner = self.config, self.inner
+        g = np.empty(c.d)
+        two_point_gradient(value, u, inner.rho, g)
+        mu = c.strong_convexity
+        eta = inner.eta0 if mu == 0.0 else inner.eta0 / (mu * (self.reports + 1))
+        self.y -= eta * g
+        norm = float(np.linalg.norm(self.y))
+        if norm > inner.shrink:
+            self.y *= inner.shrink / norm
+
+
+class BCO(OnePointService):
+    algo = "bco"
+    threat_model = "none"
+
+
+class LDPBCO(OnePointService):
+    algo = "ldp-bco"
+    threat_model = "ldp"
+
+
+class BCO2(TwoPointService):
+    algo = "bco2"
+    threat_model = "none"
+
+
+class LDPBCO2(TwoPointService):
+    algo = "ldp-bco2"
+    threat_model = "ldp"

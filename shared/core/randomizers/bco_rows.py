@@ -1,0 +1,104 @@
+"""Report rows of bandit-convex-optimisation tasks in the services (issue 12, item 3).
+
+A row is ``[version, u_1 … u_d, value]``: the model version the device played from, its direction u
+(unit vector, drawn on the device), and the reported value — Zheng et al. Alg. 1 line 5's noisy
+loss clip(f(x), 0, B) + N(0, σ²) for one point, Alg. 2 line 5's noisy difference
+clip(f(x₁) − f(x₂), ±G‖x₁ − x₂‖) + nᵀ(x₁ − x₂) for two points (``shared.core.randomizers.bco``,
+where the exact (ε, δ) is stated and tested). The version and u are independent of the loss (the
+device draws u before the user acts), so they cost no privacy; the analyzer needs them to rebuild
+the gradient estimate (``shared.core.policies.bco_service``).
+
+Wire form (little-endian): version as uint32, then d + 1 float64. ``from_bytes`` refuses what the
+honest device cannot produce: non-finite numbers, ‖u‖ off 1 by more than ``UNIT_TOLERANCE``, a value
+outside the clean range widened by τσ with τ the two-sided normal quantile at ``HONEST_REFUSAL`` =
+2⁻⁴⁰ (as the Gaussian arm randomizer's check); refusing is post-processing, so privacy is unchanged.
+The version's freshness is the policy's check (``BCOServicePolicy.admit_row``).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from scipy.stats import norm
+
+from shared.core.randomizers.arms import HONEST_REFUSAL
+from shared.core.randomizers.bco import OnePointReport, TwoPointReport
+
+UNIT_TOLERANCE = 1e-9
+MAX_VERSION = 2**32 - 1
+TAIL = float(norm.isf(HONEST_REFUSAL / 2))
+
+
+class BCORowRandomizer:
+    """Row layout, device-side report and validation of one BCO task's reports."""
+
+    exact = False
+
+    def __init__(self, d: int, points: int, *, loss_bound: float, lipschitz: float,
+                 rho: float, sigma: float, report: OnePointReport | TwoPointReport | None
+                 ) -> None:
+        if points not in (1, 2):
+            raise ValueError("a BCO user plays one or two points")
+        self.d, self.points = int(d), int(points)
+        self.B, self.G, self.rho = float(loss_bound), float(lipschitz), float(rho)
+        self.sigma = float(sigma)  # of the loss (one point) or per unit of ‖x₁ − x₂‖ (two)
+        self.report = report  # None: the non-private baseline sends the clean value
+        self.L = 1.0
+        self._format = "<I" + "d" * (self.d + 1)
+        if points == 1:
+            lo, hi = 0.0, self.B
+            slack = TAIL * self.sigma
+        else:
+            hi = 2.0 * self.rho * self.G  # |f(x₁) − f(x₂)| ≤ G‖x₁ − x₂‖ = 2ρG
+            lo = -hi
+            slack = TAIL * 2.0 * self.rho * self.sigma  # nᵀ(x₁ − x₂) ~ N(0, 4ρ²σ²)
+        self.value_range = (lo - slack, hi + slack)
+
+    @property
+    def width(self) -> int:
+        return self.d + 2
+
+    def value(self, losses: np.ndarray, points: np.ndarray, rng: np.random.Generator) -> float:
+        """The reported value for the user's losses at the point(s) she played."""
+        losses = np.asarray(losses, dtype=float)
+        if self.points == 1:
+            if self.report is None:
+                return float(np.clip(losses[0], 0.0, self.B))
+            return float(self.report.report(losses[:1], rng)[0])  # type: ignore[call-arg]
+        if self.report is None:
+            bound = self.G * float(np.linalg.norm(points[0] - points[1]))
+            return float(np.clip(losses[0] - losses[1], -bound, bound))
+        return float(self.report.report(  # type: ignore[call-arg]
+            losses[:1], losses[1:2], points[:1], points[1:2], rng)[0])
+
+    def row(self, version: int, u: np.ndarray, value: float) -> np.ndarray:
+        return np.concatenate([[float(version)], np.asarray(u, dtype=float), [value]])
+
+    def check_row(self, row: np.ndarray) -> np.ndarray:
+        """Validate one row (raises ValueError); returns it as floats."""
+        row = np.asarray(row, dtype=float)
+        if row.shape != (self.width,) or not np.isfinite(row).all():
+            raise ValueError(f"a report is {self.width} finite numbers")
+        v = row[0]
+        if v != int(v) or not 0 <= v <= MAX_VERSION:
+            raise ValueError("the model version must be a non-negative integer")
+        if abs(float(np.linalg.norm(row[1:-1])) - 1.0) > UNIT_TOLERANCE:
+            raise ValueError("the direction u must be a unit vector")
+        lo, hi = self.value_range
+        if not lo <= row[-1] <= hi:
+            raise ValueError(f"value {row[-1]!r} outside what the device produces [{lo:.6g}, "
+                             f"{hi:.6g}]")
+        return row
+
+    def to_bytes(self, row: np.ndarray) -> bytes:
+        row = np.asarray(row, dtype=float)
+        if row.shape != (self.width,) or not np.isfinite(row).all():
+            raise ValueError(f"a report is {self.width} finite numbers")
+        return struct.pack(self._format, int(row[0]), *(float(x) for x in row[1:]))
+
+    def from_bytes(self, data: bytes) -> np.ndarray:
+        size = struct.calcsize(self._format)
+        if len(data) != size:
+            raise ValueError(f"a report is {size} bytes, got {len(data)}")
+        return self.check_row(np.array(struct.unpack(self._format, data), dtype=float))

@@ -1,0 +1,95 @@
+"""End-to-end, multi-armed tasks (issue 8, item 5): simulated users over real HTTP through the
+device, shuffler (pass-through) and analyzer as real processes, for every multi-armed task of the
+small config. Decide takes no features, users state their own ε_t where the task has per-user
+levels; the counts reconcile exactly; bad ε_t, NaN and out-of-range rewards are refused over HTTP
+with nothing stored; killing the shuffler and the analyzer mid-run loses and duplicates nothing,
+and a restarted analyzer publishes exactly the model it had."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from privbandit.demo import DemoOptions, run_demo_against
+from privbandit.launcher import Cluster
+from tests.helpers import analyzer_totals, run_with_backend_crash
+
+pytestmark = pytest.mark.slow
+
+USERS = 150
+MAB_TASKS = ["small-ucb", "small-heldp", "small-heldp-l", "small-ldp-mab", "small-adar-ucb"]
+
+
+@pytest.mark.parametrize("task_id", MAB_TASKS)
+def test_mab_demo_reconciles_exactly(cluster: Cluster, task_id: str) -> None:
+    opts = DemoOptions("ldp", users=USERS, concurrency=4, seed=3, progress=False,
+                       settle_timeout=60)
+    out = asyncio.run(run_demo_against(cluster.urls, task_id, opts))
+    rec = out["reconciliation"]
+    assert rec["consistent"], rec
+    assert out["env"] == "mab" and out["params"]["d"] is None
+    # Pass-through: every report is its own batch, counted at once; honest devices only.
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == rec["reports_counted"] == USERS
+    assert rec["reports_refused"] == rec["reports_pending"] == 0
+    assert rec["batches"] == USERS
+    assert 0 <= out["final_regret"] <= USERS
+    per_user = out["privacy"]["per_user_epsilon"]
+    if task_id == "small-heldp":  # choice:0,0.2,1,2,100 with ε_min = 1: users stated their ε_t
+        assert per_user["distribution"] == "choice:0,0.2,1,2,100"
+        # Each user declines with probability 1/5 and is used with probability 3/5; 150 users:
+        # the fractions lie within 5 binomial standard errors (≤ 0.2 each).
+        assert abs(per_user["fraction_declined"] - 0.2) < 5 * (0.2 * 0.8 / USERS) ** 0.5
+        assert abs(per_user["fraction_used"] - 0.6) < 5 * (0.6 * 0.4 / USERS) ** 0.5
+    elif task_id in ("small-ucb", "small-adar-ucb"):
+        assert per_user is None
+
+
+def test_refusals_over_http_store_nothing(cluster: Cluster) -> None:
+    device = cluster.urls["device"]
+    with httpx.Client(base_url=device, timeout=10) as c:
+        before = c.get("/v1/status").json()
+        assert c.post("/v1/tasks/small-heldp/decide",
+                      json={"features": [[0.1, 0.2, 0.3]] * 5}).status_code == 422
+        did = c.post("/v1/tasks/small-heldp/decide", json={}).json()["decision_id"]
+        bad = [
+            ('{"decision_id": "%s", "reward": 1.0, "epsilon": NaN}', "invalid_request"),
+            ('{"decision_id": "%s", "reward": 1.0, "epsilon": -1}', "epsilon_out_of_range"),
+            ('{"decision_id": "%s", "reward": 1.0, "epsilon": 1000}', "epsilon_out_of_range"),
+            ('{"decision_id": "%s", "reward": NaN, "epsilon": 1}', "invalid_request"),
+            ('{"decision_id": "%s", "reward": 1.5, "epsilon": 1}', "reward_out_of_range"),
+        ]
+        for body, code in bad:
+            resp = c.post("/v1/tasks/small-heldp/feedback", content=body % did,
+                          headers={"content-type": "application/json"})
+            assert resp.status_code == 422, resp.text
+            assert resp.json()["code"] == code, resp.text
+        after = c.get("/v1/status").json()
+        assert after["feedbacks"] == before["feedbacks"]
+        # The decision stayed open.
+        resp = c.post("/v1/tasks/small-heldp/feedback",
+                      content=json.dumps({"decision_id": did, "reward": 0.0, "epsilon": 2.0}),
+                      headers={"content-type": "application/json"})
+        assert resp.status_code == 202, resp.text
+
+
+@pytest.mark.parametrize("task_id", ["small-heldp", "small-ldp-mab", "small-adar-ucb"])
+def test_crash_loses_nothing_and_restart_keeps_the_model(
+    fresh_cluster: Cluster, task_id: str
+) -> None:
+    users = 700  # as the linear crash tests: the run must outlast the outage
+    driver, rec, events = run_with_backend_crash(fresh_cluster, task_id, users, seed=5)
+    assert driver.feedbacks_sent == users
+    assert rec["consistent"], (rec, events)
+    assert rec["reports_accepted"] == rec["reports_counted"] == users
+    totals = analyzer_totals(fresh_cluster.data_dir, task_id)
+    assert totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"] == users
+    assert totals["rejected"] == 0
+    analyzer = fresh_cluster.urls["analyzer"]
+    model = httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json()
+    ledger = httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json()
+    fresh_cluster.restart("analyzer")
+    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json() == model
+    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json() == ledger

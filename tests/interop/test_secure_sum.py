@@ -1,0 +1,132 @@
+"""Secure-sum and 0/1-randomizer interop, in process: reports built with plain integer Paillier
+(tests/interop/client.py, from docs/protocol.md §3.4 and §5.3–5.4) are summed and opened by the
+project's shuffler and analyzer code, and the project's ciphertexts decrypt with the plain
+integer implementation given the private key. The services themselves are exercised over HTTP
+in ``test_services.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.core.randomizers.binary import BinaryRandomizer, encode_values
+from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
+from shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, homomorphic_sum
+from shared.crypto.slots import layout
+from shared.crypto.tags import ciphertext_digest, open_tag
+from shared.protocol.messages import b64decode
+from shared.protocol.secure_sum import EncryptedCounts, SecureSumLayout
+from tests.helpers import secure_sum_task
+from tests.interop import client
+
+# Small keys keep this in-process test fast; the services use 2048 bits (test_services.py).
+KEY_BITS = 1024
+L_BATCH, M, D = 10, 2, 3
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[HpkeKeyStore, PaillierKeyStore]:
+    directory: Path = tmp_path_factory.mktemp("keys")
+    return HpkeKeyStore(directory), PaillierKeyStore(directory, KEY_BITS, allow_small=True)
+
+
+def published(keys: tuple[HpkeKeyStore, PaillierKeyStore]) -> tuple[dict, dict, dict]:
+    """(task info, Paillier config with the task's layout, HPKE config) as the analyzer serves
+    them (JSON), for a d = 3, m = 2, l = 10 secure-sum task."""
+    hpke, pail = keys
+    lay = layout(D * (D + 3) // 2, L_BATCH, M, pail.key_bits)
+    info = {"d": D, "batch_size": L_BATCH, "policy": {"m": M}}
+    return (info, pail.paillier_config(lay).model_dump(mode="json"),
+            hpke.hpke_config().model_dump(mode="json"))
+
+
+def test_published_layout_is_the_documents(keys) -> None:
+    info, pconf, _ = published(keys)
+    assert client.task_layout(info, pconf)["plaintexts"] == 1
+    info["policy"]["m"] = 3
+    with pytest.raises(ValueError, match="layout"):
+        client.task_layout(info, pconf)
+
+
+def test_plain_integer_reports_sum_and_open_with_the_projects_code(keys) -> None:
+    """l reports encrypted with plain integers: the project's decoder takes each (lengths,
+    units), its homomorphic sum opens to the sum of the counts, and every tag opens to a fresh
+    report id and the digest of its ciphertext."""
+    hpke, pail = keys
+    info, pconf, hconf = published(keys)
+    lay = client.task_layout(info, pconf)
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, M + 1, size=(L_BATCH, lay["c"]))
+    reports = [EncryptedCounts.model_validate(
+        client.encrypted_counts(pconf, hconf, "sum", [int(v) for v in row])) for row in counts]
+    cts = [decode_ciphertexts(r.ct, pail.n, lay["plaintexts"]) for r in reports]
+    total = homomorphic_sum(cts, pail.n * pail.n)
+    task_layout = pail.layout(lay["c"], L_BATCH, M)
+    np.testing.assert_array_equal(
+        pail.open_batch_sum(total, task_layout, L_BATCH), counts.sum(axis=0)
+    )
+    ids = set()
+    for r in reports:
+        report_id, digest = open_tag(hpke.private_key, hpke.key_id, "sum", r.tag)
+        assert digest == ciphertext_digest(b64decode(r.ct))
+        ids.add(report_id)
+    assert len(ids) == L_BATCH
+
+
+def test_project_ciphertexts_decrypt_with_plain_integers(keys) -> None:
+    """The converse: the project's device encryption, one report and a batch product, decrypts
+    with L(c^λ mod n²)·μ mod n in plain integers and unpacks by the document's slot layout."""
+    _, pail = keys
+    info, pconf, _ = published(keys)
+    lay = client.task_layout(info, pconf)
+    p, q = int(pail.private_key.p), int(pail.private_key.q)
+    rng = np.random.default_rng(4)
+    counts = rng.integers(0, M + 1, size=(L_BATCH, lay["c"]))
+    enc = PaillierEncryptor(pail.n)
+    cts = [enc.encrypt_counts(row, L_BATCH, M) for row in counts]
+    one = [client.paillier_decrypt(p, q, c) for c in cts[0]]
+    assert client.unpack_slots(one, lay) == counts[0].tolist()
+    total = [client.paillier_decrypt(p, q, c) for c in homomorphic_sum(cts, pail.n * pail.n)]
+    assert client.unpack_slots(total, lay) == counts.sum(axis=0).tolist()
+
+
+def test_secure_sum_task_config_layout_matches() -> None:
+    """The documented c = d(d+3)/2 and m are those of the project's randomizer for the task, and
+    §5.3's formulas give the project's published layout (``SecureSumLayout``: the signed
+    ``offset`` of the internal ``SlotLayout`` is not on the wire)."""
+    config = secure_sum_task(l=L_BATCH, m=M)
+    rand = BinaryRandomizer(d=config.policy.d, eps0=config.policy.eps0, m=M)
+    published = SecureSumLayout.of(layout(rand.c, L_BATCH, M, 2048)).model_dump()
+    assert client.secure_sum_layout(config.policy.d, M, L_BATCH, 2048) == published
+
+
+def test_independent_bit_packing_is_the_randomizers() -> None:
+    rand = BinaryRandomizer(d=4, eps0=2.0, m=3)
+    rng = np.random.default_rng(6)
+    for _ in range(50):
+        bits = rng.integers(0, 2, rand.width).astype(np.uint8)
+        assert client.pack_bits(bits) == rand.to_bytes(bits)
+        np.testing.assert_array_equal(rand.from_bytes(client.pack_bits(bits)), bits)
+
+
+@pytest.mark.parametrize(("d", "m", "eps0"), [(3, 1, 4.0), (3, 3, 8.0), (5, 2, 30.0)])
+def test_independent_binary_rows_have_the_randomizers_law(d: int, m: int, eps0: float) -> None:
+    """Over n = 4000 reports of one (x, r), the mean count of each value is m(1−p)v + mp/2 for
+    the independent client and for the project's randomizer alike (6 standard errors, the
+    standard error from the count's variance ≤ m²/4 per report)."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=d)
+    x *= 0.9 / np.linalg.norm(x)
+    r, n = 0.3, 4000
+    rand = BinaryRandomizer(d=d, eps0=eps0, m=m)
+    v = encode_values(x[None], np.array([r]), 1.0)[0]
+    expected = m * (1 - rand.p) * v + m * rand.p / 2
+    theirs = np.array([client.counts(client.binary_bits(x, r, eps0, m, 1.0, rng), m)
+                       for _ in range(n)])
+    ours = rand.counts(rand.randomize(np.repeat(x[None], n, 0), np.full(n, r), rng))
+    se = m / 2 / np.sqrt(n)
+    assert theirs.shape == ours.shape == (n, rand.c)
+    assert np.abs(theirs.mean(axis=0) - expected).max() < 6 * se
+    assert np.abs(ours.mean(axis=0) - expected).max() < 6 * se
