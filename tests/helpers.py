@@ -418,6 +418,25 @@ def run_with_backend_crash(
     return driver, rec, events
 
 
+def assert_crash_safe(cluster: Cluster, task_id: str, users: int = 700, seed: int = 5) -> None:
+    """``run_with_backend_crash`` on a pass-through task: every feedback accepted and counted
+    exactly once in the analyzer's durable store, nothing rejected, and a restarted analyzer
+    publishes exactly the model and ledger it had."""
+    driver, rec, events = run_with_backend_crash(cluster, task_id, users, seed=seed)
+    assert driver.feedbacks_sent == users
+    assert rec["consistent"], (rec, events)
+    assert rec["reports_accepted"] == rec["reports_counted"] == users
+    totals = analyzer_totals(cluster.data_dir, task_id)
+    assert totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"] == users
+    assert totals["rejected"] == 0
+    analyzer = cluster.urls["analyzer"]
+    model = httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json()
+    ledger = httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json()
+    cluster.restart("analyzer")
+    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json() == model
+    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json() == ledger
+
+
 def analyzer_totals(data_dir: Path, task_id: str) -> dict[str, Any]:
     """What the analyzer's durable store says about a task (read-only)."""
     db = Path(data_dir) / "analyzer" / "analyzer.sqlite3"

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments import Environment, make_environment
+from shared.core.environments import Environment
 from shared.core.policies.lplr import LPLR
 from shared.core.policies.lplr_config import LPLRConfig
 from shared.core.randomizers.lplr import BlockSums
-from shared.core.simulator import RunResult, run_plan
+from shared.core.simulator import RunResult, simulate_runs
 
 CHUNK = 20_000
 
@@ -84,16 +84,10 @@ def simulate_lplr(config: LPLRConfig, env_name: str, K: int, T: int, runs: int, 
     """``runs`` independent runs of ``lplr`` (same contract as ``simulator.simulate``)."""
     if config.K != K:
         raise ValueError(f"config.K = {config.K} but the environment has K = {K}")
-    checkpoints, children = run_plan(T, runs, seed, points)
-    results = []
-    env_params: dict[str, Any] = {}
-    for child in children:
-        env_rng, reward_rng, device_rng, policy_rng = (
-            np.random.default_rng(s) for s in child.spawn(4)
-        )
-        env = make_environment(env_name, config.d, K, env_rng)
-        env_params = env.params()
-        policy = LPLR(config, policy_rng)
-        results.append(run_lplr_once(policy, env, T, reward_rng, device_rng, checkpoints,
-                                     on_progress))
-    return results, env_params
+
+    def one(env: Environment, policy_rng: np.random.Generator, reward_rng: np.random.Generator,
+            device_rng: np.random.Generator, checkpoints: np.ndarray) -> RunResult:
+        return run_lplr_once(LPLR(config, policy_rng), env, T, reward_rng, device_rng,
+                             checkpoints, on_progress)
+
+    return simulate_runs(config.d, env_name, K, T, runs, seed, points, one)

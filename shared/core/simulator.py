@@ -123,6 +123,32 @@ def _best_and_average(mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mu.max(axis=1), mu.mean(axis=1)
 
 
+# One run on a fresh environment: (env, policy_rng, reward_rng, device_rng, checkpoints) -> result.
+RunFn = Callable[
+    [Environment, np.random.Generator, np.random.Generator, np.random.Generator, np.ndarray],
+    RunResult,
+]
+
+
+def simulate_runs(
+    d: int, env_name: str, K: int, T: int, runs: int, seed: int, points: int, run: RunFn
+) -> tuple[list[RunResult], dict[str, Any]]:
+    """``runs`` independent runs of ``run``, each on a fresh environment drawn from its own
+    stream; every run gets four streams (environment, rewards, device, policy) spawned from its
+    SeedSequence. Returns the results and the environment's parameters."""
+    checkpoints, children = run_plan(T, runs, seed, points)
+    results = []
+    env_params: dict[str, Any] = {}
+    for child in children:
+        env_rng, reward_rng, device_rng, policy_rng = (
+            np.random.default_rng(s) for s in child.spawn(4)
+        )
+        env = make_environment(env_name, d, K, env_rng)
+        env_params = env.params()
+        results.append(run(env, policy_rng, reward_rng, device_rng, checkpoints))
+    return results, env_params
+
+
 def simulate(
     config: PolicyConfig,
     env_name: str,
@@ -134,21 +160,14 @@ def simulate(
     points: int = 200,
 ) -> tuple[list[RunResult], dict[str, Any]]:
     """``runs`` independent runs; returns the results and the environment's parameters."""
-    checkpoints, children = run_plan(T, runs, seed, points)
-    results = []
-    env_params: dict[str, Any] = {}
-    for child in children:
-        env_rng, reward_rng, device_rng, policy_rng = (
-            np.random.default_rng(s) for s in child.spawn(4)
-        )
-        env = make_environment(env_name, config.d, K, env_rng)
-        env_params = env.params()
+
+    def one(env: Environment, policy_rng: np.random.Generator, reward_rng: np.random.Generator,
+            device_rng: np.random.Generator, checkpoints: np.ndarray) -> RunResult:
         policy = build_policy(config, policy_rng)
         policy.bind_arms(env.fixed_arms)
-        results.append(
-            run_once(policy, env, T, reward_rng, device_rng, checkpoints, on_progress)
-        )
-    return results, env_params
+        return run_once(policy, env, T, reward_rng, device_rng, checkpoints, on_progress)
+
+    return simulate_runs(config.d, env_name, K, T, runs, seed, points, one)
 
 
 def summarize(results: list[RunResult]) -> dict[str, Any]:

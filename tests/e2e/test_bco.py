@@ -15,7 +15,7 @@ import pytest
 
 from privbandit.demo import DemoOptions, run_demo_against
 from privbandit.launcher import Cluster
-from tests.helpers import analyzer_totals, run_with_backend_crash
+from tests.helpers import assert_crash_safe
 
 pytestmark = pytest.mark.slow
 
@@ -77,16 +77,4 @@ def test_bad_losses_over_http_store_nothing(cluster: Cluster) -> None:
 def test_crash_loses_nothing_and_restart_keeps_the_model(fresh_cluster: Cluster) -> None:
     task_id = "small-ldp-bco2"
     users = 700  # as the linear and MAB crash tests: the run must outlast the outage
-    driver, rec, events = run_with_backend_crash(fresh_cluster, task_id, users, seed=5)
-    assert driver.feedbacks_sent == users
-    assert rec["consistent"], (rec, events)
-    assert rec["reports_accepted"] == rec["reports_counted"] == users
-    totals = analyzer_totals(fresh_cluster.data_dir, task_id)
-    assert totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"] == users
-    assert totals["rejected"] == 0
-    analyzer = fresh_cluster.urls["analyzer"]
-    model = httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json()
-    ledger = httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json()
-    fresh_cluster.restart("analyzer")
-    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json() == model
-    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json() == ledger
+    assert_crash_safe(fresh_cluster, task_id, users, seed=5)

@@ -14,7 +14,6 @@ l = 1), real SQLite and HPKE.
 from __future__ import annotations
 
 import json
-import secrets
 import struct
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import BatchAck, BCOModelMessage, EncryptedReport, b64decode
 from shared.settings import Settings, TaskConfig
 from tests.helpers import auth, error, eventually, ldp_task, make_settings, privacy
-from tests.services.analyzer.support import batch, hpke_of
+from tests.services.analyzer.support import assert_refused_alone, batch, hpke_of
 from tests.services.device.support import PAILLIER_TEST_BITS, Stack, running, stack, status
 
 X_STAR = np.array([0.5, -0.3])
@@ -196,16 +195,7 @@ async def test_analyzer_refuses_forged_reports_alone(
 ) -> None:
     async with stack(bco_settings) as s:
         hpke = await hpke_of(s.analyzer)
-        before = (await s.analyzer.get(f"/v1/tasks/{task.id}/model")).json()
-        resp = await s.analyzer.post(
-            f"/v1/tasks/{task.id}/batches",
-            json=batch([sealed(hpke, task, row)], secrets.token_hex(16)), headers=auth())
-        assert resp.status_code == 200, (why, resp.text)
-        ack = BatchAck.model_validate_json(resp.content)
-        assert (ack.counted, ack.rejected) == (0, 1), why
-        assert (await s.analyzer.get(f"/v1/tasks/{task.id}/model")).json() == before, why
-        report = await privacy(s.analyzer, task.id)
-        assert (report.reports_counted, report.reports_refused) == (0, 1), why
+        await assert_refused_alone(s.analyzer, task.id, sealed(hpke, task, row), why)
         # The control: an honest row for version 0 is counted.
         honest = [0, *U, 0.5] if task is not TWO else [0, *U, 0.0]
         resp = await s.analyzer.post(f"/v1/tasks/{task.id}/batches",

@@ -14,7 +14,6 @@ device (a recording fake shuffler), real SQLite and HPKE.
 from __future__ import annotations
 
 import json
-import secrets
 import struct
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import ArmModelMessage, BatchAck, EncryptedReport, b64decode
 from shared.settings import Settings, TaskConfig
 from tests.helpers import auth, error, eventually, ldp_task, make_settings, privacy
-from tests.services.analyzer.support import batch, hpke_of
+from tests.services.analyzer.support import assert_refused_alone, batch, hpke_of
 from tests.services.device.support import Stack, features, stack, status
 
 K = 5
@@ -192,16 +191,7 @@ async def test_analyzer_refuses_forged_reports_alone(
 ) -> None:
     async with stack(mab_settings) as s:
         hpke = await hpke_of(s.analyzer)
-        before = (await s.analyzer.get(f"/v1/tasks/{task.id}/model")).json()
-        resp = await s.analyzer.post(
-            f"/v1/tasks/{task.id}/batches",
-            json=batch([sealed(hpke, task, row)], secrets.token_hex(16)), headers=auth())
-        assert resp.status_code == 200, (why, resp.text)
-        ack = BatchAck.model_validate_json(resp.content)
-        assert (ack.counted, ack.rejected) == (0, 1), why
-        assert (await s.analyzer.get(f"/v1/tasks/{task.id}/model")).json() == before, why
-        report = await privacy(s.analyzer, task.id)
-        assert (report.reports_counted, report.reports_refused) == (0, 1), why
+        await assert_refused_alone(s.analyzer, task.id, sealed(hpke, task, row), why)
 
 
 async def test_an_honest_tsallis_probability_is_counted(mab_settings: Settings) -> None:

@@ -10,9 +10,23 @@ import httpx
 
 from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
 from shared.crypto.slots import ciphertext_width
-from shared.protocol.messages import BatchUpload, EncryptedReport, HpkeConfig, b64decode
+from shared.protocol.messages import (
+    BatchAck,
+    BatchUpload,
+    EncryptedReport,
+    HpkeConfig,
+    b64decode,
+)
 from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
-from tests.helpers import central_task, fresh_members, ldp_task, shuffle_task, sum_members
+from tests.helpers import (
+    auth,
+    central_task,
+    fresh_members,
+    ldp_task,
+    privacy,
+    shuffle_task,
+    sum_members,
+)
 
 SHUF = shuffle_task()
 LOC = ldp_task()
@@ -28,6 +42,22 @@ async def hpke_of(client: httpx.AsyncClient) -> HpkeConfig:
     r = await client.get("/v1/hpke-config")
     assert r.status_code == 200
     return HpkeConfig.model_validate_json(r.content)
+
+
+async def assert_refused_alone(
+    analyzer: httpx.AsyncClient, task_id: str, report: EncryptedReport, why: str
+) -> None:
+    """A batch of one forged ``report`` is answered 200 with the report rejected, the model is
+    unchanged, and the ledger counts one refused report and nothing counted."""
+    before = (await analyzer.get(f"/v1/tasks/{task_id}/model")).json()
+    resp = await analyzer.post(f"/v1/tasks/{task_id}/batches",
+                               json=batch([report], secrets.token_hex(16)), headers=auth())
+    assert resp.status_code == 200, (why, resp.text)
+    ack = BatchAck.model_validate_json(resp.content)
+    assert (ack.counted, ack.rejected) == (0, 1), why
+    assert (await analyzer.get(f"/v1/tasks/{task_id}/model")).json() == before, why
+    report_ = await privacy(analyzer, task_id)
+    assert (report_.reports_counted, report_.reports_refused) == (0, 1), why
 
 
 async def next_event(lines: object) -> dict[str, str]:
