@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 
+from services.common.body import JsonBody, body_openapi, json_response
 from services.common.deps import get_runtime
 from services.common.health import health
 from services.device import decisions
@@ -35,13 +36,14 @@ _ERRORS = {
     "/v1/tasks/{task}/decide",
     response_model=DecideResponse,
     responses={k: v for k, v in _ERRORS.items() if k != 409},
+    openapi_extra=body_openapi(DecideRequest),
 )
-async def decide(task: str, body: DecideRequest, runtime: RuntimeDep) -> DecideResponse:
+async def decide(task: str, body: JsonBody[DecideRequest], runtime: RuntimeDep) -> Response:
     """Choose an arm for K per-arm feature vectors with the cached model (no network round trip).
 
     Only the chosen arm's vector is kept, on this device, until the feedback arrives.
     """
-    return await decisions.decide(runtime, task, body.features)
+    return json_response(await decisions.decide(runtime, task, body.features))
 
 
 @router.post(
@@ -54,8 +56,9 @@ async def decide(task: str, body: DecideRequest, runtime: RuntimeDep) -> DecideR
               "was stored, the decision stays open"},
         503: {"model": ErrorBody, "description": "the analyzer's key is not known yet"},
     },
+    openapi_extra=body_openapi(FeedbackRequest),
 )
-async def feedback(task: str, body: FeedbackRequest, runtime: RuntimeDep) -> FeedbackResponse:
+async def feedback(task: str, body: JsonBody[FeedbackRequest], runtime: RuntimeDep) -> Response:
     """Randomise (x, r) locally, encrypt it to the analyzer and queue it durably for the shuffler.
 
     A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
@@ -64,8 +67,8 @@ async def feedback(task: str, body: FeedbackRequest, runtime: RuntimeDep) -> Fee
     the background. The decision's feature vector is erased in the same transaction. No network
     round trip happens here: the keys come from the background fetchers.
     """
-    return await decisions.give_feedback(runtime, task, body.decision_id, body.reward,
-                                         body.epsilon, body.losses)
+    return json_response(await decisions.give_feedback(
+        runtime, task, body.decision_id, body.reward, body.epsilon, body.losses), 202)
 
 
 @router.get("/v1/status", response_model=DeviceStatus)

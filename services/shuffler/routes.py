@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 
+from services.common.body import JsonBody, body_openapi, json_response
 from services.common.deps import get_runtime, task_dependency
 from services.common.health import health
 from services.common.web import error_responses
@@ -42,21 +42,25 @@ async def metrics(runtime: RuntimeDep) -> Response:
     return runtime.metrics.response()
 
 
-def _accepted(result: AcceptResult) -> JSONResponse:
+def _accepted(result: AcceptResult) -> Response:
     body = ReportsAccepted(accepted=result.accepted, duplicates=result.duplicates)
-    return JSONResponse(body.model_dump(), status_code=202)
+    return json_response(body, 202)
 
 
-@router.post("/v1/tasks/{task}/reports", status_code=202, responses=ERRORS)
-async def post_reports(upload: ReportUpload, spec: TaskDep, runtime: RuntimeDep) -> JSONResponse:
+@router.post("/v1/tasks/{task}/reports", status_code=202, responses=ERRORS,
+             openapi_extra=body_openapi(ReportUpload))
+async def post_reports(
+    upload: JsonBody[ReportUpload], spec: TaskDep, runtime: RuntimeDep
+) -> Response:
     """Accept ciphertexts; 202 only once they are durable. Identical ciphertexts are dropped."""
     return _accepted(await runtime.intake.accept_reports(spec, upload.reports))
 
 
-@router.post("/v1/tasks/{task}/encrypted-counts", status_code=202, responses=ERRORS)
+@router.post("/v1/tasks/{task}/encrypted-counts", status_code=202, responses=ERRORS,
+             openapi_extra=body_openapi(SecureSumUpload))
 async def post_encrypted_counts(
-    upload: SecureSumUpload, spec: TaskDep, runtime: RuntimeDep
-) -> JSONResponse:
+    upload: JsonBody[SecureSumUpload], spec: TaskDep, runtime: RuntimeDep
+) -> Response:
     """Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable.
     Identical ciphertexts are dropped. Each batch of l is released only as its encrypted sum."""
     return _accepted(await runtime.intake.accept_counts(spec, upload.reports))
