@@ -36,6 +36,10 @@ POLICY_THREAT_MODELS: dict[str, tuple[str, ...]] = {
     "sblb": ("shuffle", "ldp"),
     "sblb-fixed": ("shuffle", "ldp"),
     "adar-oful": ("central",),
+    # Zheng et al. Alg. 3 on logistic rewards: (ε, δ)-LDP reports anchored at the broadcast θ̂.
+    "ldp-glb": ("ldp",),
+    # Azize–Basu Alg. 3 on the task's fixed arms: raw (arm, phase, reward) to a trusted analyzer.
+    "adar-gope": ("central",),
     # Multi-armed (context-free) tasks: K arms, no features; LDP ones are pass-through (l = 1).
     "ucb": ("none",),
     "heldp-ucb-l": ("ldp",),
@@ -91,6 +95,11 @@ class TaskConfig(BaseModel):
     def multi_armed(self) -> bool:
         """A context-free task: K arms, decide takes no features (``policies.mab_config``)."""
         return is_multi_armed(self.policy)
+
+    @property
+    def glb(self) -> bool:
+        """An ``ldp-glb`` task: its model carries θ̂, its reports name the model version."""
+        return self.policy.algo == "ldp-glb"
 
     @property
     def bco(self) -> bool:

@@ -7,11 +7,12 @@ import asyncio
 
 from shared.core.policies.arm_model import ArmModel
 from shared.core.policies.bco_model import BCOModel
-from shared.core.policies.model import Model
+from shared.core.policies.model import GLBModel, Model
 from shared.protocol.messages import (
     AnyModelMessage,
     ArmModelMessage,
     BCOModelMessage,
+    GLBModelMessage,
     ModelMessage,
 )
 
@@ -19,7 +20,10 @@ from shared.protocol.messages import (
 def model_message(task: str, model: Model | ArmModel | BCOModel) -> AnyModelMessage:
     """The wire form of a published model: (θ̃, V, β) for a linear task, the device's arm rule
     (``ArmModel.to_dict``: indices, probabilities or the episode's arm) for a multi-armed one,
-    the point and its exploration (``BCOModel.to_dict``) for a BCO one."""
+    the point and its exploration (``BCOModel.to_dict``) for a BCO one; an ``ldp-glb`` model
+    carries θ̂ besides (θ̃, V, β)."""
+    if isinstance(model, GLBModel):
+        return GLBModelMessage(task=task, **model.to_dict())
     if isinstance(model, BCOModel):
         return BCOModelMessage(task=task, **model.to_dict())
     if isinstance(model, ArmModel):

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from services.common.deps import lookup_task
-from services.device import arms, bco
+from services.device import arms, bco, glb
 from services.device.errors import (
     FeatureNorm,
     InvalidReport,
@@ -82,7 +82,7 @@ async def decide(
             raise MissingFeatures(f"task {cfg.id} needs K = {cfg.K} feature vectors")
         X = check_features(cfg, features)
         action = int(model.decide(X[None])[0])
-        state = X[action]
+        state = glb.decision_state(model, X[action]) if cfg.glb else X[action]  # type: ignore[arg-type]
     decision_id = secrets.token_hex(16)
     await rt.store.add_decision(decision_id, task, state)
     rt.metrics.decisions.labels(task).inc()
@@ -146,6 +146,8 @@ async def _give_feedback(
             row = bco.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
         elif cfg.multi_armed:
             row = arms.report_row(randomizer, x, reward, eps, rt.rng)  # type: ignore[arg-type]
+        elif cfg.glb:
+            row = glb.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
         else:
             row = randomizer.randomize(x[None, :], np.array([reward]), rt.rng)[0]
         if key is not None:

@@ -116,6 +116,15 @@ class ModelMessage(Message):
     reports: int = Field(ge=0, description="reports counted into this model")
 
 
+class GLBModelMessage(ModelMessage):
+    """A published model of an ``ldp-glb`` task (Zheng et al. Alg. 3): devices choose as for
+    ``ModelMessage`` and anchor their report at ``theta_hat``, the online-gradient-descent
+    iterate θ̂ (‖θ̂‖ ≤ S): z = ⟨x, θ̂⟩ and the gradient (g(z) − y) x. The report names this
+    model's version. ETag = version."""
+
+    theta_hat: list[FiniteFloat] = Field(min_length=1, max_length=MAX_DIM)
+
+
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
@@ -174,9 +183,9 @@ class BCOModelMessage(Message):
         return self
 
 
-# What ``GET /v1/tasks/{task}/model`` and the stream carry: a linear model, an arm model or a
-# BCO model.
-AnyModelMessage = ModelMessage | ArmModelMessage | BCOModelMessage
+# What ``GET /v1/tasks/{task}/model`` and the stream carry: a linear model (with θ̂ for
+# ``ldp-glb``), an arm model, a phase model (``adar-gope``) or a BCO model.
+AnyModelMessage = GLBModelMessage | ModelMessage | ArmModelMessage | BCOModelMessage
 
 
 class EncryptedReport(Message):

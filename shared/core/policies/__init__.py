@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.policies.adar_gope import AdaRGOPE, AdaRGOPEConfig
+from shared.core.policies.adar_gope import AdaRGOPE
 from shared.core.policies.adar_ucb import AdaRUCB
 from shared.core.policies.base import Policy
 from shared.core.policies.bco_config import BCO_CONFIGS
@@ -13,7 +13,7 @@ from shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBCO2
 from shared.core.policies.config import CONFIGS, PolicyConfig
 from shared.core.policies.ddp_linucb import DDPLinUCB
 from shared.core.policies.exact import AdaROFUL, LinUCB
-from shared.core.policies.ldp_glb import LDPGLB, LDPGLBConfig
+from shared.core.policies.ldp_glb import LDPGLB
 from shared.core.policies.ldp_linucb import LDPLinUCB
 from shared.core.policies.ldp_mab import LDPMAB
 from shared.core.policies.lplr import LPLR
@@ -34,7 +34,6 @@ POLICIES: dict[str, type[Policy]] = {
     "lplr": LPLR,
     "ddp-linucb": DDPLinUCB,
 }
-CONFIGS.update({"adar-gope": AdaRGOPEConfig, "ldp-glb": LDPGLBConfig})
 
 MAB_POLICIES: dict[str, type[Policy]] = {
     "ucb": UCB,

@@ -38,31 +38,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.rdp import gaussian_rdp_sigma
-from shared.core.design import DEFAULT_TOL, g_optimal_design
+from shared.core.design import g_optimal_design
 from shared.core.policies.base import Policy
-from shared.core.policies.config import PolicyConfig
+from shared.core.policies.config import AdaRGOPEConfig
 from shared.core.randomizers.identity import IdentityRandomizer
 
 MAX_WINDOW = 8192
 REWARD_SENSITIVITY = 1.0  # one reward in [0, 1] moves one per-arm sum by at most 1
-
-
-class AdaRGOPEConfig(PolicyConfig):
-    """Azize & Basu Alg. 3: phased elimination with G-optimal designs, (α, ε)-RDP."""
-
-    algo: Literal["adar-gope"] = "adar-gope"
-    alpha: float = Field(2.0, gt=1, description="Rényi order α")
-    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
-    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
-    design_tol: float = Field(DEFAULT_TOL, gt=0, le=1,
-                              description="G-optimal design tolerance: g(π) ≤ d (1 + tol)")
 
 
 @dataclass(frozen=True)
