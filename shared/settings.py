@@ -84,7 +84,10 @@ class TaskConfig(BaseModel):
         if self.policy.algo == "ddp-linucb":
             # The simulator runs it; the services' device and analyzer still handle counts only.
             raise ValueError("ddp-linucb runs in the simulator only; the services do not serve it")
-        if self.multi_armed and self.policy.K != self.K:  # type: ignore[union-attr]
+        if self.fixed_arms and getattr(self.policy, "arm_seed", None) is None:
+            raise ValueError("an adar-gope task defines its fixed arms: set policy.K and "
+                             "policy.arm_seed")
+        if (self.multi_armed or self.fixed_arms) and self.policy.K != self.K:  # type: ignore[union-attr]
             raise ValueError(
                 f"task K = {self.K} but its policy has K = {self.policy.K}: "  # type: ignore[union-attr]
                 "set both to the number of arms"
@@ -95,6 +98,12 @@ class TaskConfig(BaseModel):
     def multi_armed(self) -> bool:
         """A context-free task: K arms, decide takes no features (``policies.mab_config``)."""
         return is_multi_armed(self.policy)
+
+    @property
+    def fixed_arms(self) -> bool:
+        """An ``adar-gope`` task: K fixed arms of its own (``policy.arm_seed``), decide takes no
+        features and the device draws the arm from the phase's design."""
+        return self.policy.algo == "adar-gope"
 
     @property
     def glb(self) -> bool:

@@ -1,7 +1,9 @@
 """The demo's users: N simulated users of a seeded ``linear`` environment, C at a time, driven
 through one device task over HTTP (decide → Bernoulli reward → feedback), with their regret.
 
-A BCO task plays the ``bco-quadratic`` environment (``privbandit.demo.bco_users``). A
+An ``ldp-glb`` task plays the ``logistic`` environment instead (the same contexts, Bernoulli
+rewards of mean g(⟨x, θ*⟩), g the logistic function). A BCO task plays the ``bco-quadratic``
+environment (``privbandit.demo.bco_users``). A
 multi-armed task (``TaskInfo.d`` is null) plays the ``mab`` environment's default instance
 (``default_means(K)``, Bernoulli rewards): decide sends ``{}`` and the device picks the arm; for a
 task with per-user privacy levels each user states her own ε_t in feedback, drawn from the task's
@@ -110,7 +112,9 @@ class Driver:
                 self._levels = levels_for(self.task.policy.get("epsilon"), dist)
                 self._level_rng = env_rng  # the mab instance is fixed: env_rng is free
         else:
-            self.env = make_environment("linear", self.task.d, self.task.K, env_rng)
+            # ldp-glb learns a generalized linear model: its users' rewards are logistic.
+            env = "logistic" if self.task.algo == "ldp-glb" else "linear"
+            self.env = make_environment(env, self.task.d, self.task.K, env_rng)
         # Features are drawn with ||x|| <= 1; a task with a smaller bound L gets them scaled.
         self._scale = min(1.0, float(self.task.policy.get("L", 1.0)))
         self._next = 0

@@ -30,6 +30,7 @@ import numpy as np
 from services.common.retry import Backoff
 from services.device.background import Loops
 from shared.core.policies import Model, build_policy
+from shared.core.policies.adar_gope import PhaseModel
 from shared.core.policies.arm_model import ArmModel
 from shared.core.policies.bco_model import BCOModel
 from shared.core.policies.model import GLBModel
@@ -40,11 +41,12 @@ from shared.protocol.messages import (
     GLBModelMessage,
     HpkeConfig,
     ModelMessage,
+    PhaseModelMessage,
     b64decode,
 )
 from shared.settings import Settings, TaskConfig
 
-AnyModel = Model | ArmModel | BCOModel
+AnyModel = Model | ArmModel | BCOModel | PhaseModel
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,7 @@ class ModelCache:
         cfg = self.tasks[task]
         kind: type[AnyModelMessage] = (BCOModelMessage if cfg.bco else ArmModelMessage
                                        if cfg.multi_armed else GLBModelMessage if cfg.glb
+                                       else PhaseModelMessage if cfg.fixed_arms
                                        else ModelMessage)
         return kind.model_validate_json(data)
 
@@ -134,6 +137,8 @@ class ModelCache:
         """The model a message describes, or None (logged) if it does not fit the task."""
         if isinstance(msg, BCOModelMessage) or cfg.bco:
             return _bco_model(cfg, msg)
+        if isinstance(msg, PhaseModelMessage) or cfg.fixed_arms:
+            return _phase_model(cfg, msg)
         if isinstance(msg, ArmModelMessage):
             K = msg.arms()
             if not cfg.multi_armed or K not in (None, cfg.K) or (
@@ -299,3 +304,17 @@ def _glb_model(cfg: TaskConfig, msg: GLBModelMessage) -> GLBModel | None:
                     msg.version, cfg.id, S)
         return None
     return GLBModel.from_dict(msg.model_dump())
+
+
+def _phase_model(cfg: TaskConfig, msg: AnyModelMessage) -> PhaseModel | None:
+    """An ``adar-gope`` task's phase, or None (logged) if it does not fit the task's K arms."""
+    if (not isinstance(msg, PhaseModelMessage) or not cfg.fixed_arms
+            or max(msg.active) >= cfg.K):
+        log.warning("model v%d for %s is not a phase of its K = %d arms; ignored", msg.version,
+                    cfg.id, cfg.K)
+        return None
+    return PhaseModel(version=msg.version, phase=msg.phase, beta=msg.beta,
+                      active=np.asarray(msg.active, dtype=np.int64),
+                      support=np.asarray(msg.support, dtype=np.int64),
+                      counts=np.asarray(msg.counts, dtype=np.int64), order_seed=0,
+                      reports=msg.reports, weights=np.asarray(msg.weights, dtype=float))

@@ -71,11 +71,14 @@ async def decide(
                 f"task {cfg.id} is a BCO task ({cfg.policy.algo}): decide takes no features")
         state, played = bco.decide_points(model, rt.rng)  # type: ignore[arg-type]
         action, points = 0, played.tolist()
-    elif cfg.multi_armed:
+    elif cfg.multi_armed or cfg.fixed_arms:
         if features is not None:
             raise UnexpectedFeatures(
-                f"task {cfg.id} is multi-armed ({cfg.policy.algo}): decide takes no features")
-        state = arms.decide_arm(model, rt.rng)  # type: ignore[arg-type]
+                f"task {cfg.id} plays fixed arms ({cfg.policy.algo}): decide takes no features")
+        if cfg.fixed_arms:  # [arm, phase]: the arm drawn from π_ℓ, the phase it names
+            state = np.array([model.sample(rt.rng.random()), model.phase])  # type: ignore[union-attr]
+        else:
+            state = arms.decide_arm(model, rt.rng)  # type: ignore[arg-type]
         action = int(state[0])
     else:
         if features is None:
@@ -148,6 +151,8 @@ async def _give_feedback(
             row = arms.report_row(randomizer, x, reward, eps, rt.rng)  # type: ignore[arg-type]
         elif cfg.glb:
             row = glb.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
+        elif cfg.fixed_arms:
+            row = randomizer.row(int(x[0]), int(x[1]), reward)  # type: ignore[attr-defined]
         else:
             row = randomizer.randomize(x[None, :], np.array([reward]), rt.rng)[0]
         if key is not None:

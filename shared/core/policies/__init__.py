@@ -13,6 +13,7 @@ from shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBCO2
 from shared.core.policies.config import CONFIGS, PolicyConfig
 from shared.core.policies.ddp_linucb import DDPLinUCB
 from shared.core.policies.exact import AdaROFUL, LinUCB
+from shared.core.policies.gope_service import AdaRGOPEService
 from shared.core.policies.ldp_glb import LDPGLB
 from shared.core.policies.ldp_linucb import LDPLinUCB
 from shared.core.policies.ldp_mab import LDPMAB
@@ -60,6 +61,9 @@ def build_policy(config: PolicyConfig, rng: np.random.Generator | None = None) -
     algo = getattr(config, "algo", None)
     if algo not in POLICIES:
         raise ValueError(f"unknown policy {algo!r}; known: {', '.join(POLICIES)}")
+    if algo == "adar-gope" and getattr(config, "arm_seed", None) is not None:
+        # A task's own fixed arms: the services' variant (devices sample from the design).
+        return AdaRGOPEService(config, rng)  # type: ignore[arg-type]
     return POLICIES[algo](config, rng)  # type: ignore[arg-type]
 
 
