@@ -12,6 +12,14 @@ with c_t = 2Υ_t, Υ_t = σ√t (4√d + 2 ln(2T/α)) (line 3, as in Alg. 5: inh
 takes the summed gradients of those reports, all computed at the same broadcast θ̂ (a mini-batch
 step; cadence is post-processing and changes no report's privacy).
 
+Versions (the services). θ̂ is published with (θ̃, V, β) in one ``GLBModel``; a report row is
+``[v, …]`` with v the version whose θ̂_v the device used (``VersionedGLBRandomizer``; in the
+simulator every row names the current version). A report made under an older θ̂_v is still
+summed, z x and gradient alike: GLOC's online-to-confidence-set conversion only needs z_t and
+the gradient of loss t to use the same iterate, which the device guarantees; the analyzer's
+learner is then OGD with delayed gradients (counted in ``stale``). A version never published
+is refused (``admit_row``).
+
 Step size: ζ = Θ(1/√T) (line 2). We use OGD's standard ζ = D/(G√T) with D = 2S the diameter of
 W and G = L + σ√d the norm of a noisy gradient (Lemma 1's Lipschitz constant C + σ√d with the
 gradient bound C = L); ``ogd_step`` overrides it.
