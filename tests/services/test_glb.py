@@ -194,3 +194,18 @@ async def test_analyzer_refuses_forged_reports_alone(
                                      headers=auth())
         ack = BatchAck.model_validate_json(resp.content)
         assert (ack.counted, ack.rejected) == (1, 0), why
+
+
+def test_state_round_trips_with_theta_hat_and_versions() -> None:
+    rng = np.random.default_rng(5)
+    a = build_policy(GLB.policy, np.random.default_rng(0))
+    x = rng.normal(size=(5, D))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    for k in range(5):  # two publications, one report pending
+        a.ingest(a.randomizer.randomize(x[k:k + 1], np.array([k % 2]), rng))
+    assert a.model.version == 2 and a.randomizer.version == 2
+    b = build_policy(GLB.policy, np.random.default_rng(0))
+    b.set_state(json.loads(json.dumps(a.get_state())))
+    assert b.get_state() == a.get_state()
+    assert np.array_equal(b.model.theta_hat, a.randomizer.anchor)
+    assert b.randomizer.version == 2
