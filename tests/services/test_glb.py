@@ -209,3 +209,15 @@ def test_state_round_trips_with_theta_hat_and_versions() -> None:
     assert b.get_state() == a.get_state()
     assert np.array_equal(b.model.theta_hat, a.randomizer.anchor)
     assert b.randomizer.version == 2
+
+
+def test_device_ignores_a_model_whose_theta_hat_leaves_the_ball() -> None:
+    """The report is calibrated for ‖θ̂‖ ≤ S only: a model with θ̂ outside is not installed."""
+    from services.device.cache import ModelCache
+
+    base = {"task": "glb", "version": 3, "theta": [0.0] * D, "V": np.eye(D).tolist(),
+            "beta": 1.0, "reports": 6}
+    inside = GLBModelMessage(**base, theta_hat=[2.0, 0.0, 0.0])  # ‖θ̂‖ = S
+    outside = GLBModelMessage(**base, theta_hat=[2.0, 0.1, 0.0])
+    assert ModelCache._build(GLB, inside) is not None  # noqa: SLF001
+    assert ModelCache._build(GLB, outside) is None  # noqa: SLF001

@@ -180,3 +180,13 @@ def test_state_round_trips_and_the_restored_policy_continues_identically() -> No
     assert a.ingest(tail) == b.ingest(tail) == 3
     assert a.model.phase == b.model.phase == 2
     assert a.get_state() == b.get_state()
+
+
+def test_device_draw_is_the_documented_inverse_cdf() -> None:
+    """``PhaseModel.sample`` is protocol.md §4's rule as the independent client implements it."""
+    from tests.interop import client
+
+    m = build_policy(GOPE.policy).model
+    message = {"support": m.support.tolist(), "weights": m.weights.tolist()}
+    for u in np.random.default_rng(4).random(2000):
+        assert m.sample(float(u)) == client.choose_phase_arm(message, float(u))
