@@ -31,7 +31,8 @@ BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n)(.*?)(<!-- end:\2 -->)", re.S)
 # Every message on the wire, grouped as the document presents them.
 MESSAGES: dict[str, list[type[BaseModel]]] = {
     "Analyzer": [messages.HpkeConfig, messages.TaskInfo, messages.ModelMessage,
-                 messages.ArmModelMessage, messages.BCOModelMessage,
+                 messages.GLBModelMessage, messages.ArmModelMessage,
+                 messages.PhaseModelMessage, messages.BCOModelMessage,
                  messages.BatchUpload, messages.BatchAck, messages.PrivacyReport],
     "Shuffler": [messages.EncryptedReport, messages.ReportUpload, messages.ReportsAccepted,
                  messages.TaskQueueStatus, messages.ShufflerStatus],

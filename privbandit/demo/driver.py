@@ -1,7 +1,11 @@
 """The demo's users: N simulated users of a seeded ``linear`` environment, C at a time, driven
 through one device task over HTTP (decide → Bernoulli reward → feedback), with their regret.
 
-A BCO task plays the ``bco-quadratic`` environment (``privbandit.demo.bco_users``). A
+An ``ldp-glb`` task plays the ``logistic`` environment instead (the same contexts, Bernoulli
+rewards of mean g(⟨x, θ*⟩), g the logistic function), an ``adar-gope`` task ``fixed-linear`` on
+the task's own arms (decide sends ``{}``: the device draws the arm from the phase's design). A
+BCO task plays the ``bco-quadratic``
+environment (``privbandit.demo.bco_users``). A
 multi-armed task (``TaskInfo.d`` is null) plays the ``mab`` environment's default instance
 (``default_means(K)``, Bernoulli rewards): decide sends ``{}`` and the device picks the arm; for a
 task with per-user privacy levels each user states her own ε_t in feedback, drawn from the task's
@@ -21,10 +25,11 @@ from typing import Any
 import httpx
 import numpy as np
 
-from privbandit.demo.bco_users import BCOUsers, is_bco_task
+from privbandit.demo.bco_users import DEMO_ENV, BCOUsers, is_bco_task
 from privbandit.demo.config import DemoError
-from shared.core.environments import make_environment
+from shared.core.environments import Environment, make_environment
 from shared.core.environments.mab import default_means
+from shared.core.policies.gope_service import seeded_arms
 from shared.core.privacy_levels import levels_for
 from shared.core.simulator import user_streams
 from shared.protocol.messages import TaskInfo
@@ -44,6 +49,28 @@ async def fetch_task(analyzer_url: str, task_id: str) -> TaskInfo:
         raise DemoError(f"the analyzer does not serve task {task_id}: {resp.status_code} "
                         f"{resp.text[:200]}")
     return TaskInfo.model_validate_json(resp.content)
+
+
+def demo_environment(task: TaskInfo, env_rng: np.random.Generator) -> Environment:
+    """The users of a task with features: ``linear``; ``logistic`` for ``ldp-glb`` (it learns a
+    generalized linear model); ``fixed-linear`` on the task's own seeded arms for ``adar-gope``
+    (θ* from the demo's seed)."""
+    d, K = int(task.d), task.K  # type: ignore[arg-type]
+    if task.algo == "adar-gope":
+        env = make_environment("fixed-linear", d, K, env_rng)
+        env.use_arms(seeded_arms(K, d, int(task.policy["arm_seed"])))  # type: ignore[attr-defined]
+        return env
+    return make_environment(demo_env_name(task), d, K, env_rng)
+
+
+def demo_env_name(task: TaskInfo) -> str:
+    """The environment a demo of ``task`` plays (``demo_environment``; BCO and MAB tasks have
+    their own)."""
+    if is_bco_task(task):
+        return DEMO_ENV
+    if task.d is None:
+        return "mab"
+    return {"ldp-glb": "logistic", "adar-gope": "fixed-linear"}.get(task.algo, "linear")
 
 
 @dataclass
@@ -110,7 +137,8 @@ class Driver:
                 self._levels = levels_for(self.task.policy.get("epsilon"), dist)
                 self._level_rng = env_rng  # the mab instance is fixed: env_rng is free
         else:
-            self.env = make_environment("linear", self.task.d, self.task.K, env_rng)
+            self.env = demo_environment(self.task, env_rng)
+        self.fixed_arms = self.task.algo == "adar-gope"
         # Features are drawn with ||x|| <= 1; a task with a smaller bound L gets them scaled.
         self._scale = min(1.0, float(self.task.policy.get("L", 1.0)))
         self._next = 0
@@ -138,6 +166,8 @@ class Driver:
 
     def _requests(self, X: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
         """The decide body and the feedback fields besides decision and reward of one user."""
+        if self.fixed_arms:  # the device draws the arm from the phase's design
+            return {}, {}
         if not self.multi_armed:
             return {"features": X.tolist()}, {}
         eps = float(X[0])

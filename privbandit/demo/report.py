@@ -10,12 +10,13 @@ import numpy as np
 
 from privbandit.demo.bco_users import DEMO_ENV, demo_environment, is_bco_task
 from privbandit.demo.config import DemoOptions
-from privbandit.demo.driver import Driver
+from privbandit.demo.driver import Driver, demo_env_name
 from privbandit.summary import ledger_lines
 from shared.core.bco_simulator import simulate_bco
 from shared.core.environments.mab import MABEnvironment, default_means
 from shared.core.mab_simulator import simulate_mab
 from shared.core.policies import make_config
+from shared.core.policies.gope_service import seeded_arms
 from shared.core.simulator import same_users_regret, user_streams
 from shared.protocol.messages import TaskInfo
 
@@ -30,7 +31,15 @@ def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
         return _bco_reference(config, task, opts, regret, reps)
     if task.d is None:
         return _mab_reference(config, task, opts, regret, reps)
-    finals = same_users_regret(config, "linear", task.K, opts.users, opts.seed, reps)
+    arms = None
+    if task.algo == "adar-gope":
+        # The simulator's AdaR-GOPE (fixed play order) on the task's arms: the services' devices
+        # sample from the design instead, so a phase's counts vary around the plan.
+        arms = seeded_arms(task.K, int(task.d), int(task.policy["arm_seed"]))  # type: ignore[arg-type]
+        config = make_config("adar-gope", **{k: v for k, v in params.items()
+                                            if k not in ("K", "arm_seed")})
+    finals = same_users_regret(config, demo_env_name(task), task.K, opts.users, opts.seed, reps,
+                               arms=arms)
     return _reference(finals, regret, "privbandit's in-process simulator on the same users (same "
                       "θ*, contexts and reward draws), varying only device and analyzer randomness")
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import httpx
 
-from privbandit.demo.bco_users import DEMO_ENV, is_bco_task
 from privbandit.demo.config import DEFAULT_USERS, DemoError, DemoOptions, demo_task, derived_config
-from privbandit.demo.driver import Driver, fetch_task
+from privbandit.demo.driver import Driver, demo_env_name, fetch_task
 from privbandit.demo.reconcile import reconcile, snapshot, wait_quiescent
 from privbandit.demo.report import ProgressBar, make_console, print_result, simulator_reference
 from privbandit.launcher import SERVICES, Cluster, LaunchError, free_ports, healthy
@@ -54,7 +53,7 @@ async def run_demo_against(
         "threat_model": task.threat_model,
         "task": task.id,
         "algo": task.algo,
-        "env": DEMO_ENV if is_bco_task(task) else "linear" if task.d is not None else "mab",
+        "env": demo_env_name(task),
         "users": opts.users,
         "concurrency": opts.concurrency,
         "seed": opts.seed,

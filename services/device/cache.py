@@ -30,19 +30,23 @@ import numpy as np
 from services.common.retry import Backoff
 from services.device.background import Loops
 from shared.core.policies import Model, build_policy
+from shared.core.policies.adar_gope import PhaseModel
 from shared.core.policies.arm_model import ArmModel
 from shared.core.policies.bco_model import BCOModel
+from shared.core.policies.model import GLBModel
 from shared.protocol.messages import (
     AnyModelMessage,
     ArmModelMessage,
     BCOModelMessage,
+    GLBModelMessage,
     HpkeConfig,
     ModelMessage,
+    PhaseModelMessage,
     b64decode,
 )
 from shared.settings import Settings, TaskConfig
 
-AnyModel = Model | ArmModel | BCOModel
+AnyModel = Model | ArmModel | BCOModel | PhaseModel
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +89,9 @@ class ModelCache:
         BCO models for BCO tasks)."""
         cfg = self.tasks[task]
         kind: type[AnyModelMessage] = (BCOModelMessage if cfg.bco else ArmModelMessage
-                                       if cfg.multi_armed else ModelMessage)
+                                       if cfg.multi_armed else GLBModelMessage if cfg.glb
+                                       else PhaseModelMessage if cfg.fixed_arms
+                                       else ModelMessage)
         return kind.model_validate_json(data)
 
     def versions(self) -> dict[str, int]:
@@ -131,6 +137,8 @@ class ModelCache:
         """The model a message describes, or None (logged) if it does not fit the task."""
         if isinstance(msg, BCOModelMessage) or cfg.bco:
             return _bco_model(cfg, msg)
+        if isinstance(msg, PhaseModelMessage) or cfg.fixed_arms:
+            return _phase_model(cfg, msg)
         if isinstance(msg, ArmModelMessage):
             K = msg.arms()
             if not cfg.multi_armed or K not in (None, cfg.K) or (
@@ -144,7 +152,13 @@ class ModelCache:
                 len(row) != d for row in msg.V):
             log.warning("model v%d for %s has wrong dimensions; ignored", msg.version, cfg.id)
             return None
+        if cfg.glb != isinstance(msg, GLBModelMessage):
+            log.warning("model v%d for %s: θ̂ %s; ignored", msg.version, cfg.id,
+                        "missing" if cfg.glb else "unexpected")
+            return None
         try:
+            if isinstance(msg, GLBModelMessage):
+                return _glb_model(cfg, msg)
             return Model(
                 version=msg.version,
                 theta=np.asarray(msg.theta, dtype=float),
@@ -278,3 +292,29 @@ def _bco_model(cfg: TaskConfig, msg: AnyModelMessage) -> BCOModel | None:
         log.warning("model v%d for %s does not fit the BCO task; ignored", msg.version, cfg.id)
         return None
     return BCOModel.from_dict(msg.model_dump())
+
+
+def _glb_model(cfg: TaskConfig, msg: GLBModelMessage) -> GLBModel | None:
+    """An ``ldp-glb`` task's model, or None (logged) if θ̂ is not a d-vector in the ball W of
+    radius S: the device's report is calibrated for ‖θ̂‖ ≤ S only."""
+    theta_hat = np.asarray(msg.theta_hat, dtype=float)
+    S = float(cfg.policy.S)  # type: ignore[union-attr]
+    if theta_hat.shape != (cfg.policy.d,) or np.linalg.norm(theta_hat) > S * (1 + 1e-9):  # type: ignore[union-attr]
+        log.warning("model v%d for %s: θ̂ is not in the ball of radius S = %g; ignored",
+                    msg.version, cfg.id, S)
+        return None
+    return GLBModel.from_dict(msg.model_dump())
+
+
+def _phase_model(cfg: TaskConfig, msg: AnyModelMessage) -> PhaseModel | None:
+    """An ``adar-gope`` task's phase, or None (logged) if it does not fit the task's K arms."""
+    if (not isinstance(msg, PhaseModelMessage) or not cfg.fixed_arms
+            or max(msg.active) >= cfg.K):
+        log.warning("model v%d for %s is not a phase of its K = %d arms; ignored", msg.version,
+                    cfg.id, cfg.K)
+        return None
+    return PhaseModel(version=msg.version, phase=msg.phase, beta=msg.beta,
+                      active=np.asarray(msg.active, dtype=np.int64),
+                      support=np.asarray(msg.support, dtype=np.int64),
+                      counts=np.asarray(msg.counts, dtype=np.int64), order_seed=0,
+                      reports=msg.reports, weights=np.asarray(msg.weights, dtype=float))

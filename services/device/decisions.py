@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from services.common.deps import lookup_task
-from services.device import arms, bco
+from services.device import arms, bco, glb
 from services.device.errors import (
     FeatureNorm,
     InvalidReport,
@@ -71,18 +71,21 @@ async def decide(
                 f"task {cfg.id} is a BCO task ({cfg.policy.algo}): decide takes no features")
         state, played = bco.decide_points(model, rt.rng)  # type: ignore[arg-type]
         action, points = 0, played.tolist()
-    elif cfg.multi_armed:
+    elif cfg.multi_armed or cfg.fixed_arms:
         if features is not None:
             raise UnexpectedFeatures(
-                f"task {cfg.id} is multi-armed ({cfg.policy.algo}): decide takes no features")
-        state = arms.decide_arm(model, rt.rng)  # type: ignore[arg-type]
+                f"task {cfg.id} plays fixed arms ({cfg.policy.algo}): decide takes no features")
+        if cfg.fixed_arms:  # [arm, phase]: the arm drawn from π_ℓ, the phase it names
+            state = np.array([model.sample(rt.rng.random()), model.phase])  # type: ignore[union-attr]
+        else:
+            state = arms.decide_arm(model, rt.rng)  # type: ignore[arg-type]
         action = int(state[0])
     else:
         if features is None:
             raise MissingFeatures(f"task {cfg.id} needs K = {cfg.K} feature vectors")
         X = check_features(cfg, features)
         action = int(model.decide(X[None])[0])
-        state = X[action]
+        state = glb.decision_state(model, X[action]) if cfg.glb else X[action]  # type: ignore[arg-type]
     decision_id = secrets.token_hex(16)
     await rt.store.add_decision(decision_id, task, state)
     rt.metrics.decisions.labels(task).inc()
@@ -146,6 +149,10 @@ async def _give_feedback(
             row = bco.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
         elif cfg.multi_armed:
             row = arms.report_row(randomizer, x, reward, eps, rt.rng)  # type: ignore[arg-type]
+        elif cfg.glb:
+            row = glb.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
+        elif cfg.fixed_arms:
+            row = randomizer.row(int(x[0]), int(x[1]), reward)  # type: ignore[attr-defined]
         else:
             row = randomizer.randomize(x[None, :], np.array([reward]), rt.rng)[0]
         if key is not None:

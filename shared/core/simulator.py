@@ -200,15 +200,19 @@ def user_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
 
 
 def same_users_regret(
-    config: PolicyConfig, env_name: str, K: int, T: int, seed: int, reps: int = 20
+    config: PolicyConfig, env_name: str, K: int, T: int, seed: int, reps: int = 20,
+    arms: np.ndarray | None = None,
 ) -> np.ndarray:
     """Final regret of ``reps`` in-memory runs on the demo's users for ``seed`` (same θ*, same
     contexts, same reward draws), varying only the device and analyzer randomness: the spread
-    a services run of the same task should fall in."""
+    a services run of the same task should fall in. ``arms``: a ``fixed-linear`` run on these
+    arms (an ``adar-gope`` task's) instead of the drawn ones."""
     finals = np.empty(reps)
     for rep in range(reps):
         env_rng, reward_rng = user_streams(seed)
         env = make_environment(env_name, config.d, K, env_rng)
+        if arms is not None:
+            env.use_arms(arms)  # type: ignore[attr-defined]
         device_rng, policy_rng = (
             np.random.default_rng(s) for s in np.random.SeedSequence([seed, rep, 0x5EED]).spawn(2)
         )

@@ -116,6 +116,15 @@ class ModelMessage(Message):
     reports: int = Field(ge=0, description="reports counted into this model")
 
 
+class GLBModelMessage(ModelMessage):
+    """A published model of an ``ldp-glb`` task (Zheng et al. Alg. 3): devices choose as for
+    ``ModelMessage`` and anchor their report at ``theta_hat``, the online-gradient-descent
+    iterate θ̂ (‖θ̂‖ ≤ S): z = ⟨x, θ̂⟩ and the gradient (g(z) − y) x. The report names this
+    model's version. ETag = version."""
+
+    theta_hat: list[FiniteFloat] = Field(min_length=1, max_length=MAX_DIM)
+
+
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
@@ -147,6 +156,39 @@ class ArmModelMessage(Message):
         return None if vec is None else len(vec)
 
 
+class PhaseModelMessage(Message):
+    """A published phase of an ``adar-gope`` task (Azize & Basu Alg. 3 on the task's fixed arms,
+    rebuilt from its ``arm_seed``): a device draws its arm from ``weights`` over ``support``
+    with its own uniform (inverse CDF, as for ``ArmModelMessage.probabilities``) and reports
+    (arm, ``phase``, reward). ``counts`` are the planned plays T_ℓ(a) of the support arms; the
+    phase ends after ``length`` = Σ counts counted reports (null: one arm is left, played for
+    ever). ETag = version (one per phase)."""
+
+    task: TaskId
+    version: int = Field(ge=0)
+    reports: int = Field(ge=0, description="reports counted before this phase began")
+    phase: int = Field(ge=1, description="ℓ: reports name it")
+    beta: FiniteFloat = Field(gt=0, description="β_ℓ = 2^−ℓ, the phase's accuracy")
+    active: list[Annotated[int, Field(ge=0, lt=MAX_ARMS)]] = Field(min_length=1,
+                                                                 max_length=MAX_ARMS)
+    support: list[Annotated[int, Field(ge=0, lt=MAX_ARMS)]] = Field(min_length=1,
+                                                                  max_length=MAX_ARMS)
+    weights: list[Probability] = Field(min_length=1, max_length=MAX_ARMS,
+                                       description="π_ℓ on support (sums to 1)")
+    counts: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, max_length=MAX_ARMS)
+    length: int | None = Field(None, ge=1, description="Σ counts; null with one arm left")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PhaseModelMessage:
+        if not len(self.support) == len(self.weights) == len(self.counts):
+            raise ValueError("support, weights and counts must have one entry per support arm")
+        if not set(self.support) <= set(self.active):
+            raise ValueError("the support must be a subset of the active arms")
+        if not sum(self.weights) > 0:
+            raise ValueError("weights must not all be 0")
+        return self
+
+
 class BCOModelMessage(Message):
     """A published model of a bandit-convex-optimisation task: the point y and what the device
     needs to play around it with its own unit direction u (``shared.core.policies.bco_model``):
@@ -174,9 +216,10 @@ class BCOModelMessage(Message):
         return self
 
 
-# What ``GET /v1/tasks/{task}/model`` and the stream carry: a linear model, an arm model or a
-# BCO model.
-AnyModelMessage = ModelMessage | ArmModelMessage | BCOModelMessage
+# What ``GET /v1/tasks/{task}/model`` and the stream carry: a linear model (with θ̂ for
+# ``ldp-glb``), an arm model, a phase model (``adar-gope``) or a BCO model.
+AnyModelMessage = (GLBModelMessage | ModelMessage | ArmModelMessage | PhaseModelMessage
+                   | BCOModelMessage)
 
 
 class EncryptedReport(Message):

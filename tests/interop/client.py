@@ -352,3 +352,53 @@ def bco_value(policy: dict, losses: list[float], points: np.ndarray,
 def bco_row(version: int, u: np.ndarray, value: float) -> bytes:
     """§3.3: little-endian version (uint32), u (d float64), value (float64)."""
     return struct.pack(f"<I{u.shape[0] + 1}d", int(version), *map(float, u), float(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# ldp-glb and adar-gope (protocol.md §3.3 "ldp-glb" / "adar-gope", §4 GLBModelMessage and
+# PhaseModelMessage)
+
+
+def choose_linear(model: dict, X: np.ndarray) -> int:
+    """§4: argmax_a ⟨x_a, θ̃⟩ + β ‖x_a‖_{V⁻¹} (first maximum), ‖x‖²_{V⁻¹} by a linear solve."""
+    theta, V = np.asarray(model["theta"], dtype=float), np.asarray(model["V"], dtype=float)
+    widths = np.sqrt(np.einsum("ij,ji->i", X, np.linalg.solve(V, X.T)))
+    return int(np.argmax(X @ theta + float(model["beta"]) * widths))
+
+
+def glb_row(x: np.ndarray, r: float, model: dict, policy: dict,
+            rng: np.random.Generator) -> tuple[list[float], bytes]:
+    """§3.3 ``ldp-glb``: [v, upper(x xᵀ) + B, z x + ξ, (g(z) − r) x + ρ], z = ⟨x, θ̂_v⟩, noise
+    N(0, σ²) per entry at Δ = √(2L⁴ + 4L⁴S² + 4L²); v as uint32, the rest float64."""
+    L, S = float(policy["L"]), float(policy["S"])
+    sigma = analytic_gaussian_sigma(float(policy["epsilon"]), float(policy["delta"]),
+                                    math.sqrt(2 * L**4 + 4 * L**4 * S**2 + 4 * L**2))
+    z = float(x @ np.asarray(model["theta_hat"], dtype=float))
+    clean = np.concatenate([upper(x), z * x, (1.0 / (1.0 + math.exp(-z)) - r) * x])
+    noisy = clean + rng.normal(0.0, sigma, clean.shape)
+    version = int(model["version"])
+    return ([float(version), *noisy.tolist()],
+            struct.pack(f"<I{noisy.shape[0]}d", version, *map(float, noisy)))
+
+
+def seeded_arms(K: int, d: int, seed: int) -> np.ndarray:
+    """§4 ``adar-gope``: x_a = (1/√2)(1, v_a), v_a the rows of default_rng(seed).normal((K, d−1))
+    over their norms."""
+    v = np.random.default_rng(seed).normal(size=(K, d - 1))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return np.concatenate([np.ones((K, 1)), v], axis=1) / math.sqrt(2)
+
+
+def choose_phase_arm(model: dict, u: float) -> int:
+    """§4: the first support arm a with u·Σw < Σ_{b≤a} w_b (left to right)."""
+    total, acc = sum(model["weights"]), 0.0
+    for a, w in zip(model["support"], model["weights"], strict=True):
+        acc += w
+        if u * total < acc:
+            return int(a)
+    raise ValueError("u·Σw reached no arm")
+
+
+def gope_row(arm: int, phase: int, r: float) -> bytes:
+    """§3.3 ``adar-gope``: arm (uint32), phase (uint32), reward (float64), little-endian."""
+    return struct.pack("<IId", arm, phase, r)

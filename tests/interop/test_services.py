@@ -32,6 +32,16 @@ user's own quadratic loss there, randomizes it (Zheng et al. Alg. 1 / Alg. 2 lin
 [version, u, value]. The analyzer draws nothing for these tasks (its gradient step is
 deterministic in the rows), so models and stored state are compared whole.
 
+``ldp-glb`` is played the same way, publishing after every report at test size: the independent
+client reads the twin's ``GLBModelMessage`` (every third user the one a report older), chooses
+from (θ̃, V, β) among her own features, and builds §3.3's row anchored at that model's θ̂ and
+naming its version; the analyzer's steps are deterministic in the rows, so everything is
+compared. ``adar-gope`` users all hold the latest ``PhaseModelMessage`` (it changes once per
+phase) and draw their arm from its design by §4's rule; the run covers phase 1 and the first
+``GOPE_PHASE_2`` reports of phase 2. The analyzer's phase-end noise differs per twin (only the
+play-order seed it draws is excluded from the comparison): at the test's ε = 10⁶ it is far too
+small to change which arms are eliminated, so the phase-2 designs are compared exactly too.
+
 Test-size changes to the default tasks (so a run takes seconds): shuffle batch size l = 10
 instead of 1000 and LDP updates every 10 reports instead of 100; and the shuffle task also
 runs with the ``reports`` transport at m = 2, so that the multi-bit unary rounding and bit
@@ -57,6 +67,7 @@ import pytest
 import tomli_w
 
 from privbandit.launcher import SERVICES, Cluster, free_ports
+from shared.core.policies import build_policy
 from shared.protocol.messages import HpkeConfig
 from shared.protocol.secure_sum import PaillierConfig
 from shared.settings import TaskConfig
@@ -82,13 +93,34 @@ KINDS = {
     "adar-ucb": ("demo-adar-ucb", 14),  # K = 10 fresh users and 4 stale: the initial phase only
     "ldp-bco": ("demo-ldp-bco", 15),
     "ldp-bco2": ("demo-ldp-bco2", 15),
+    "ldp-glb": ("demo-ldp-glb", 30),
+    "adar-gope": ("demo-adar-gope", 0),  # phase 1 and GOPE_PHASE_2 users of phase 2 (below)
 }
 MAB_KINDS = {"ucb", "heldp-ucb-l", "heldp-ucb-b", "ldp-mab", "adar-ucb"}
 BCO_KINDS = {"ldp-bco", "ldp-bco2"}
-STALE_EVERY = 3  # every third multi-armed or BCO user holds the model one report older
+STALE_EVERY = 3  # every third multi-armed, BCO or GLB user holds the model one report older
+# AdaR-GOPE publishes once per phase: its users all hold the latest model (module docstring).
+FRESH_ONLY = {"adar-gope"}
+GOPE_PHASE_2 = 8
 # Fields the analyzer computes from its own CSPRNG noise (module docstring): not compared.
-NOISY = {"central": ("theta", "noise"), "adar-ucb": ("released", "arm")}
+NOISY = {"central": ("theta", "noise"), "adar-ucb": ("released", "arm"),
+         "adar-gope": ("order_seed",)}
 WAIT = 60.0  # seconds before a wait for the analyzer fails the test (it never gates a pass)
+
+
+# AdaR-GOPE at test size: short phases, and noise so small (ε = 10⁶: σ_N ≈ 10⁻³) that both twins
+# eliminate the same arms at the end of phase 1 (their noise draws differ, by design).
+GOPE_TEST = {"epsilon": 1e6, "confidence_scale": 0.1}
+
+
+def reports_of(kind: str) -> int:
+    """Users per client for a kind: ``KINDS``, or for AdaR-GOPE its phase-1 length (from the
+    published model) plus ``GOPE_PHASE_2``."""
+    n = KINDS[kind][1]
+    if kind != "adar-gope":
+        return n
+    task = next(t for t in interop_tasks() if t["id"] == KINDS[kind][0])
+    return int(build_policy(TaskConfig.model_validate(task).policy).model.length) + GOPE_PHASE_2
 
 
 def interop_tasks() -> list[dict[str, Any]]:
@@ -104,6 +136,8 @@ def interop_tasks() -> list[dict[str, Any]]:
     assert shuffle["aggregation"] == "secure-sum"
     shuffle["policy"]["batch_size"] = SHUFFLE_L
     ldp["policy"]["update_every"] = 10
+    base["demo-ldp-glb"]["policy"]["update_every"] = 1
+    base["demo-adar-gope"]["policy"].update(GOPE_TEST)
     reports = copy.deepcopy(shuffle)
     reports.update(id="demo-shuffle-reports", aggregation="reports")
     reports["policy"]["m"] = 2
@@ -220,7 +254,7 @@ def adaptive_chunks(kind: str, http: httpx.Client, analyzer: str, seed: int, pla
     """Users one at a time (module docstring), each from the twin's published model — every
     STALE_EVERY-th from the model one report older — through ``play(policy, model, rng)`` →
     (row fields, the independent client's wire row): the same row to both tasks."""
-    task, n = KINDS[kind]
+    task, n = KINDS[kind][0], reports_of(kind)
     twin = task + SUFFIX
     hconf = get(http, f"{analyzer}/v1/hpke-config")
     policy = get(http, f"{analyzer}/v1/tasks/{twin}")["policy"]
@@ -231,7 +265,7 @@ def adaptive_chunks(kind: str, http: httpx.Client, analyzer: str, seed: int, pla
     held = get(http, f"{analyzer}/v1/tasks/{twin}/model")
     for i in range(n):
         latest = get(http, f"{analyzer}/v1/tasks/{twin}/model")
-        stale = i % STALE_EVERY == STALE_EVERY - 1
+        stale = kind not in FRESH_ONLY and i % STALE_EVERY == STALE_EVERY - 1
         model = held if stale else latest
         assert not stale or model["version"] < latest["version"], "a stale user is not stale"
         held = latest
@@ -268,8 +302,30 @@ def play_bco(policy: dict[str, Any], model: dict[str, Any], rng: np.random.Gener
     return [model["version"], *u, value], client.bco_row(model["version"], u, value)
 
 
+def play_glb(policy: dict[str, Any], model: dict[str, Any], rng: np.random.Generator
+             ) -> tuple[list[float], bytes]:
+    """An ``ldp-glb`` user: K arms' features, §4's choice from (θ̃, V, β), her reward, the row of
+    §3.3 anchored at the model's θ̂ and naming its version."""
+    X, _ = user_inputs(len(model["theta"]), 5, rng)
+    x = X[client.choose_linear(model, X)]
+    return client.glb_row(x, float(rng.uniform()), model, policy, rng)
+
+
+def play_gope(policy: dict[str, Any], model: dict[str, Any], rng: np.random.Generator
+              ) -> tuple[list[float], bytes]:
+    """An ``adar-gope`` user: §4's arm from the phase's design with her own uniform, her reward
+    (Bernoulli of the arm's mean under a fixed θ* = (1/√2)(1, 1, 0, …)/‖·‖)."""
+    arm = client.choose_phase_arm(model, float(rng.random()))
+    x = client.seeded_arms(policy["K"], policy["d"], policy["arm_seed"])[arm]
+    theta = np.zeros(policy["d"])
+    theta[:2] = 1.0 / math.sqrt(2)
+    r = float(rng.random() < float(np.clip(x @ theta, 0.0, 1.0)))
+    return [arm, model["phase"], r], client.gope_row(arm, model["phase"], r)
+
+
 PLAYERS: dict[str, Play] = {**dict.fromkeys(MAB_KINDS, play_arm),
-                            **dict.fromkeys(BCO_KINDS, play_bco)}
+                            **dict.fromkeys(BCO_KINDS, play_bco),
+                            "ldp-glb": play_glb, "adar-gope": play_gope}
 
 
 def privacy(http: httpx.Client, analyzer: str, task: str) -> dict[str, Any]:
@@ -321,7 +377,7 @@ def test_independent_client_reports_count_exactly_as_the_projects(
     deployment: Cluster, http: httpx.Client, kind: str
 ) -> None:
     urls = deployment.urls
-    task, n = KINDS[kind]
+    task, n = KINDS[kind][0], reports_of(kind)
     twin = task + SUFFIX
     seed = list(KINDS).index(kind)
     l = get(http, f"{urls['analyzer']}/v1/tasks/{task}")["batch_size"]
@@ -367,6 +423,11 @@ def check_paths_taken(kind: str, state: dict[str, Any], n: int) -> None:
         assert state["pulls"] == [1] * (n - stale), state
     if kind in BCO_KINDS:  # every report, stale ones too, made a gradient step from its version
         assert state["skipped"] == 0 and len(state["history"]) == n + 1, state
+    if kind == "ldp-glb":  # stale reports named their older version and were counted
+        assert state["stale"] == n // STALE_EVERY and state["model"]["version"] == n, state
+    if kind == "adar-gope":  # phase 1 ended on schedule; phase 2 holds the last reports
+        assert state["model"]["phase"] == 2 and state["pos"] == GOPE_PHASE_2, state
+        assert state["late"] == state["dropped"] == 0, state
 
 
 def check_retries_are_duplicates(http: httpx.Client, urls: dict[str, str], kind: str,

@@ -28,7 +28,8 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
     if paper:
         if task["policy"]["algo"] not in BCO_CONFIGS:  # BCO tasks run the paper's steps anyway
             task["policy"]["confidence_scale"] = 1.0
-        if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb"):  # have regularizers
+        # The policies with a regularizer.
+        if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb"):
             task["policy"]["regularizer"] = "paper"
     if aggregation is not None:
         task["aggregation"] = aggregation

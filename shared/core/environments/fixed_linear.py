@@ -32,6 +32,16 @@ class FixedLinearEnvironment(LinearEnvironment):
         self.fixed_arms = biased_features(unit_directions(rng, (K, d - 1)))
         self.arm_means = self.mean(self.fixed_arms)
 
+    def use_arms(self, arms: np.ndarray) -> None:
+        """Replace the drawn arms by given ones (an ``adar-gope`` task's seeded arms: the demo's
+        users then see the task's arms with this environment's θ*)."""
+        arms = np.asarray(arms, dtype=float)
+        if arms.ndim != 2 or arms.shape[1] != self.d:
+            raise ValueError(f"arms must have shape (K, {self.d})")
+        self.K = arms.shape[0]
+        self.fixed_arms = arms
+        self.arm_means = self.mean(arms)
+
     def _draw(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         return (np.broadcast_to(self.fixed_arms, (n, self.K, self.d)),
                 np.broadcast_to(self.arm_means, (n, self.K)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.policies.adar_gope import AdaRGOPE, AdaRGOPEConfig
+from shared.core.policies.adar_gope import AdaRGOPE
 from shared.core.policies.adar_ucb import AdaRUCB
 from shared.core.policies.base import Policy
 from shared.core.policies.bco_config import BCO_CONFIGS
@@ -13,7 +13,8 @@ from shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBCO2
 from shared.core.policies.config import CONFIGS, PolicyConfig
 from shared.core.policies.ddp_linucb import DDPLinUCB
 from shared.core.policies.exact import AdaROFUL, LinUCB
-from shared.core.policies.ldp_glb import LDPGLB, LDPGLBConfig
+from shared.core.policies.gope_service import AdaRGOPEService
+from shared.core.policies.ldp_glb import LDPGLB
 from shared.core.policies.ldp_linucb import LDPLinUCB
 from shared.core.policies.ldp_mab import LDPMAB
 from shared.core.policies.lplr import LPLR
@@ -34,7 +35,6 @@ POLICIES: dict[str, type[Policy]] = {
     "lplr": LPLR,
     "ddp-linucb": DDPLinUCB,
 }
-CONFIGS.update({"adar-gope": AdaRGOPEConfig, "ldp-glb": LDPGLBConfig})
 
 MAB_POLICIES: dict[str, type[Policy]] = {
     "ucb": UCB,
@@ -61,6 +61,9 @@ def build_policy(config: PolicyConfig, rng: np.random.Generator | None = None) -
     algo = getattr(config, "algo", None)
     if algo not in POLICIES:
         raise ValueError(f"unknown policy {algo!r}; known: {', '.join(POLICIES)}")
+    if algo == "adar-gope" and getattr(config, "arm_seed", None) is not None:
+        # A task's own fixed arms: the services' variant (devices sample from the design).
+        return AdaRGOPEService(config, rng)  # type: ignore[arg-type]
     return POLICIES[algo](config, rng)  # type: ignore[arg-type]
 
 

@@ -31,38 +31,26 @@ scaling β in the optimistic policies (1 = the paper; post-processing, privacy u
 Schedule. The phase's plays are the multiset {a repeated T_ℓ(a) times} in an order fixed when
 the phase starts (``PhaseModel.decide``; independent of the rewards, so the fixed-design
 analysis holds); the published ``PhaseModel`` hands the n next users their arms. Through the
-services a device would sample its arm from π_ℓ instead (see the README).
+services a device samples its arm from π_ℓ instead (``gope_service``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.rdp import gaussian_rdp_sigma
-from shared.core.design import DEFAULT_TOL, g_optimal_design
+from shared.core.design import g_optimal_design
 from shared.core.policies.base import Policy
-from shared.core.policies.config import PolicyConfig
+from shared.core.policies.config import AdaRGOPEConfig
 from shared.core.randomizers.identity import IdentityRandomizer
 
 MAX_WINDOW = 8192
 REWARD_SENSITIVITY = 1.0  # one reward in [0, 1] moves one per-arm sum by at most 1
-
-
-class AdaRGOPEConfig(PolicyConfig):
-    """Azize & Basu Alg. 3: phased elimination with G-optimal designs, (α, ε)-RDP."""
-
-    algo: Literal["adar-gope"] = "adar-gope"
-    alpha: float = Field(2.0, gt=1, description="Rényi order α")
-    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
-    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
-    design_tol: float = Field(DEFAULT_TOL, gt=0, le=1,
-                              description="G-optimal design tolerance: g(π) ≤ d (1 + tol)")
 
 
 @dataclass(frozen=True)
@@ -79,6 +67,8 @@ class PhaseModel:
     order_seed: int
     offset: int = 0
     reports: int = 0
+    # π_ℓ on ``support`` (the design's weights, renormalised); None in states saved before it.
+    weights: np.ndarray | None = None
 
     @property
     def length(self) -> float:
@@ -103,7 +93,8 @@ class PhaseModel:
         return {"version": self.version, "phase": self.phase, "beta": self.beta,
                 "active": self.active.tolist(), "support": self.support.tolist(),
                 "counts": self.counts.tolist(), "order_seed": self.order_seed,
-                "offset": self.offset, "reports": self.reports}
+                "offset": self.offset, "reports": self.reports,
+                "weights": None if self.weights is None else self.weights.tolist()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PhaseModel:
@@ -112,7 +103,17 @@ class PhaseModel:
                    support=np.asarray(data["support"], dtype=np.int64),
                    counts=np.asarray(data["counts"], dtype=np.int64),
                    order_seed=int(data["order_seed"]), offset=int(data["offset"]),
-                   reports=int(data["reports"]))
+                   reports=int(data["reports"]),
+                   weights=None if data.get("weights") is None
+                   else np.asarray(data["weights"], dtype=float))
+
+    def sample(self, u: float) -> int:
+        """The arm a device draws from π_ℓ with its own uniform u ∈ [0, 1) (inverse CDF over
+        ``support``: the first arm with u·Σπ < Σ_{b ≤ a} π_b; the services' rule)."""
+        weights = self.weights if self.weights is not None else self.counts.astype(float)
+        cum = np.cumsum(weights)
+        pick = int(np.searchsorted(cum, u * cum[-1], side="right"))
+        return int(self.support[min(pick, cum.shape[0] - 1)])
 
 
 def coprime_stride(n: int) -> int:
@@ -188,15 +189,18 @@ class AdaRGOPE(Policy[AdaRGOPEConfig, IdentityRandomizer]):
         assert self.arms is not None
         if active.size == 1:
             support, counts = active, np.ones(1, dtype=np.int64)
+            weights = np.ones(1)
         else:
             design = g_optimal_design(self.arms[active], self.config.design_tol)
             keep = design.support
             support = active[keep]
             c = self.phase_factor(phase, design.g, keep.size)
             counts = np.ceil(design.weights[keep] * c).astype(np.int64)
+            weights = design.weights[keep] / design.weights[keep].sum()
         return PhaseModel(version=version, phase=phase, beta=2.0**-phase, active=active,
                           support=support, counts=counts,
-                          order_seed=int(self.rng.integers(2**63)), reports=self.reports)
+                          order_seed=int(self.rng.integers(2**63)), reports=self.reports,
+                          weights=weights)
 
     def _reset_phase_sums(self) -> None:
         d = self.config.d

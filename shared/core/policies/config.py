@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared.core.design import DEFAULT_TOL
 from shared.core.policies.bco_config import (
     BCOConfig,
     BCOOnePointConfig,
@@ -109,10 +110,47 @@ class DDPLinUCBConfig(PolicyConfig):
     regularizer: Regularizer = "paper"
 
 
+class LDPGLBConfig(LDPLinUCBConfig):
+    """Zheng et al. Alg. 3: GLOC with (ε, δ)-LDP reports and noisy online gradient descent
+    (``policies.ldp_glb``)."""
+
+    algo: Literal["ldp-glb"] = "ldp-glb"  # type: ignore[assignment]
+    S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
+    ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
+
+
+class AdaRGOPEConfig(PolicyConfig):
+    """Azize & Basu Alg. 3: phased elimination with G-optimal designs, (α, ε)-RDP
+    (``policies.adar_gope``).
+
+    The simulator binds the environment's fixed arms (``--env fixed-linear``); a task of the
+    services defines its own: ``K`` arms drawn from ``arm_seed`` with ``fixed-linear``'s
+    construction (``policies.adar_gope.seeded_arms``), public like every task parameter."""
+
+    algo: Literal["adar-gope"] = "adar-gope"
+    alpha: float = Field(2.0, gt=1, description="Rényi order α")
+    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
+    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
+    design_tol: float = Field(DEFAULT_TOL, gt=0, le=1,
+                              description="G-optimal design tolerance: g(π) ≤ d (1 + tol)")
+    K: int | None = Field(None, ge=2, le=1024,
+                          description="services: number of fixed arms (with arm_seed)")
+    arm_seed: int | None = Field(None, ge=0, lt=2**63,
+                                 description="services: seed the fixed arms are drawn from")
+
+    @model_validator(mode="after")
+    def _arms_given_together(self) -> AdaRGOPEConfig:
+        if (self.K is None) != (self.arm_seed is None):
+            raise ValueError("adar-gope: give both K and arm_seed (the services' fixed arm "
+                             "set) or neither (the simulator's environment arms)")
+        return self
+
+
 # Every policy a task can run: the linear ones, the multi-armed ones (``mab_config``) and the
 # bandit-convex-optimisation ones (``bco_config``).
 AnyPolicyConfig = Annotated[
     LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig | DDPLinUCBConfig
+    | LDPGLBConfig | AdaRGOPEConfig
     | UCBConfig | HeLDPUCBLConfig | HeLDPUCBBConfig | LDPMABConfig | AdaRUCBConfig
     | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,
     Field(discriminator="algo"),
@@ -136,6 +174,8 @@ CONFIGS: dict[str, type[PolicyConfig]] = {
     "sblb-fixed": SBLBFixedConfig,
     "adar-oful": AdaROFULConfig,
     "ddp-linucb": DDPLinUCBConfig,
+    "ldp-glb": LDPGLBConfig,
+    "adar-gope": AdaRGOPEConfig,
 }
 
 # lplr's config lives in its own module (it subclasses PolicyConfig, hence the late import).

@@ -12,6 +12,14 @@ with c_t = 2Υ_t, Υ_t = σ√t (4√d + 2 ln(2T/α)) (line 3, as in Alg. 5: inh
 takes the summed gradients of those reports, all computed at the same broadcast θ̂ (a mini-batch
 step; cadence is post-processing and changes no report's privacy).
 
+Versions (the services). θ̂ is published with (θ̃, V, β) in one ``GLBModel``; a report row is
+``[v, …]`` with v the version whose θ̂_v the device used (``VersionedGLBRandomizer``; in the
+simulator every row names the current version). A report made under an older θ̂_v is still
+summed, z x and gradient alike: GLOC's online-to-confidence-set conversion only needs z_t and
+the gradient of loss t to use the same iterate, which the device guarantees; the analyzer's
+learner is then OGD with delayed gradients (counted in ``stale``). A version never published
+is refused (``admit_row``).
+
 Step size: ζ = Θ(1/√T) (line 2). We use OGD's standard ζ = D/(G√T) with D = 2S the diameter of
 W and G = L + σ√d the norm of a noisy gradient (Lemma 1's Lipschitz constant C + σ√d with the
 gradient bound C = L); ``ogd_step`` overrides it.
@@ -26,15 +34,16 @@ replaces c_t and β by the practical eigenvalue clipping and the OFUL width, as 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
-from pydantic import Field
 
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.config import LDPLinUCBConfig
+from shared.core.policies.config import LDPGLBConfig
 from shared.core.policies.ldp_linucb import LDPLinUCB
-from shared.core.randomizers.glb import GLBRandomizer
+from shared.core.policies.model import GLBModel, Model
+from shared.core.randomizers.glb import VersionedGLBRandomizer
 
 LINK_BOUND = 1.0  # C: |g| ≤ 1 for the logistic link
 
@@ -45,27 +54,50 @@ def logistic_slope(z: float) -> float:
     return e / (1 + e) ** 2
 
 
-class LDPGLBConfig(LDPLinUCBConfig):
-    """Zheng et al. Alg. 3: GLOC with (ε, δ)-LDP reports and noisy online gradient descent."""
-
-    algo: Literal["ldp-glb"] = "ldp-glb"  # type: ignore[assignment]
-    S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
-    ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
-
-
 class LDPGLB(LDPLinUCB):
     algo = "ldp-glb"
     threat_model = "ldp"
     config: LDPGLBConfig
-    randomizer: GLBRandomizer
+    randomizer: VersionedGLBRandomizer  # type: ignore[assignment]
+    model: GLBModel
 
     def __init__(self, config: LDPGLBConfig, rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)
         self.grad_pending = np.zeros(config.d)
+        # Reports whose θ̂ was older than the one current when they were fed (delayed OGD).
+        self.stale = 0
 
-    def _make_randomizer(self) -> GLBRandomizer:  # type: ignore[override]
+    def _make_randomizer(self) -> VersionedGLBRandomizer:  # type: ignore[override]
         c = self.config
-        return GLBRandomizer(c.d, c.epsilon, c.delta, c.L, c.S)
+        return VersionedGLBRandomizer(c.d, c.epsilon, c.delta, c.L, c.S)
+
+    def _initial_model(self) -> GLBModel:
+        base = super()._initial_model()
+        return GLBModel(version=0, theta=base.theta, V=base.V, beta=base.beta, reports=0,
+                        theta_hat=np.zeros(self.config.d))
+
+    def _model_from_dict(self, data: dict[str, Any]) -> GLBModel:
+        return GLBModel.from_dict(data)
+
+    def _publish(self, theta: np.ndarray, V: np.ndarray, beta: float) -> None:
+        super()._publish(theta, V, beta)
+        self._with_anchor(self.model)
+
+    def _with_anchor(self, model: Model) -> None:
+        """Publish ``model``'s (θ̃, V, β) with the current θ̂ under ``model.version``, and tag
+        the rows made from now on (simulator) with that version."""
+        self.model = GLBModel(version=model.version, theta=model.theta, V=model.V,
+                              beta=model.beta, reports=self.reports,
+                              theta_hat=self.theta_hat.copy(), chol=model.chol)
+        self.randomizer.set_anchor(self.theta_hat, model.version)
+
+    def admit_row(self, row: np.ndarray) -> None:
+        """Refuse a report naming a model version this analyzer never published (its θ̂ is
+        unknown to anyone honest); older versions are fine (module doc: delayed OGD)."""
+        v = int(row[0])
+        if v > self.model.version:
+            raise ValueError(f"model version {v} was never published (latest "
+                             f"{self.model.version})")
 
     @property
     def theta_hat(self) -> np.ndarray:
@@ -80,6 +112,14 @@ class LDPGLB(LDPLinUCB):
             return c.ogd_step
         G = c.L + self.randomizer.sigma * math.sqrt(c.d)
         return 2 * c.S / (G * math.sqrt(c.horizon))
+
+    def ingest(self, rows: np.ndarray) -> int:
+        rows = np.asarray(rows, dtype=float)
+        k = min(rows.shape[0], self.window())
+        stale = int((rows[:k, 0] < self.model.version).sum())
+        consumed = super().ingest(rows)
+        self.stale += stale
+        return consumed
 
     def _accumulate(self, stat: np.ndarray, n: int) -> bool:
         if not super()._accumulate(stat, n):
@@ -97,9 +137,15 @@ class LDPGLB(LDPLinUCB):
         self.grad_pending = np.zeros(self.config.d)
 
     def candidate(self) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """The OGD step, then (Ṽ, θ̃, β) as for Alg. 5 (θ̂ and the model are published together)."""
+        """The OGD step, then (Ṽ, θ̃, β) as for Alg. 5 (θ̂ and the model are published together).
+        If (Ṽ, θ̃, β) cannot be computed (``skipped``), θ̂ has moved all the same: it is
+        published with the previous (θ̃, V, β) under a new version, so devices always hold the
+        θ̂ the analyzer's next step starts from."""
         self.ogd_step()
-        return super().candidate()
+        cand = super().candidate()
+        if cand is None:
+            self._with_anchor(replace(self.model, version=self.model.version + 1))
+        return cand
 
     def paper_beta(self, t: int, c: float) -> float:
         """β_t = √((Cσ/μ) √(d t) ln(T/α)) (line 3 with constant 1; module doc)."""
@@ -118,9 +164,11 @@ class LDPGLB(LDPLinUCB):
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "theta_hat": self.theta_hat.tolist(),
-                "grad_pending": self.grad_pending.tolist()}
+                "grad_pending": self.grad_pending.tolist(), "stale": self.stale}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         super()._load_extra_state(state)
-        self.randomizer.set_anchor(np.asarray(state["theta_hat"], dtype=float))
+        self.randomizer.set_anchor(np.asarray(state["theta_hat"], dtype=float),
+                                   self.model.version)
         self.grad_pending = np.asarray(state["grad_pending"], dtype=float)
+        self.stale = int(state.get("stale", 0))

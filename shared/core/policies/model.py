@@ -75,3 +75,26 @@ class Model:
     def initial(cls, d: int, lam: float, beta: float) -> Model:
         """Version 0: θ̃ = 0, V = λ I (every algorithm's initialisation)."""
         return cls(version=0, theta=np.zeros(d), V=lam * np.eye(d), beta=beta, reports=0)
+
+
+@dataclass(frozen=True)
+class GLBModel(Model):
+    """LDP-GLB's published model (Zheng et al. Alg. 3): (θ̃, V, β) for the choice and the OGD
+    iterate θ̂ (‖θ̂‖ ≤ S) the device anchors its report at (z = ⟨x, θ̂⟩ and ∇ℓ(θ̂)); θ̂ and the
+    rest are published together, under one version."""
+
+    theta_hat: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.theta_hat is None or self.theta_hat.shape != self.theta.shape:
+            raise ValueError("a GLB model needs θ̂ of the model's dimension")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "theta_hat": self.theta_hat.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GLBModel:
+        base = Model.from_dict(data)
+        return cls(version=base.version, theta=base.theta, V=base.V, beta=base.beta,
+                   reports=base.reports, theta_hat=np.asarray(data["theta_hat"], dtype=float))

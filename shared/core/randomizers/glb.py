@@ -29,6 +29,7 @@ Admissible reports: the clean ranges are those of Alg. 5 for upper(x xᵀ), |z x
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,3 +97,83 @@ class GLBRandomizer(GaussianRandomizer):
         m, d = self.n_upper, self.d
         return GLBEstimate(n=n, G=symmetric_from_upper(stat[:m], d), u=stat[m : m + d],
                            grad=stat[m + d :])
+
+
+MAX_VERSION = 2**32 - 1
+
+
+class VersionedGLBRandomizer:
+    """The LDP-GLB report as it travels: ``[v, upper(x xᵀ) + B, z x + ξ, ∇ℓ(θ̂_v) + ρ]``, v the
+    version of the published model whose θ̂_v the device anchored z and the gradient at.
+
+    v is public (it names a broadcast model, chosen before the user's data exist), so it costs no
+    privacy: the Gaussian part is exactly ``inner``'s (a ``GLBRandomizer``), calibrated for every
+    ‖θ̂‖ ≤ S. The analyzer sums the Gaussian part (``sufficient`` drops v) and refuses a v it
+    never published (``LDPGLB.admit_row``). Wire form (little-endian): v as uint32, then the
+    n_upper + 2d float64 of the Gaussian part; ``from_bytes`` refuses non-finite numbers and
+    any entry outside the admissible box (clean range ± τσ, ``GaussianRandomizer``).
+    Everything else (σ, Δ, ``estimate``, the variance proxies) is ``inner``'s.
+    """
+
+    exact = False
+
+    def __init__(self, d: int, epsilon: float, delta: float, L: float = 1.0,
+                 S: float = 1.0) -> None:
+        self.inner = GLBRandomizer(d, epsilon, delta, L, S)
+        self.d, self.L = self.inner.d, self.inner.L
+        self.version = 0  # the version of the published model whose θ̂ is ``anchor``
+        self._format = "<I" + "d" * self.inner.width
+
+    def __getattr__(self, name: str) -> object:
+        # σ, Δ, S, ε, δ, the admissible box, estimate, the proxies: the Gaussian part's own.
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    @property
+    def anchor(self) -> np.ndarray:
+        return self.inner.anchor
+
+    def set_anchor(self, theta_hat: np.ndarray, version: int | None = None) -> None:
+        """θ̂ of the model the next rows name (and that model's version)."""
+        self.inner.set_anchor(theta_hat)
+        if version is not None:
+            self.version = int(version)
+
+    @property
+    def width(self) -> int:
+        return self.inner.width + 1
+
+    def randomize(self, x: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        rows = self.inner.randomize(x, r, rng)
+        return np.concatenate([np.full((rows.shape[0], 1), float(self.version)), rows], axis=1)
+
+    def randomize_at(self, theta_hat: np.ndarray, version: int, x: np.ndarray, r: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+        """Rows anchored at a given model's (θ̂_v, v) (the device's), leaving ``anchor`` as is."""
+        saved = (self.inner.anchor, self.version)
+        try:
+            self.set_anchor(theta_hat, version)
+            return self.randomize(x, r, rng)
+        finally:
+            self.inner.anchor, self.version = saved
+
+    def sufficient(self, rows: np.ndarray) -> np.ndarray:
+        return self.inner.sufficient(np.asarray(rows, dtype=float)[:, 1:])
+
+    def to_bytes(self, row: np.ndarray) -> bytes:
+        row = np.asarray(row, dtype=float)
+        if row.shape != (self.width,) or not np.isfinite(row).all():
+            raise ValueError(f"a report is {self.width} finite numbers")
+        v = row[0]
+        if v != int(v) or not 0 <= v <= MAX_VERSION:
+            raise ValueError("the model version must be an integer in [0, 2^32)")
+        return struct.pack(self._format, int(v), *(float(t) for t in row[1:]))
+
+    def from_bytes(self, data: bytes) -> np.ndarray:
+        size = struct.calcsize(self._format)
+        if len(data) != size:
+            raise ValueError(f"a report is {size} bytes, got {len(data)}")
+        fields = struct.unpack(self._format, data)
+        body = self.inner.from_bytes(np.asarray(fields[1:], dtype="<f8").tobytes())
+        return np.concatenate([[float(fields[0])], body])
