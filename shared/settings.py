@@ -77,9 +77,10 @@ class TaskConfig(BaseModel):
             "sblb", "sblb-fixed", "ddp-linucb"
         ):
             raise ValueError("secure-sum aggregation applies to sblb/sblb-fixed/ddp-linucb only")
-        if self.policy.algo == "ddp-linucb":
-            # The simulator runs it; the services' device and analyzer still handle counts only.
-            raise ValueError("ddp-linucb runs in the simulator only; the services do not serve it")
+        if self.policy.algo == "ddp-linucb" and self.aggregation != "secure-sum":
+            # Private only over the secure sum: one report carries a 1/⌈γ l⌉ share of the noise.
+            raise ValueError("ddp-linucb needs secure-sum aggregation (a report alone is not "
+                             "private: it carries only a share of the noise)")
         if self.multi_armed and self.policy.K != self.K:  # type: ignore[union-attr]
             raise ValueError(
                 f"task K = {self.K} but its policy has K = {self.policy.K}: "  # type: ignore[union-attr]
