@@ -28,7 +28,7 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
     if paper:
         if task["policy"]["algo"] not in BCO_CONFIGS:  # BCO tasks run the paper's steps anyway
             task["policy"]["confidence_scale"] = 1.0
-        if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb"):  # have regularizers
+        if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ddp-linucb"):
             task["policy"]["regularizer"] = "paper"
     if aggregation is not None:
         task["aggregation"] = aggregation
