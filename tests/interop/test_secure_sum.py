@@ -94,8 +94,7 @@ def test_project_ciphertexts_decrypt_with_plain_integers(keys) -> None:
 
 def test_secure_sum_task_config_layout_matches() -> None:
     """The documented c = d(d+3)/2 and m are those of the project's randomizer for the task, and
-    §5.3's formulas give the project's published layout (``SecureSumLayout``: the signed
-    ``offset`` of the internal ``SlotLayout`` is not on the wire)."""
+    §5.3's formulas give the project's published layout (``SecureSumLayout``, offset 0)."""
     config = secure_sum_task(l=L_BATCH, m=M)
     rand = BinaryRandomizer(d=config.policy.d, eps0=config.policy.eps0, m=M)
     published = SecureSumLayout.of(layout(rand.c, L_BATCH, M, 2048)).model_dump()
