@@ -81,9 +81,10 @@ class TaskConfig(BaseModel):
             "sblb", "sblb-fixed", "ddp-linucb"
         ):
             raise ValueError("secure-sum aggregation applies to sblb/sblb-fixed/ddp-linucb only")
-        if self.policy.algo == "ddp-linucb":
-            # The simulator runs it; the services' device and analyzer still handle counts only.
-            raise ValueError("ddp-linucb runs in the simulator only; the services do not serve it")
+        if self.policy.algo == "ddp-linucb" and self.aggregation != "secure-sum":
+            # Private only over the secure sum: one report carries a 1/⌈γ l⌉ share of the noise.
+            raise ValueError("ddp-linucb needs secure-sum aggregation (a report alone is not "
+                             "private: it carries only a share of the noise)")
         if self.fixed_arms and getattr(self.policy, "arm_seed", None) is None:
             raise ValueError("an adar-gope task defines its fixed arms: set policy.K and "
                              "policy.arm_seed")

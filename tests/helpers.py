@@ -28,6 +28,7 @@ from privbandit.services_cmd import add_demo_parser, add_up_parser
 from shared.core.policies import build_policy, randomizer_for
 from shared.crypto.hpke import pack_report, seal
 from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts
+from shared.crypto.slots import layout_for
 from shared.crypto.tags import ciphertext_digest, make_tag
 from shared.protocol.messages import (
     EncryptedReport,
@@ -193,14 +194,14 @@ def encrypt_counts(
     config: TaskConfig, paillier: PaillierConfig, hpke: HpkeConfig, counts: np.ndarray,
     encryptor: PaillierEncryptor | None = None, task: str | None = None,
 ) -> list[EncryptedCounts]:
-    """One ``EncryptedCounts`` per row of ``counts`` (each in 0..m), as a secure-sum device
-    builds it: ``pack`` into slots, Paillier-encrypt, encode, tag (sealed to ``hpke`` for
-    ``task``, default the config's id)."""
+    """One ``EncryptedCounts`` per row of ``counts`` (each in 0..m; for ``ddp-linucb`` signed
+    values in ±O), as a secure-sum device builds it: pack into the task's slots, Paillier-encrypt,
+    encode, tag (sealed to ``hpke`` for ``task``, default the config's id)."""
     encryptor = encryptor or PaillierEncryptor.from_config(paillier)
-    l, m = config.batch_size, int(config.policy.m)  # type: ignore[attr-defined]
+    lay = layout_for(config, paillier.key_bits)
     out = []
     for c in counts:
-        ct = encode_ciphertexts(encryptor.encrypt_counts(c, l, m), paillier.key_bits)
+        ct = encode_ciphertexts(encryptor.encrypt_report(c, lay), paillier.key_bits)
         out.append(EncryptedCounts(key_id=paillier.key_id, ct=ct,
                                    tag=tag_for(hpke, task or config.id, ct)))
     return out

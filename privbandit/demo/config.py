@@ -82,18 +82,19 @@ def choose_task(
 ) -> tuple[str, bool]:
     """(task id, whether its aggregation must be overridden to ``aggregation``).
 
-    A task configured with the requested aggregation is preferred. Otherwise, for the shuffle
-    model (the only one with two transports), the first shuffle task whose policy supports the
-    requested transport is run with its aggregation overridden."""
-    try:
+    The threat model's first task (in config order). For the shuffle model (the only one with two
+    transports) and a requested ``aggregation``: the first shuffle task that runs with it, as
+    configured or with its aggregation overridden when its policy supports that transport. First
+    in order, so a later task configured with the transport (e.g. the small config's
+    ``ddp-linucb`` task) does not displace the threat model's first one; ``--task`` runs it."""
+    if aggregation is None or threat_model != "shuffle":
         return pick_task(settings, threat_model, aggregation), False
-    except DemoError:
-        if aggregation is None or threat_model != "shuffle":
-            raise
     errors = []
     for task in settings.tasks:
         if task.threat_model != threat_model:
             continue
+        if task.aggregation == aggregation:
+            return task.id, False
         try:
             TaskConfig.model_validate({**task.model_dump(), "aggregation": aggregation})
         except ValueError as exc:

@@ -7,7 +7,8 @@
   counted are dropped as duplicates when fed.
 - ``SumDecoder`` (``secure-sum`` tasks): every member's tag is opened (``open_tag``) and checked
   against the digest of the ciphertext the shuffler multiplied, the Paillier-encrypted batch sum
-  is opened with a range check (``open_batch_sum``), and the batch is fed as its counts
+  is opened with a range check (``open_batch_sum``; for ``ddp-linucb``'s signed layout also a
+  bound on every coordinate sum), and the batch is fed as its counts or signed sums
   (``Policy.ingest_statistic``) with its members' report ids. One report cannot be taken out of
   a sum, so a batch that fails any check — a bad ciphertext, a sum out of range, a tag that does
   not open, a digest that does not match, a report id repeated or already counted — is
@@ -37,7 +38,7 @@ from shared.core.randomizers.base import Randomizer
 from shared.crypto.hpke import CryptoError, unpack_report
 from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import CiphertextError, decode_ciphertexts
-from shared.crypto.slots import SlotLayout, SlotRangeError
+from shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError
 from shared.crypto.tags import open_tag
 from shared.protocol.messages import BatchUpload, b64decode
 from shared.protocol.secure_sum import EncryptedBatchSum
@@ -264,7 +265,8 @@ class ReportsDecoder(TaskDecoder):
 
 class Quarantine(Exception):
     """(Not an HTTP error.) Why a secure-sum batch is refused as a whole: ``code`` is one of
-    ``bad_ciphertext``, ``slot_out_of_range``, ``bad_tag``, ``digest_mismatch``,
+    ``bad_ciphertext``, ``slot_out_of_range``, ``sum_out_of_range`` (a signed sum beyond what an
+    honest batch reaches), ``bad_tag``, ``digest_mismatch``,
     ``repeated_report_id``, ``duplicate_report_id``."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -328,6 +330,9 @@ class SumDecoder(TaskDecoder):
     keys: PaillierKeyStore
     layout: SlotLayout
     hpke: HpkeKeyStore
+    # A signed layout (``ddp-linucb``): the largest |coordinate sum| an honest batch of n reports
+    # reaches (``SkellamRandomizer.sum_bound``, exceeded with probability below 2⁻⁶⁴).
+    sum_bound: Callable[[int], float] | None = None
     report_level: ClassVar[bool] = False
     kind: ClassVar[type] = EncryptedBatchSum
     takes: ClassVar[str] = "sums of exactly l = {l} reports, got count = {n}"
@@ -365,12 +370,19 @@ class SumDecoder(TaskDecoder):
             if item.bad_ciphertext is not None:
                 raise Quarantine("bad_ciphertext", item.bad_ciphertext)
             ids = self._open_tags(item.upload)
+            bound = self.sum_bound(count) if self.sum_bound is not None else None
             try:
-                stat = self.keys.open_batch_sum(item.ciphertexts, self.layout, count)
+                stat = self.keys.open_batch_sum(item.ciphertexts, self.layout, count, bound)
+            except SumRangeError as exc:
+                raise Quarantine(
+                    "sum_out_of_range",
+                    f"the decrypted sum of {count} reports has a coordinate beyond the "
+                    f"±{bound:.0f} an honest batch stays within ({exc})",
+                ) from exc
             except SlotRangeError as exc:
                 raise Quarantine(
                     "slot_out_of_range",
-                    f"the decrypted sum is not one of {count} reports with counts in "
+                    f"the decrypted sum is not one of {count} reports with digits in "
                     f"0..{self.layout.m} ({exc})",
                 ) from exc
             except CiphertextError as exc:

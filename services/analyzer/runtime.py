@@ -127,7 +127,8 @@ class AnalyzerRuntime:
         decoder: Decoder[Any]
         if config.aggregation == "secure-sum":
             task_layout = self._task_layout(config)
-            decoder = SumDecoder(config, self.paillier_keys(), task_layout, self.keys)
+            decoder = SumDecoder(config, self.paillier_keys(), task_layout, self.keys,
+                                 sum_bound=getattr(policy.randomizer, "sum_bound", None))
         else:
             decoder = ReportsDecoder(config, self.keys, policy.randomizer, row_wire_bytes(config),
                                      check_row=getattr(policy, "admit_row", None))

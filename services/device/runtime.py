@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from services.device.secure_sum import SecureSumKeys
 from services.device.store import DeviceStore
 from shared.core.policies import randomizer_for
 from shared.core.randomizers.base import Randomizer
+from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.crypto.paillier import MIN_KEY_BITS
 from shared.settings import Settings, TaskConfig
 
@@ -120,6 +122,10 @@ async def open_runtime(
         metrics.model_version.labels(task).set(m)
     readiness = Readiness()
     readiness.require("the analyzer", lambda: cache.missing() + keys.missing())
+    randomizers = {t.id: randomizer_for(t.policy) for t in settings.tasks}
+    samplers = warm_share_samplers(randomizers)
+    readiness.require("the noise samplers",
+                      lambda: [f"skellam-table:{t}" for t, th in samplers.items() if th.is_alive()])
     runtime = DeviceRuntime(
         settings=settings,
         store=store,
@@ -127,7 +133,7 @@ async def open_runtime(
         keys=keys,
         uploader=uploader,
         metrics=metrics,
-        randomizers={t.id: randomizer_for(t.policy) for t in settings.tasks},
+        randomizers=randomizers,
         readiness=readiness,
     )
     store.start()
@@ -149,6 +155,20 @@ async def open_runtime(
         await shuffler.aclose()
         await store.stop()
         store.close()
+
+
+def warm_share_samplers(randomizers: dict[str, Randomizer]) -> dict[str, threading.Thread]:
+    """Build each ``ddp-linucb`` task's exact Skellam sampler (its certified CDF table: 0.01 s to
+    a few seconds, growing with the share's λ) in a thread at start-up, so no feedback request
+    builds it on the event loop; the device is ready once they are built."""
+    threads = {}
+    for task, randomizer in randomizers.items():
+        if isinstance(randomizer, SkellamRandomizer):
+            th = threading.Thread(target=lambda r=randomizer: r.exact_noise, daemon=True,
+                                  name=f"skellam-table:{task}")
+            th.start()
+            threads[task] = th
+    return threads
 
 
 def prune_every(settings: Settings) -> float:

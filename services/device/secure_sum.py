@@ -1,5 +1,6 @@
 """The device's side of the ``secure-sum`` transport (spec §3): the analyzer's Paillier public key
-per secure-sum task, and the encryption of one report's randomized counts under it.
+per secure-sum task, and the encryption of one report's randomized counts (``sblb``) or noisy
+signed statistics (``ddp-linucb``, a signed slot layout) under it.
 
 For each secure-sum task the device fetches, at start-up and retrying until the analyzer answers
 (like the HPKE config),
@@ -95,19 +96,19 @@ class TaskKey:
         return self.encryptor.pool_size >= self.layout.plaintexts
 
     def encrypt(
-        self, counts: np.ndarray, task: str, hpke_key: bytes, hpke_key_id: int
+        self, counts: np.ndarray | list[int], task: str, hpke_key: bytes, hpke_key_id: int
     ) -> EncryptedCounts:
-        """The wire form of one report's counts (each in 0..m) of ``task``: pack, encrypt,
-        encode, and tag: a fresh report id from the OS CSPRNG bound to these ciphertext bytes,
-        sealed to the analyzer's HPKE key (``shared.crypto.tags``)."""
-        cts = self.encryptor.encrypt_counts(counts, self.layout.batch_size, self.layout.m)
+        """The wire form of one report's counts (each in 0..m; a signed layout's values in ±O)
+        of ``task``: pack, encrypt, encode, and tag: a fresh report id from the OS CSPRNG bound
+        to these ciphertext bytes, sealed to the analyzer's HPKE key (``shared.crypto.tags``)."""
+        cts = self.encryptor.encrypt_report(counts, self.layout.slot_layout())
         ct = encode_ciphertexts(cts, self.config.key_bits)
         report_id = secrets.token_bytes(REPORT_ID_BYTES)
         tag = make_tag(hpke_key, hpke_key_id, task, report_id, b64decode(ct))
         return EncryptedCounts(key_id=self.config.key_id, ct=ct, tag=tag)
 
     def encrypt_in_thread(
-        self, counts: np.ndarray, task: str, hpke_key: bytes, hpke_key_id: int
+        self, counts: np.ndarray | list[int], task: str, hpke_key: bytes, hpke_key_id: int
     ) -> EncryptedCounts:
         """``encrypt`` for a worker thread when the pool is empty: gmpy2 releases the GIL
         during the r^n mod n² exponentiation (thread-local context), so the event loop keeps

@@ -159,7 +159,8 @@ class PaillierKeyStore:
         return paillier_config(self.n, task_layout)
 
     def open_batch_sum(
-        self, ciphertexts: Sequence[int], task_layout: SlotLayout, n_reports: int
+        self, ciphertexts: Sequence[int], task_layout: SlotLayout, n_reports: int,
+        bound: float | None = None,
     ) -> np.ndarray:
         """``open_batch_sum`` with this store's key."""
-        return open_batch_sum(self.private_key, ciphertexts, task_layout, n_reports)
+        return open_batch_sum(self.private_key, ciphertexts, task_layout, n_reports, bound)

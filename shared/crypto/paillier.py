@@ -47,7 +47,15 @@ from gmpy2 import mpz
 from phe import paillier
 
 from shared.crypto.obfuscators import random_unit
-from shared.crypto.slots import SlotLayout, SlotRangeError, ciphertext_width, pack, unpack
+from shared.crypto.slots import (
+    SlotLayout,
+    SlotRangeError,
+    ciphertext_width,
+    pack,
+    pack_signed,
+    unpack,
+    unpack_signed,
+)
 from shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
 
 if TYPE_CHECKING:
@@ -224,6 +232,18 @@ class PaillierEncryptor:
         """``pack`` then ``encrypt``: the ciphertexts of one report's counts."""
         return self.encrypt(pack(counts, batch_size, m, self.key_bits), fallback=fallback)
 
+    def encrypt_report(
+        self, values: Sequence[int] | np.ndarray, lay: SlotLayout, *, fallback: bool = True
+    ) -> list[int]:
+        """The ciphertexts of one report under a task's layout: its counts (``pack``), or, for a
+        signed layout (offset O > 0, ``ddp-linucb``), its signed values as digits v + O
+        (``pack_signed``; ``SlotRangeError`` for a value beyond ±O)."""
+        if lay.key_bits != self.key_bits:
+            raise ValueError(f"layout is for {lay.key_bits}-bit keys, key has {self.key_bits}")
+        if lay.offset:
+            return self.encrypt(pack_signed(values, lay), fallback=fallback)
+        return self.encrypt_counts(values, lay.batch_size, lay.m, fallback=fallback)
+
     def wait_wanted(self, timeout: float) -> None:
         """Block until an encryption took randomness from the pool (or ``timeout``)."""
         self._wanted.wait(timeout=timeout)
@@ -290,10 +310,16 @@ def open_batch_sum(
     ciphertexts: Sequence[int],
     task_layout: SlotLayout,
     n_reports: int,
+    bound: float | None = None,
 ) -> np.ndarray:
     """The batch counts (Z, U) of ``n_reports`` reports from their encrypted sum, or
     ``SlotRangeError`` / ``CiphertextError``. Pure: call the policy's ``ingest_statistic`` only
-    with its result, so a refused batch leaves the analyzer's state untouched."""
+    with its result, so a refused batch leaves the analyzer's state untouched.
+
+    A signed layout (``ddp-linucb``) gives the signed coordinate sums instead (``unpack_signed``:
+    the slot sums minus n_reports·O), refused with ``SumRangeError`` beyond ±``bound`` (required
+    then: the largest |sum| an honest batch of n_reports reaches,
+    ``SkellamRandomizer.sum_bound``)."""
     key_bits = int(private_key.public_key.n).bit_length()
     if key_bits != task_layout.key_bits:
         raise SlotRangeError(f"layout is for {task_layout.key_bits}-bit keys, key has {key_bits}")
@@ -302,6 +328,10 @@ def open_batch_sum(
             f"expected {task_layout.plaintexts} ciphertexts, got {len(ciphertexts)}"
         )
     plain = decrypt_sum(private_key, ciphertexts)
+    if task_layout.offset:
+        if bound is None:
+            raise ValueError("a signed layout's sums need a bound")
+        return unpack_signed(plain, task_layout, bound, n_reports=n_reports)
     return unpack(
         plain, task_layout.c, task_layout.batch_size, task_layout.m, key_bits, n_reports=n_reports
     )

@@ -42,6 +42,9 @@ class SlotRangeError(ValueError):
     the batch overflowed or some plaintext was out of range; refuse it."""
 
 
+class SumRangeError(SlotRangeError):
+    """A signed batch sum decoded within its slots but beyond the bound an honest batch stays
+    within (``unpack_signed``): some device sent values outside its mechanism's range."""
 
 
 def slot_bits(batch_size: int, m: int) -> int:
@@ -197,7 +200,8 @@ def unpack_signed(
     plaintexts: Sequence[int], lay: SlotLayout, bound: float, *, n_reports: int | None = None
 ) -> np.ndarray:
     """Signed coordinate sums of ``n_reports`` packed reports (default l): ``unpack`` minus
-    count·O. ``SlotRangeError`` if a slot is out of range or a sum exceeds ±``bound``."""
+    count·O. ``SlotRangeError`` if a slot is out of range, ``SumRangeError`` if a sum exceeds
+    ±``bound``."""
     if lay.offset <= 0:
         raise ValueError("not a signed layout")
     count = lay.batch_size if n_reports is None else n_reports
@@ -205,7 +209,7 @@ def unpack_signed(
     sums = raw - count * lay.offset
     worst = int(np.abs(sums).max())
     if worst > bound:
-        raise SlotRangeError(f"a decoded sum has magnitude {worst} > {bound:.0f}")
+        raise SumRangeError(f"a decoded sum has magnitude {worst} > {bound:.0f}")
     return sums
 
 

@@ -44,7 +44,10 @@ Digest = Annotated[str, Field(max_length=48), AfterValidator(_is_digest)]
 
 
 class SecureSumLayout(Message):
-    """A task's slot layout, published so a device can check it derives the same one."""
+    """A task's slot layout, published so a device can check it derives the same one.
+
+    ``offset`` O > 0 marks a signed layout (``ddp-linucb``): a report value v is packed as the
+    digit v + O ∈ [0, m], m = 2O; 0 for the counts of ``sblb``."""
 
     c: int = Field(ge=1)
     m: int = Field(ge=1)
@@ -54,14 +57,19 @@ class SecureSumLayout(Message):
     slots_per_plaintext: int = Field(ge=1)
     plaintexts: int = Field(ge=1)
     ciphertext_bytes: int = Field(ge=1, le=MAX_CIPHERTEXT_BYTES)
+    offset: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> SecureSumLayout:
-        want = layout(self.c, self.batch_size, self.m, self.key_bits)
+        want = layout(self.c, self.batch_size, self.m, self.key_bits, offset=self.offset)
         fields = ("slot_bits", "slots_per_plaintext", "plaintexts", "ciphertext_bytes")
         if any(getattr(self, f) != getattr(want, f) for f in fields):
             raise ValueError("layout fields are not the ones derived from (c, l, m, key_bits)")
         return self
+
+    def slot_layout(self) -> SlotLayout:
+        """The derived layout these fields describe (for packing)."""
+        return layout(self.c, self.batch_size, self.m, self.key_bits, offset=self.offset)
 
     @classmethod
     def of(cls, lay: SlotLayout) -> SecureSumLayout:
@@ -69,7 +77,7 @@ class SecureSumLayout(Message):
         return cls(
             c=lay.c, m=lay.m, batch_size=lay.batch_size, key_bits=lay.key_bits,
             slot_bits=lay.slot_bits, slots_per_plaintext=lay.slots_per_plaintext,
-            plaintexts=lay.plaintexts, ciphertext_bytes=lay.ciphertext_bytes,
+            plaintexts=lay.plaintexts, ciphertext_bytes=lay.ciphertext_bytes, offset=lay.offset,
         )
 
 

@@ -6,6 +6,7 @@ transport; ``privbandit demo --aggregation secure-sum`` runs it with ``secure-su
 crash test starts a deployment from the same kind of derived config. Devices encrypt their
 randomized counts, the shuffler releases only encrypted batch sums, the analyzer decrypts only
 those and counts l reports per sum, so the counts must reconcile exactly as for HPKE reports.
+The config's ``small-ddp`` task (ddp-linucb, l = 20) runs the same way with signed values.
 """
 
 from __future__ import annotations
@@ -95,3 +96,44 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
     assert totals["counted"] == sum(totals["per_batch"]) == rec["reports_counted"]
     assert totals["rejected"] == 0 and rec["reports_refused"] == 0
     assert totals["report_ids"] == totals["distinct_report_ids"] == rec["reports_counted"]
+
+
+DDP_TASK = "small-ddp"
+
+
+def test_ddp_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
+    """``privbandit demo --task small-ddp``: ddp-linucb over real HTTP between real processes.
+    Devices add exact Skellam shares to their rounded statistics and encrypt the signed values,
+    the shuffler multiplies l = 20 of them, the analyzer decrypts only each batch sum: the counts
+    reconcile exactly as for sblb's secure sum, and the ledger is the distributed-DP one
+    (central (1, 1e-6), no local ε)."""
+    users = 250
+    out_json, data = tmp_path / "demo.json", tmp_path / "data"
+    code = cli([
+        "demo", "--task", DDP_TASK, "--users", str(users), "--concurrency", "4",
+        "--config", str(e2e_config), "--data-dir", str(data), "--no-progress", "--seed", "5",
+        "--json", str(out_json),
+    ])
+    assert code == 0
+    out = json.loads(out_json.read_text())
+    assert out["task"] == DDP_TASK and out["algo"] == "ddp-linucb"
+    assert out["aggregation"] == "secure-sum" and out["aggregation_overridden"] is False
+    assert out["params"]["d"] == 3 and out["params"]["K"] == 5 and out["params"]["batch_size"] == L
+    rec = out["reconciliation"]
+    assert rec["consistent"], rec
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == users
+    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (240, 10, 12)
+    assert rec["model_versions"] >= 1 and rec["reports_refused"] == 0
+    privacy = out["privacy"]
+    assert privacy["aggregation"] == "secure-sum" and privacy["threat_model"] == "shuffle"
+    assert privacy["ldp_epsilon"] is None
+    assert privacy["central_delta"] == 1e-6 and 0.99 < privacy["central_epsilon"] <= 1.0
+    assert privacy["honest_shares"] == L and "Skellam" in privacy["accounting"]
+    assert 0 <= out["final_regret"] <= users and out["users_per_second"] > 0
+    totals = analyzer_totals(data, DDP_TASK)
+    assert totals["per_batch"] == [L] * 12 and totals["counted"] == 240
+    assert totals["report_ids"] == totals["distinct_report_ids"] == 240
+    assert totals["rejected"] == 0
+    db = data / "shuffler" / "shuffler.sqlite3"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM batch_reports").fetchone()[0] == 0

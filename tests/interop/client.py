@@ -138,15 +138,48 @@ def counts(bits: np.ndarray, m: int) -> list[int]:
 # Secure sum (protocol.md §5.2–5.4): Paillier with g = n + 1 in plain integers
 
 
-def secure_sum_layout(d: int, m: int, batch_size: int, key_bits: int) -> dict[str, int]:
-    """§5.3's formulas, as the fields of the published ``layout``."""
+def secure_sum_layout(d: int, m: int, batch_size: int, key_bits: int, offset: int = 0
+                      ) -> dict[str, int]:
+    """§5.3's formulas, as the fields of the published ``layout`` (``offset`` O > 0: a signed
+    layout, m = 2O)."""
     c = d * (d + 3) // 2
     s = (batch_size * m).bit_length()
     k = (key_bits - 1 - 8) // s
     plaintexts = -(-c // k)
     return {"c": c, "m": m, "batch_size": batch_size, "key_bits": key_bits, "slot_bits": s,
             "slots_per_plaintext": k, "plaintexts": plaintexts,
-            "ciphertext_bytes": plaintexts * -(-2 * key_bits // 8)}
+            "ciphertext_bytes": plaintexts * -(-2 * key_bits // 8), "offset": offset}
+
+
+def ddp_values(x: np.ndarray, r: float, scale: float, L: float, share_variance: float,
+               rng: np.random.Generator) -> list[int]:
+    """§3.5: clip x to ‖x‖ ≤ L and r to [0, 1]; v = (upper(x xᵀ), r x) clipped to
+    ‖v‖ ≤ √(L⁴ + L²); y = s·v; each y_i to ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋); plus
+    Poisson(λ) − Poisson(λ), λ = σ²/2 (numpy's Poisson here: a test client; a device samples it
+    exactly from a CSPRNG)."""
+    x = np.asarray(x, float) * min(1.0, L / max(float(np.linalg.norm(x)), 1e-300))
+    r = min(max(float(r), 0.0), 1.0)
+    v = np.concatenate([upper(x), r * x])
+    v *= min(1.0, math.sqrt(L**4 + L**2) / max(float(np.linalg.norm(v)), 1e-300))
+    y = scale * v
+    low = np.floor(y)
+    z = low + (rng.random(y.shape) < y - low)
+    lam = share_variance / 2
+    noise = rng.poisson(lam, y.shape) - rng.poisson(lam, y.shape)
+    return [int(t) for t in z + noise]
+
+
+def signed_digits(values: list[int], layout: dict[str, int]) -> list[int]:
+    """§5.3, signed layouts: the digit v + O of each value, which MUST lie in [0, 2O]."""
+    o = layout["offset"]
+    if any(abs(v) > o for v in values):
+        raise ValueError(f"a value lies outside ±{o}")
+    return [v + o for v in values]
+
+
+def signed_sums(plaintexts: list[int], layout: dict[str, int], count: int) -> list[int]:
+    """The coordinate sums of ``count`` signed reports: slot values minus count·O."""
+    return [u - count * layout["offset"] for u in unpack_slots(plaintexts, layout)]
 
 
 def pack_slots(values: list[int], layout: dict[str, int]) -> list[int]:
@@ -197,10 +230,18 @@ def encrypted_counts(paillier_config: dict, hpke_config: dict, task: str, values
 
 
 def task_layout(task_info: dict, paillier_config: dict) -> dict[str, int]:
-    """The layout §5.3's formulas give for this task (d, m, l from ``GET /v1/tasks/{task}``)
-    and key; a client MUST refuse to encrypt under a published layout that differs."""
-    want = secure_sum_layout(task_info["d"], task_info["policy"]["m"], task_info["batch_size"],
-                             paillier_config["key_bits"])
+    """The layout §5.3's formulas give for this task (d, m, l from ``GET /v1/tasks/{task}``;
+    for ``ddp-linucb`` m = 2O with the published O) and key; a client MUST refuse to encrypt
+    under a published layout that differs."""
+    if task_info["policy"].get("algo") == "ddp-linucb":
+        o = paillier_config["layout"]["offset"]
+        if o < 1:
+            raise ValueError("a ddp-linucb layout is signed: offset O ≥ 1")
+        want = secure_sum_layout(task_info["d"], 2 * o, task_info["batch_size"],
+                                 paillier_config["key_bits"], offset=o)
+    else:
+        want = secure_sum_layout(task_info["d"], task_info["policy"]["m"],
+                                 task_info["batch_size"], paillier_config["key_bits"])
     if paillier_config["layout"] != want:
         raise ValueError(f"published layout {paillier_config['layout']} is not {want}")
     n = int.from_bytes(b64d(paillier_config["n"]), "big")

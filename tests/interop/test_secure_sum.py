@@ -7,14 +7,17 @@ in ``test_services.py``."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from shared.core.policies import make_config, randomizer_for
 from shared.core.randomizers.binary import BinaryRandomizer, encode_values
+from shared.core.randomizers.skellam import clean_statistics
 from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, homomorphic_sum
-from shared.crypto.slots import layout
+from shared.crypto.slots import layout, policy_layout
 from shared.crypto.tags import ciphertext_digest, open_tag
 from shared.protocol.messages import b64decode
 from shared.protocol.secure_sum import EncryptedCounts, SecureSumLayout
@@ -94,8 +97,7 @@ def test_project_ciphertexts_decrypt_with_plain_integers(keys) -> None:
 
 def test_secure_sum_task_config_layout_matches() -> None:
     """The documented c = d(d+3)/2 and m are those of the project's randomizer for the task, and
-    §5.3's formulas give the project's published layout (``SecureSumLayout``: the signed
-    ``offset`` of the internal ``SlotLayout`` is not on the wire)."""
+    §5.3's formulas give the project's published layout (``SecureSumLayout``, offset 0)."""
     config = secure_sum_task(l=L_BATCH, m=M)
     rand = BinaryRandomizer(d=config.policy.d, eps0=config.policy.eps0, m=M)
     published = SecureSumLayout.of(layout(rand.c, L_BATCH, M, 2048)).model_dump()
@@ -130,3 +132,79 @@ def test_independent_binary_rows_have_the_randomizers_law(d: int, m: int, eps0: 
     assert theirs.shape == ours.shape == (n, rand.c)
     assert np.abs(theirs.mean(axis=0) - expected).max() < 6 * se
     assert np.abs(ours.mean(axis=0) - expected).max() < 6 * se
+
+
+# ---------------------------------------------------------------------------------------------
+# ddp-linucb: signed values, digits v + O (§3.5, §5.3)
+
+DDP_TASK = {"algo": "ddp-linucb", "d": D, "batch_size": L_BATCH, "epsilon": 1.0}
+
+
+def ddp_published(keys: tuple[HpkeKeyStore, PaillierKeyStore]) -> tuple[dict, dict, dict, Any]:
+    """(task info, Paillier config with the task's signed layout, HPKE config, randomizer) as
+    the analyzer serves them (JSON) for a d = 3, l = 10 ddp-linucb task."""
+    hpke, pail = keys
+    policy = make_config("ddp-linucb", **{k: v for k, v in DDP_TASK.items() if k != "algo"})
+    lay = policy_layout(policy, L_BATCH, pail.key_bits)
+    info = {"d": D, "batch_size": L_BATCH, "policy": policy.model_dump(mode="json")}
+    return (info, pail.paillier_config(lay).model_dump(mode="json"),
+            hpke.hpke_config().model_dump(mode="json"), randomizer_for(policy))
+
+
+def test_signed_layout_is_the_documents(keys) -> None:
+    """§5.3 with m = 2O gives the project's signed layout; O is the randomizer's."""
+    info, pconf, _, rz = ddp_published(keys)
+    lay = client.task_layout(info, pconf)
+    assert lay["offset"] == rz.offset and lay["m"] == 2 * rz.offset and lay["c"] == 9
+    pconf["layout"]["m"] += 2
+    with pytest.raises(ValueError):
+        client.task_layout(info, pconf)
+
+
+def test_plain_integer_signed_reports_open_with_the_projects_code(keys) -> None:
+    """l plain-integer reports of signed values (extremes ±O among them): their homomorphic sum
+    opens, with the project's decoder and the randomizer's honest bound, to the sum of the values;
+    the project's signed ciphertexts decrypt with plain integers to the values and their sum."""
+    _, pail = keys
+    info, pconf, hconf, rz = ddp_published(keys)
+    lay = client.task_layout(info, pconf)
+    rng = np.random.default_rng(8)
+    values = [client.ddp_values(rng.normal(size=D) / 2, float(rng.uniform()), rz.scale, 1.0,
+                                rz.share_variance, rng) for _ in range(L_BATCH)]
+    values[0][0], values[1][-1] = rz.offset, -rz.offset  # the packing's extremes
+    reports = [EncryptedCounts.model_validate(
+        client.encrypted_counts(pconf, hconf, "ddp", client.signed_digits(v, lay)))
+        for v in values]
+    cts = [decode_ciphertexts(r.ct, pail.n, lay["plaintexts"]) for r in reports]
+    total = homomorphic_sum(cts, pail.n * pail.n)
+    task_layout = SecureSumLayout.model_validate(pconf["layout"]).slot_layout()
+    np.testing.assert_array_equal(
+        pail.open_batch_sum(total, task_layout, L_BATCH, rz.sum_bound(L_BATCH)),
+        np.sum(values, axis=0))
+    with pytest.raises(ValueError):
+        client.signed_digits([rz.offset + 1] + [0] * (lay["c"] - 1), lay)
+    # The converse.
+    p, q = int(pail.private_key.p), int(pail.private_key.q)
+    enc = PaillierEncryptor(pail.n)
+    ours = [enc.encrypt_report(v, task_layout) for v in values]
+    assert client.signed_sums([client.paillier_decrypt(p, q, c) for c in ours[0]], lay, 1) \
+        == values[0]
+    total = [client.paillier_decrypt(p, q, c) for c in homomorphic_sum(ours, pail.n * pail.n)]
+    assert client.signed_sums(total, lay, L_BATCH) == np.sum(values, axis=0).tolist()
+
+
+def test_independent_ddp_values_are_the_randomizers_law() -> None:
+    """Over n = 2000 reports of one (x, r), the independent client's values and the project's
+    simulator randomizer's have the same mean s·v (6 standard errors of the share's σ/√n)."""
+    rz = randomizer_for(make_config("ddp-linucb", d=D, batch_size=L_BATCH, epsilon=4.0))
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=D)
+    x *= 0.9 / np.linalg.norm(x)
+    r, n = 0.3, 2000
+    want = rz.scale * clean_statistics(x[None], np.array([r]), 1.0)[0]
+    theirs = np.array([client.ddp_values(x, r, rz.scale, 1.0, rz.share_variance, rng)
+                       for _ in range(n)])
+    ours = rz.randomize(np.repeat(x[None], n, 0), np.full(n, r), rng)
+    se = np.sqrt(rz.share_variance + 0.25) / np.sqrt(n)
+    assert np.abs(theirs.mean(axis=0) - want).max() < 6 * se
+    assert np.abs(ours.mean(axis=0) - want).max() < 6 * se

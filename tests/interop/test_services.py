@@ -42,10 +42,16 @@ phase) and draw their arm from its design by §4's rule; the run covers phase 1 
 play-order seed it draws is excluded from the comparison): at the test's ε = 10⁶ it is far too
 small to change which arms are eliminated, so the phase-2 designs are compared exactly too.
 
+``ddp-linucb`` (distributed DP): the independent client computes each user's rounded statistics
+and adds a Skellam share of the variance the task's ledger states (§3.5), packs the signed values
+as digits v + O under the published layout (§5.3) and encrypts them; the project's client
+encrypts the same values. The analyzer draws nothing for this task, so models and stored state
+are compared whole, and the plain-integer decryption gives the signed values and their sum.
+
 Test-size changes to the default tasks (so a run takes seconds): shuffle batch size l = 10
-instead of 1000 and LDP updates every 10 reports instead of 100; and the shuffle task also
-runs with the ``reports`` transport at m = 2, so that the multi-bit unary rounding and bit
-packing of §3.4 are exercised too (the default is secure-sum at m = 1).
+instead of 1000 (also for ``ddp-linucb``) and LDP updates every 10 reports instead of 100; and
+the shuffle task also runs with the ``reports`` transport at m = 2, so that the multi-bit unary
+rounding and bit packing of §3.4 are exercised too (the default is secure-sum at m = 1).
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ KINDS = {
     "central": ("demo-central", 30),
     "reports": ("demo-shuffle-reports", 3 * SHUFFLE_L),
     "secure-sum": ("demo-shuffle", 2 * SHUFFLE_L),
+    "ddp": ("demo-ddp", 2 * SHUFFLE_L),
     "ucb": ("demo-ucb", 20),
     "heldp-ucb-l": ("demo-heldp-l", 20),
     "heldp-ucb-b": ("demo-heldp", 30),
@@ -96,6 +103,7 @@ KINDS = {
     "ldp-glb": ("demo-ldp-glb", 30),
     "adar-gope": ("demo-adar-gope", 0),  # phase 1 and GOPE_PHASE_2 users of phase 2 (below)
 }
+SUM_KINDS = {"secure-sum", "ddp"}  # the secure-sum transport: Paillier-encrypted reports
 MAB_KINDS = {"ucb", "heldp-ucb-l", "heldp-ucb-b", "ldp-mab", "adar-ucb"}
 BCO_KINDS = {"ldp-bco", "ldp-bco2"}
 STALE_EVERY = 3  # every third multi-armed, BCO or GLB user holds the model one report older
@@ -133,8 +141,8 @@ def interop_tasks() -> list[dict[str, Any]]:
                  if i not in covered}
     assert not uncovered, f"default tasks of kinds with no interop case (add them): {uncovered}"
     shuffle, ldp = base["demo-shuffle"], base["demo-ldp"]
-    assert shuffle["aggregation"] == "secure-sum"
-    shuffle["policy"]["batch_size"] = SHUFFLE_L
+    assert shuffle["aggregation"] == base["demo-ddp"]["aggregation"] == "secure-sum"
+    shuffle["policy"]["batch_size"] = base["demo-ddp"]["policy"]["batch_size"] = SHUFFLE_L
     ldp["policy"]["update_every"] = 10
     base["demo-ldp-glb"]["policy"]["update_every"] = 1
     base["demo-adar-gope"]["policy"].update(GOPE_TEST)
@@ -187,7 +195,7 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
     dict[str, list[dict]], list[list[int]] | None
 ]:
     """The reports of both clients for one task kind, {task id: upload bodies' reports}, and
-    for secure-sum the counts they encrypt."""
+    for secure-sum the counts (ddp: the signed values) they encrypt."""
     task, n = KINDS[kind]
     twin = task + SUFFIX
     # The independent client reads everything from the analyzer's published JSON.
@@ -209,6 +217,19 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
             get(http, f"{analyzer}/v1/tasks/{task}/secure-sum"))
         ours = [c.model_dump() for c in encrypt_counts(config, paillier, hpke, np.array(counts))]
         return {task: ours, twin: theirs}, counts
+    if kind == "ddp":
+        # §3.5: rounded statistics plus a Skellam share of the variance the ledger states.
+        pconf = get(http, f"{analyzer}/v1/tasks/{twin}/secure-sum")
+        lay = client.task_layout(info, pconf)
+        sigma2 = privacy(http, analyzer, twin)["ledger"]["share_variance"]
+        values = [client.ddp_values(xi, ri, pol["scale"], pol["L"], sigma2, rng)
+                  for xi, ri in zip(x, r, strict=True)]
+        theirs = [client.encrypted_counts(pconf, hconf, twin, client.signed_digits(v, lay))
+                  for v in values]
+        paillier = PaillierConfig.model_validate(
+            get(http, f"{analyzer}/v1/tasks/{task}/secure-sum"))
+        ours = [c.model_dump() for c in encrypt_counts(config, paillier, hpke, np.array(values))]
+        return {task: ours, twin: theirs}, values
     if kind == "ldp":
         rows = [client.gaussian_row(xi, ri, pol["epsilon"], pol["delta"], pol["L"], rng)
                 for xi, ri in zip(x, r, strict=True)]
@@ -226,7 +247,7 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
 
 
 def endpoint(kind: str) -> str:
-    return "encrypted-counts" if kind == "secure-sum" else "reports"
+    return "encrypted-counts" if kind in SUM_KINDS else "reports"
 
 
 def in_chunks(reports: dict[str, list[dict]], l: int) -> Iterator[dict[str, list[dict]]]:
@@ -407,7 +428,7 @@ def test_independent_client_reports_count_exactly_as_the_projects(
     check_paths_taken(kind, state_theirs, n)
     check_retries_are_duplicates(http, urls, kind, reports[twin])
     if counts is not None:
-        check_plain_integer_decryption(deployment, http, reports[task], counts)
+        check_plain_integer_decryption(deployment, http, kind, reports[task], counts)
 
 
 def check_paths_taken(kind: str, state: dict[str, Any], n: int) -> None:
@@ -437,7 +458,7 @@ def check_retries_are_duplicates(http: httpx.Client, urls: dict[str, str], kind:
     twin = KINDS[kind][0] + SUFFIX
     before = queue(http, urls, twin)
     retries = [reports[0]]
-    if kind == "secure-sum":
+    if kind in SUM_KINDS:
         retries.append(rerandomized(reports[1], http, urls["analyzer"], twin))
     for body in retries:
         resp = http.post(f"{urls['shuffler']}/v1/tasks/{twin}/{endpoint(kind)}",
@@ -446,22 +467,29 @@ def check_retries_are_duplicates(http: httpx.Client, urls: dict[str, str], kind:
     assert queue(http, urls, twin) == before
 
 
-def check_plain_integer_decryption(deployment: Cluster, http: httpx.Client, reports: list[dict],
-                                   counts: list[list[int]]) -> None:
+def check_plain_integer_decryption(deployment: Cluster, http: httpx.Client, kind: str,
+                                   reports: list[dict], counts: list[list[int]]) -> None:
     """The converse (in process): the project's secure-sum ciphertexts, one report and the
     product of a batch, decrypt under the analyzer's 2048-bit key (p, q from its key file) with
-    the plain integer implementation, to the counts they encrypt and to their sum."""
+    the plain integer implementation, to the counts (ddp: signed values) they encrypt and to
+    their sum."""
     key = json.loads((deployment.data_dir / "analyzer" / "paillier.json").read_text())
     p, q = int(key["p"], 16), int(key["q"], 16)
-    lay = get(http, f"{deployment.urls['analyzer']}/v1/tasks/{KINDS['secure-sum'][0]}"
+    lay = get(http, f"{deployment.urls['analyzer']}/v1/tasks/{KINDS[kind][0]}"
               "/secure-sum")["layout"]
+
+    def values(plaintexts: list[int], count: int) -> list[int]:
+        if lay["offset"]:
+            return client.signed_sums(plaintexts, lay, count)
+        return client.unpack_slots(plaintexts, lay)
+
     cts = [client.split_ciphertexts(r["ct"], lay) for r in reports[:SHUFFLE_L]]
     first = [client.paillier_decrypt(p, q, c) for c in cts[0]]
-    assert client.unpack_slots(first, lay) == counts[0]
+    assert values(first, 1) == counts[0]
     n2 = (p * q) ** 2
     product = [math.prod(col) % n2 for col in zip(*cts, strict=True)]
     total = [client.paillier_decrypt(p, q, c) for c in product]
-    assert client.unpack_slots(total, lay) == np.sum(counts[:SHUFFLE_L], axis=0).tolist()
+    assert values(total, SHUFFLE_L) == np.sum(counts[:SHUFFLE_L], axis=0).tolist()
 
 
 def rerandomized(report: dict, http: httpx.Client, analyzer: str, task: str) -> dict:

@@ -29,7 +29,8 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
         if task["policy"]["algo"] not in BCO_CONFIGS:  # BCO tasks run the paper's steps anyway
             task["policy"]["confidence_scale"] = 1.0
         # The policies with a regularizer.
-        if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb"):
+        if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb",
+                                          "ddp-linucb"):
             task["policy"]["regularizer"] = "paper"
     if aggregation is not None:
         task["aggregation"] = aggregation

@@ -100,11 +100,17 @@ def test_packed_batch_round_trip_and_out_of_range_sum_refused_without_state_chan
     assert json.dumps(policy.get_state()) == before
 
 
-def test_services_refuse_a_ddp_task_until_they_serve_it() -> None:
+def test_a_ddp_task_is_served_over_the_secure_sum_only() -> None:
     from pydantic import ValidationError
 
     from shared.settings import TaskConfig
 
-    with pytest.raises(ValidationError, match="simulator only"):
-        TaskConfig(id="ddp", threat_model="shuffle", aggregation="secure-sum",
+    task = TaskConfig(id="ddp", threat_model="shuffle", aggregation="secure-sum",
+                      policy={"algo": "ddp-linucb", "d": 5})
+    assert task.batch_size == 1000
+    with pytest.raises(ValidationError, match="needs secure-sum"):
+        TaskConfig(id="ddp", threat_model="shuffle", aggregation="reports",
+                   policy={"algo": "ddp-linucb", "d": 5})
+    with pytest.raises(ValidationError, match="serves threat model"):
+        TaskConfig(id="ddp", threat_model="central", aggregation="secure-sum",
                    policy={"algo": "ddp-linucb", "d": 5})

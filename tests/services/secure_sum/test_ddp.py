@@ -1,0 +1,257 @@
+"""``ddp-linucb`` through the real services, in-process: the device clips, rounds and adds an
+exact Skellam share, packs the signed values with the task's offset layout and Paillier-encrypts
+them; the (unchanged) shuffler multiplies l of them into one encrypted batch sum; the analyzer
+decrypts only that sum, range-checks it, rescales it and feeds ddp-linucb. A batch whose decoded
+sum lies beyond what honest devices produce is quarantined with ``sum_out_of_range`` and leaves
+the analyzer's state exactly as it was.
+
+Keys are 1024 bits (``PAILLIER_TEST_BITS``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from fastapi import FastAPI
+
+from services.analyzer.app import create_app as create_analyzer
+from services.shuffler.app import create_app as create_shuffler
+from shared.core.policies import build_policy, randomizer_for
+from shared.core.randomizers.skellam import SkellamRandomizer, clean_statistics
+from shared.crypto.keystore import PaillierKeyStore
+from shared.crypto.paillier import (
+    PaillierEncryptor,
+    decode_ciphertexts,
+    decrypt_sum,
+    encode_ciphertexts,
+)
+from shared.crypto.slots import pack_signed, unpack_signed
+from shared.protocol.messages import HpkeConfig
+from shared.protocol.secure_sum import (
+    EncryptedBatchSum,
+    EncryptedCounts,
+    PaillierConfig,
+    SecureSumUpload,
+)
+from shared.settings import Settings, TaskConfig
+from tests.helpers import (
+    PAILLIER_TEST_BITS,
+    assert_same_state,
+    counted,
+    eventually,
+    make_settings,
+    privacy,
+    running,
+    secure_sum_ready,
+    tag_for,
+    upload,
+)
+from tests.services.device.support import decide, device_app, features, ok
+
+from .support import Recorder
+
+L = 10
+DDP = TaskConfig(
+    id="ddp", threat_model="shuffle", aggregation="secure-sum", K=4,
+    policy={"algo": "ddp-linucb", "d": 3, "batch_size": L, "epsilon": 1.0, "delta": 1e-6,
+            "regularizer": "clip", "eta": 0.0},
+)
+RANDOMIZER = randomizer_for(DDP.policy)
+assert isinstance(RANDOMIZER, SkellamRandomizer)
+
+
+def ddp_settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path / "data", tasks=[DDP])
+
+
+@dataclass
+class DDPStack:
+    analyzer: httpx.AsyncClient
+    shuffler: httpx.AsyncClient
+    analyzer_app: FastAPI
+    shuffler_app: FastAPI
+    to_analyzer: Recorder  # shuffler → analyzer
+    config: PaillierConfig
+    hpke: HpkeConfig
+
+    def state(self) -> dict:
+        return self.analyzer_app.state.runtime.tasks["ddp"].policy.get_state()
+
+    def keys(self, settings: Settings) -> PaillierKeyStore:
+        return PaillierKeyStore(Path(settings.data_dir) / "analyzer", PAILLIER_TEST_BITS,
+                                allow_small=True)
+
+
+@asynccontextmanager
+async def ddp_stack(settings: Settings) -> AsyncIterator[DDPStack]:
+    """The real analyzer and shuffler in-process, the shuffler posting through a recorder."""
+    a_app = create_analyzer(settings, paillier_key_bits=PAILLIER_TEST_BITS)
+    async with running(a_app) as analyzer:
+        rec = Recorder(httpx.ASGITransport(a_app))
+        s_app = create_shuffler(settings, analyzer_transport=rec)
+        async with running(s_app) as shuffler:
+            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            r = await analyzer.get("/v1/tasks/ddp/secure-sum")
+            assert r.status_code == 200, r.text
+            config = PaillierConfig.model_validate_json(r.content)
+            hpke = HpkeConfig.model_validate_json((await analyzer.get("/v1/hpke-config")).content)
+            yield DDPStack(analyzer, shuffler, a_app, s_app, rec, config, hpke)
+
+
+def decrypt_values(keys: PaillierKeyStore, config: PaillierConfig, ct: str, n: int) -> np.ndarray:
+    """The signed values (n = 1) or coordinate sums of ``ct`` under the task's layout."""
+    assert config.layout is not None
+    lay = config.layout.slot_layout()
+    plain = decrypt_sum(keys.private_key, decode_ciphertexts(ct, keys.n, lay.plaintexts))
+    return unpack_signed(plain, lay, math.inf, n_reports=n)
+
+
+async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path) -> None:
+    """Two batches of l = 10 device reports: every report decrypts to the user's rounded
+    statistics plus a share within the packing offset; each batch sum the shuffler forwards is
+    the sum of its members; the analyzer's state equals ddp-linucb fed those two sums; the ledger
+    is the Skellam one."""
+    settings = ddp_settings(tmp_path)
+    rng = np.random.default_rng(30)
+    async with ddp_stack(settings) as s:
+        lay = s.config.layout
+        assert lay is not None
+        # The signed layout: c = 9 values as digits v + O in 0..2O, O from the randomizer.
+        assert (lay.c, lay.offset, lay.m, lay.batch_size) == (9, RANDOMIZER.offset,
+                                                             2 * RANDOMIZER.offset, L)
+        to_shuffler = Recorder(httpx.ASGITransport(s.shuffler_app))
+        app = device_app(settings, httpx.ASGITransport(s.analyzer_app), to_shuffler)
+        chosen = []
+        async with running(app) as device:
+            await eventually(lambda: ok(device.get("/healthz")), what="device ready")
+            for _ in range(2 * L + 3):
+                feats = features(rng)
+                dec = await decide(device, "ddp", feats)
+                reward = float(rng.uniform())
+                body = {"decision_id": dec["decision_id"], "reward": reward}
+                resp = await device.post("/v1/tasks/ddp/feedback", json=body)
+                assert resp.status_code == 202, resp.text
+                chosen.append((np.asarray(feats[dec["action"]]), reward))
+            await eventually(lambda: counted(s.analyzer, "ddp", 2 * L), what="two batches")
+            await eventually(lambda: _outbox_empty(device), what="delivery")
+        keys = s.keys(settings)
+        sent = [rep for path, body in to_shuffler.posts() if path.endswith("/encrypted-counts")
+                for rep in SecureSumUpload.model_validate(body).reports]
+        assert len(sent) == 2 * L + 3
+        values = np.array([decrypt_values(keys, s.config, r.ct, 1) for r in sent])
+        assert np.abs(values).max() <= RANDOMIZER.offset
+        # Each value is s·v (rounded: within 1) plus a share Sk(σ²): |share| < 8σ fails with
+        # probability below 1e-14 per coordinate (Bernstein); the shares' empirical variance
+        # over 23 × 9 = 207 coordinates (relative sd √(2/207) ≈ 0.1) lies within [0.5, 1.6]·σ²
+        # unless it is 5 sd off. (The device draws from the OS CSPRNG: no seed to fix.)
+        clean = np.array([RANDOMIZER.scale * clean_statistics(x[None], np.array([r]), 1.0)[0]
+                          for x, r in chosen])
+        noise = values - clean
+        sigma2 = RANDOMIZER.share_variance
+        assert np.abs(noise).max() < 8 * math.sqrt(sigma2) + 1
+        assert 0.5 < float(np.mean(noise**2)) / sigma2 < 1.6
+        # What the shuffler forwarded: two sums of l reports; decrypted, they add up to the
+        # reports' values (a sum ignores the permutation), and they are all the analyzer fed.
+        sums = [EncryptedBatchSum.model_validate(body) for path, body in s.to_analyzer.posts()
+                if path.endswith("/batch-sums")]
+        assert [b.count for b in sums] == [L, L]
+        decoded = [decrypt_values(keys, s.config, b.ct, L) for b in sums]
+        np.testing.assert_array_equal(decoded[0] + decoded[1], values[: 2 * L].sum(axis=0))
+        reference = build_policy(DDP.policy, np.random.default_rng(0))
+        for stat in decoded:
+            reference.ingest_statistic(stat, L)
+        assert_same_state(s.state(), reference.get_state())
+        assert s.state()["reports"] == 2 * L
+        model = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
+        # η = 0: a batch publishes unless its noise shrank det Ṽ; as the reference decided.
+        assert model["version"] == reference.model.version >= 1
+        np.testing.assert_allclose(model["theta"], reference.model.theta, rtol=1e-12)
+        report = await privacy(s.analyzer, "ddp")
+        assert (report.reports_counted, report.reports_refused) == (2 * L, 0)
+        p = report.ledger.model_dump()
+        assert p["ldp_epsilon"] is None and p["aggregation"] == "secure-sum"
+        assert 0.9 < p["central_epsilon"] <= 1.0 and p["central_delta"] == 1e-6
+        assert p["honest_fraction"] == 1.0 and p["honest_shares"] == L
+        assert p["share_variance"] == sigma2
+
+
+def lying_reports(s: DDPStack, value: int) -> list[EncryptedCounts]:
+    """l reports whose first coordinate is ``value`` (within the packing offset, so each one
+    packs), the others 0: devices lying within ±O but beyond their mechanism."""
+    assert s.config.layout is not None
+    lay = s.config.layout.slot_layout()
+    enc = PaillierEncryptor.from_config(s.config)
+    out = []
+    for _ in range(L):
+        values = np.zeros(lay.c, dtype=np.int64)
+        values[0] = value
+        ct = encode_ciphertexts(enc.encrypt(pack_signed(values, lay)), s.config.key_bits)
+        out.append(EncryptedCounts(key_id=s.config.key_id, ct=ct, tag=tag_for(s.hpke, "ddp", ct)))
+    return out
+
+
+async def test_an_out_of_range_sum_is_quarantined_without_a_state_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """l reports each at +O in one coordinate: every one packs (|v| ≤ O), the shuffler sums
+    them, and the decoded sum l·O exceeds the bound an honest batch stays within
+    (``sum_bound(l)`` < l·O for l > 1): the analyzer quarantines the batch
+    (``sum_out_of_range``), counts its reports as refused, and its policy state, model and
+    ledger are exactly as before. A batch of reports at exactly the bound's edge but inside it is
+    counted."""
+    settings = ddp_settings(tmp_path)
+    assert RANDOMIZER.sum_bound(L) < L * RANDOMIZER.offset
+    async with ddp_stack(settings) as s:
+        before = json.dumps(s.state(), sort_keys=True)
+        model_before = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
+        with caplog.at_level(logging.WARNING, logger="services.analyzer.decoders"):
+            accepted = await upload(s.shuffler, lying_reports(s, RANDOMIZER.offset), "ddp")
+            assert accepted.accepted == L
+            await eventually(
+                lambda: _refused(s.analyzer, L), what="the batch quarantined")
+        assert "sum_out_of_range" in caplog.text
+        assert json.dumps(s.state(), sort_keys=True) == before
+        assert (await s.analyzer.get("/v1/tasks/ddp/model")).json() == model_before
+        p = await privacy(s.analyzer, "ddp")
+        assert (p.reports_counted, p.reports_refused, p.batches) == (0, L, 1)
+        # Inside the bound: each report at ⌊sum_bound(l) / l⌋ sums to at most the bound.
+        inside = math.floor(RANDOMIZER.sum_bound(L) / L)
+        await upload(s.shuffler, lying_reports(s, inside), "ddp")
+        await eventually(lambda: counted(s.analyzer, "ddp", L), what="the batch counted")
+        assert s.state()["reports"] == L
+
+
+async def _refused(client: httpx.AsyncClient, n: int) -> bool:
+    return (await privacy(client, "ddp")).reports_refused >= n
+
+
+async def _outbox_empty(device: httpx.AsyncClient) -> bool:
+    return (await device.get("/v1/status")).json()["outbox_pending"] == 0
+
+
+def test_the_device_checks_the_signed_layout() -> None:
+    """A ddp-linucb device derives its own offset O from the task's parameters: a published
+    layout with another O (or the unsigned layout of the same c, l) is refused."""
+    from services.device.secure_sum import ConfigMismatch, check_config
+    from shared.crypto.paillier import generate_keypair
+    from shared.crypto.slots import layout
+    from shared.protocol.messages import TaskInfo
+    from shared.protocol.secure_sum import paillier_config
+
+    public, _ = generate_keypair(1024, allow_small=True)
+    o = RANDOMIZER.offset
+    info = TaskInfo(id="ddp", threat_model="shuffle", algo="ddp-linucb", d=3, K=4, batch_size=L,
+                    aggregation="secure-sum", policy=DDP.policy.model_dump())
+    good = paillier_config(public.n, layout(9, L, 2 * o, 1024, offset=o))
+    assert check_config(DDP, info, good, 1024) == good.layout
+    for lay in (layout(9, L, 2 * (o + 1), 1024, offset=o + 1), layout(9, L, 2 * o, 1024)):
+        with pytest.raises(ConfigMismatch):
+            check_config(DDP, info, paillier_config(public.n, lay), 1024)
