@@ -5,8 +5,9 @@
     python -m bench.experiments.linear_family letter   [--T 100000 --runs 3]
 
 ``fixed``: ``fixed-linear`` (d = 5, K = 100) at several horizons: linucb, ldp-linucb, sblb (shuffle
-batch l = 100, secure summation, ε0 solved so that the central ε equals the budget's) and
-adar-gope (RDP ε solved so that its (ε, δ) conversion equals the budget's), at per-user budgets
+batch l = 100, secure summation, ε0 solved so that the central ε equals the budget's),
+adar-gope (RDP ε solved so that its (ε, δ) conversion equals the budget's) and lplr (pure
+ε-LDP, so δ = 0 meets every budget), at per-user budgets
 (ε, δ) = (1, 10⁻²), (0.5, 10⁻²) and (1, 10⁻⁶), each with the papers' widths (confidence_scale 1,
 paper regularizer) and the practical ones (0.1, clip; adar-gope: phases shrunk by 0.1²).
 ``logistic``: ldp-glb against ldp-linucb on ``logistic`` (d = 5, K = 20) at ε ∈ {1, 4}, δ = 10⁻⁶.
@@ -29,6 +30,7 @@ from scipy.optimize import brentq
 from bench.experiments.common import OUT, write
 from privbandit.plots import curves_plot
 from shared.core.accounting import ledgers, sum_only
+from shared.core.lplr_simulator import simulate_lplr
 from shared.core.policies import build_policy, make_config
 from shared.core.simulator import simulate, summarize
 
@@ -48,6 +50,8 @@ def private_params(algo: str, eps: float, delta: float, d: int) -> dict[str, Any
     """Parameters giving each policy the per-user (ε, δ) budget (module doc)."""
     if algo in ("ldp-linucb", "ldp-glb"):
         return {"epsilon": eps, "delta": delta}
+    if algo == "lplr":  # pure ε-LDP: δ = 0 meets every budget's δ
+        return {"epsilon": eps}
     if algo == "sblb":
         return {"eps0": sum_only.sum_only_max_eps0(eps, BATCH, delta, d=d, m=1),
                 "batch_size": BATCH, "delta": delta}
@@ -63,9 +67,12 @@ def cell(algo: str, env: str, d: int, K: int, T: int, runs: int, seed: int, widt
         params["regularizer"] = "clip"
     if algo in ("ldp-linucb", "ldp-glb"):
         params["horizon"] = T
+    if algo == "lplr":
+        params["K"] = K  # one private regression oracle per action
     config = make_config(algo, d=d, **params)
     t0 = time.perf_counter()
-    results, env_params = simulate(config, env, K, T, runs, seed, points=100)
+    sim = simulate_lplr if algo == "lplr" else simulate
+    results, env_params = sim(config, env, K, T, runs, seed, points=100)
     s = summarize(results)
     ledger = build_policy(config).ledger(T, aggregation="secure-sum").model_dump()
     row = {"algo": algo, "env": env, "T": T, "width": width, "params": config.model_dump(),
@@ -96,9 +103,11 @@ def fixed(args: argparse.Namespace) -> list[dict[str, Any]]:
                if args.budgets is None or i in args.budgets]
     for T in args.T:
         for width in args.widths:
-            rows.append(cell("linucb", "fixed-linear", 5, 100, T, args.runs, args.seed, width))
+            if args.algos is None:
+                rows.append(cell("linucb", "fixed-linear", 5, 100, T, args.runs, args.seed,
+                                 width))
             for eps, delta in budgets:
-                for algo in ("ldp-linucb", "sblb", "adar-gope"):
+                for algo in args.algos or ("ldp-linucb", "sblb", "adar-gope", "lplr"):
                     rows.append(cell(algo, "fixed-linear", 5, 100, T, args.runs, args.seed,
                                      width, **private_params(algo, eps, delta, 5)))
     return rows
@@ -119,7 +128,8 @@ def letter(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for T in args.T:
         for width in args.widths:
-            for algo in ("linucb", "ldp-linucb", "ldp-glb", "sblb", "adar-oful"):
+            for algo in args.algos or ("linucb", "ldp-linucb", "ldp-glb", "sblb", "adar-oful",
+                                       "lplr"):
                 rows.append(cell(algo, "letter", 52, 26, T, args.runs, args.seed, width,
                                  **private_params(algo, 1.0, 1e-6, 52)))
     return rows
@@ -139,6 +149,8 @@ def main() -> None:
                     help="paper,practical (default both)")
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=None,
                     help="fixed: indices into (1, 1e-2), (0.5, 1e-2), (1, 1e-6) (default all)")
+    ap.add_argument("--algos", type=lambda s: s.split(","), default=None,
+                    help="fixed, letter: only these private policies (default all)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     if args.T is None:
