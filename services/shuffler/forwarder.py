@@ -41,7 +41,7 @@ from services.common.retry import Backoff
 from services.shuffler.errors import SumUnavailable
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.secure_sum import PaillierState, batch_sum, sum_message
-from services.shuffler.store import ShufflerStore
+from services.shuffler.store import Store
 from shared.protocol.messages import BatchAck, BatchUpload
 from shared.settings import Settings
 
@@ -72,7 +72,7 @@ class Forwarder:
     def __init__(
         self,
         settings: Settings,
-        store: ShufflerStore,
+        store: Store,
         metrics: ShufflerMetrics,
         client: httpx.AsyncClient,
         paillier: PaillierState | None = None,
@@ -138,7 +138,10 @@ class Forwarder:
                 self.store.unacked, task, WINDOW, frozenset(in_flight)
             )
             if not ids:
-                await event.wait()
+                # Replicas on one database: another may have formed a batch this one owns
+                # (a sweep) or died with batches to take over; look again every poll.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), self.store.poll_interval)
                 continue
             for batch_id in ids:
                 await slots.acquire()
