@@ -152,6 +152,9 @@ class ShufflerService(StoredService):
     ``urls`` lists them all (the device spreads its uploads across them). Empty: ``url`` only."""
 
     urls: list[str] = Field(default_factory=list)
+    # PostgreSQL replicas: seconds without a heartbeat (one a second) after which a replica is
+    # taken for dead and the batches it formed are delivered by another.
+    replica_timeout: float = Field(5.0, gt=1.0)
 
     @property
     def all_urls(self) -> list[str]:

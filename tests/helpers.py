@@ -466,22 +466,23 @@ def analyzer_totals(
         import psycopg
 
         conn: Any = psycopg.connect(store, autocommit=True)
-        mark = "%s"
+        mark, prefix = "%s", "analyzer_"
     else:
         db = Path(data_dir) / "analyzer" / "analyzer.sqlite3"
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        mark = "?"
+        mark, prefix = "?", ""
     with conn:
         ids, distinct = conn.execute(
-            f"SELECT COUNT(*), COUNT(DISTINCT report_id) FROM report_ids WHERE task = {mark}",
+            f"SELECT COUNT(*), COUNT(DISTINCT report_id) FROM {prefix}report_ids "
+            f"WHERE task = {mark}",
             (task_id,),
         ).fetchone()
         counted, rejected, batches = conn.execute(
-            f"SELECT reports_counted, rejected, batches FROM tasks WHERE task = {mark}",
+            f"SELECT reports_counted, rejected, batches FROM {prefix}tasks WHERE task = {mark}",
             (task_id,),
         ).fetchone()
         per_batch = [n for (n,) in conn.execute(
-            f"SELECT counted FROM batches WHERE task = {mark}", (task_id,)
+            f"SELECT counted FROM {prefix}batches WHERE task = {mark}", (task_id,)
         )]
     return {"report_ids": ids, "distinct_report_ids": distinct, "counted": counted,
             "rejected": rejected, "batches": batches, "per_batch": per_batch}

@@ -1,5 +1,6 @@
 """The analyzer's state in PostgreSQL: the same tables and the same one-transaction rule as the
-SQLite store (``services.analyzer.store``), plus one active analyzer per task.
+SQLite store (``services.analyzer.store``), plus one active analyzer per task. Its tables are
+named ``analyzer_*`` (the shuffler's ``shuffler_*``), so both services can share one schema.
 
 ``commit_batches`` writes a group's batch ids, their report ids (``COPY``), the counters and the
 policy state after them in ONE transaction: either all of it is committed or none, and the
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SCHEMA_V1 = """
-CREATE TABLE tasks (
+CREATE TABLE analyzer_tasks (
     task TEXT PRIMARY KEY,
     config TEXT NOT NULL,
     state TEXT NOT NULL,
@@ -46,7 +47,7 @@ CREATE TABLE tasks (
     batches BIGINT NOT NULL DEFAULT 0,
     quarantined BIGINT NOT NULL DEFAULT 0
 );
-CREATE TABLE batches (
+CREATE TABLE analyzer_batches (
     task TEXT NOT NULL,
     batch_id TEXT NOT NULL,
     counted INTEGER NOT NULL,
@@ -56,7 +57,7 @@ CREATE TABLE batches (
     quarantined INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (task, batch_id)
 );
-CREATE TABLE report_ids (
+CREATE TABLE analyzer_report_ids (
     task TEXT NOT NULL,
     report_id BYTEA NOT NULL,
     PRIMARY KEY (task, report_id)
@@ -129,7 +130,7 @@ class PgAnalyzerStore:
 
     def load_task(self, task: str) -> TaskRecord | None:
         row = self._run(lambda conn: conn.execute(
-            f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM tasks WHERE task = %s",
+            f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM analyzer_tasks WHERE task = %s",
             (task,),
         ).fetchone(), tx=False)
         if row is None:
@@ -141,15 +142,17 @@ class PgAnalyzerStore:
 
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
         self._run(lambda conn: conn.execute(
-            "INSERT INTO tasks (task, config, state) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            "INSERT INTO analyzer_tasks (task, config, state) VALUES (%s, %s, %s) ON CONFLICT DO "
+            "NOTHING",
             (task, _dumps(config), _dumps(state)),
         ))
 
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
-        return {str(v) for v in self._present("batches", "batch_id", task, list(batch_ids))}
+        found = self._present("analyzer_batches", "batch_id", task, list(batch_ids))
+        return {str(v) for v in found}
 
     def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]:
-        return {bytes(v) for v in self._present("report_ids", "report_id", task,
+        return {bytes(v) for v in self._present("analyzer_report_ids", "report_id", task,
                                                  list(report_ids))}
 
     def _present(self, table: str, column: str, task: str, values: list[Any]) -> list[Any]:
@@ -175,15 +178,15 @@ class PgAnalyzerStore:
         def run(conn: psycopg.Connection) -> None:
             with conn.cursor() as cur:
                 cur.executemany(
-                    "INSERT INTO batches (task, batch_id, counted, rejected, duplicates, "
+                    "INSERT INTO analyzer_batches (task, batch_id, counted, rejected, duplicates, "
                     "model_version, quarantined) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                     [(task, r.batch_id, r.counted, r.rejected, r.duplicates, r.model_version,
                       r.quarantined) for r, _ in batches],
                 )
-                with cur.copy("COPY report_ids (task, report_id) FROM STDIN") as copy:
+                with cur.copy("COPY analyzer_report_ids (task, report_id) FROM STDIN") as copy:
                     for _, report_ids in batches:
                         for rid in report_ids:
                             copy.write_row((task, rid))
-            update_task(conn, "%s", task, batches, state_json)
+            update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
 
         self._run(run)

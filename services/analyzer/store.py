@@ -102,12 +102,13 @@ def totals(batches: Sequence[tuple[BatchResult, Sequence[bytes]]]) -> tuple[int,
 
 def update_task(
     conn: Any, mark: str, task: str, batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
-    state_json: str,
+    state_json: str, table: str = "tasks",
 ) -> None:
     """The task row after a group: its policy state and counters plus ``totals``, in the
-    caller's transaction (``mark``: the driver's parameter mark, ``?`` or ``%s``)."""
+    caller's transaction (``mark``: the driver's parameter mark, ``?`` or ``%s``; ``table``:
+    the store's name of the tasks table, a constant)."""
     cur = conn.execute(
-        "UPDATE tasks SET state = ?, reports_counted = reports_counted + ?, "
+        f"UPDATE {table} SET state = ?, reports_counted = reports_counted + ?, "
         "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ?, "
         "quarantined = quarantined + ? WHERE task = ?".replace("?", mark),
         (state_json, *totals(batches), task),

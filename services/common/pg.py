@@ -1,7 +1,8 @@
 """PostgreSQL storage shared by the shuffler's and the analyzer's PostgreSQL stores (psycopg 3):
 how a store connects (``connect``, ``open_pool``; a wrong URL or a server that is down is a
 ``StoreUnavailable`` at start, never a silent fallback to SQLite) and numbered schema migrations
-(``migrate``), the PostgreSQL twin of ``services.common.sqlite.migrate``.
+(``migrate``, versions in ``<store>_schema_version``), the PostgreSQL twin of
+``services.common.sqlite.migrate``.
 
 A store's tables live in the connection's current schema (the first of its ``search_path``): a
 URL with ``?options=-csearch_path%3Dname`` puts a deployment, or a test, in a schema of its own.
@@ -16,6 +17,7 @@ import re
 from collections.abc import Sequence
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from services.common.datadir import StartupRefused
@@ -107,8 +109,11 @@ def migrate(conn: psycopg.Connection, migrations: Sequence[str], *, store: str) 
     with conn.transaction():
         key = lock_key(conn, f"migrate/{store}")
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", key)
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+        table = sql.Identifier(f"{store}_schema_version")
+        conn.execute(sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (version INTEGER NOT NULL)").format(table))
+        row = conn.execute(
+            sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table)).fetchone()
         current = int(row[0]) if row else 0
         if current > len(migrations):
             raise SchemaError(
@@ -118,17 +123,19 @@ def migrate(conn: psycopg.Connection, migrations: Sequence[str], *, store: str) 
         for version in range(current + 1, len(migrations) + 1):
             # No parameters: psycopg sends the script as one simple query (several statements).
             conn.execute(migrations[version - 1].encode())
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+            conn.execute(sql.SQL("INSERT INTO {} (version) VALUES (%s)").format(table),
+                         (version,))
             log.debug("%s database migrated to schema version %d", store, version)
     return len(migrations)
 
 
-def schema_version(conn: psycopg.Connection) -> int:
-    """The highest migration applied in the connection's schema (0 if none)."""
-    row = conn.execute(
-        "SELECT to_regclass('schema_version') IS NOT NULL"
-    ).fetchone()
+def schema_version(conn: psycopg.Connection, store: str) -> int:
+    """The highest migration of ``store`` applied in the connection's schema (0 if none)."""
+    name = f"{store}_schema_version"
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
     if not row or not row[0]:
         return 0
-    got = conn.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()
+    got = conn.execute(
+        sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(sql.Identifier(name))
+    ).fetchone()
     return int(got[0]) if got else 0

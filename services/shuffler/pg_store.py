@@ -1,6 +1,9 @@
 """The shuffler's state in PostgreSQL: the same tables and guarantees as the SQLite store
 (``services.shuffler.store``), shared by N shuffler replicas on one database.
 
+Its tables are named ``shuffler_*`` (the analyzer's ``analyzer_*``), so both services can share
+one database schema.
+
 What changes with several writers:
 
 - Batches are claimed, never computed from a private view: ``SELECT … FROM pending … ORDER BY
@@ -59,12 +62,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SCHEMA_V1 = """
-CREATE TABLE replicas (
+CREATE TABLE shuffler_replicas (
     id TEXT PRIMARY KEY,
     started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     seen_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
-CREATE TABLE counters (
+CREATE TABLE shuffler_counters (
     task TEXT NOT NULL,
     shard TEXT NOT NULL,
     accepted BIGINT NOT NULL DEFAULT 0,
@@ -75,12 +78,12 @@ CREATE TABLE counters (
     refused_stale_key BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (task, shard)
 );
-CREATE TABLE seen (
+CREATE TABLE shuffler_seen (
     task TEXT NOT NULL,
     hash BYTEA NOT NULL,
     PRIMARY KEY (task, hash)
 );
-CREATE TABLE pending (
+CREATE TABLE shuffler_pending (
     seq BIGSERIAL PRIMARY KEY,
     task TEXT NOT NULL,
     key_id INTEGER NOT NULL,
@@ -88,8 +91,8 @@ CREATE TABLE pending (
     ct BYTEA NOT NULL,
     tag BYTEA
 );
-CREATE INDEX pending_by_task ON pending (task, seq);
-CREATE TABLE batches (
+CREATE INDEX shuffler_pending_by_task ON shuffler_pending (task, seq);
+CREATE TABLE shuffler_batches (
     seq BIGSERIAL PRIMARY KEY,
     batch_id TEXT NOT NULL UNIQUE,
     task TEXT NOT NULL,
@@ -97,8 +100,8 @@ CREATE TABLE batches (
     acked BOOLEAN NOT NULL DEFAULT false,
     owner TEXT
 );
-CREATE INDEX unacked_by_task ON batches (task, seq) WHERE NOT acked;
-CREATE TABLE batch_reports (
+CREATE INDEX shuffler_unacked_by_task ON shuffler_batches (task, seq) WHERE NOT acked;
+CREATE TABLE shuffler_batch_reports (
     batch_id TEXT NOT NULL,
     position INTEGER NOT NULL,
     key_id INTEGER NOT NULL,
@@ -107,7 +110,7 @@ CREATE TABLE batch_reports (
     tag BYTEA,
     PRIMARY KEY (batch_id, position)
 );
-CREATE TABLE batch_sums (
+CREATE TABLE shuffler_batch_sums (
     batch_id TEXT PRIMARY KEY,
     key_id INTEGER NOT NULL,
     count INTEGER NOT NULL,
@@ -148,9 +151,9 @@ class PgShufflerStore:
             with self._pool.connection() as conn:
                 pg.migrate(conn, MIGRATIONS, store="shuffler")
                 with conn.transaction():
-                    conn.execute("INSERT INTO replicas (id) VALUES (%s)", (self.replica,))
+                    conn.execute("INSERT INTO shuffler_replicas (id) VALUES (%s)", (self.replica,))
                     conn.cursor().executemany(
-                        "INSERT INTO counters (task, shard) VALUES (%s, %s) "
+                        "INSERT INTO shuffler_counters (task, shard) VALUES (%s, %s) "
                         "ON CONFLICT DO NOTHING",
                         [(t, self.replica) for t in batch_sizes],
                     )
@@ -192,7 +195,7 @@ class PgShufflerStore:
             for k, v in by.items()
         )
         conn.execute(
-            sql.SQL("UPDATE counters SET {} WHERE task = %s AND shard = %s").format(sets),
+            sql.SQL("UPDATE shuffler_counters SET {} WHERE task = %s AND shard = %s").format(sets),
             (task, self.replica),
         )
 
@@ -200,7 +203,7 @@ class PgShufflerStore:
         """Reports stored and not acknowledged, per task, over every replica's counters."""
         rows = conn.execute(
             "SELECT task, sum(accepted - reports_acknowledged - refused_stale_key) "
-            "FROM counters GROUP BY task"
+            "FROM shuffler_counters GROUP BY task"
         ).fetchall()
         for task, n in rows:
             if task in self.batch_sizes:
@@ -221,7 +224,7 @@ class PgShufflerStore:
     def heartbeat(self) -> None:
         with self._pool.connection() as conn:
             conn.execute(
-                "INSERT INTO replicas (id) VALUES (%s) "
+                "INSERT INTO shuffler_replicas (id) VALUES (%s) "
                 "ON CONFLICT (id) DO UPDATE SET seen_at = now()",
                 (self.replica,),
             )
@@ -263,7 +266,7 @@ class PgShufflerStore:
             wires = [_wire(r) for r in hpke]
             hashes = [hashlib.sha256(enc + ct).digest() for _, enc, ct in wires]
             fresh = {bytes(h) for (h,) in conn.execute(
-                "INSERT INTO seen (task, hash) SELECT %s, unnest(%s::bytea[]) "
+                "INSERT INTO shuffler_seen (task, hash) SELECT %s, unnest(%s::bytea[]) "
                 "ON CONFLICT DO NOTHING RETURNING hash", (task, hashes)).fetchall()}
             for (key_id, enc, ct), h in zip(wires, hashes, strict=True):
                 if h in fresh:
@@ -281,14 +284,16 @@ class PgShufflerStore:
                 tag = tag_bytes(report.tag) if isinstance(report, EncryptedCounts) else None
                 if tag is not None and not self._see(conn, task, tag_hash(tag)):
                     # Another ciphertext under a tag already held (see the SQLite store).
-                    conn.execute("DELETE FROM seen WHERE task = %s AND hash = %s", (task, ct_hash))
+                    conn.execute("DELETE FROM shuffler_seen WHERE task = %s AND hash = "
+                                 "%s", (task, ct_hash))
                     duplicates += 1
                     continue
                 rows.append((key_id, enc, ct, tag))
         if rows:
             with conn.cursor() as cur:
                 cur.executemany(
-                    "INSERT INTO pending (task, key_id, enc, ct, tag) VALUES (%s, %s, %s, %s, %s)",
+                    "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) VALUES (%s, %s, "
+                    "%s, %s, %s)",
                     [(task, *row) for row in rows],
                 )
         self._bump(conn, task, accepted=len(rows), duplicates=duplicates)
@@ -298,7 +303,8 @@ class PgShufflerStore:
     def _see(conn: psycopg.Connection, task: str, h: bytes) -> bool:
         """Record a hash in ``seen``; False if it was there."""
         cur = conn.execute(
-            "INSERT INTO seen (task, hash) VALUES (%s, %s) ON CONFLICT DO NOTHING", (task, h)
+            "INSERT INTO shuffler_seen (task, hash) VALUES (%s, %s) ON CONFLICT DO "
+            "NOTHING", (task, h)
         )
         return cur.rowcount == 1
 
@@ -308,7 +314,7 @@ class PgShufflerStore:
         l = self.batch_sizes[task]
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM pending WHERE task = %s LIMIT %s) s",
+                "SELECT count(*) FROM (SELECT 1 FROM shuffler_pending WHERE task = %s LIMIT %s) s",
                 (task, l),
             ).fetchone()
         if row is None or row[0] < l:
@@ -324,7 +330,8 @@ class PgShufflerStore:
         formed = 0
         while True:
             rows = conn.execute(
-                "SELECT seq, key_id, enc, ct, tag FROM pending WHERE task = %s ORDER BY seq "
+                "SELECT seq, key_id, enc, ct, tag FROM shuffler_pending WHERE task = %s ORDER BY "
+                "seq "
                 "LIMIT %s FOR UPDATE SKIP LOCKED",
                 (task, l),
             ).fetchall()
@@ -333,18 +340,19 @@ class PgShufflerStore:
             _CSPRNG.shuffle(rows)
             batch_id = secrets.token_hex(16)
             conn.execute(
-                "INSERT INTO batches (batch_id, task, size, owner) VALUES (%s, %s, %s, %s)",
+                "INSERT INTO shuffler_batches (batch_id, task, size, owner) VALUES (%s, %s, %s, "
+                "%s)",
                 (batch_id, task, l, self.replica),
             )
             with conn.cursor() as cur:
                 cur.executemany(
-                    "INSERT INTO batch_reports (batch_id, position, key_id, enc, ct, tag) "
+                    "INSERT INTO shuffler_batch_reports (batch_id, position, key_id, enc, ct, tag) "
                     "VALUES (%s, %s, %s, %s, %s, %s)",
                     [(batch_id, pos, key_id, enc, ct, tag)
                      for pos, (_, key_id, enc, ct, tag) in enumerate(rows)],
                 )
             deleted = conn.execute(
-                "DELETE FROM pending WHERE seq = ANY(%s)", ([r[0] for r in rows],)
+                "DELETE FROM shuffler_pending WHERE seq = ANY(%s)", ([r[0] for r in rows],)
             ).rowcount
             if deleted != l:  # cannot happen under the row locks; never form a short batch
                 raise RuntimeError(f"batch of {task}: claimed {l} reports, deleted {deleted}")
@@ -360,9 +368,10 @@ class PgShufflerStore:
 
         def run(conn: psycopg.Connection) -> list[str]:
             taken = conn.execute(
-                "UPDATE batches SET owner = %(me)s WHERE task = %(task)s AND NOT acked "
+                "UPDATE shuffler_batches SET owner = %(me)s WHERE task = %(task)s AND NOT acked "
                 "AND owner IS DISTINCT FROM %(me)s AND (owner IS NULL OR owner NOT IN ("
-                "  SELECT id FROM replicas WHERE seen_at > now() - %(dead)s * interval '1 second'"
+                "  SELECT id FROM shuffler_replicas WHERE seen_at > now() - %(dead)s * interval "
+                "'1 second'"
                 ")) RETURNING batch_id",
                 {"me": self.replica, "task": task, "dead": self.dead_after},
             ).fetchall()
@@ -370,7 +379,8 @@ class PgShufflerStore:
                 log.warning("task %s: took over %d batch(es) of a replica that stopped",
                             task, len(taken))
             rows = conn.execute(
-                "SELECT batch_id FROM batches WHERE task = %s AND NOT acked AND owner = %s "
+                "SELECT batch_id FROM shuffler_batches WHERE task = %s AND NOT acked AND owner = "
+                "%s "
                 "ORDER BY seq LIMIT %s",
                 (task, self.replica, limit + len(exclude)),
             ).fetchall()
@@ -380,14 +390,14 @@ class PgShufflerStore:
 
     def _unacked_batch(self, conn: psycopg.Connection, batch_id: str) -> tuple[str, int] | None:
         row = conn.execute(
-            "SELECT task, size FROM batches WHERE batch_id = %s AND NOT acked", (batch_id,)
+            "SELECT task, size FROM shuffler_batches WHERE batch_id = %s AND NOT acked", (batch_id,)
         ).fetchone()
         return None if row is None else (row[0], row[1])
 
     @staticmethod
     def _members(conn: psycopg.Connection, batch_id: str, columns: str) -> list[tuple[Any, ...]]:
         return conn.execute(
-            f"SELECT {columns} FROM batch_reports WHERE batch_id = %s ORDER BY position",
+            f"SELECT {columns} FROM shuffler_batch_reports WHERE batch_id = %s ORDER BY position",
             (batch_id,),
         ).fetchall()
 
@@ -409,7 +419,8 @@ class PgShufflerStore:
             if row is None:
                 return None
             stored = conn.execute(
-                "SELECT key_id, ct, members FROM batch_sums WHERE batch_id = %s", (batch_id,)
+                "SELECT key_id, ct, members FROM shuffler_batch_sums WHERE batch_id = "
+                "%s", (batch_id,)
             ).fetchone()
             members: list[tuple[int, bytes, bytes | None]] = []
             if stored is None:
@@ -425,15 +436,16 @@ class PgShufflerStore:
 
         def run(conn: psycopg.Connection) -> bool:
             live = conn.execute(
-                "SELECT 1 FROM batches WHERE batch_id = %s AND NOT acked FOR UPDATE", (batch_id,)
+                "SELECT 1 FROM shuffler_batches WHERE batch_id = %s AND NOT acked FOR "
+                "UPDATE", (batch_id,)
             ).fetchone() is not None
             if live:
                 conn.execute(
-                    "INSERT INTO batch_sums (batch_id, key_id, count, ct, members) "
+                    "INSERT INTO shuffler_batch_sums (batch_id, key_id, count, ct, members) "
                     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                     (batch_id, key_id, count, ct, members),
                 )
-                conn.execute("DELETE FROM batch_reports WHERE batch_id = %s", (batch_id,))
+                conn.execute("DELETE FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,))
             return live
 
         return self._tx(run)
@@ -444,16 +456,17 @@ class PgShufflerStore:
 
         def run(conn: psycopg.Connection) -> StaleKeyRefusal:
             refused = conn.execute(
-                "DELETE FROM pending WHERE task = %s AND key_id <> %s", (task, key_id)
+                "DELETE FROM shuffler_pending WHERE task = %s AND key_id <> %s", (task, key_id)
             ).rowcount
             dissolved = 0
             for batch_id, size in conn.execute(
-                "SELECT batch_id, size FROM batches WHERE task = %s AND NOT acked ORDER BY seq "
+                "SELECT batch_id, size FROM shuffler_batches WHERE task = %s AND NOT acked ORDER "
+                "BY seq "
                 "FOR UPDATE",
                 (task,),
             ).fetchall():
                 stored = conn.execute(
-                    "SELECT key_id FROM batch_sums WHERE batch_id = %s", (batch_id,)
+                    "SELECT key_id FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
                 ).fetchone()
                 if stored is not None:
                     if stored[0] == key_id:
@@ -461,7 +474,8 @@ class PgShufflerStore:
                     refused += size
                 else:
                     stale_row = conn.execute(
-                        "SELECT count(*) FROM batch_reports WHERE batch_id = %s AND key_id <> %s",
+                        "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s AND "
+                        "key_id <> %s",
                         (batch_id, key_id),
                     ).fetchone()
                     stale = int(stale_row[0]) if stale_row else 0
@@ -469,12 +483,12 @@ class PgShufflerStore:
                         continue
                     refused += stale
                     conn.execute(
-                        "INSERT INTO pending (task, key_id, enc, ct, tag) "
-                        "SELECT %s, key_id, enc, ct, tag FROM batch_reports "
+                        "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) "
+                        "SELECT %s, key_id, enc, ct, tag FROM shuffler_batch_reports "
                         "WHERE batch_id = %s AND key_id = %s ORDER BY position",
                         (task, batch_id, key_id),
                     )
-                for table in ("batch_reports", "batch_sums", "batches"):
+                for table in ("shuffler_batch_reports", "shuffler_batch_sums", "shuffler_batches"):
                     conn.execute(
                         sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(
                             sql.Identifier(table)),
@@ -493,7 +507,7 @@ class PgShufflerStore:
     def has_sum(self, batch_id: str) -> bool:
         with self._pool.connection() as conn:
             return conn.execute(
-                "SELECT 1 FROM batch_sums WHERE batch_id = %s", (batch_id,)
+                "SELECT 1 FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
             ).fetchone() is not None
 
     def next_unacked(self, task: str) -> Batch | None:
@@ -508,14 +522,14 @@ class PgShufflerStore:
         def run(conn: psycopg.Connection) -> tuple[str, int] | None:
             conn.execute("SET LOCAL synchronous_commit = off")
             row = conn.execute(
-                "UPDATE batches SET acked = true WHERE batch_id = %s AND NOT acked "
+                "UPDATE shuffler_batches SET acked = true WHERE batch_id = %s AND NOT acked "
                 "RETURNING task, size",
                 (batch_id,),
             ).fetchone()
             if row is None:
                 return None
-            conn.execute("DELETE FROM batch_reports WHERE batch_id = %s", (batch_id,))
-            conn.execute("DELETE FROM batch_sums WHERE batch_id = %s", (batch_id,))
+            conn.execute("DELETE FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,))
+            conn.execute("DELETE FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,))
             self._bump(conn, row[0], batches_acknowledged=1, reports_acknowledged=row[1])
             return row[0], int(row[1])
 
@@ -527,12 +541,12 @@ class PgShufflerStore:
     def counts(self, task: str) -> TaskCounts:
         with self._pool.connection() as conn, conn.transaction():
             pending = conn.execute(
-                "SELECT count(*) FROM pending WHERE task = %s", (task,)
+                "SELECT count(*) FROM shuffler_pending WHERE task = %s", (task,)
             ).fetchone()
             row = conn.execute(
                 "SELECT coalesce(sum(accepted), 0), coalesce(sum(duplicates), 0), "
                 "coalesce(sum(batches_formed), 0), coalesce(sum(batches_acknowledged), 0), "
-                "coalesce(sum(refused_stale_key), 0) FROM counters WHERE task = %s",
+                "coalesce(sum(refused_stale_key), 0) FROM shuffler_counters WHERE task = %s",
                 (task,),
             ).fetchone()
         values = [int(v) for v in (row or (0, 0, 0, 0, 0))]
@@ -541,6 +555,6 @@ class PgShufflerStore:
     def batch_members(self, batch_id: str) -> int:
         with self._pool.connection() as conn:
             row = conn.execute(
-                "SELECT count(*) FROM batch_reports WHERE batch_id = %s", (batch_id,)
+                "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,)
             ).fetchone()
         return int(row[0]) if row else 0

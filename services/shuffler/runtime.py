@@ -52,7 +52,9 @@ def open_store(settings: Settings) -> Store:
     if settings.shuffler.postgres:
         from services.shuffler.pg_store import PgShufflerStore  # psycopg only when used
 
-        return PgShufflerStore(settings.shuffler.store, sizes)
+        return PgShufflerStore(
+            settings.shuffler.store, sizes, dead_after=settings.shuffler.replica_timeout
+        )
     return ShufflerStore(Path(settings.data_dir) / "shuffler" / DB_FILE, sizes)
 
 
