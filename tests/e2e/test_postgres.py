@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -15,9 +16,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from fastapi import FastAPI
 
 from privbandit.launcher import Cluster, ServiceProcess, free_ports
 from services.common.pg import StoreUnavailable
+from services.device.outbox import Spread
 from services.shuffler.app import create_app as create_shuffler
 from shared.protocol.messages import EncryptedReport, HpkeConfig, PrivacyReport, ShufflerStatus
 from tests.helpers import (
@@ -268,3 +271,47 @@ def test_a_wrong_url_or_a_server_that_is_down_refuses_to_start(tmp_path: Path) -
         assert not (tmp_path / "data" / "shuffler" / "shuffler.sqlite3").exists()
     with pytest.raises(ValueError, match="postgresql:// URL"):
         make_settings(tmp_path / "data", shuffler={"port": 8702, "store": "mysql://x/y"})
+
+
+def test_the_launcher_puts_replicas_on_consecutive_ports_and_tells_the_device(
+    tmp_path: Path,
+) -> None:
+    url = schema_url("any")
+    ports = {"analyzer": 9001, "shuffler": 9100, "device": 9003}
+    cluster = Cluster(tmp_path, ports, store=url, shufflers=3)
+    try:
+        assert [s.port for s in cluster.shufflers] == [9100, 9101, 9102]
+        assert [s.name for s in cluster.shufflers] == ["shuffler", "shuffler-2", "shuffler-3"]
+        env = cluster.env()
+        assert env["PRIVBANDIT_ANALYZER__STORE"] == env["PRIVBANDIT_SHUFFLER__STORE"] == url
+        device_view = make_settings(tmp_path, shuffler={
+            "port": 9100, "urls": json.loads(env["PRIVBANDIT_SHUFFLER__URLS"])})
+        assert device_view.shuffler.all_urls == [
+            f"http://127.0.0.1:{p}" for p in (9100, 9101, 9102)]
+    finally:
+        cluster.stop()
+    with pytest.raises(ValueError, match="PostgreSQL"):
+        Cluster(tmp_path, ports, shufflers=2)  # replicas cannot share SQLite files
+
+
+async def test_the_device_spreads_uploads_over_the_replicas() -> None:
+    hits: list[str] = []
+
+    def replica(name: str) -> FastAPI:
+        app = FastAPI()
+
+        @app.post("/v1/tasks/{task}/reports", status_code=202)
+        async def take(task: str) -> dict[str, int]:
+            hits.append(name)
+            return {"accepted": 1, "duplicates": 0}
+
+        return app
+
+    spread = Spread([httpx.AsyncClient(transport=httpx.ASGITransport(replica(n)),
+                                       base_url=f"http://{n}") for n in ("a", "b", "c")])
+    try:
+        for _ in range(6):
+            assert (await spread.post("/v1/tasks/t/reports", content=b"{}")).status_code == 202
+    finally:
+        await spread.aclose()
+    assert hits == ["a", "b", "c"] * 2
