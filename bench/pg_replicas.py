@@ -89,10 +89,16 @@ async def intake(tmp: Path, store: str, replicas: int, uploads: int, per_upload:
             async def worker() -> None:
                 while queue:
                     body = queue.pop()
-                    resp = await client.post(
-                        f"{next(urls)}/v1/tasks/bench/reports", content=body,
-                        headers={"Content-Type": "application/json"},
-                    )
+                    for attempt in range(3):
+                        try:
+                            resp = await client.post(
+                                f"{next(urls)}/v1/tasks/bench/reports", content=body,
+                                headers={"Content-Type": "application/json"},
+                            )
+                            break
+                        except httpx.TransportError:  # a kept-alive connection closed by
+                            if attempt == 2:          # the server: send again (a duplicate
+                                raise                 # if it had landed)
                     assert resp.status_code == 202, resp.text
 
             start = time.perf_counter()
