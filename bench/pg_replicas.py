@@ -5,12 +5,13 @@ analyzer's batch ingest on both stores (issue 11), as ratios measured in the sam
   analyzer and N shuffler replicas on loopback, each a uvicorn process), a fresh PostgreSQL
   schema per configuration. U uploads of R HPKE reports each, C in flight at once, spread over
   the replicas in turn (as the device does); the task's l is larger than all reports, so no
-  batch forms and only intake is measured (each 202 after its durable commit).
+  batch forms and only intake is measured (each 202 after its durable commit). Every
+  configuration runs ``repeats`` times, round-robin; the median is reported.
 - Analyzer ingest: ``bench.service_ingest.analyzer_bench`` (B batches of l, in-process) once on
   SQLite and once on PostgreSQL.
 
     python -m bench.pg_replicas [--uploads 400] [--per-upload 20] [--concurrency 32]
-                                [--batches 5] [--l 1000]
+                                [--batches 5] [--l 1000] [--repeats 3]
 
 Needs the PostgreSQL server of the tests (``PRIVBANDIT_TEST_PG``, default
 postgresql://postgres@127.0.0.1:5432/test).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -106,26 +108,33 @@ async def intake(tmp: Path, store: str, replicas: int, uploads: int, per_upload:
             return time.perf_counter() - start
 
 
-async def main_async(uploads: int, per_upload: int, conc: int, batches: int, l: int) -> list:
+async def main_async(
+    uploads: int, per_upload: int, conc: int, batches: int, l: int, repeats: int
+) -> list:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         n = uploads * per_upload
         runs = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 4)]
-        seconds: dict[tuple[str, int], float] = {}
-        for kind, replicas in runs:
-            schema, url = fresh_schema() if kind == "postgresql" else ("", "sqlite")
-            try:
-                seconds[(kind, replicas)] = await intake(
-                    tmp, url, replicas, uploads, per_upload, conc)
-            finally:
-                if schema:
-                    drop_schema(schema)
-        base = seconds[("sqlite", 1)]
-        for (kind, replicas), s in seconds.items():
+        seconds: dict[tuple[str, int], list[float]] = {run: [] for run in runs}
+        # Round after round of all configurations, so a machine whose load drifts (other jobs
+        # on its cores) weighs on each alike; each configuration's median is reported.
+        for _ in range(repeats):
+            for kind, replicas in runs:
+                schema, url = fresh_schema() if kind == "postgresql" else ("", "sqlite")
+                try:
+                    seconds[(kind, replicas)].append(await intake(
+                        tmp, url, replicas, uploads, per_upload, conc))
+                finally:
+                    if schema:
+                        drop_schema(schema)
+        base = statistics.median(seconds[("sqlite", 1)])
+        for (kind, replicas), times in seconds.items():
+            s = statistics.median(times)
             rows.append({"bench": "shuffler intake", "store": kind, "replicas": replicas,
                          "reports": n, "concurrency": conc, "reports_per_second": n / s,
-                         "ratio_to_one_sqlite_shuffler": base / s})
+                         "ratio_to_one_sqlite_shuffler": base / s,
+                         "rates": [n / t for t in times]})
         schema, url = fresh_schema()
         try:
             sq = await analyzer_bench(batches, l, tmp, "sqlite")
@@ -139,9 +148,9 @@ async def main_async(uploads: int, per_upload: int, conc: int, batches: int, l: 
 
 def main() -> None:
     args = parse(__doc__, {"uploads": 400, "per_upload": 20, "concurrency": 32, "batches": 5,
-                           "l": 1000}, "out/bench_pg_replicas.json")
+                           "l": 1000, "repeats": 3}, "out/bench_pg_replicas.json")
     rows = asyncio.run(main_async(args.uploads, args.per_upload, args.concurrency,
-                                  args.batches, args.l))
+                                  args.batches, args.l, args.repeats))
     for r in rows:
         if r["bench"] == "shuffler intake":
             print(f"intake  {r['store']:10s} × {r['replicas']}  {r['reports_per_second']:9,.0f} "
