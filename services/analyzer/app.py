@@ -71,7 +71,7 @@ def create_app(
         store = open_store(settings)
         try:
             # A standby waits here (not yet listening) until the active analyzer is gone.
-            await claim_tasks(store, settings)
+            await claim_tasks(store, settings, lambda: getattr(app.state, "stopping", False))
             runtime = AnalyzerRuntime(
                 settings, sse_keepalive=sse_keepalive, paillier_key_bits=paillier_key_bits,
                 store=store,
@@ -86,18 +86,20 @@ def create_app(
             await runtime.stop()
             runtime.close()
 
-    return build_app(
+    app = build_app(
         "analyzer", settings, router=router, runtime=open_runtime,
         max_body=max_body_bytes(settings),
         state=state_dir(settings),
         init=init,
         uses_shuffler_token=True,
     )
+    return app
 
 
 def request_shutdown(app: FastAPI) -> None:
     """End the app's long-lived responses (model streams) so a graceful server stop can finish.
     Safe to call from a signal handler or another thread."""
+    app.state.stopping = True  # a standby still waiting for its tasks gives up
     runtime = getattr(app.state, "runtime", None)
     if runtime is not None:
         runtime.request_shutdown()

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,21 @@ def open_store(settings: Settings) -> Store:
     return AnalyzerStore(Path(settings.data_dir) / "analyzer" / DB_FILE)
 
 
-async def claim_tasks(store: Store, settings: Settings) -> None:
+class StandbyStopped(RuntimeError):
+    """A stop was requested while this analyzer waited as a standby."""
+
+
+async def claim_tasks(
+    store: Store, settings: Settings, stopping: Callable[[], bool] = lambda: False
+) -> None:
     """Wait until this analyzer is the active one for every task (at once on SQLite; a
     PostgreSQL standby waits here, without blocking the event loop, until the active analyzer
-    is gone)."""
+    is gone). ``stopping()`` true (SIGTERM to a standby): ``StandbyStopped``."""
     tasks = [t.id for t in settings.tasks]
     logged = False
     while waiting := await asyncio.to_thread(store.try_claim, tasks):
+        if stopping():
+            raise StandbyStopped("stopped while waiting as a standby")
         if not logged:
             log.warning("standby: task(s) %s are served by another analyzer; waiting",
                         ", ".join(waiting))
