@@ -83,6 +83,26 @@ def free_ports(n: int = 3, host: str = LOOPBACK) -> list[int]:
             s.close()
 
 
+def free_port_block(n: int, host: str = LOOPBACK) -> int:
+    """The first of ``n`` consecutive TCP ports that were all free on ``host`` a moment ago
+    (shuffler replicas listen on consecutive ports)."""
+    for _ in range(50):
+        (base,) = free_ports(1, host)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise LaunchError(f"no {n} consecutive free ports on {host}")
+
+
 def token_configured(env: dict[str, str], config: Path | None) -> bool:
     """Whether the services' environment or their config file sets the shuffler's token
     (environment variable names are matched case-insensitively, as pydantic-settings does)."""

@@ -9,7 +9,6 @@ import asyncio
 import itertools
 import json
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from privbandit.launcher import Cluster, ServiceProcess, free_ports
+from privbandit.launcher import Cluster, ServiceProcess, free_port_block, free_ports
 from services.common.pg import StoreUnavailable
 from services.device.outbox import Spread
 from services.shuffler.app import create_app as create_shuffler
@@ -65,25 +64,6 @@ update_every = 2
 """
 
 
-def consecutive_ports(n: int) -> int:
-    """The first of ``n`` consecutive loopback ports that are free now."""
-    for _ in range(50):
-        (base,) = free_ports(1)
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {n} consecutive free ports")
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """One fresh schema for the analyzer and the shuffler (their tables are prefixed)."""
@@ -95,7 +75,7 @@ def make_cluster(tmp_path: Path, url: str, shufflers: int) -> Cluster:
     config = tmp_path / "pg.toml"
     config.write_text(CONFIG)
     a_port, d_port = free_ports(2)
-    ports = {"analyzer": a_port, "shuffler": consecutive_ports(shufflers), "device": d_port}
+    ports = {"analyzer": a_port, "shuffler": free_port_block(shufflers), "device": d_port}
     return Cluster(tmp_path / "data", ports, config=config, log_dir=tmp_path / "logs",
                    store=url, shufflers=shufflers)
 
