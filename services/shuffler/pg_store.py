@@ -167,8 +167,15 @@ class PgShufflerStore:
         self._sweeper.start()
 
     def close(self) -> None:
+        """Stop the sweep and sign off: a replica that stops cleanly leaves its unacknowledged
+        batches to the others (or to its own restart) at once, not after ``dead_after``."""
         self._stop.set()
         self._sweeper.join(timeout=10)
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("DELETE FROM shuffler_replicas WHERE id = %s", (self.replica,))
+        except psycopg.Error:  # the database is away: the others wait out dead_after
+            log.warning("shuffler store: could not sign off replica %s", self.replica)
         self._pool.close()
 
     # -----------------------------------------------------------------------------------------
