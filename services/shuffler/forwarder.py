@@ -61,6 +61,17 @@ class Delivery:
     body: str
 
 
+async def _wait(event: asyncio.Event, timeout: float | None) -> None:
+    """Until ``event`` is set or ``timeout`` seconds pass. Not ``asyncio.wait_for``: on Python
+    3.11 it can swallow a cancellation that arrives as the event is set (``stop`` cancels the
+    loop while the cancelled deliveries set the event), and the loop would never end."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+
+
 class Forwarder:
     """Delivers formed batches to the analyzer, exactly as stored, until acknowledged.
 
@@ -140,8 +151,7 @@ class Forwarder:
             if not ids:
                 # Replicas on one database: another may have formed a batch this one owns
                 # (a sweep) or died with batches to take over; look again every poll.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), self.store.poll_interval)
+                await _wait(event, self.store.poll_interval)
                 continue
             for batch_id in ids:
                 await slots.acquire()
