@@ -154,7 +154,8 @@ def run_up(args: argparse.Namespace) -> int:
         if settings.shuffler_token is None:
             print(f"  token     {data_dir.resolve() / TOKEN_FILE} (the shuffler's, generated)")
         print(f"  try       privbandit demo --threat-model shuffle --users 2000 --config {cfg}")
-        print("Ctrl-C stops them all.", flush=True)
+        print("Ctrl-C stops all three." if len(cluster.services) == 3 else
+              f"Ctrl-C stops all {len(cluster.services)}.", flush=True)
         while True:
             dead = [n for n, svc in cluster.services.items() if not svc.alive()]
             if dead:
