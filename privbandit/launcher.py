@@ -287,6 +287,13 @@ class Cluster:
             )
             for name in names
         }
+        used = [svc.port for svc in self.services.values()]
+        if len(set(used)) != len(used):
+            raise ValueError(
+                "two services would share a port: "
+                + ", ".join(f"{n} {svc.port}" for n, svc in self.services.items())
+                + " (shuffler replicas take the ports after the shuffler's; move the others)"
+            )
         atexit.register(self.stop)  # never leave orphans behind, whatever happens to us
 
     def __getitem__(self, name: str) -> ServiceProcess:

@@ -278,6 +278,8 @@ def test_the_launcher_puts_replicas_on_consecutive_ports_and_tells_the_device(
         cluster.stop()
     with pytest.raises(ValueError, match="PostgreSQL"):
         Cluster(tmp_path, ports, shufflers=2)  # replicas cannot share SQLite files
+    with pytest.raises(ValueError, match="share a port"):  # 9100–9103 would take 9101
+        Cluster(tmp_path, {**ports, "device": 9101}, store=url, shufflers=4)
 
 
 async def test_the_device_spreads_uploads_over_the_replicas() -> None:
