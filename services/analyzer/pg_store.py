@@ -23,13 +23,19 @@ import json
 import logging
 import os
 import signal
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 
-from services.analyzer.store import TASK_COUNTERS, BatchResult, TaskRecord, _dumps, update_task
+from services.analyzer.store import (
+    TASK_COUNTERS,
+    BatchResult,
+    OneConnection,
+    TaskRecord,
+    _dumps,
+    update_task,
+)
 from services.common import pg
 
 log = logging.getLogger(__name__)
@@ -68,24 +74,15 @@ CREATE TABLE analyzer_report_ids (
 MIGRATIONS = [SCHEMA_V1]
 
 
-class PgAnalyzerStore:
+class PgAnalyzerStore(OneConnection):
     """The analyzer store on PostgreSQL: one connection behind a lock (it also holds the task
     locks, see the module docstring)."""
 
     def __init__(self, url: str) -> None:
         self.path = pg.redact(url)  # what error messages name
-        self._conn = pg.connect(url, service="analyzer")
-        self._lock = threading.Lock()
         self.claimed: set[str] = set()
-        try:
-            pg.migrate(self._conn, MIGRATIONS, store="analyzer")
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        super().__init__(pg.connect(url, service="analyzer"),
+                         lambda conn: pg.migrate(conn, MIGRATIONS, store="analyzer"))
 
     def _run(self, fn: Callable[[psycopg.Connection], T], *, tx: bool = True) -> T:
         """``fn(conn)`` under the lock (in a transaction unless ``tx`` is False). A broken

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -139,23 +139,32 @@ class Store(Protocol):
     ) -> None: ...
 
 
-class AnalyzerStore:
-    """Thread-safe access to the analyzer's SQLite file."""
+class OneConnection:
+    """A store's one connection (SQLite or PostgreSQL) behind a lock: opened with its schema
+    migrated (closed again if that fails), closed under the lock."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conn = open_db(path)
+    def __init__(self, conn: Any, migrate_: Callable[[Any], object]) -> None:
+        self._conn = conn
         self._lock = threading.Lock()
         try:
             with self._lock:
-                migrate(self._conn, MIGRATIONS, store="analyzer")
+                migrate_(conn)
         except BaseException:
-            self._conn.close()
+            conn.close()
             raise
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+class AnalyzerStore(OneConnection):
+    """Thread-safe access to the analyzer's SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(open_db(path),
+                         lambda conn: migrate(conn, MIGRATIONS, store="analyzer"))
 
     def try_claim(self, tasks: Sequence[str]) -> list[str]:
         """One process per SQLite file: every task is this analyzer's."""
