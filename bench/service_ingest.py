@@ -118,9 +118,12 @@ async def shuffler_bench(n_uploads: int, per_upload: int, tmp: Path) -> list[dic
     return out
 
 
-async def analyzer_bench(batches: int, l: int, tmp: Path) -> dict:
+async def analyzer_bench(batches: int, l: int, tmp: Path, store: str = "sqlite") -> dict:
+    """``store``: the analyzer's (``"sqlite"`` or a ``postgresql://`` URL)."""
     config = task(l)
-    settings = Settings(data_dir=tmp / "ana", shuffler_token=TOKEN, tasks=[config])
+    data = tmp / ("ana" if store == "sqlite" else "ana-pg")
+    settings = Settings(data_dir=data, shuffler_token=TOKEN, tasks=[config],
+                        analyzer={"port": 8701, "store": store})
     app = analyzer_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -136,14 +139,15 @@ async def analyzer_bench(batches: int, l: int, tmp: Path) -> dict:
                                          headers={"Authorization": f"Bearer {TOKEN}"})
                 assert resp.status_code == 200 and resp.json()["counted"] == l, resp.text
             real = time.perf_counter() - start
-    private = HpkeKeyStore(tmp / "ana" / "analyzer").private_key
+    private = HpkeKeyStore(data / "analyzer").private_key
     start = time.perf_counter()
     for reps in all_reports:
         for r in reps:
             open_report(private, key_id, config.id, r)
     floor = time.perf_counter() - start
     n = batches * l
-    return {"bench": "analyzer batch ingest", "batch_size": l, "reports": n,
+    return {"bench": "analyzer batch ingest", "store": store.split("?")[0], "batch_size": l,
+            "reports": n,
             "reports_per_second": n / real, "floor_reports_per_second": n / floor,
             "ratio_to_floor": real / floor, "seconds_per_batch": real / batches}
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import json
 import os
 import secrets
 import signal
@@ -82,6 +83,26 @@ def free_ports(n: int = 3, host: str = LOOPBACK) -> list[int]:
             s.close()
 
 
+def free_port_block(n: int, host: str = LOOPBACK) -> int:
+    """The first of ``n`` consecutive TCP ports that were all free on ``host`` a moment ago
+    (shuffler replicas listen on consecutive ports)."""
+    for _ in range(50):
+        (base,) = free_ports(1, host)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise LaunchError(f"no {n} consecutive free ports on {host}")
+
+
 def token_configured(env: dict[str, str], config: Path | None) -> bool:
     """Whether the services' environment or their config file sets the shuffler's token
     (environment variable names are matched case-insensitively, as pydantic-settings does)."""
@@ -126,6 +147,9 @@ class ServiceProcess:
     port: int
     log_path: Path | None = None
     host: str = LOOPBACK
+    # ``python -m services.<module>`` (default: the name; shuffler replicas "shuffler-2", ...
+    # run the shuffler module)
+    module: str = ""
     proc: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
@@ -144,7 +168,8 @@ class ServiceProcess:
         """Start the service; ``init``: with ``--init`` (create lost state files anew)."""
         if self.alive():
             raise LaunchError(f"{self.name} is already running (pid {self.pid})")
-        cmd = [python, "-m", f"services.{self.name}", "--host", self.host, "--port", str(self.port)]
+        module = self.module or self.name
+        cmd = [python, "-m", f"services.{module}", "--host", self.host, "--port", str(self.port)]
         if init:
             cmd.append("--init")
         out: IO[bytes] | int | None = None
@@ -230,24 +255,54 @@ class Cluster:
         log_dir: Path | None = None,
         extra_env: dict[str, str] | None = None,
         python: str = sys.executable,
+        store: str | None = None,
+        shufflers: int = 1,
     ) -> None:
+        """``store``: the analyzer's and the shuffler's store for this cluster (``"sqlite"`` or
+        a ``postgresql://`` URL; default: the config's). ``shufflers``: shuffler replicas, on
+        consecutive ports from the shuffler's (more than one needs a PostgreSQL store); the
+        device spreads its uploads across them."""
         missing = set(SERVICES) - set(ports)
         if missing:
             raise ValueError(f"no port given for {', '.join(sorted(missing))}")
+        if shufflers < 1:
+            raise ValueError("at least one shuffler")
+        if shufflers > 1 and not (store or "").startswith(("postgresql://", "postgres://")):
+            raise ValueError("shuffler replicas share one PostgreSQL store: give a "
+                             "postgresql:// store (--store) with more than one shuffler")
         self.data_dir = Path(data_dir)
         self.config = Path(config) if config is not None else None
         self.python = python
         self.extra_env = dict(extra_env or {})
+        self.store = store
+        names = ["analyzer", "shuffler", *(f"shuffler-{i}" for i in range(2, shufflers + 1)),
+                 "device"]
         self.services = {
             name: ServiceProcess(
-                name, int(ports[name]), log_path=(log_dir / f"{name}.log") if log_dir else None
+                name,
+                int(ports["shuffler"]) + int(name.split("-")[1]) - 1
+                if name.startswith("shuffler-") else int(ports[name]),
+                log_path=(log_dir / f"{name}.log") if log_dir else None,
+                module=name.split("-")[0],
             )
-            for name in SERVICES
+            for name in names
         }
+        used = [svc.port for svc in self.services.values()]
+        if len(set(used)) != len(used):
+            raise ValueError(
+                "two services would share a port: "
+                + ", ".join(f"{n} {svc.port}" for n, svc in self.services.items())
+                + " (shuffler replicas take the ports after the shuffler's; move the others)"
+            )
         atexit.register(self.stop)  # never leave orphans behind, whatever happens to us
 
     def __getitem__(self, name: str) -> ServiceProcess:
         return self.services[name]
+
+    @property
+    def shufflers(self) -> list[ServiceProcess]:
+        """The shuffler and its replicas."""
+        return [svc for svc in self.services.values() if svc.module == "shuffler"]
 
     @property
     def urls(self) -> dict[str, str]:
@@ -271,9 +326,15 @@ class Cluster:
         env["PRIVBANDIT_DATA_DIR"] = str(self.data_dir)
         if self.config is not None:
             env["PRIVBANDIT_CONFIG"] = str(self.config)
-        for name, svc in self.services.items():
+        for name in SERVICES:
+            svc = self.services[name]
             env[f"PRIVBANDIT_{name.upper()}__HOST"] = svc.host
             env[f"PRIVBANDIT_{name.upper()}__PORT"] = str(svc.port)
+        if self.store is not None:
+            env["PRIVBANDIT_ANALYZER__STORE"] = self.store
+            env["PRIVBANDIT_SHUFFLER__STORE"] = self.store
+        if len(self.shufflers) > 1:
+            env["PRIVBANDIT_SHUFFLER__URLS"] = json.dumps([s.url for s in self.shufflers])
         env.update(self.extra_env)
         return env
 
@@ -293,7 +354,9 @@ class Cluster:
 
         ``init``: start them with ``--init``, which creates new files in place of lost ones
         (``services.common.datadir``); restarts never do."""
-        names = [n for n in SERVICES if n in set(names)]
+        wanted = set(names)
+        # "shuffler" is the shuffler with its replicas.
+        names = [n for n, svc in self.services.items() if n in wanted or svc.module in wanted]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         try:
             env = self._child_env()
@@ -324,7 +387,7 @@ class Cluster:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop every running service, device first (it drains nothing on exit: its outbox is
         durable), then the shuffler, then the analyzer."""
-        for name in reversed(SERVICES):
+        for name in reversed(list(self.services)):
             self.services[name].stop(timeout)
 
     def __enter__(self) -> Cluster:

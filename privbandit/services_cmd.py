@@ -56,6 +56,12 @@ def add_up_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for each service's /healthz (default 60)")
+    p.add_argument("--store", metavar="URL",
+                   help="where the analyzer and the shuffler keep their state: 'sqlite' (files "
+                        "in the data directory) or a postgresql:// URL (default: the config's)")
+    p.add_argument("--shufflers", type=int, default=1, metavar="N",
+                   help="shuffler replicas on consecutive ports from the shuffler's, sharing "
+                        "the PostgreSQL --store; the device spreads uploads across them")
     p.add_argument("--init", action="store_true",
                    help="create new state files (databases, keys) in place of missing or empty "
                         "ones; without it a service whose data directory was initialised before "
@@ -123,7 +129,12 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"error: {', '.join(busy)} already answer(s) at the configured address; "
               "stop them first (or change the ports in the config)", file=sys.stderr)
         return 1
-    cluster = Cluster(data_dir.resolve(), ports, config=cfg.resolve())
+    try:
+        cluster = Cluster(data_dir.resolve(), ports, config=cfg.resolve(), store=args.store,
+                          shufflers=args.shufflers)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     def on_signal(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -136,16 +147,17 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         cluster.start(timeout=args.timeout, init=args.init)
         print("\nprivbandit is up:", flush=True)
-        for name in SERVICES:
-            print(f"  {name:9s} {cluster[name].url}  (pid {cluster[name].pid})")
+        for name, svc in cluster.services.items():
+            print(f"  {name:10s} {svc.url}  (pid {svc.pid})")
         tasks = ", ".join(f"{t.id} ({t.threat_model})" for t in settings.tasks)
         print(f"  tasks     {tasks}")
         if settings.shuffler_token is None:
             print(f"  token     {data_dir.resolve() / TOKEN_FILE} (the shuffler's, generated)")
         print(f"  try       privbandit demo --threat-model shuffle --users 2000 --config {cfg}")
-        print("Ctrl-C stops all three.", flush=True)
+        print("Ctrl-C stops all three." if len(cluster.services) == 3 else
+              f"Ctrl-C stops all {len(cluster.services)}.", flush=True)
         while True:
-            dead = [n for n in SERVICES if not cluster[n].alive()]
+            dead = [n for n, svc in cluster.services.items() if not svc.alive()]
             if dead:
                 print(f"error: {', '.join(dead)} exited; stopping the others", file=sys.stderr)
                 return 1

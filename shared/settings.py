@@ -140,6 +140,46 @@ class ServiceAddress(BaseModel):
         return f"http://{self.host}:{self.port}"
 
 
+def is_postgres(store: str) -> bool:
+    """Whether a ``store`` setting names a PostgreSQL database (else it is ``"sqlite"``)."""
+    return store.startswith(("postgresql://", "postgres://"))
+
+
+class StoredService(ServiceAddress):
+    """A service that keeps state: its address and where the state lives. ``store`` is
+    ``"sqlite"`` (the default: a file in ``data_dir``, nothing to install) or a libpq URL
+    ``postgresql://user@host:port/db`` (``?options=-csearch_path%3Dschema`` picks a schema).
+    Env: ``PRIVBANDIT_SHUFFLER__STORE`` / ``PRIVBANDIT_ANALYZER__STORE``."""
+
+    store: str = "sqlite"
+
+    @model_validator(mode="after")
+    def _known_store(self) -> StoredService:
+        if self.store != "sqlite" and not is_postgres(self.store):
+            raise ValueError(
+                f"store must be 'sqlite' or a postgresql:// URL, not {self.store!r}"
+            )
+        return self
+
+    @property
+    def postgres(self) -> bool:
+        return is_postgres(self.store)
+
+
+class ShufflerService(StoredService):
+    """The shuffler: replicas on one PostgreSQL store each listen on an address of their own;
+    ``urls`` lists them all (the device spreads its uploads across them). Empty: ``url`` only."""
+
+    urls: list[str] = Field(default_factory=list)
+    # PostgreSQL replicas: seconds without a heartbeat (one a second) after which a replica is
+    # taken for dead and the batches it formed are delivered by another.
+    replica_timeout: float = Field(5.0, gt=1.0)
+
+    @property
+    def all_urls(self) -> list[str]:
+        return list(self.urls) or [self.url]
+
+
 # A duration in seconds.
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -271,8 +311,8 @@ class Settings(BaseSettings):
         env_prefix="PRIVBANDIT_", env_nested_delimiter="__", extra="forbid"
     )
 
-    analyzer: ServiceAddress = ServiceAddress(port=8701)
-    shuffler: ServiceAddress = ServiceAddress(port=8702)
+    analyzer: StoredService = StoredService(port=8701)
+    shuffler: ShufflerService = ShufflerService(port=8702)
     device: ServiceAddress = ServiceAddress(port=8703)
     # Where each service keeps its SQLite files and keys (one subdirectory per service).
     data_dir: Path = Path("data")

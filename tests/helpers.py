@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import secrets
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,41 @@ FAST_DEVICE = DeviceTiming(
 )
 
 
+# The PostgreSQL server of the tests (trust authentication; also in CI).
+PG_SERVER = os.environ.get("PRIVBANDIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+# Stores ``make_settings`` gives the analyzer and the shuffler unless told: set per test by the
+# ``store`` fixture of the store-parametrised test packages (``"sqlite"`` or a schema's URL).
+STORES: dict[str, str] = {}
+
+
+def schema_url(schema: str, server: str = PG_SERVER) -> str:
+    """The URL of ``schema`` in the test database (its tables go there: search_path)."""
+    sep = "&" if "?" in server else "?"
+    return f"{server}{sep}options=-csearch_path%3D{schema}"
+
+
+@contextmanager
+def pg_schemas(*names: str) -> Iterator[dict[str, str]]:
+    """Fresh, uniquely named schemas in the test database, one per name (name → URL), dropped
+    afterwards: tests never see each other's rows, and parallel runs cannot collide."""
+    import psycopg
+
+    tag = f"t{secrets.token_hex(6)}"
+    schemas = {name: f"{tag}_{name}" for name in names}
+    with psycopg.connect(PG_SERVER, autocommit=True) as conn:
+        for schema in schemas.values():
+            conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield {name: schema_url(schema) for name, schema in schemas.items()}
+    finally:
+        with psycopg.connect(PG_SERVER, autocommit=True) as conn:
+            for schema in schemas.values():
+                conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
 def make_settings(data_dir: Path, tasks: list[TaskConfig] | None = None, **kw: Any) -> Settings:
-    """Settings built directly (tasks and data_dir given, so the default config file is moot)."""
+    """Settings built directly (tasks and data_dir given, so the default config file is moot);
+    the analyzer's and the shuffler's stores are ``STORES``' (SQLite if unset)."""
     values: dict[str, Any] = {
         "data_dir": data_dir,
         "shuffler_token": TOKEN,
@@ -105,6 +139,10 @@ def make_settings(data_dir: Path, tasks: list[TaskConfig] | None = None, **kw: A
         "retry_max": 0.05,
         "device_timing": FAST_DEVICE,
     }
+    for service in ("analyzer", "shuffler"):
+        if service in STORES:
+            values[service] = {"port": 8701 if service == "analyzer" else 8702,
+                               "store": STORES[service]}
     values.update(kw)
     return Settings(**values)
 
@@ -438,19 +476,33 @@ def assert_crash_safe(cluster: Cluster, task_id: str, users: int = 700, seed: in
     assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json() == ledger
 
 
-def analyzer_totals(data_dir: Path, task_id: str) -> dict[str, Any]:
-    """What the analyzer's durable store says about a task (read-only)."""
-    db = Path(data_dir) / "analyzer" / "analyzer.sqlite3"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+def analyzer_totals(
+    data_dir: Path, task_id: str, store: str | None = None
+) -> dict[str, Any]:
+    """What the analyzer's durable store says about a task (read-only): its SQLite file, or
+    the PostgreSQL ``store`` (by default ``STORES``' analyzer store, if set)."""
+    store = store or STORES.get("analyzer", "sqlite")
+    if store != "sqlite":
+        import psycopg
+
+        conn: Any = psycopg.connect(store, autocommit=True)
+        mark, prefix = "%s", "analyzer_"
+    else:
+        db = Path(data_dir) / "analyzer" / "analyzer.sqlite3"
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        mark, prefix = "?", ""
+    with conn:
         ids, distinct = conn.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT report_id) FROM report_ids WHERE task = ?",
+            f"SELECT COUNT(*), COUNT(DISTINCT report_id) FROM {prefix}report_ids "
+            f"WHERE task = {mark}",
             (task_id,),
         ).fetchone()
         counted, rejected, batches = conn.execute(
-            "SELECT reports_counted, rejected, batches FROM tasks WHERE task = ?", (task_id,)
+            f"SELECT reports_counted, rejected, batches FROM {prefix}tasks WHERE task = {mark}",
+            (task_id,),
         ).fetchone()
         per_batch = [n for (n,) in conn.execute(
-            "SELECT counted FROM batches WHERE task = ?", (task_id,)
+            f"SELECT counted FROM {prefix}batches WHERE task = {mark}", (task_id,)
         )]
     return {"report_ids": ids, "distinct_report_ids": distinct, "counted": counted,
             "rejected": rejected, "batches": batches, "per_batch": per_batch}

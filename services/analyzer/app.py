@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.analyzer.routes import router
-from services.analyzer.runtime import AnalyzerRuntime, state_dir
+from services.analyzer.runtime import AnalyzerRuntime, claim_tasks, open_store, state_dir
 from services.analyzer.tasks import row_wire_bytes
 from services.common.app import build_app
 from services.common.web import report_json_bytes
@@ -59,13 +59,26 @@ def create_app(
     built with the same small size, and the deployment configuration cannot ask for one.
     """
     settings = settings if settings is not None else Settings()
+    if settings.analyzer.postgres:
+        # A wrong URL or a server that is down refuses the start at once (no SQLite fallback).
+        from services.common import pg
+
+        pg.check(settings.analyzer.store, service="analyzer")
 
     @asynccontextmanager
     async def open_runtime() -> AsyncIterator[AnalyzerRuntime]:
         # Opening SQLite and loading keys and policy state happen before the first request.
-        runtime = AnalyzerRuntime(
-            settings, sse_keepalive=sse_keepalive, paillier_key_bits=paillier_key_bits
-        )
+        store = open_store(settings)
+        try:
+            # A standby waits here (not yet listening) until the active analyzer is gone.
+            await claim_tasks(store, settings, lambda: getattr(app.state, "stopping", False))
+            runtime = AnalyzerRuntime(
+                settings, sse_keepalive=sse_keepalive, paillier_key_bits=paillier_key_bits,
+                store=store,
+            )
+        except BaseException:
+            store.close()
+            raise
         runtime.start()
         try:
             yield runtime
@@ -73,18 +86,20 @@ def create_app(
             await runtime.stop()
             runtime.close()
 
-    return build_app(
+    app = build_app(
         "analyzer", settings, router=router, runtime=open_runtime,
         max_body=max_body_bytes(settings),
         state=state_dir(settings),
         init=init,
         uses_shuffler_token=True,
     )
+    return app
 
 
 def request_shutdown(app: FastAPI) -> None:
     """End the app's long-lived responses (model streams) so a graceful server stop can finish.
     Safe to call from a signal handler or another thread."""
+    app.state.stopping = True  # a standby still waiting for its tasks gives up
     runtime = getattr(app.state, "runtime", None)
     if runtime is not None:
         runtime.request_shutdown()

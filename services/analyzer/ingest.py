@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from services.analyzer.decoders import Decoded, Item
 from services.analyzer.errors import BatchRefused
 from services.analyzer.metrics import AnalyzerMetrics
-from services.analyzer.store import AnalyzerStore, BatchResult
+from services.analyzer.store import BatchResult, Store
 from services.analyzer.tasks import TaskRuntime
 from shared.protocol.messages import BatchAck
 
@@ -49,7 +49,7 @@ Outcome = BatchAck | BatchRefused
 class IngestPipeline:
     """The pipeline of one task."""
 
-    def __init__(self, rt: TaskRuntime, store: AnalyzerStore, metrics: AnalyzerMetrics) -> None:
+    def __init__(self, rt: TaskRuntime, store: Store, metrics: AnalyzerMetrics) -> None:
         self.rt = rt
         self.store = store
         self.metrics = metrics

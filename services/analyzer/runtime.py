@@ -12,6 +12,7 @@ import asyncio
 import logging
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from services.analyzer.decoders import Decoder, ReportsDecoder, SumDecoder, Uplo
 from services.analyzer.feed import ModelFeed, StreamSlots, model_message
 from services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, IngestPipeline
 from services.analyzer.metrics import AnalyzerMetrics
-from services.analyzer.store import AnalyzerStore
+from services.analyzer.store import AnalyzerStore, Store
 from services.analyzer.tasks import TaskRuntime, row_wire_bytes
 from services.common.datadir import StateDir
 from services.common.group_commit import GroupCommitter, ShuttingDown
@@ -45,15 +46,50 @@ DB_FILE = "analyzer.sqlite3"
 
 
 def state_dir(settings: Settings) -> StateDir:
-    """The analyzer's data directory and the files its state lives in: the database, the HPKE
-    key and, when a task uses secure-sum, the Paillier key."""
+    """The analyzer's data directory and the files its state lives in: the database (unless
+    it is in PostgreSQL), the HPKE key and, when a task uses secure-sum, the Paillier key."""
     files = {
-        DB_FILE: "the analyzer's database: models, counts, processed batches and report ids",
         HPKE_KEY_FILE: "the analyzer's HPKE private key, which every device's report is sealed to",
     }
+    if not settings.analyzer.postgres:
+        files[DB_FILE] = "the analyzer's database: models, counts, processed batches and report ids"
     if any(t.aggregation == "secure-sum" for t in settings.tasks):
         files[PAILLIER_KEY_FILE] = "the analyzer's Paillier private key (secure-sum tasks)"
     return StateDir("analyzer", Path(settings.data_dir) / "analyzer", files)
+
+
+def open_store(settings: Settings) -> Store:
+    """The store the settings name (``analyzer.store``): the SQLite file in the data directory,
+    or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
+    if settings.analyzer.postgres:
+        from services.analyzer.pg_store import PgAnalyzerStore  # psycopg only when used
+
+        return PgAnalyzerStore(settings.analyzer.store)
+    return AnalyzerStore(Path(settings.data_dir) / "analyzer" / DB_FILE)
+
+
+class StandbyStopped(RuntimeError):
+    """A stop was requested while this analyzer waited as a standby."""
+
+
+async def claim_tasks(
+    store: Store, settings: Settings, stopping: Callable[[], bool] = lambda: False
+) -> None:
+    """Wait until this analyzer is the active one for every task (at once on SQLite; a
+    PostgreSQL standby waits here, without blocking the event loop, until the active analyzer
+    is gone). ``stopping()`` true (SIGTERM to a standby): ``StandbyStopped``."""
+    tasks = [t.id for t in settings.tasks]
+    logged = False
+    while waiting := await asyncio.to_thread(store.try_claim, tasks):
+        if stopping():
+            raise StandbyStopped("stopped while waiting as a standby")
+        if not logged:
+            log.warning("standby: task(s) %s are served by another analyzer; waiting",
+                        ", ".join(waiting))
+            logged = True
+        await asyncio.sleep(0.2)
+    if logged:
+        log.warning("active: took over task(s) %s", ", ".join(tasks))
 
 
 class AnalyzerRuntime:
@@ -65,7 +101,11 @@ class AnalyzerRuntime:
         *,
         sse_keepalive: float = 15.0,
         paillier_key_bits: int = DEFAULT_KEY_BITS,
+        store: Store | None = None,
     ) -> None:
+        """``store``: the opened store, its tasks claimed (``claim_tasks``); by default the
+        one the settings name, opened and claimed here (refused if another analyzer holds
+        a task)."""
         self.settings = settings
         self.sse_keepalive = sse_keepalive
         self.metrics = AnalyzerMetrics()
@@ -84,7 +124,12 @@ class AnalyzerRuntime:
         if any(t.aggregation == "secure-sum" for t in settings.tasks):
             # Created (or loaded) before the first request: devices and the shuffler need it.
             self.paillier_keys()
-        self.store = AnalyzerStore(data / DB_FILE)
+        if store is None:
+            store = open_store(settings)
+            if held := store.try_claim([t.id for t in settings.tasks]):
+                store.close()
+                raise RuntimeError(f"task(s) {held} are served by another analyzer")
+        self.store = store
         self.tasks: dict[str, TaskRuntime] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # /healthz: 200 once every task ingests (keys and tasks are loaded below).

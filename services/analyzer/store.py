@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from services.common.sqlite import add_columns, migrate, open_db, transaction
 
@@ -88,23 +88,87 @@ class BatchResult:
     quarantined: int = 0
 
 
-class AnalyzerStore:
-    """Thread-safe access to the analyzer's SQLite file."""
+def totals(batches: Sequence[tuple[BatchResult, Sequence[bytes]]]) -> tuple[int, ...]:
+    """What a group adds to its task's counters: reports counted, rejected, duplicates,
+    batches, quarantined (the order of the ``UPDATE tasks`` of both stores)."""
+    return (
+        sum(r.counted for r, _ in batches),
+        sum(r.rejected for r, _ in batches),
+        sum(r.duplicates for r, _ in batches),
+        len(batches),
+        sum(r.quarantined for r, _ in batches),
+    )
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conn = open_db(path)
+
+def update_task(
+    conn: Any, mark: str, task: str, batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
+    state_json: str, table: str = "tasks",
+) -> None:
+    """The task row after a group: its policy state and counters plus ``totals``, in the
+    caller's transaction (``mark``: the driver's parameter mark, ``?`` or ``%s``; ``table``:
+    the store's name of the tasks table, a constant)."""
+    cur = conn.execute(
+        f"UPDATE {table} SET state = ?, reports_counted = reports_counted + ?, "
+        "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ?, "
+        "quarantined = quarantined + ? WHERE task = ?".replace("?", mark),
+        (state_json, *totals(batches), task),
+    )
+    if cur.rowcount != 1:
+        raise RuntimeError(f"task {task!r} is not in the store")
+
+
+class Store(Protocol):
+    """What the analyzer's runtime and ingest pipeline need of its durable state; implemented
+    by ``AnalyzerStore`` (SQLite) and ``services.analyzer.pg_store.PgAnalyzerStore``
+    (PostgreSQL, with one active analyzer per task). Methods block: call them in a worker
+    thread once serving."""
+
+    path: Any  # what messages name: the file, or the redacted URL
+
+    def close(self) -> None: ...
+    def try_claim(self, tasks: Sequence[str]) -> list[str]: ...
+    def load_task(self, task: str) -> TaskRecord | None: ...
+    def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None: ...
+    def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]: ...
+    def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]: ...
+    def commit_batches(
+        self,
+        task: str,
+        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
+        state: dict[str, Any],
+    ) -> None: ...
+
+
+class OneConnection:
+    """A store's one connection (SQLite or PostgreSQL) behind a lock: opened with its schema
+    migrated (closed again if that fails), closed under the lock."""
+
+    def __init__(self, conn: Any, migrate_: Callable[[Any], object]) -> None:
+        self._conn = conn
         self._lock = threading.Lock()
         try:
             with self._lock:
-                migrate(self._conn, MIGRATIONS, store="analyzer")
+                migrate_(conn)
         except BaseException:
-            self._conn.close()
+            conn.close()
             raise
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+class AnalyzerStore(OneConnection):
+    """Thread-safe access to the analyzer's SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(open_db(path),
+                         lambda conn: migrate(conn, MIGRATIONS, store="analyzer"))
+
+    def try_claim(self, tasks: Sequence[str]) -> list[str]:
+        """One process per SQLite file: every task is this analyzer's."""
+        return []
 
     def load_task(self, task: str) -> TaskRecord | None:
         with self._lock:
@@ -170,22 +234,7 @@ class AnalyzerStore:
                     "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
                     ((task, rid) for rid in report_ids),
                 )
-            cur = conn.execute(
-                "UPDATE tasks SET state = ?, reports_counted = reports_counted + ?, "
-                "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ?, "
-                "quarantined = quarantined + ? WHERE task = ?",
-                (
-                    state_json,
-                    sum(r.counted for r, _ in batches),
-                    sum(r.rejected for r, _ in batches),
-                    sum(r.duplicates for r, _ in batches),
-                    len(batches),
-                    sum(r.quarantined for r, _ in batches),
-                    task,
-                ),
-            )
-            if cur.rowcount != 1:
-                raise RuntimeError(f"task {task!r} is not in the store")
+            update_task(conn, "?", task, batches, state_json)
 
 
 def _dumps(obj: Any) -> str:

@@ -27,9 +27,11 @@ At-least-once delivery with backoff per (task, transport) group:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import httpx
 
@@ -64,6 +66,25 @@ def _retry_after(resp: httpx.Response) -> float:
         return 0.0
 
 
+class Spread:
+    """Clients of several shuffler replicas (``shuffler.urls``) used in turn: each upload goes
+    to the next replica, so a retry after a failure goes to another one. Any replica takes any
+    report (they share one database), and a re-sent report is a duplicate wherever it lands."""
+
+    def __init__(self, clients: Sequence[httpx.AsyncClient]) -> None:
+        if not clients:
+            raise ValueError("no shuffler client")
+        self.clients = list(clients)
+        self._next = itertools.cycle(self.clients)
+
+    async def post(self, url: str, **kw: Any) -> httpx.Response:
+        return await next(self._next).post(url, **kw)
+
+    async def aclose(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+
 class Uploader:
     """Drains the outbox to the shuffler; ``wake()`` after queuing a report.
 
@@ -72,7 +93,7 @@ class Uploader:
     def __init__(
         self,
         store: DeviceStore,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | Spread,
         timing: DeviceTiming,
         metrics: object | None = None,
         refresh_key: KeyRefresher | None = None,

@@ -24,7 +24,7 @@ from services.common.health import Readiness
 from services.device.background import Loops
 from services.device.cache import ModelCache
 from services.device.metrics import DeviceMetrics
-from services.device.outbox import Uploader
+from services.device.outbox import Spread, Uploader
 from services.device.secure_sum import SecureSumKeys
 from services.device.store import DeviceStore
 from shared.core.policies import randomizer_for
@@ -102,9 +102,11 @@ async def open_runtime(
     analyzer = httpx.AsyncClient(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=timing.http_timeout
     )
-    shuffler = httpx.AsyncClient(
-        base_url=settings.shuffler.url, transport=shuffler_transport, timeout=timing.http_timeout
-    )
+    # Uploads go to each shuffler replica in turn (one URL: always that one).
+    shuffler = Spread([
+        httpx.AsyncClient(base_url=url, transport=shuffler_transport, timeout=timing.http_timeout)
+        for url in settings.shuffler.all_urls
+    ])
     # An in-process ASGI transport buffers whole responses, so an endless SSE stream would
     # never return: with one, follow the model by polling only.
     stream = not isinstance(analyzer_transport, httpx.ASGITransport)

@@ -35,6 +35,11 @@ def create_app(
     tests pass ``httpx.ASGITransport(analyzer_app)`` or a failing transport.
     """
     settings = settings if settings is not None else Settings()
+    if settings.shuffler.postgres:
+        # A wrong URL or a server that is down refuses the start at once (no SQLite fallback).
+        from services.common import pg
+
+        pg.check(settings.shuffler.store, service="shuffler")
     specs = task_specs(settings)
     limits = BodyLimits(specs)
 

@@ -41,7 +41,7 @@ from services.common.retry import Backoff
 from services.shuffler.errors import SumUnavailable
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.secure_sum import PaillierState, batch_sum, sum_message
-from services.shuffler.store import ShufflerStore
+from services.shuffler.store import Store
 from shared.protocol.messages import BatchAck, BatchUpload
 from shared.settings import Settings
 
@@ -61,6 +61,17 @@ class Delivery:
     body: str
 
 
+async def _wait(event: asyncio.Event, timeout: float | None) -> None:
+    """Until ``event`` is set or ``timeout`` seconds pass. Not ``asyncio.wait_for``: on Python
+    3.11 it can swallow a cancellation that arrives as the event is set (``stop`` cancels the
+    loop while the cancelled deliveries set the event), and the loop would never end."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+
+
 class Forwarder:
     """Delivers formed batches to the analyzer, exactly as stored, until acknowledged.
 
@@ -72,7 +83,7 @@ class Forwarder:
     def __init__(
         self,
         settings: Settings,
-        store: ShufflerStore,
+        store: Store,
         metrics: ShufflerMetrics,
         client: httpx.AsyncClient,
         paillier: PaillierState | None = None,
@@ -138,7 +149,9 @@ class Forwarder:
                 self.store.unacked, task, WINDOW, frozenset(in_flight)
             )
             if not ids:
-                await event.wait()
+                # Replicas on one database: another may have formed a batch this one owns
+                # (a sweep) or died with batches to take over; look again every poll.
+                await _wait(event, self.store.poll_interval)
                 continue
             for batch_id in ids:
                 await slots.acquire()

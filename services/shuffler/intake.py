@@ -32,7 +32,7 @@ from services.shuffler.forwarder import Forwarder
 from services.shuffler.hpke import HpkeState, Refresh
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.secure_sum import PaillierState
-from services.shuffler.store import AcceptResult, ShufflerStore, Upload
+from services.shuffler.store import AcceptResult, Store, Upload
 from services.shuffler.tasks import TaskSpec
 from shared.protocol.messages import EncryptedReport
 from shared.protocol.secure_sum import EncryptedCounts
@@ -83,7 +83,7 @@ class Intake:
     """Checks uploads and makes them durable (group commit); ``start``/``stop`` with the app."""
 
     def __init__(
-        self, store: ShufflerStore, metrics: ShufflerMetrics, forwarder: Forwarder,
+        self, store: Store, metrics: ShufflerMetrics, forwarder: Forwarder,
         keys: AnalyzerKeys, limits: Limits | None = None,
     ) -> None:
         self.store = store

@@ -25,7 +25,7 @@ from services.shuffler.intake import AnalyzerKeys, Intake
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.published import ConfigFetcher
 from services.shuffler.secure_sum import PaillierState
-from services.shuffler.store import ShufflerStore
+from services.shuffler.store import ShufflerStore, Store
 from services.shuffler.tasks import TaskSpec
 from shared.protocol.messages import ShufflerStatus, TaskQueueStatus
 from shared.protocol.secure_sum import PaillierConfig
@@ -39,9 +39,23 @@ HPKE_CACHE = "hpke-config.json"
 def state_dir(settings: Settings) -> StateDir:
     """The shuffler's data directory and the file its state lives in (the Paillier config cache
     is not state: it is fetched again from the analyzer)."""
-    return StateDir("shuffler", Path(settings.data_dir) / "shuffler", {
+    files = {} if settings.shuffler.postgres else {
         DB_FILE: "the shuffler's database: accepted reports, pending and unacknowledged batches",
-    })
+    }
+    return StateDir("shuffler", Path(settings.data_dir) / "shuffler", files)
+
+
+def open_store(settings: Settings) -> Store:
+    """The store the settings name (``shuffler.store``): the SQLite file in the data directory,
+    or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
+    sizes = {t.id: t.batch_size for t in settings.tasks}
+    if settings.shuffler.postgres:
+        from services.shuffler.pg_store import PgShufflerStore  # psycopg only when used
+
+        return PgShufflerStore(
+            settings.shuffler.store, sizes, dead_after=settings.shuffler.replica_timeout
+        )
+    return ShufflerStore(Path(settings.data_dir) / "shuffler" / DB_FILE, sizes)
 
 
 @dataclass
@@ -49,7 +63,7 @@ class ShufflerRuntime:
     """Everything a request handler needs; one per app."""
 
     settings: Settings
-    store: ShufflerStore
+    store: Store
     tasks: dict[str, TaskSpec]
     intake: Intake
     forwarder: Forwarder
@@ -98,10 +112,7 @@ async def open_runtime(
     analyzer's HPKE config and (for secure-sum tasks) Paillier key; stop and close them all on
     exit."""
     metrics = ShufflerMetrics()
-    store = ShufflerStore(
-        Path(settings.data_dir) / "shuffler" / DB_FILE,
-        {t.id: t.batch_size for t in settings.tasks},
-    )
+    store = open_store(settings)
     client = httpx.AsyncClient(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=HTTP_TIMEOUT
     )

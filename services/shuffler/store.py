@@ -32,7 +32,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from services.common.sqlite import add_columns, migrate, open_db, transaction
 from shared.protocol.messages import EncryptedReport, b64decode, b64encode
@@ -166,6 +166,25 @@ class SecureBatch:
     sum_members: str | None = None
 
 
+def secure_batch(
+    batch_id: str,
+    row: tuple[str, int],
+    stored: tuple[Any, ...] | None,
+    members: list[tuple[int, bytes, bytes | None]],
+) -> SecureBatch:
+    """A ``SecureBatch`` from its (task, size) row, its stored (key id, sum, members JSON) if
+    any, and otherwise its members."""
+    return SecureBatch(
+        batch_id=batch_id,
+        task=row[0],
+        size=row[1],
+        key_id=None if stored is None else stored[0],
+        sum_ct=None if stored is None else bytes(stored[1]),
+        members=members,
+        sum_members=None if stored is None else stored[2],
+    )
+
+
 @dataclass(frozen=True)
 class TaskCounts:
     pending: int
@@ -185,8 +204,44 @@ class StaleKeyRefusal:
     formed: int
 
 
+class Store(Protocol):
+    """What intake, delivery and status need of the shuffler's durable state; implemented by
+    ``ShufflerStore`` (SQLite, one process) and ``services.shuffler.pg_store.PgShufflerStore``
+    (PostgreSQL, N replicas). Every method may block: call it in a worker thread.
+
+    ``poll_interval``: None if every batch this process must deliver is formed by this process
+    (it is woken for them); else the seconds after which delivery looks again (batches formed
+    by another replica's sweep, or taken over from a dead one)."""
+
+    batch_sizes: dict[str, int]
+    poll_interval: float | None
+
+    def close(self) -> None: ...
+    def stored(self, task: str) -> int: ...
+    def accept(
+        self, uploads: Sequence[Upload]
+    ) -> tuple[list[AcceptResult], dict[str, int]]: ...
+    def unacked(
+        self, task: str, limit: int, exclude: frozenset[str] = frozenset()
+    ) -> list[str]: ...
+    def load_batch(self, batch_id: str) -> Batch | None: ...
+    def load_secure_batch(self, batch_id: str) -> SecureBatch | None: ...
+    def save_sum(
+        self, batch_id: str, key_id: int, count: int, ct: bytes, members: str
+    ) -> bool: ...
+    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal: ...
+    def has_sum(self, batch_id: str) -> bool: ...
+    def next_unacked(self, task: str) -> Batch | None: ...
+    def acknowledge(self, batch_id: str) -> bool: ...
+    def counts(self, task: str) -> TaskCounts: ...
+    def batch_members(self, batch_id: str) -> int: ...
+
+
 class ShufflerStore:
     """Thread-safe access to the shuffler's SQLite file (one connection behind a lock)."""
+
+    # One process forms and delivers every batch: delivery is woken, never polls.
+    poll_interval: float | None = None
 
     def __init__(self, path: Path, batch_sizes: dict[str, int]) -> None:
         self.path = path
@@ -363,15 +418,7 @@ class ShufflerStore:
                     (k, bytes(ct), None if tag is None else bytes(tag))
                     for k, ct, tag in self._members(batch_id, "key_id, ct, tag")
                 ]
-        return SecureBatch(
-            batch_id=batch_id,
-            task=row[0],
-            size=row[1],
-            key_id=None if stored is None else stored[0],
-            sum_ct=None if stored is None else bytes(stored[1]),
-            members=members,
-            sum_members=None if stored is None else stored[2],
-        )
+        return secure_batch(batch_id, row, stored, members)
 
     def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes, members: str) -> bool:
         """Store the encrypted sum of an unacknowledged batch with its ``members`` (JSON) and

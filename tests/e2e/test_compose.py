@@ -18,11 +18,20 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SERVICES = ("analyzer", "shuffler", "device")
+# Started only with ``--profile postgres``: the database and a second shuffler replica.
+POSTGRES_PROFILE = ("postgres", "shuffler-2")
 
 
 @pytest.fixture(scope="module")
-def compose() -> dict[str, Any]:
+def full_compose() -> dict[str, Any]:
     return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose(full_compose: dict[str, Any]) -> dict[str, Any]:
+    """The deployment without profiles: the three services on SQLite."""
+    services = {n: svc for n, svc in full_compose["services"].items() if "profiles" not in svc}
+    return {**full_compose, "services": services}
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +114,7 @@ def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
 
 
 def test_state_in_named_volumes_and_one_read_only_config(compose: dict[str, Any]) -> None:
-    assert set(compose["volumes"]) == {f"{n}-data" for n in SERVICES}
+    assert set(compose["volumes"]) == {f"{n}-data" for n in SERVICES} | {"postgres-data"}
     for name, svc in compose["services"].items():
         vols = svc["volumes"]
         assert f"{name}-data:/data/{name}" in vols
@@ -113,6 +122,37 @@ def test_state_in_named_volumes_and_one_read_only_config(compose: dict[str, Any]
         assert f"./shared/defaults/privbandit.toml:{config_path}:ro" in vols
         # Published on the host's loopback only.
         assert all(p.startswith("127.0.0.1:") for p in svc["ports"])
+
+
+def test_the_postgres_profile_adds_a_database_and_a_replica_on_it(
+    full_compose: dict[str, Any],
+) -> None:
+    services = full_compose["services"]
+    assert {n for n, svc in services.items() if "profiles" in svc} == set(POSTGRES_PROFILE)
+    assert all(services[n]["profiles"] == ["postgres"] for n in POSTGRES_PROFILE)
+    pg = services["postgres"]
+    assert pg["image"].startswith("postgres:") and "pg_isready" in pg["healthcheck"]["test"]
+    assert "postgres-data:/var/lib/postgresql/data" in pg["volumes"]
+    # Every service takes its store from PRIVBANDIT_STORE (sqlite unless set).
+    for name in (*SERVICES, "shuffler-2"):
+        env = services[name]["environment"]
+        for svc in ("ANALYZER", "SHUFFLER"):
+            assert env[f"PRIVBANDIT_{svc}__STORE"] == "${PRIVBANDIT_STORE:-sqlite}"
+    replica = services["shuffler-2"]
+    assert replica["command"][:3] == ["python", "-m", "services.shuffler"]
+    assert replica["command"][-2:] == ["--port", "8704"]
+    assert replica["depends_on"]["postgres"] == {"condition": "service_healthy"}
+    assert "8704/healthz" in replica["healthcheck"]["test"][3]
+
+
+@needs_compose
+def test_docker_compose_config_validates_with_the_postgres_profile() -> None:
+    env = {**os.environ, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
+    result = subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE), "--profile", "postgres", "config", "-q"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_dockerfile() -> None:

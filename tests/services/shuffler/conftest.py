@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from shared.crypto.keystore import HpkeKeyStore
+from tests.services.stores import store
 
 
 @pytest.fixture
@@ -14,3 +15,6 @@ def keys(tmp_path: Path) -> HpkeKeyStore:
     """An analyzer key pair for tests whose analyzer is a fake."""
     return HpkeKeyStore(tmp_path / "fake-analyzer-keys")
 
+
+
+__all__ = ["keys", "store"]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from privbandit.launcher import free_ports
 from shared.protocol.messages import EncryptedReport, HpkeConfig, PrivacyReport, ShufflerStatus
@@ -56,6 +57,7 @@ class Service:
 ROOT = Path(__file__).parents[3]
 
 
+@pytest.mark.sqlite_only
 async def test_exactly_once_across_crashes_of_both_services(tmp_path: Path) -> None:
     """Every report the shuffler accepted is counted by the analyzer exactly once, although both
     processes are killed (SIGKILL) while uploads and deliveries are in progress."""

@@ -7,6 +7,8 @@ import secrets
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from services.common.sqlite import schema_version
 from services.shuffler.store import MIGRATIONS, SCHEMA_V1, ShufflerStore, StaleKeyRefusal, Upload
 from shared.crypto.keystore import HpkeKeyStore
@@ -17,6 +19,7 @@ from tests.helpers import report_maker
 from .support import SHUF
 
 
+@pytest.mark.sqlite_only
 def test_an_unversioned_store_opens_at_version_1_with_its_reports_and_migrates_on(
     tmp_path: Path, keys: HpkeKeyStore
 ) -> None:

@@ -1,0 +1,189 @@
+"""The analyzer's state in PostgreSQL: the same tables and the same one-transaction rule as the
+SQLite store (``services.analyzer.store``), plus one active analyzer per task. Its tables are
+named ``analyzer_*`` (the shuffler's ``shuffler_*``), so both services can share one schema.
+
+``commit_batches`` writes a group's batch ids, their report ids (``COPY``), the counters and the
+policy state after them in ONE transaction: either all of it is committed or none, and the
+shuffler re-sends.
+
+Active and standby: an analyzer holds, for every task it serves, a session-level advisory lock
+(``pg_try_advisory_lock``, keyed by schema and task) on the one connection it commits through.
+A second analyzer on the same database waits for the locks
+(``services.analyzer.runtime.claim_tasks``) before it loads any policy state, and so before it
+listens; when the first dies (even by SIGKILL) its connection closes, PostgreSQL releases the
+locks, and the standby loads the committed state and starts within a poll (0.2 s) plus its
+start-up. Since the commits go through the connection
+that holds the locks, an analyzer that lost them (its connection broke) cannot commit anything
+any more: it stops itself (SIGTERM) so that the standby can take its port.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from services.analyzer.store import (
+    TASK_COUNTERS,
+    BatchResult,
+    OneConnection,
+    TaskRecord,
+    _dumps,
+    update_task,
+)
+from services.common import pg
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SCHEMA_V1 = """
+CREATE TABLE analyzer_tasks (
+    task TEXT PRIMARY KEY,
+    config TEXT NOT NULL,
+    state TEXT NOT NULL,
+    reports_counted BIGINT NOT NULL DEFAULT 0,
+    rejected BIGINT NOT NULL DEFAULT 0,
+    duplicates BIGINT NOT NULL DEFAULT 0,
+    batches BIGINT NOT NULL DEFAULT 0,
+    quarantined BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE analyzer_batches (
+    task TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    counted INTEGER NOT NULL,
+    rejected INTEGER NOT NULL,
+    duplicates INTEGER NOT NULL,
+    model_version INTEGER NOT NULL,
+    quarantined INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (task, batch_id)
+);
+CREATE TABLE analyzer_report_ids (
+    task TEXT NOT NULL,
+    report_id BYTEA NOT NULL,
+    PRIMARY KEY (task, report_id)
+);
+"""
+
+# Append only: a released migration never changes.
+MIGRATIONS = [SCHEMA_V1]
+
+
+class PgAnalyzerStore(OneConnection):
+    """The analyzer store on PostgreSQL: one connection behind a lock (it also holds the task
+    locks, see the module docstring)."""
+
+    def __init__(self, url: str) -> None:
+        self.path = pg.redact(url)  # what error messages name
+        self.claimed: set[str] = set()
+        super().__init__(pg.connect(url, service="analyzer"),
+                         lambda conn: pg.migrate(conn, MIGRATIONS, store="analyzer"))
+
+    def _run(self, fn: Callable[[psycopg.Connection], T], *, tx: bool = True) -> T:
+        """``fn(conn)`` under the lock (in a transaction unless ``tx`` is False). A broken
+        connection has lost the task locks: stop this analyzer, a standby takes over."""
+        with self._lock:
+            try:
+                if not tx:
+                    return fn(self._conn)
+                with self._conn.transaction():
+                    return fn(self._conn)
+            except psycopg.OperationalError:
+                if self._conn.broken and self.claimed:
+                    log.critical("analyzer store: the connection holding the task locks broke; "
+                                 "stopping so that a standby can take over")
+                    os.kill(os.getpid(), signal.SIGTERM)
+                raise
+
+    # -----------------------------------------------------------------------------------------
+    # One active analyzer per task
+
+    def try_claim(self, tasks: Sequence[str]) -> list[str]:
+        """Take the lock of every task not yet held; returns the tasks still held by another
+        analyzer (empty: this one is active for all of ``tasks``)."""
+
+        def run(conn: psycopg.Connection) -> list[str]:
+            waiting = []
+            for task in tasks:
+                if task in self.claimed:
+                    continue
+                key = pg.lock_key(conn, f"analyzer/{task}")
+                row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
+                if row is not None and row[0]:
+                    self.claimed.add(task)
+                else:
+                    waiting.append(task)
+            return waiting
+
+        return self._run(run, tx=False)
+
+    # -----------------------------------------------------------------------------------------
+    # As ``AnalyzerStore``
+
+    def load_task(self, task: str) -> TaskRecord | None:
+        row = self._run(lambda conn: conn.execute(
+            f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM analyzer_tasks WHERE task = %s",
+            (task,),
+        ).fetchone(), tx=False)
+        if row is None:
+            return None
+        return TaskRecord(
+            json.loads(row[0]), json.loads(row[1]),
+            {k: int(v) for k, v in zip(TASK_COUNTERS, row[2:], strict=True)},
+        )
+
+    def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
+        self._run(lambda conn: conn.execute(
+            "INSERT INTO analyzer_tasks (task, config, state) VALUES (%s, %s, %s) ON CONFLICT DO "
+            "NOTHING",
+            (task, _dumps(config), _dumps(state)),
+        ))
+
+    def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
+        found = self._present("analyzer_batches", "batch_id", task, list(batch_ids))
+        return {str(v) for v in found}
+
+    def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]:
+        return {bytes(v) for v in self._present("analyzer_report_ids", "report_id", task,
+                                                 list(report_ids))}
+
+    def _present(self, table: str, column: str, task: str, values: list[Any]) -> list[Any]:
+        """The ``values`` found in ``table.column`` for ``task`` (one ``= ANY`` query; the
+        table and column are constants of this module)."""
+        if not values:
+            return []
+        return self._run(lambda conn: [r[0] for r in conn.execute(
+            f"SELECT {column} FROM {table} WHERE task = %s AND {column} = ANY(%s)",
+            (task, values),
+        )], tx=False)
+
+    def commit_batches(
+        self,
+        task: str,
+        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
+        state: dict[str, Any],
+    ) -> None:
+        """Batch ids, their new report ids, the counters and the policy state, in ONE
+        transaction (durable when this returns: ``synchronous_commit`` is on)."""
+        state_json = _dumps(state)
+
+        def run(conn: psycopg.Connection) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO analyzer_batches (task, batch_id, counted, rejected, duplicates, "
+                    "model_version, quarantined) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    [(task, r.batch_id, r.counted, r.rejected, r.duplicates, r.model_version,
+                      r.quarantined) for r, _ in batches],
+                )
+                with cur.copy("COPY analyzer_report_ids (task, report_id) FROM STDIN") as copy:
+                    for _, report_ids in batches:
+                        for rid in report_ids:
+                            copy.write_row((task, rid))
+            update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
+
+        self._run(run)

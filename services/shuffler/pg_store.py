@@ -1,0 +1,567 @@
+"""The shuffler's state in PostgreSQL: the same tables and guarantees as the SQLite store
+(``services.shuffler.store``), shared by N shuffler replicas on one database.
+
+Its tables are named ``shuffler_*`` (the analyzer's ``analyzer_*``), so both services can share
+one database schema.
+
+What changes with several writers:
+
+- Batches are claimed, never computed from a private view: ``SELECT … FROM pending … ORDER BY
+  seq LIMIT l FOR UPDATE SKIP LOCKED`` inside a transaction, and a batch is formed only when
+  exactly l rows came back. The rows are deleted from ``pending`` in the transaction that
+  inserts them into ``batch_reports``, so no report enters two batches (a second replica skips
+  locked rows and, after the commit, no longer sees them). The order is a uniform permutation
+  from the OS CSPRNG (``secrets.SystemRandom().shuffle``, Fisher–Yates), as in SQLite.
+- Uploads to two replicas that together fill a batch commit concurrently, and neither sees the
+  other's uncommitted rows: after each commit the replica probes again (``form_batches``), and
+  a background sweep does it every ``poll`` seconds, so no full batch is left behind.
+- Each replica registers in ``replicas`` and heartbeats every ``poll`` seconds. A formed batch
+  is owned by the replica that formed it, and only its owner delivers it (``unacked``); a batch
+  whose owner has not been seen for ``dead_after`` seconds is taken over (its id kept, so the
+  analyzer answers ``replayed`` if the dead replica's delivery had already landed).
+- Counters are sharded per replica (``counters`` keyed by task and replica id) so replicas do
+  not serialise on one hot row; ``counts`` sums the shards.
+- ``stored`` (backpressure) is refreshed from the shared counters after every commit and every
+  sweep: accepted − acknowledged − refused, over all replicas.
+
+A commit deadlock between two replicas (the same reports uploaded to both) rolls one back;
+``accept`` retries it (``_RETRIES`` times), so it is invisible to clients.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from services.common import pg
+from services.shuffler.store import (
+    _CSPRNG,
+    AcceptResult,
+    Batch,
+    SecureBatch,
+    StaleKeyRefusal,
+    TaskCounts,
+    Upload,
+    _wire,
+    secure_batch,
+    tag_bytes,
+    tag_hash,
+)
+from shared.protocol.messages import EncryptedReport, b64encode
+from shared.protocol.secure_sum import EncryptedCounts
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SCHEMA_V1 = """
+CREATE TABLE shuffler_replicas (
+    id TEXT PRIMARY KEY,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    seen_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE shuffler_counters (
+    task TEXT NOT NULL,
+    shard TEXT NOT NULL,
+    accepted BIGINT NOT NULL DEFAULT 0,
+    duplicates BIGINT NOT NULL DEFAULT 0,
+    batches_formed BIGINT NOT NULL DEFAULT 0,
+    batches_acknowledged BIGINT NOT NULL DEFAULT 0,
+    reports_acknowledged BIGINT NOT NULL DEFAULT 0,
+    refused_stale_key BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (task, shard)
+);
+CREATE TABLE shuffler_seen (
+    task TEXT NOT NULL,
+    hash BYTEA NOT NULL,
+    PRIMARY KEY (task, hash)
+);
+CREATE TABLE shuffler_pending (
+    seq BIGSERIAL PRIMARY KEY,
+    task TEXT NOT NULL,
+    key_id INTEGER NOT NULL,
+    enc BYTEA NOT NULL,
+    ct BYTEA NOT NULL,
+    tag BYTEA
+);
+CREATE INDEX shuffler_pending_by_task ON shuffler_pending (task, seq);
+CREATE TABLE shuffler_batches (
+    seq BIGSERIAL PRIMARY KEY,
+    batch_id TEXT NOT NULL UNIQUE,
+    task TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    acked BOOLEAN NOT NULL DEFAULT false,
+    owner TEXT
+);
+CREATE INDEX shuffler_unacked_by_task ON shuffler_batches (task, seq) WHERE NOT acked;
+CREATE TABLE shuffler_batch_reports (
+    batch_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    key_id INTEGER NOT NULL,
+    enc BYTEA NOT NULL,
+    ct BYTEA NOT NULL,
+    tag BYTEA,
+    PRIMARY KEY (batch_id, position)
+);
+CREATE TABLE shuffler_batch_sums (
+    batch_id TEXT PRIMARY KEY,
+    key_id INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    ct BYTEA NOT NULL,
+    members TEXT
+);
+"""
+
+# Append only: a released migration never changes.
+MIGRATIONS = [SCHEMA_V1]
+
+_RETRIES = 5  # attempts of a transaction that lost a deadlock or a serialisation race
+
+
+class PgShufflerStore:
+    """The shuffler store on PostgreSQL (see the module docstring); one per replica process.
+
+    ``poll``: seconds between heartbeats and formation sweeps; ``dead_after``: seconds without
+    a heartbeat after which a replica's batches are taken over."""
+
+    def __init__(
+        self,
+        url: str,
+        batch_sizes: dict[str, int],
+        *,
+        poll: float = 1.0,
+        dead_after: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.batch_sizes = dict(batch_sizes)
+        self.poll_interval: float | None = poll
+        self.dead_after = dead_after
+        self.replica = secrets.token_hex(8)
+        self._pool = pg.open_pool(url, service="shuffler", max_size=6)
+        self._stored: dict[str, int] = {t: 0 for t in batch_sizes}
+        self._stop = threading.Event()
+        try:
+            with self._pool.connection() as conn:
+                pg.migrate(conn, MIGRATIONS, store="shuffler")
+                with conn.transaction():
+                    conn.execute("INSERT INTO shuffler_replicas (id) VALUES (%s)", (self.replica,))
+                    conn.cursor().executemany(
+                        "INSERT INTO shuffler_counters (task, shard) VALUES (%s, %s) "
+                        "ON CONFLICT DO NOTHING",
+                        [(t, self.replica) for t in batch_sizes],
+                    )
+                self._refresh_stored(conn)
+        except BaseException:
+            self._pool.close()
+            raise
+        self._sweeper = threading.Thread(
+            target=self._sweep_forever, name="shuffler-pg-sweep", daemon=True
+        )
+        self._sweeper.start()
+
+    def close(self) -> None:
+        """Stop the sweep and sign off: a replica that stops cleanly leaves its unacknowledged
+        batches to the others (or to its own restart) at once, not after ``dead_after``."""
+        self._stop.set()
+        self._sweeper.join(timeout=10)
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("DELETE FROM shuffler_replicas WHERE id = %s", (self.replica,))
+        except psycopg.Error:  # the database is away: the others wait out dead_after
+            log.warning("shuffler store: could not sign off replica %s", self.replica)
+        self._pool.close()
+
+    # -----------------------------------------------------------------------------------------
+    # Plumbing
+
+    def _tx(self, fn: Callable[[psycopg.Connection], T], *, retry: bool = True) -> T:
+        """``fn(conn)`` in one transaction on a pooled connection, retried if PostgreSQL
+        rolled it back for a deadlock or a serialisation failure (nothing of it committed)."""
+        for attempt in range(_RETRIES):
+            try:
+                with self._pool.connection() as conn, conn.transaction():
+                    return fn(conn)
+            except (psycopg.errors.DeadlockDetected,
+                    psycopg.errors.SerializationFailure) as exc:
+                if not retry or attempt == _RETRIES - 1:
+                    raise
+                log.info("shuffler store: transaction retried after %s", type(exc).__name__)
+        raise AssertionError("unreachable")
+
+    def _bump(self, conn: psycopg.Connection, task: str, **by: int) -> None:
+        """Add to this replica's counter shard of ``task``."""
+        sets = sql.SQL(", ").join(
+            sql.SQL("{c} = {c} + {v}").format(c=sql.Identifier(k), v=sql.Literal(int(v)))
+            for k, v in by.items()
+        )
+        conn.execute(
+            sql.SQL("UPDATE shuffler_counters SET {} WHERE task = %s AND shard = %s").format(sets),
+            (task, self.replica),
+        )
+
+    def _refresh_stored(self, conn: psycopg.Connection) -> None:
+        """Reports stored and not acknowledged, per task, over every replica's counters."""
+        rows = conn.execute(
+            "SELECT task, sum(accepted - reports_acknowledged - refused_stale_key) "
+            "FROM shuffler_counters GROUP BY task"
+        ).fetchall()
+        for task, n in rows:
+            if task in self.batch_sizes:
+                self._stored[task] = int(n or 0)
+
+    def _sweep_forever(self) -> None:
+        """Heartbeat, form batches others' concurrent commits filled, refresh ``stored``."""
+        while not self._stop.wait(self.poll_interval):
+            try:
+                self.heartbeat()
+                for task in self.batch_sizes:
+                    self.form_batches(task)
+                with self._pool.connection() as conn:
+                    self._refresh_stored(conn)
+            except Exception:  # the database may be briefly away: try again next round
+                log.warning("shuffler store: sweep failed", exc_info=True)
+
+    def heartbeat(self) -> None:
+        with self._pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO shuffler_replicas (id) VALUES (%s) "
+                "ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+                (self.replica,),
+            )
+
+    # -----------------------------------------------------------------------------------------
+    # Intake
+
+    def stored(self, task: str) -> int:
+        """Reports of ``task`` stored and not yet acknowledged, as of this replica's last commit
+        or sweep (all replicas together). Cheap: no SQL."""
+        return self._stored.get(task, 0)
+
+    def accept(self, uploads: Sequence[Upload]) -> tuple[list[AcceptResult], dict[str, int]]:
+        """The uploads durable in one transaction, with every batch that became full formed
+        in it; then one more formation pass per task (see the module docstring)."""
+
+        def run(conn: psycopg.Connection) -> tuple[list[AcceptResult], dict[str, int]]:
+            results = [self._accept_one(conn, upload) for upload in uploads]
+            touched = sorted({u.task for u, r in zip(uploads, results, strict=True)
+                              if r.accepted})
+            formed = {task: self._form(conn, task) for task in touched}
+            return results, formed
+
+        results, formed = self._tx(run)
+        for task in sorted({u.task for u in uploads}):
+            formed[task] = formed.get(task, 0) + self.form_batches(task)
+        with self._pool.connection() as conn:
+            self._refresh_stored(conn)
+        return results, {t: n for t, n in formed.items() if n}
+
+    def _accept_one(self, conn: psycopg.Connection, upload: Upload) -> AcceptResult:
+        """One upload, in the caller's transaction. HPKE reports are inserted in bulk; a
+        secure-sum report (its tag checked after its ciphertext) one at a time."""
+        task = upload.task
+        rows: list[tuple[int, bytes, bytes, bytes | None]] = []
+        duplicates = 0
+        hpke = [r for r in upload.reports if not isinstance(r, EncryptedCounts)]
+        if len(hpke) == len(upload.reports):
+            wires = [_wire(r) for r in hpke]
+            hashes = [hashlib.sha256(enc + ct).digest() for _, enc, ct in wires]
+            fresh = {bytes(h) for (h,) in conn.execute(
+                "INSERT INTO shuffler_seen (task, hash) SELECT %s, unnest(%s::bytea[]) "
+                "ON CONFLICT DO NOTHING RETURNING hash", (task, hashes)).fetchall()}
+            for (key_id, enc, ct), h in zip(wires, hashes, strict=True):
+                if h in fresh:
+                    fresh.discard(h)  # a second copy in the same upload is a duplicate
+                    rows.append((key_id, enc, ct, None))
+                else:
+                    duplicates += 1
+        else:
+            for report in upload.reports:
+                key_id, enc, ct = _wire(report)
+                ct_hash = hashlib.sha256(enc + ct).digest()
+                if not self._see(conn, task, ct_hash):
+                    duplicates += 1
+                    continue
+                tag = tag_bytes(report.tag) if isinstance(report, EncryptedCounts) else None
+                if tag is not None and not self._see(conn, task, tag_hash(tag)):
+                    # Another ciphertext under a tag already held (see the SQLite store).
+                    conn.execute("DELETE FROM shuffler_seen WHERE task = %s AND hash = "
+                                 "%s", (task, ct_hash))
+                    duplicates += 1
+                    continue
+                rows.append((key_id, enc, ct, tag))
+        if rows:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) VALUES (%s, %s, "
+                    "%s, %s, %s)",
+                    [(task, *row) for row in rows],
+                )
+        self._bump(conn, task, accepted=len(rows), duplicates=duplicates)
+        return AcceptResult(len(rows), duplicates)
+
+    @staticmethod
+    def _see(conn: psycopg.Connection, task: str, h: bytes) -> bool:
+        """Record a hash in ``seen``; False if it was there."""
+        cur = conn.execute(
+            "INSERT INTO shuffler_seen (task, hash) VALUES (%s, %s) ON CONFLICT DO "
+            "NOTHING", (task, h)
+        )
+        return cur.rowcount == 1
+
+    def form_batches(self, task: str) -> int:
+        """Form every batch of ``task`` that is full, in a transaction of its own (a plain
+        count first: claiming locks rows, which costs a write)."""
+        l = self.batch_sizes[task]
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM shuffler_pending WHERE task = %s LIMIT %s) s",
+                (task, l),
+            ).fetchone()
+        if row is None or row[0] < l:
+            return 0
+        return self._tx(lambda conn: self._form(conn, task))
+
+    def _form(self, conn: psycopg.Connection, task: str) -> int:
+        """Claim exactly l pending reports of ``task`` at a time (``FOR UPDATE SKIP LOCKED``:
+        rows another transaction is batching are skipped, never shared) and turn each full
+        claim into a batch in CSPRNG order. A claim of fewer than l forms nothing (its locks go
+        with the transaction). Caller holds the transaction."""
+        l = self.batch_sizes[task]
+        formed = 0
+        while True:
+            rows = conn.execute(
+                "SELECT seq, key_id, enc, ct, tag FROM shuffler_pending WHERE task = %s ORDER BY "
+                "seq "
+                "LIMIT %s FOR UPDATE SKIP LOCKED",
+                (task, l),
+            ).fetchall()
+            if len(rows) < l:
+                return formed
+            _CSPRNG.shuffle(rows)
+            batch_id = secrets.token_hex(16)
+            conn.execute(
+                "INSERT INTO shuffler_batches (batch_id, task, size, owner) VALUES (%s, %s, %s, "
+                "%s)",
+                (batch_id, task, l, self.replica),
+            )
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO shuffler_batch_reports (batch_id, position, key_id, enc, ct, tag) "
+                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                    [(batch_id, pos, key_id, enc, ct, tag)
+                     for pos, (_, key_id, enc, ct, tag) in enumerate(rows)],
+                )
+            deleted = conn.execute(
+                "DELETE FROM shuffler_pending WHERE seq = ANY(%s)", ([r[0] for r in rows],)
+            ).rowcount
+            if deleted != l:  # cannot happen under the row locks; never form a short batch
+                raise RuntimeError(f"batch of {task}: claimed {l} reports, deleted {deleted}")
+            self._bump(conn, task, batches_formed=1)
+            formed += 1
+
+    # -----------------------------------------------------------------------------------------
+    # Delivery
+
+    def unacked(self, task: str, limit: int, exclude: frozenset[str] = frozenset()) -> list[str]:
+        """Ids of the oldest unacknowledged batches of ``task`` this replica delivers: its own,
+        after taking over those of replicas silent for ``dead_after`` seconds."""
+
+        def run(conn: psycopg.Connection) -> list[str]:
+            taken = conn.execute(
+                "UPDATE shuffler_batches SET owner = %(me)s WHERE task = %(task)s AND NOT acked "
+                "AND owner IS DISTINCT FROM %(me)s AND (owner IS NULL OR owner NOT IN ("
+                "  SELECT id FROM shuffler_replicas WHERE seen_at > now() - %(dead)s * interval "
+                "'1 second'"
+                ")) RETURNING batch_id",
+                {"me": self.replica, "task": task, "dead": self.dead_after},
+            ).fetchall()
+            if taken:
+                log.warning("task %s: took over %d batch(es) of a replica that stopped",
+                            task, len(taken))
+            rows = conn.execute(
+                "SELECT batch_id FROM shuffler_batches WHERE task = %s AND NOT acked AND owner = "
+                "%s "
+                "ORDER BY seq LIMIT %s",
+                (task, self.replica, limit + len(exclude)),
+            ).fetchall()
+            return [r[0] for r in rows]
+
+        return [b for b in self._tx(run) if b not in exclude][:limit]
+
+    def _unacked_batch(self, conn: psycopg.Connection, batch_id: str) -> tuple[str, int] | None:
+        row = conn.execute(
+            "SELECT task, size FROM shuffler_batches WHERE batch_id = %s AND NOT acked", (batch_id,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    @staticmethod
+    def _members(conn: psycopg.Connection, batch_id: str, columns: str) -> list[tuple[Any, ...]]:
+        return conn.execute(
+            f"SELECT {columns} FROM shuffler_batch_reports WHERE batch_id = %s ORDER BY position",
+            (batch_id,),
+        ).fetchall()
+
+    def load_batch(self, batch_id: str) -> Batch | None:
+        with self._pool.connection() as conn, conn.transaction():
+            row = self._unacked_batch(conn, batch_id)
+            if row is None:
+                return None
+            members = self._members(conn, batch_id, "key_id, enc, ct")
+        reports = [
+            EncryptedReport(key_id=key_id, enc=b64encode(bytes(enc)), ct=b64encode(bytes(ct)))
+            for key_id, enc, ct in members
+        ]
+        return Batch(batch_id=batch_id, task=row[0], reports=reports)
+
+    def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
+        with self._pool.connection() as conn, conn.transaction():
+            row = self._unacked_batch(conn, batch_id)
+            if row is None:
+                return None
+            stored = conn.execute(
+                "SELECT key_id, ct, members FROM shuffler_batch_sums WHERE batch_id = "
+                "%s", (batch_id,)
+            ).fetchone()
+            members: list[tuple[int, bytes, bytes | None]] = []
+            if stored is None:
+                members = [
+                    (k, bytes(ct), None if tag is None else bytes(tag))
+                    for k, ct, tag in self._members(conn, batch_id, "key_id, ct, tag")
+                ]
+        return secure_batch(batch_id, row, stored, members)
+
+    def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes, members: str) -> bool:
+        """As ``ShufflerStore.save_sum`` (the batch row locked: another replica that took the
+        batch over computes the same deterministic sum, and the first one stored stays)."""
+
+        def run(conn: psycopg.Connection) -> bool:
+            live = conn.execute(
+                "SELECT 1 FROM shuffler_batches WHERE batch_id = %s AND NOT acked FOR "
+                "UPDATE", (batch_id,)
+            ).fetchone() is not None
+            if live:
+                conn.execute(
+                    "INSERT INTO shuffler_batch_sums (batch_id, key_id, count, ct, members) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (batch_id, key_id, count, ct, members),
+                )
+                conn.execute("DELETE FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,))
+            return live
+
+        return self._tx(run)
+
+    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal:
+        """As ``ShufflerStore.refuse_stale_key``, with the task's unacknowledged batches
+        locked for the transaction."""
+
+        def run(conn: psycopg.Connection) -> StaleKeyRefusal:
+            refused = conn.execute(
+                "DELETE FROM shuffler_pending WHERE task = %s AND key_id <> %s", (task, key_id)
+            ).rowcount
+            dissolved = 0
+            for batch_id, size in conn.execute(
+                "SELECT batch_id, size FROM shuffler_batches WHERE task = %s AND NOT acked ORDER "
+                "BY seq "
+                "FOR UPDATE",
+                (task,),
+            ).fetchall():
+                stored = conn.execute(
+                    "SELECT key_id FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
+                ).fetchone()
+                if stored is not None:
+                    if stored[0] == key_id:
+                        continue
+                    refused += size
+                else:
+                    stale_row = conn.execute(
+                        "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s AND "
+                        "key_id <> %s",
+                        (batch_id, key_id),
+                    ).fetchone()
+                    stale = int(stale_row[0]) if stale_row else 0
+                    if stale == 0:
+                        continue
+                    refused += stale
+                    conn.execute(
+                        "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) "
+                        "SELECT %s, key_id, enc, ct, tag FROM shuffler_batch_reports "
+                        "WHERE batch_id = %s AND key_id = %s ORDER BY position",
+                        (task, batch_id, key_id),
+                    )
+                for table in ("shuffler_batch_reports", "shuffler_batch_sums", "shuffler_batches"):
+                    conn.execute(
+                        sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(
+                            sql.Identifier(table)),
+                        (batch_id,),
+                    )
+                dissolved += 1
+            self._bump(conn, task, refused_stale_key=refused, batches_formed=-dissolved)
+            formed = self._form(conn, task) if dissolved else 0
+            return StaleKeyRefusal(refused, dissolved, formed)
+
+        done = self._tx(run)
+        with self._pool.connection() as conn:
+            self._refresh_stored(conn)
+        return done
+
+    def has_sum(self, batch_id: str) -> bool:
+        with self._pool.connection() as conn:
+            return conn.execute(
+                "SELECT 1 FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
+            ).fetchone() is not None
+
+    def next_unacked(self, task: str) -> Batch | None:
+        ids = self.unacked(task, 1)
+        return self.load_batch(ids[0]) if ids else None
+
+    def acknowledge(self, batch_id: str) -> bool:
+        """Mark a batch acknowledged and delete its ciphertexts or sum. ``synchronous_commit =
+        off`` for this transaction alone, like SQLite's NORMAL: a lost acknowledgment only
+        re-sends the batch, which the analyzer answers ``replayed``."""
+
+        def run(conn: psycopg.Connection) -> tuple[str, int] | None:
+            conn.execute("SET LOCAL synchronous_commit = off")
+            row = conn.execute(
+                "UPDATE shuffler_batches SET acked = true WHERE batch_id = %s AND NOT acked "
+                "RETURNING task, size",
+                (batch_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute("DELETE FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,))
+            conn.execute("DELETE FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,))
+            self._bump(conn, row[0], batches_acknowledged=1, reports_acknowledged=row[1])
+            return row[0], int(row[1])
+
+        done = self._tx(run)
+        if done is not None:
+            self._stored[done[0]] = self._stored.get(done[0], 0) - done[1]
+        return done is not None
+
+    def counts(self, task: str) -> TaskCounts:
+        with self._pool.connection() as conn, conn.transaction():
+            pending = conn.execute(
+                "SELECT count(*) FROM shuffler_pending WHERE task = %s", (task,)
+            ).fetchone()
+            row = conn.execute(
+                "SELECT coalesce(sum(accepted), 0), coalesce(sum(duplicates), 0), "
+                "coalesce(sum(batches_formed), 0), coalesce(sum(batches_acknowledged), 0), "
+                "coalesce(sum(refused_stale_key), 0) FROM shuffler_counters WHERE task = %s",
+                (task,),
+            ).fetchone()
+        values = [int(v) for v in (row or (0, 0, 0, 0, 0))]
+        return TaskCounts(int(pending[0]) if pending else 0, *values)
+
+    def batch_members(self, batch_id: str) -> int:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
