@@ -93,7 +93,7 @@ def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> 
         "import json, sys, privbandit, shared, services\n"
         "from privbandit.launcher import Cluster, SERVICES, import_root\n"
         "from shared.settings import DEFAULT_CONFIG\n"
-        "c = Cluster('d', dict.fromkeys(SERVICES, 1))\n"
+        "c = Cluster('d', {s: 1 + i for i, s in enumerate(SERVICES)})\n"
         "print(json.dumps({'files': [privbandit.__file__, shared.__file__, services.__file__,\n"
         "    str(DEFAULT_CONFIG)], 'config_exists': DEFAULT_CONFIG.exists(),\n"
         "    'import_root': str(import_root()), 'pythonpath': c.env().get('PYTHONPATH'),\n"
