@@ -17,8 +17,11 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
     if request.param == "sqlite":
         yield "sqlite"
         return
-    if request.node.get_closest_marker("sqlite_only") is not None:
-        pytest.skip("SQLite only")
+    marker = request.node.get_closest_marker("sqlite_only")
+    if marker is not None:
+        reason = marker.kwargs.get("reason")
+        assert reason, "sqlite_only needs a reason=: why this test cannot run on PostgreSQL"
+        pytest.skip(f"SQLite only: {reason}")
     with helpers.pg_schemas("analyzer", "shuffler") as urls:
         monkeypatch.setattr(helpers, "STORES", urls)
         yield "postgresql"

@@ -61,7 +61,9 @@ async def test_model_stream_delivers_current_and_new_models(settings: Settings) 
         await serving
 
 
-@pytest.mark.sqlite_only
+@pytest.mark.sqlite_only(
+    reason="a subprocess's signal handling, independent of the store; run once"
+)
 async def test_main_serves_and_sigterm_ends_streams(tmp_path: Path) -> None:
     """``python -m services.analyzer``: a stop signal ends open model streams and the process
     exits cleanly (uvicorn would otherwise wait for the never-ending stream)."""

@@ -19,7 +19,9 @@ from tests.helpers import report_maker
 from .support import SHUF
 
 
-@pytest.mark.sqlite_only
+@pytest.mark.sqlite_only(
+    reason="an SQLite file written before schema versions; a PostgreSQL store always had them"
+)
 def test_an_unversioned_store_opens_at_version_1_with_its_reports_and_migrates_on(
     tmp_path: Path, keys: HpkeKeyStore
 ) -> None:
