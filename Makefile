@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.secure_sum
 	$(BIN)/python -m bench.service_ingest
 	$(BIN)/python -m bench.mab
+	# Needs the PostgreSQL server at 127.0.0.1:5432 (PRIVBANDIT_TEST_PG), as the tests do.
+	$(BIN)/python -m bench.pg_replicas
 
 # Locust against fresh local services and the bare floor (loopback only, bounded in time).
 load: $(STAMP)

@@ -406,10 +406,12 @@ def local_cluster(
     ports: dict[str, int] | None = None,
     log_dir: Path | None = None,
     timeout: float = 60.0,
+    store: str | None = None,
 ) -> Iterator[Cluster]:
-    """Start all three services (on free loopback ports unless given) and stop them on exit."""
+    """Start all three services (on free loopback ports unless given) and stop them on exit;
+    ``store`` as for ``Cluster``."""
     if ports is None:
         ports = dict(zip(SERVICES, free_ports(len(SERVICES)), strict=True))
-    with Cluster(data_dir, ports, config=config, log_dir=log_dir) as cluster:
+    with Cluster(data_dir, ports, config=config, log_dir=log_dir, store=store) as cluster:
         cluster.start(timeout=timeout)
         yield cluster

@@ -307,8 +307,11 @@ class Limits(BaseModel):
 class Settings(BaseSettings):
     """Everything a service needs to know about the deployment."""
 
+    # An empty variable counts as unset (the setting keeps its default): compose passes an
+    # optional setting it has no value for as an empty string (docker-compose.yml).
     model_config = SettingsConfigDict(
-        env_prefix="PRIVBANDIT_", env_nested_delimiter="__", extra="forbid"
+        env_prefix="PRIVBANDIT_", env_nested_delimiter="__", extra="forbid",
+        env_ignore_empty=True,
     )
 
     analyzer: StoredService = StoredService(port=8701)

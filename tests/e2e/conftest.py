@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from privbandit.launcher import Cluster, local_cluster
-from tests.helpers import write_config
+from tests.helpers import pg_schemas, write_config
 
 
 @pytest.fixture(scope="session")
@@ -30,4 +30,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, e2e_config: Path) -> Itera
 def fresh_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
     """A deployment of its own for one test (tests that crash services)."""
     with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs") as c:
+        yield c
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, e2e_config: Path
+) -> Iterator[Cluster]:
+    """A deployment of its own for one test, once with the embedded SQLite files and once with
+    the analyzer and the shuffler on the real PostgreSQL server (a fresh schema, dropped
+    afterwards); ``cluster.store`` says which."""
+    if request.param == "sqlite":
+        with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs",
+                           store="sqlite") as c:
+            yield c
+        return
+    with pg_schemas("app") as urls, local_cluster(
+        tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs", store=urls["app"]
+    ) as c:
         yield c

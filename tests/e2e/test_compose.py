@@ -5,10 +5,12 @@ is built or run here)."""
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,16 +135,104 @@ def test_the_postgres_profile_adds_a_database_and_a_replica_on_it(
     pg = services["postgres"]
     assert pg["image"].startswith("postgres:") and "pg_isready" in pg["healthcheck"]["test"]
     assert "postgres-data:/var/lib/postgresql/data" in pg["volumes"]
-    # Every service takes its store from PRIVBANDIT_STORE (sqlite unless set).
-    for name in (*SERVICES, "shuffler-2"):
-        env = services[name]["environment"]
-        for svc in ("ANALYZER", "SHUFFLER"):
-            assert env[f"PRIVBANDIT_{svc}__STORE"] == "${PRIVBANDIT_STORE:-sqlite}"
     replica = services["shuffler-2"]
     assert replica["command"][:3] == ["python", "-m", "services.shuffler"]
     assert replica["command"][-2:] == ["--port", "8704"]
     assert replica["depends_on"]["postgres"] == {"condition": "service_healthy"}
     assert "8704/healthz" in replica["healthcheck"]["test"][3]
+
+
+_BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:[-+?])(.*))?", re.S)
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    """Compose's interpolation (docs.docker.com/reference/compose-file/interpolation) of the
+    forms this file uses: ``${VAR}``, ``${VAR:-default}``, ``${VAR:+replacement}``,
+    ``${VAR:?error}`` and ``$$``, nested. There is no compose binary to ask here."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("${", i):
+            depth, j = 1, i + 2
+            while depth:  # the brace that closes this ${, nested ${...} included
+                if text.startswith("${", j):
+                    depth, j = depth + 1, j + 2
+                    continue
+                depth -= text[j] == "}"
+                j += 1
+            match = _BRACED.fullmatch(text[i + 2 : j - 1])
+            assert match, text
+            name, op, arg = match.groups()
+            value = env.get(name, "")
+            if op == ":-" and not value:
+                value = interpolate(arg, env)
+            elif op == ":+":
+                value = interpolate(arg, env) if value else ""
+            elif op == ":?" and not value:
+                raise ValueError(interpolate(arg, env))
+            out.append(value)
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def test_interpolate_follows_composes_rules() -> None:
+    env = {"A": "a", "E": ""}
+    assert interpolate("${A}-${B}-$$x", env) == "a--$x"
+    assert interpolate("${B:-${A:+<${A}>}}", env) == "<a>"
+    assert interpolate("${E:-${B:+never}}", env) == ""
+    assert interpolate("${A:-${B:?unused}}", env) == "a"
+    with pytest.raises(ValueError, match="need B"):
+        interpolate("${B:?need B}", env)
+
+
+PG_URL = "postgresql://privbandit:{}@postgres:5432/privbandit"
+REPLICAS = ["http://shuffler:8702", "http://shuffler-2:8704"]
+
+
+@pytest.mark.parametrize(
+    ("host_env", "store", "urls"),
+    [
+        ({}, "sqlite", []),
+        ({"PRIVBANDIT_POSTGRES_PASSWORD": "0f3a"}, PG_URL.format("0f3a"), REPLICAS),
+        ({"PRIVBANDIT_POSTGRES_PASSWORD": "0f3a", "PRIVBANDIT_STORE": "postgresql://me@db/x",
+          "PRIVBANDIT_SHUFFLER_URLS": '["http://s:1"]'}, "postgresql://me@db/x", ["http://s:1"]),
+        ({"PRIVBANDIT_STORE": "postgresql://me@db/x"}, "postgresql://me@db/x", []),
+    ],
+    ids=["no-password-sqlite", "password-postgres", "explicit-overrides", "explicit-store"],
+)
+def test_the_postgres_password_points_every_service_at_the_database(
+    full_compose: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    host_env: dict[str, str],
+    store: str,
+    urls: list[str],
+) -> None:
+    """What each container's settings become, for what the operator exported: the profile's
+    password alone switches the analyzer and every shuffler to the ``postgres`` service and the
+    device to both replicas; without it the services keep their SQLite files."""
+    from shared.settings import Settings
+
+    host_env = {**host_env, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
+    for name in (*SERVICES, "shuffler-2"):
+        env = {k: interpolate(str(v), host_env)
+               for k, v in full_compose["services"][name]["environment"].items()}
+        for key in [k for k in os.environ if k.startswith("PRIVBANDIT_")]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        # The container's config path does not exist here: the same file, from the checkout.
+        monkeypatch.setenv("PRIVBANDIT_CONFIG", str(ROOT / "shared/defaults/privbandit.toml"))
+        settings = Settings()
+        assert settings.analyzer.store == settings.shuffler.store == store, name
+        assert settings.shuffler.urls == urls, name
+    pg_password = full_compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    assert interpolate(pg_password, host_env) == host_env.get("PRIVBANDIT_POSTGRES_PASSWORD", "")
 
 
 @needs_compose

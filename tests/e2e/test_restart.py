@@ -1,4 +1,5 @@
-"""End-to-end crash test: kill -9 the shuffler and the analyzer in the middle of a run, keep the
+"""End-to-end crash test, on each store (SQLite files, and the analyzer and the shuffler on the
+real PostgreSQL server): kill -9 the shuffler and the analyzer in the middle of a run, keep the
 users coming (the device's durable outbox absorbs the outage and decisions need no network),
 restart both on the same data directories and ports, finish, and show that every accepted
 report is counted exactly once:
@@ -26,28 +27,28 @@ USERS = 700
 
 @pytest.mark.parametrize("threat_model", ["shuffle", "central"])
 def test_crash_of_shuffler_and_analyzer_loses_and_duplicates_nothing(
-    fresh_cluster: Cluster, threat_model: str
+    store_cluster: Cluster, threat_model: str
 ) -> None:
     task_id = TASKS[threat_model]
-    driver, rec, events = run_with_backend_crash(fresh_cluster, task_id, USERS, seed=11)
+    driver, rec, events = run_with_backend_crash(store_cluster, task_id, USERS, seed=11)
     assert driver.feedbacks_sent == USERS
     assert rec["consistent"], (rec, events)
     assert rec["reports_accepted"] == USERS
     assert rec["reports_counted"] + rec["reports_pending"] == USERS
     # The analyzer's durable store: each counted report id exactly once, nothing rejected,
     # and the per-batch counts add up to the total.
-    totals = analyzer_totals(fresh_cluster.data_dir, task_id)
+    totals = analyzer_totals(store_cluster.data_dir, task_id, store=store_cluster.store)
     assert (totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"]
             == sum(totals["per_batch"]) == rec["reports_counted"])
     assert totals["rejected"] == 0
     assert totals["batches"] == rec["batches"]
 
 
-def test_crash_of_the_device_loses_and_duplicates_nothing(fresh_cluster: Cluster) -> None:
+def test_crash_of_the_device_loses_and_duplicates_nothing(store_cluster: Cluster) -> None:
     """kill -9 the device mid-run and restart it: its outbox and open decisions are durable, a
     feedback whose answer was lost in the crash is retried and recognised (409 after a retry
     means it was recorded), so the counts still reconcile exactly."""
-    cluster = fresh_cluster
+    cluster = store_cluster
     urls = cluster.urls
     task_id = TASKS["shuffle"]
     events: list[str] = []
