@@ -65,7 +65,9 @@ def build_or_exit(name: str, create: Callable[[], Any]) -> Any:
 
 def serve(app: Any, args: argparse.Namespace, settings: Settings, graceful_timeout: float) -> None:
     """Run ``app`` with uvicorn at the parsed address until SIGINT/SIGTERM; open responses get
-    ``graceful_timeout`` seconds to finish."""
+    ``graceful_timeout`` seconds to finish. The objects alive once the service has started are
+    frozen out of the garbage collector (``build_app``'s lifespan)."""
+    app.state.freeze_gc = True
     uvicorn.run(
         app,
         host=args.host,

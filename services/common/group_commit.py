@@ -43,6 +43,13 @@ class GroupCommitter(Generic[T, R]):
     ``after(items, outcomes)`` runs on the event loop after every group, also when ``commit``
     raised (then every outcome is that exception): metrics, publishing, waking other loops.
     ``weight(item)`` is an item's share of ``max_weight`` (default 1 per item).
+
+    ``in_loop``: run ``commit`` on the event loop's thread instead of a worker thread, for a
+    store whose groups are small and cheap apart from the fsync (the device's). The loop is
+    then blocked for the commit (a few ms of fsync), and everything that arrives meanwhile
+    waits in the sockets to form the next group; in exchange no request waits for a thread
+    hand-off and for the GIL to come back from a worker, which under load cost more CPU and
+    latency than the fsync itself (BENCHMARKS "Load": decide).
     """
 
     def __init__(
@@ -54,6 +61,7 @@ class GroupCommitter(Generic[T, R]):
         max_weight: int | None = None,
         weight: Callable[[T], int] | None = None,
         after: Callable[[list[T], list[Outcome[R]]], None] | None = None,
+        in_loop: bool = False,
     ) -> None:
         if max_items < 1:
             raise ValueError("max_items must be >= 1")
@@ -63,6 +71,7 @@ class GroupCommitter(Generic[T, R]):
         self._weight = weight or (lambda _: 1)
         self.max_items = max_items
         self.max_weight = max_weight
+        self.in_loop = in_loop
         # None is the stop sentinel.
         self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -125,8 +134,11 @@ class GroupCommitter(Generic[T, R]):
         items = [item for item, _ in group]
         outcomes: list[Outcome[R]]
         try:
-            # Not abandoned on cancellation: shutdown waits for a commit in progress.
-            outcomes = list(await anyio.to_thread.run_sync(self._commit, items))
+            if self.in_loop:
+                outcomes = list(self._commit(items))
+            else:
+                # Not abandoned on cancellation: shutdown waits for a commit in progress.
+                outcomes = list(await anyio.to_thread.run_sync(self._commit, items))
             if len(outcomes) != len(items):
                 raise RuntimeError(f"{self.name}: commit returned {len(outcomes)} outcomes "
                                    f"for {len(items)} items")

@@ -35,6 +35,15 @@ from shared.protocol.messages import DecideResponse, FeedbackResponse
 from shared.settings import TaskConfig
 
 
+def new_decision_id() -> str:
+    """A decision id: 32 hex digits, the first 8 the current second (so new ids land at the
+    end of the ``decisions`` index instead of on a random page of it: one page written per
+    group commit rather than one per decision), the other 24 from the OS CSPRNG (96 bits: the
+    id is the capability that lets a feedback name its decision, and stays unguessable). The
+    id never leaves the device's own API (reports carry none)."""
+    return f"{int(time.time()) & 0xFFFFFFFF:08x}{secrets.token_hex(12)}"
+
+
 def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
     """The K×d feature matrix of a decide request, or the first reason it is refused."""
     d, K, L = cfg.policy.d, cfg.K, cfg.policy.L
@@ -87,7 +96,7 @@ async def decide(
         X = check_features(cfg, features)
         action = int(model.decide(X[None])[0])
         state = glb.decision_state(model, X[action]) if cfg.glb else X[action]  # type: ignore[arg-type]
-    decision_id = secrets.token_hex(16)
+    decision_id = new_decision_id()
     await rt.store.add_decision(decision_id, task, state)
     rt.metrics.decisions.labels(task).inc()
     rt.metrics.decide_seconds.observe(time.perf_counter() - started)

@@ -15,7 +15,8 @@ Every operation (reads too: one connection, one writer) goes through a ``GroupCo
 commits whatever requests have queued up in a single transaction (group commit): with
 ``synchronous=FULL`` every acknowledged feedback is on disk, and under concurrency many feedbacks
 share one fsync. Each request runs inside its own SAVEPOINT, so a failing request rolls back alone
-and never changes state.
+and never changes state. The commit runs on the event loop's thread (``in_loop``): the loop waits
+for the fsync, and the requests that arrive meanwhile form the next group.
 
 The schema is versioned (``services.common.sqlite.migrate``): migration 1 is the schema of the
 release that introduced versioning; migration 2 adds the secure-sum columns to a store written by
@@ -98,6 +99,16 @@ REPORTS = "reports"
 SECURE_SUM = "secure-sum"
 
 
+_INSERT_DECISION = "INSERT INTO decisions (id, task, x, created) VALUES (?, ?, ?, ?)"
+
+
+@dataclass(frozen=True)
+class _NewDecision:
+    """A decision to insert: the group commit inserts all of a group's at once."""
+
+    row: tuple[str, str, bytes, float]
+
+
 @dataclass(frozen=True)
 class OutboxItem:
     seq: int
@@ -126,15 +137,15 @@ class DeviceStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # One connection, used by the committer's worker thread (and at start-up): a short lock
-        # timeout.
+        # One connection, used by the committer on the event loop's thread (and at start-up): a
+        # short lock timeout.
         self._conn = open_db(path, timeout=5.0)
         migrate(self._conn, MIGRATIONS, store="device")
         self.counters = self._load_counters()
         # Outbox room claimed by feedbacks in progress (``reserve_outbox``); event loop only.
         self._outbox_claims = 0
-        self._committer: GroupCommitter[Op, Any] = GroupCommitter(
-            "device store", self._commit_group, max_items=GROUP_COMMIT_MAX
+        self._committer: GroupCommitter[Op | _NewDecision, Any] = GroupCommitter(
+            "device store", self._commit_group, max_items=GROUP_COMMIT_MAX, in_loop=True
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -161,18 +172,39 @@ class DeviceStore:
     def close(self) -> None:
         self._conn.close()
 
-    def _commit_group(self, ops: list[Op]) -> list[Outcome[Any]]:
-        """(Worker thread.) One transaction for the group, each op in its own savepoint: an op
-        that raises is undone alone and gets its exception; if the commit itself fails, every op
-        of the group does (``GroupCommitter``)."""
-        outcomes: list[Outcome[Any]] = []
+    def _commit_group(self, ops: list[Op | _NewDecision]) -> list[Outcome[Any]]:
+        """(On the event loop's thread: the committer is ``in_loop``.) One transaction for the
+        group, each op in its own savepoint: an op that raises is undone alone and gets its
+        exception; if the commit itself fails, every op of the group does (``GroupCommitter``).
+
+        The group's new decisions (``add_decision``, the bulk of a busy device's writes) are
+        inserted first with one ``executemany``: one statement for all of them instead of three
+        per decision. They are independent of the other ops (a decision is created before any
+        feedback can name it). Should the bulk insert fail (an id already taken), each decision
+        is retried in its own savepoint, so only that one fails."""
+        outcomes: list[Outcome[Any]] = [None] * len(ops)
+        fresh = [i for i, op in enumerate(ops) if isinstance(op, _NewDecision)]
         with transaction(self._conn) as conn:
-            for op in ops:
+            if fresh:
+                rows = [ops[i].row for i in fresh]  # type: ignore[union-attr]
+                try:
+                    with savepoint(conn, "decisions"):
+                        conn.executemany(_INSERT_DECISION, rows)
+                except sqlite3.Error:
+                    for i, row in zip(fresh, rows, strict=True):
+                        try:
+                            with savepoint(conn):
+                                conn.execute(_INSERT_DECISION, row)
+                        except sqlite3.Error as exc:
+                            outcomes[i] = exc
+            for i, op in enumerate(ops):
+                if isinstance(op, _NewDecision):
+                    continue
                 try:
                     with savepoint(conn):
-                        outcomes.append(op(conn))
+                        outcomes[i] = op(conn)
                 except Exception as exc:  # the request's own error: undo it alone
-                    outcomes.append(exc)
+                    outcomes[i] = exc
         return outcomes
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -196,15 +228,10 @@ class DeviceStore:
     # -- operations ----------------------------------------------------------------------------
 
     async def add_decision(self, decision_id: str, task: str, x: np.ndarray) -> None:
-        blob = np.asarray(x, dtype="<f8").tobytes()
-
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO decisions (id, task, x, created) VALUES (?, ?, ?, ?)",
-                (decision_id, task, blob, time.time()),
-            )
-
-        await self.run(op)
+        """Store an open decision; durable once this returns (inserted with the group's other
+        new decisions, see ``_commit_group``)."""
+        row = (decision_id, task, np.asarray(x, dtype="<f8").tobytes(), time.time())
+        await self._committer.submit(_NewDecision(row))
 
     async def get_decision(self, decision_id: str, task: str) -> np.ndarray:
         """The stored feature vector; raises ``UnknownDecision`` / ``DecisionUsed``."""

@@ -12,6 +12,7 @@ import subprocess
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -274,7 +275,7 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
 
     def fake_create_app(settings: Any, **kwargs: Any) -> Any:
         captured["settings"] = settings
-        return object()
+        return SimpleNamespace(state=SimpleNamespace())
 
     monkeypatch.setattr(service_cli.uvicorn, "run", fake_run)
     monkeypatch.setattr(device_main, "create_app", fake_create_app)

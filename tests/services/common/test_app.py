@@ -3,6 +3,7 @@ dependency, readiness on ``/healthz``, per-app metrics and the error kinds."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -103,6 +104,24 @@ async def test_build_app_wires_runtime_errors_limits_health_and_metrics(tmp_path
         text = (await client.get("/metrics")).text
         assert 'privbandit_probe_hits_total{task="b"} 1.0' in text
     assert rt.closed
+
+
+async def test_a_service_process_freezes_its_startup_heap_and_a_test_app_does_not(
+    tmp_path: Path,
+) -> None:
+    """``cli.serve`` flags the app: once its runtime is up, what is alive is frozen out of the
+    garbage collector (full collections under load stop walking it); an app built without the
+    flag (tests, embedding) leaves the collector alone."""
+    gc.unfreeze()
+    try:
+        async with running(probe_app(tmp_path, [])):  # type: ignore[arg-type]
+            assert gc.get_freeze_count() == 0
+        app = probe_app(tmp_path, [])
+        app.state.freeze_gc = True  # type: ignore[attr-defined]
+        async with running(app):  # type: ignore[arg-type]
+            assert gc.get_freeze_count() > 10_000
+    finally:
+        gc.unfreeze()
 
 
 def test_error_kinds_carry_status_and_code() -> None:

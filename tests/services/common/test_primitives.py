@@ -154,3 +154,24 @@ async def test_group_committer_fails_the_whole_group_when_the_commit_raises() ->
     results = await asyncio.gather(gc.submit(1), gc.submit(2), return_exceptions=True)
     assert all(isinstance(r, sqlite3.OperationalError) for r in results)
     await gc.stop()
+
+
+async def test_an_in_loop_committer_commits_on_the_loop_thread_and_groups_what_queued_meanwhile(
+) -> None:
+    """``in_loop``: the commit runs on the event loop's thread; what was submitted while a
+    group was committing is the next group, and item failures stay isolated."""
+    threads: list[int] = []
+    groups: list[list[int]] = []
+
+    def commit(items: list[int]) -> list[int | BaseException]:
+        threads.append(threading.get_ident())
+        groups.append(items)
+        return [ValueError("bad") if i == 2 else i for i in items]
+
+    gc: GroupCommitter[int, int] = GroupCommitter("test", commit, in_loop=True)
+    gc.start()
+    results = await asyncio.gather(*(gc.submit(i) for i in range(4)), return_exceptions=True)
+    assert results[:2] == [0, 1] and isinstance(results[2], ValueError) and results[3] == 3
+    assert groups == [[0, 1, 2, 3]]
+    assert set(threads) == {threading.get_ident()}
+    await gc.stop()

@@ -84,3 +84,37 @@ async def test_a_failing_operation_is_undone_alone_within_its_group(tmp_path: Pa
     finally:
         await store.stop()
         store.close()
+
+
+async def test_a_group_of_new_decisions_is_inserted_at_once_and_a_repeated_id_fails_alone(
+    tmp_path: Path,
+) -> None:
+    """The group's new decisions go in with one statement; when that fails (an id already
+    taken), each is retried alone, so only the repeated id is refused."""
+    store = DeviceStore(tmp_path / "device.sqlite3")
+    store.start()
+    try:
+        x = np.array([0.1, 0.2, 0.3])
+        await store.add_decision("a" * 32, "cen", x)
+        ids = ["b" * 32, "a" * 32, "c" * 32, "d" * 32]
+        results = await asyncio.gather(
+            *(store.add_decision(i, "cen", x + k) for k, i in enumerate(ids)),
+            return_exceptions=True,
+        )
+        assert results[0] is None and results[2] is None and results[3] is None
+        assert isinstance(results[1], sqlite3.IntegrityError)
+        np.testing.assert_array_equal(await store.get_decision("a" * 32, "cen"), x)
+        for k in (0, 2, 3):
+            np.testing.assert_array_equal(await store.get_decision(ids[k], "cen"), x + k)
+    finally:
+        await store.stop()
+        store.close()
+
+
+def test_decision_ids_are_hex_ordered_by_second_and_random_below() -> None:
+    from services.device.decisions import new_decision_id
+
+    ids = [new_decision_id() for _ in range(1000)]
+    assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
+    assert len(set(ids)) == 1000 and len({i[8:] for i in ids}) == 1000
+    assert len({i[:8] for i in ids}) <= 2  # one second (or the turn of one)
