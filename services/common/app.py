@@ -81,5 +81,9 @@ def build_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body)
     app.state.settings = settings
     install_error_handlers(app, on_error=on_error)
-    app.include_router(router)
+    # The router's routes become the app's own: ``include_router`` would keep the router as a
+    # nested dispatcher (``_IncludedRouter``), matched again on every request (decide: about
+    # 0.06 of the floor's throughput, BENCHMARKS "Load"). The routers have no prefix, tags or
+    # dependencies of their own, so nothing else changes.
+    app.router.routes.extend(router.routes)
     return app
