@@ -300,6 +300,47 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def first_batch_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 10's goal (final regret within 10× linucb's) against what the first batch alone costs:
+    the users t ≤ l play before any model exists (the initial model, the same for every batched
+    policy, so the regret at t = l is shared by all of them on these paired users), so if it
+    exceeds 10× linucb's final regret no batched policy at that l meets the goal, whatever its
+    privacy. Also: regret after the first batch (final − at t = l) per batched row."""
+    lin = [r for r in rows if r.get("algo") == "linucb"]
+    if not lin:
+        return ["(no linucb row: first-batch analysis skipped)"]
+    goal = 10 * lin[0]["mean"]
+    lines = [f"linucb final {lin[0]['mean']:,.1f} ± {lin[0]['stderr']:,.1f}; 10 × linucb = "
+             f"{goal:,.0f}; linucb's own regret at t = 100 / 1000 / 10000: "
+             + " / ".join(f"{np.mean(lin[0]['at_t'][str(t)]):,.1f}"
+                          for t in FIRST_BATCH_CHECKPOINTS if str(t) in lin[0]["at_t"])]
+    for l in sorted({r["batch_size"] for r in rows if r["batch_size"] is not None}):
+        batched = [r for r in rows if r["batch_size"] == l and str(l) in r.get("at_t", {})]
+        if not batched:
+            continue
+        # Per run, the regret at t = l over every batched row at this l (identical if the first
+        # batch is played by the same initial model on the same users).
+        firsts = np.array([r["at_t"][str(l)] for r in batched])
+        rand = np.mean(batched[0]["random_at_t"][str(l)])
+        first = float(firsts.mean())
+        verdict = ("exceeds" if first > goal else "is below")
+        per_run = ", ".join(f"{v:,.1f}" for v in firsts[0])
+        spread = float(np.ptp(firsts.mean(axis=1)))
+        lines.append(
+            f"l = {l}: regret at t = l {first:,.1f} (per run {per_run}; spread over the "
+            f"{len(batched)} rows at this l: {spread:.3g});"
+            f" uniformly random policy {rand:,.1f}; it {verdict} 10 × linucb = {goal:,.0f}"
+            f" ({first / lin[0]['mean']:.1f} × linucb's final)")
+        for r in batched:
+            if r.get("algo") in ("ddp-linucb", "sblb"):
+                f_, after = at_first_batch(r)
+                assert after is not None
+                lines.append(f"    {label(r)}, ε={r['epsilon']:g}: final {r['mean']:,.0f} = "
+                             f"{f_:,.0f} (t ≤ l) + {after:,.0f} after ({after / lin[0]['mean']:.1f}"
+                             f" × linucb's final)")
+    return lines
+
+
 def order(r: dict[str, Any]) -> tuple[Any, ...]:
     algo = r.get("algo", "ddp-linucb")
     return (r.get("env", "linear"), ALGOS.index(algo) if algo != "linucb" else -1,
@@ -334,6 +375,7 @@ def main() -> None:
             part = [r for r in rows if r.get("env", "linear") == env]
             print(f"\n{env} (d = {part[0].get('d', 5)}, K = {part[0].get('K', 20)})")
             print("\n".join(table(part)))
+            print("\n".join(first_batch_lines(part)))
             png = args.out / f"{args.tag}-{env}.png"
             plot(part, png, f"final regret vs central ε, {env}, d={part[0].get('d', 5)}, "
                             f"K={part[0].get('K', 20)}, T={part[0]['curve'][-1][0]}")
