@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments import Environment, environment_dimensions
+from shared.core.environments import environment_dimensions
 from shared.core.policies import PolicyConfig, build_policy, make_config
-from shared.core.simulator import RunResult, checkpoints_for, run_once, simulate_runs, summarize
+from shared.core.simulator import simulate, summarize
 
 OUT = Path("out/experiments/ddp")
 DELTA = 1e-6
@@ -129,25 +129,6 @@ def match_central_epsilon(
                      f"= {f_lo + target:.6g}, ε({math.exp(hi):.6g}) = {f_hi + target:.6g}")
 
 
-def simulate_with_checkpoints(
-    config: PolicyConfig, env_name: str, K: int, T: int, runs: int, seed: int, points: int,
-    extra: tuple[int, ...] = FIRST_BATCH_CHECKPOINTS,
-) -> list[RunResult]:
-    """``simulator.simulate`` with the ``extra`` times added to its checkpoints. Checkpoints only
-    record the running regret (they draw nothing), so the users, rewards and noise are those of
-    ``simulate`` with the same seed."""
-    cps = np.union1d(checkpoints_for(T, points), [t for t in extra if t <= T]).astype(np.int64)
-
-    def one(env: Environment, policy_rng: np.random.Generator, reward_rng: np.random.Generator,
-            device_rng: np.random.Generator, checkpoints: np.ndarray) -> RunResult:
-        policy = build_policy(config, policy_rng)
-        policy.bind_arms(env.fixed_arms)
-        return run_once(policy, env, T, reward_rng, device_rng, cps)
-
-    results, _ = simulate_runs(config.d, env_name, K, T, runs, seed, points, one)
-    return results
-
-
 def baseline_config(algo: str, d: int, eps: float | None, l: int | None, T: int
                     ) -> tuple[PolicyConfig, dict[str, Any]]:
     """The baseline's config at central (ε, δ = 10⁻⁶) and what was solved for it."""
@@ -187,7 +168,8 @@ def run_one(algo: str, env: str, d: int, K: int, eps: float | None, l: int | Non
     else:
         config, solved = baseline_config(algo, d, eps, l, T)
     solve_seconds = time.perf_counter() - t0
-    results = simulate_with_checkpoints(config, env, K, T, runs, seed, points=100)
+    results, _ = simulate(config, env, K, T, runs, seed, points=100,
+                          extra_checkpoints=FIRST_BATCH_CHECKPOINTS)
     s = summarize(results)
     ledger = build_policy(config).ledger(
         T, aggregation="secure-sum" if algo in ("sblb", "ddp-linucb") else "reports").model_dump()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,13 +158,19 @@ def simulate(
     seed: int,
     on_progress: Callable[[int], None] | None = None,
     points: int = 200,
+    extra_checkpoints: Sequence[int] = (),
 ) -> tuple[list[RunResult], dict[str, Any]]:
-    """``runs`` independent runs; returns the results and the environment's parameters."""
+    """``runs`` independent runs; returns the results and the environment's parameters.
+    ``extra_checkpoints``: times t ≤ T recorded besides the ``points`` evenly spread ones
+    (checkpoints only record the running regret: they draw nothing, so the runs are the same)."""
+    extra = [t for t in extra_checkpoints if 1 <= t <= T]
 
     def one(env: Environment, policy_rng: np.random.Generator, reward_rng: np.random.Generator,
             device_rng: np.random.Generator, checkpoints: np.ndarray) -> RunResult:
         policy = build_policy(config, policy_rng)
         policy.bind_arms(env.fixed_arms)
+        if extra:
+            checkpoints = np.union1d(checkpoints, extra).astype(checkpoints.dtype)
         return run_once(policy, env, T, reward_rng, device_rng, checkpoints, on_progress)
 
     return simulate_runs(config.d, env_name, K, T, runs, seed, points, one)

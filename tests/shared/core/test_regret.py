@@ -97,3 +97,16 @@ def test_same_users_replay_varies_only_private_randomness() -> None:
     noisy = same_users_regret(make_config("sblb", d=3, eps0=4.0, batch_size=100), "linear", 5,
                               2000, seed=3, reps=3)
     assert np.ptp(noisy) > 0
+
+
+def test_extra_checkpoints_only_record() -> None:
+    """Times added with ``extra_checkpoints`` appear in the curve, and the runs are the same
+    runs: the other checkpoints and the final regret are unchanged."""
+    cfg = make_config("ddp-linucb", d=3, epsilon=1.0, batch_size=50, confidence_scale=0.1)
+    plain, _ = simulate(cfg, "linear", 5, 2000, 2, seed=4, points=10)
+    more, _ = simulate(cfg, "linear", 5, 2000, 2, seed=4, points=10,
+                       extra_checkpoints=(50, 333, 10**6))
+    for a, b in zip(plain, more, strict=True):
+        assert {50, 333} <= set(b.checkpoints.tolist()) and 10**6 not in b.checkpoints
+        keep = np.isin(b.checkpoints, a.checkpoints)
+        np.testing.assert_array_equal(b.regret[keep], a.regret)
