@@ -16,6 +16,8 @@ COPY shared ./shared
 COPY services ./services
 COPY privbandit ./privbandit
 RUN pip install . && rm -rf build *.egg-info
+# docker-compose.yml's entrypoint, a script outside the package (it knows the compose topology).
+COPY docker ./docker
 
 # Run unprivileged; each stateful service gets a named volume under /data (created here so the
 # volumes inherit this ownership).

@@ -4,15 +4,18 @@ is built or run here)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import secrets
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +26,9 @@ COMPOSE = ROOT / "docker-compose.yml"
 SERVICES = ("analyzer", "shuffler", "device")
 # Started only with ``--profile postgres``: the database and a second shuffler replica.
 POSTGRES_PROFILE = ("postgres", "shuffler-2")
+# Every service container runs its command through this script (it derives the store settings).
+ENTRYPOINT_SCRIPT = ROOT / "docker" / "compose_entrypoint.py"
+ENTRYPOINT = ["python", "/opt/privbandit/docker/compose_entrypoint.py"]
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +96,7 @@ def test_three_services_from_one_image(compose: dict[str, Any]) -> None:
         assert svc["build"] == "."
         # --host is the bind address inside the container; peers are found by service name.
         assert svc["command"] == ["python", "-m", f"services.{name}", "--host", "0.0.0.0"]
+        assert svc["entrypoint"] == ENTRYPOINT
         env = svc["environment"]
         for peer in SERVICES:
             assert env[f"PRIVBANDIT_{peer.upper()}__HOST"] == peer
@@ -143,86 +150,120 @@ def test_the_postgres_profile_adds_a_database_and_a_replica_on_it(
     assert "8704/healthz" in replica["healthcheck"]["test"][3]
 
 
-_BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:[-+?])(.*))?", re.S)
+def load_entrypoint() -> ModuleType:
+    """``docker/compose_entrypoint.py``, a script outside the package, as a module."""
+    spec = importlib.util.spec_from_file_location("compose_entrypoint", ENTRYPOINT_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+entrypoint = load_entrypoint()
+PASSWORD, STORE, SHUFFLER_URLS = entrypoint.OPERATOR_VARIABLES
+
+
+class Refused(Exception):
+    """``${VAR:?message}`` with VAR unset or empty: compose refuses the file."""
+
+
+# ${VAR}, ${VAR:-default}, ${VAR:?error}; the argument holds no $ or brace (no nesting).
+_PORTABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:[-?])([^${}]*))?\}")
 
 
 def interpolate(text: str, env: Mapping[str, str]) -> str:
     """Compose's interpolation (docs.docker.com/reference/compose-file/interpolation) of the
-    forms this file uses: ``${VAR}``, ``${VAR:-default}``, ``${VAR:+replacement}``,
-    ``${VAR:?error}`` and ``$$``, nested. There is no compose binary to ask here."""
+    forms Compose v1 (Debian's docker-compose 1.29) and v2 both understand: ``${VAR}``,
+    ``${VAR:-default}``, ``${VAR:?error}``, not nested, and ``$$``. Anything else (``${VAR:+x}``,
+    nesting, ...) is a ValueError: v1 would hand it to the container as literal text."""
     out: list[str] = []
     i = 0
     while i < len(text):
         if text.startswith("$$", i):
             out.append("$")
             i += 2
-        elif text.startswith("${", i):
-            depth, j = 1, i + 2
-            while depth:  # the brace that closes this ${, nested ${...} included
-                if text.startswith("${", j):
-                    depth, j = depth + 1, j + 2
-                    continue
-                depth -= text[j] == "}"
-                j += 1
-            match = _BRACED.fullmatch(text[i + 2 : j - 1])
-            assert match, text
+        elif text[i] == "$":
+            match = _PORTABLE.match(text, i)
+            if match is None:
+                raise ValueError(f"not understood by Compose v1: {text[i:]!r}")
             name, op, arg = match.groups()
             value = env.get(name, "")
             if op == ":-" and not value:
-                value = interpolate(arg, env)
-            elif op == ":+":
-                value = interpolate(arg, env) if value else ""
+                value = arg
             elif op == ":?" and not value:
-                raise ValueError(interpolate(arg, env))
+                raise Refused(arg)
             out.append(value)
-            i = j
+            i = match.end()
         else:
             out.append(text[i])
             i += 1
     return "".join(out)
 
 
-def test_interpolate_follows_composes_rules() -> None:
+def test_interpolate_accepts_only_what_compose_v1_understands() -> None:
     env = {"A": "a", "E": ""}
     assert interpolate("${A}-${B}-$$x", env) == "a--$x"
-    assert interpolate("${B:-${A:+<${A}>}}", env) == "<a>"
-    assert interpolate("${E:-${B:+never}}", env) == ""
-    assert interpolate("${A:-${B:?unused}}", env) == "a"
-    with pytest.raises(ValueError, match="need B"):
+    assert interpolate("${E:-d}|${A:-d}|${B:-}", env) == "d|a|"
+    assert interpolate("${A:?unused}", env) == "a"
+    with pytest.raises(Refused, match="need B"):
         interpolate("${B:?need B}", env)
+    for text in ("${A:+x}", "${B:-${A}}", "${B:-${A:+<${A}>}}", "$A"):
+        with pytest.raises(ValueError, match="Compose v1"):
+            interpolate(text, env)
+
+
+def strings(node: Any) -> list[str]:
+    """Every string of a parsed YAML document, keys included."""
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in (*strings(k), *strings(v))]
+    if isinstance(node, list):
+        return [s for v in node for s in strings(v)]
+    return [node] if isinstance(node, str) else []
+
+
+def test_the_compose_file_interpolates_only_what_compose_v1_understands(
+    full_compose: dict[str, Any],
+) -> None:
+    host_env = {"PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
+    for text in strings(full_compose):
+        interpolate(text, host_env)  # ValueError on a form v1 would pass through verbatim
 
 
 PG_URL = "postgresql://privbandit:{}@postgres:5432/privbandit"
 REPLICAS = ["http://shuffler:8702", "http://shuffler-2:8704"]
+OWN_STORE = "postgresql://me@db/x"
+OWN_URLS = ["http://s:1"]
+# What the operator exports, and the store and shuffler URLs every container must end up with
+# (issue 11): the password alone switches to the profile's database and both replicas.
+SETUPS = [
+    pytest.param({}, "sqlite", [], id="no-password-sqlite"),
+    pytest.param({PASSWORD: "0f3a"}, PG_URL.format("0f3a"), REPLICAS, id="password-postgres"),
+    pytest.param({PASSWORD: "0f3a", STORE: OWN_STORE}, OWN_STORE, REPLICAS,
+                 id="password-store-override"),
+    pytest.param({PASSWORD: "0f3a", SHUFFLER_URLS: json.dumps(OWN_URLS)}, PG_URL.format("0f3a"),
+                 OWN_URLS, id="password-urls-override"),
+    pytest.param({PASSWORD: "0f3a", STORE: OWN_STORE, SHUFFLER_URLS: json.dumps(OWN_URLS)},
+                 OWN_STORE, OWN_URLS, id="explicit-overrides"),
+    pytest.param({STORE: OWN_STORE}, OWN_STORE, [], id="explicit-store"),
+]
+# The containers that run a service (through the entrypoint).
+CONTAINERS = (*SERVICES, "shuffler-2")
 
 
-@pytest.mark.parametrize(
-    ("host_env", "store", "urls"),
-    [
-        ({}, "sqlite", []),
-        ({"PRIVBANDIT_POSTGRES_PASSWORD": "0f3a"}, PG_URL.format("0f3a"), REPLICAS),
-        ({"PRIVBANDIT_POSTGRES_PASSWORD": "0f3a", "PRIVBANDIT_STORE": "postgresql://me@db/x",
-          "PRIVBANDIT_SHUFFLER_URLS": '["http://s:1"]'}, "postgresql://me@db/x", ["http://s:1"]),
-        ({"PRIVBANDIT_STORE": "postgresql://me@db/x"}, "postgresql://me@db/x", []),
-    ],
-    ids=["no-password-sqlite", "password-postgres", "explicit-overrides", "explicit-store"],
-)
-def test_the_postgres_password_points_every_service_at_the_database(
-    full_compose: dict[str, Any],
-    monkeypatch: pytest.MonkeyPatch,
-    host_env: dict[str, str],
+def check_containers(
+    environments: Mapping[str, Mapping[str, str]],
     store: str,
     urls: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """What each container's settings become, for what the operator exported: the profile's
-    password alone switches the analyzer and every shuffler to the ``postgres`` service and the
-    device to both replicas; without it the services keep their SQLite files."""
+    """Each service container, started with its environment from ``environments`` (as compose
+    hands it over), runs the entrypoint's derivation and builds the real ``Settings``: its
+    analyzer and shuffler store is ``store``, its shuffler replicas ``urls``."""
     from shared.settings import Settings
 
-    host_env = {**host_env, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
-    for name in (*SERVICES, "shuffler-2"):
-        env = {k: interpolate(str(v), host_env)
-               for k, v in full_compose["services"][name]["environment"].items()}
+    for name in CONTAINERS:
+        env = entrypoint.derive(environments[name])
+        assert not set(env) & set(entrypoint.OPERATOR_VARIABLES), name
         for key in [k for k in os.environ if k.startswith("PRIVBANDIT_")]:
             monkeypatch.delenv(key)
         for key, value in env.items():
@@ -232,8 +273,125 @@ def test_the_postgres_password_points_every_service_at_the_database(
         settings = Settings()
         assert settings.analyzer.store == settings.shuffler.store == store, name
         assert settings.shuffler.urls == urls, name
-    pg_password = full_compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"]
-    assert interpolate(pg_password, host_env) == host_env.get("PRIVBANDIT_POSTGRES_PASSWORD", "")
+
+
+@pytest.mark.parametrize(("host_env", "store", "urls"), SETUPS)
+def test_the_postgres_password_points_every_service_at_the_database(
+    full_compose: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    host_env: dict[str, str],
+    store: str,
+    urls: list[str],
+) -> None:
+    """What each container's settings become, for what the operator exported, with the file's
+    ``${…}`` resolved by Compose's rules here: the profile's password alone switches the analyzer
+    and every shuffler to the ``postgres`` service and the device to both replicas; without it
+    the services keep their SQLite files."""
+    host_env = {**host_env, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
+    services = full_compose["services"]
+    environments = {
+        name: {k: interpolate(str(v), host_env) for k, v in svc["environment"].items()}
+        for name, svc in services.items()
+    }
+    check_containers(environments, store, urls, monkeypatch)
+    assert environments["postgres"]["POSTGRES_PASSWORD"] == host_env.get(PASSWORD, "")
+
+
+@needs_compose
+@pytest.mark.parametrize(("host_env", "store", "urls"), SETUPS)
+def test_docker_compose_resolves_every_containers_store(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    host_env: dict[str, str],
+    store: str,
+    urls: list[str],
+) -> None:
+    """The same, with the file resolved by the real ``docker-compose config`` (Debian's 1.29,
+    Compose v1): each container's environment as it prints it, through the entrypoint, gives the
+    settings above. v1 hands what it does not understand (``${VAR:+x}``, nesting) to the
+    container as literal text, which ``config -q`` does not notice and this does."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIVBANDIT_", "COMPOSE_"))}
+    env.update(host_env, PRIVBANDIT_SHUFFLER_TOKEN=secrets.token_urlsafe(32))
+    env_file = tmp_path / "empty.env"  # not a .env of the checkout's
+    env_file.write_text("")
+    profile = ["--profile", "postgres"] if PASSWORD in host_env else []
+    result = subprocess.run(
+        ["docker-compose", "--env-file", str(env_file), "-f", str(COMPOSE), *profile, "config"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    # `config` prints a compose file, so a literal $ comes out as $$; the container gets $.
+    environments = {
+        name: {k: str(v).replace("$$", "$") for k, v in svc["environment"].items()}
+        for name, svc in services.items()
+    }
+    check_containers(environments, store, urls, monkeypatch)
+    assert environments["postgres"]["POSTGRES_PASSWORD"] == host_env.get(PASSWORD, "")
+    for name in CONTAINERS:
+        assert services[name]["entrypoint"] == ENTRYPOINT, name
+
+
+def test_the_entrypoint_knows_the_compose_files_topology(
+    full_compose: dict[str, Any], ports: dict[str, int],
+) -> None:
+    """The database and replicas the entrypoint points the services at are the file's."""
+    services = full_compose["services"]
+    pg = services["postgres"]["environment"]
+    assert pg["POSTGRES_USER"] == entrypoint.POSTGRES_USER
+    assert pg["POSTGRES_DB"] == entrypoint.POSTGRES_DB
+    assert entrypoint.POSTGRES_ADDRESS == "postgres:5432"  # the service; the image's port
+    replica_port = int(services["shuffler-2"]["command"][-1])
+    assert list(entrypoint.PROFILE_REPLICAS) == [
+        f"http://shuffler:{ports['shuffler']}", f"http://shuffler-2:{replica_port}"
+    ]
+
+
+def test_the_entrypoint_percent_encodes_the_password() -> None:
+    """Any password survives the URL (libpq decodes it) and ``redact`` still hides it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from services.common.pg import redact
+
+    password = "p@ss/w:rd%?#$ é"
+    url = entrypoint.derive({PASSWORD: password})["PRIVBANDIT_ANALYZER__STORE"]
+    parsed = conninfo_to_dict(url)
+    assert parsed["password"] == password
+    assert (parsed["user"], parsed["host"], parsed["port"], parsed["dbname"]) == (
+        "privbandit", "postgres", "5432", "privbandit")
+    assert redact(url) == "postgresql://privbandit:***@postgres:5432/privbandit"
+
+
+def test_the_entrypoint_keeps_an_explicit_setting_and_treats_empty_as_unset() -> None:
+    # Empty operator variables: nothing derived, nothing removed but them.
+    empty = {PASSWORD: "", STORE: "", SHUFFLER_URLS: "", "PRIVBANDIT_DATA_DIR": "/data"}
+    assert entrypoint.derive(empty) == {"PRIVBANDIT_DATA_DIR": "/data"}
+    # A per-service setting already given (e.g. by an override file) wins over the derived one.
+    env = entrypoint.derive({PASSWORD: "0f3a", "PRIVBANDIT_ANALYZER__STORE": OWN_STORE,
+                             "PRIVBANDIT_SHUFFLER__URLS": ""})
+    assert env == {
+        "PRIVBANDIT_ANALYZER__STORE": OWN_STORE,
+        "PRIVBANDIT_SHUFFLER__STORE": PG_URL.format("0f3a"),
+        "PRIVBANDIT_SHUFFLER__URLS": json.dumps(REPLICAS),
+    }
+
+
+def test_the_entrypoint_runs_the_command_in_the_derived_environment() -> None:
+    """As the container runs it: a script, exec'ing the service command."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVBANDIT_")}
+    env[PASSWORD] = "0f3a"
+    show = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() " \
+           "if k.startswith('PRIVBANDIT_')}))"
+    out = subprocess.run([sys.executable, str(ENTRYPOINT_SCRIPT), sys.executable, "-c", show],
+                         env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(out.stdout) == {
+        "PRIVBANDIT_ANALYZER__STORE": PG_URL.format("0f3a"),
+        "PRIVBANDIT_SHUFFLER__STORE": PG_URL.format("0f3a"),
+        "PRIVBANDIT_SHUFFLER__URLS": json.dumps(REPLICAS),
+    }
+    bare = subprocess.run([sys.executable, str(ENTRYPOINT_SCRIPT)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert bare.returncode != 0 and "usage" in bare.stderr
 
 
 @needs_compose
@@ -253,6 +411,9 @@ def test_dockerfile() -> None:
     assert "pip install ." in text
     for name in SERVICES:
         assert f"/data/{name}" in text
+    # The compose file's entrypoint is where the image puts docker/.
+    assert "WORKDIR /opt/privbandit\n" in text and "COPY docker ./docker\n" in text
+    assert ENTRYPOINT[1] == "/opt/privbandit/" + str(ENTRYPOINT_SCRIPT.relative_to(ROOT))
     # Every path the image copies exists in the repository.
     for line in text.splitlines():
         if line.startswith("COPY "):
