@@ -29,9 +29,11 @@ def smallest_satisfying(ok: Callable[[int], bool], max_n: int) -> int | None:
 def bisect_boundary(ok: Callable[[float], bool], bad: float, good: float, tol: float) -> float:
     """The point where a monotone predicate switches, to within ``tol``, from the ``good`` side:
     needs ``ok(good)`` and ``not ok(bad)`` (either order on the line); returns an x with
-    ``ok(x)`` and |x − boundary| ≤ tol."""
+    ``ok(x)`` and |x − boundary| ≤ tol, or one float spacing where that is coarser than tol."""
     while abs(good - bad) > tol:
         mid = 0.5 * (bad + good)
+        if mid in (bad, good):  # adjacent floats farther apart than tol (|x| ≳ 2^52 · tol)
+            break
         if ok(mid):
             good = mid
         else:

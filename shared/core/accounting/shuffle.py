@@ -33,9 +33,22 @@ S(j) = Pr[A ≥ j]:
 The hockey-stick divergence is the maximum over all events, so evaluating the tail sum at
 k*-1, k*, k*+1 and keeping the largest is exact and immune to rounding of k*.
 
+Large ε0. Nothing above is evaluated by forming e^{ε0} or e^ε (both overflow a double above
+≈ 709.78) or 1 - p1 by subtraction (it rounds to 0 above ε0 ≈ 37):
+
+    p1 - e^ε (1-p1)  =  p1 (1 - e^{ε-ε0}),
+    (1-p1) - e^ε p1  = -p1 e^ε (1 - e^{-(ε+ε0)}),
+    R/(1+R)          =  (1 - e^{-(ε+ε0)}) / ((1 - e^{-ε0})(1 + e^{-ε})),
+
+and the tail sum is formed from the logs of its two terms (``_conditional_divergence``), so the
+bound is exact, not merely finite, for any ε0. When (n-1) e^{-ε0} is negligible, C = 0 but for
+that mass and δ(ε) is the randomized-response divergence p1 (1 - e^{ε-ε0}): the central ε is
+ε0 + log(1 - δ/p1) < ε0, i.e. no amplification.
+
 Everything is vectorised over the support of C with ``scipy.stats.binom``. The C-support is
-truncated to [ppf(τ), isf(τ)]; the truncated mass (each conditional divergence is ≤ 1) is ADDED to
-δ so the bound stays an upper bound.
+truncated to a Bernstein window of tail mass τ (``binomial.truncated_binomial``, which also takes
+the pmf from its log when q = e^{-ε0} is near the smallest double); the truncated mass (each
+conditional divergence is ≤ 1) is ADDED to δ so the bound stays an upper bound.
 """
 
 from __future__ import annotations
@@ -43,7 +56,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
 from scipy.stats import binom
 
 from shared.core.accounting.binomial import truncated_binomial
@@ -62,25 +74,39 @@ EPS_TOL = 1e-9
 
 
 def _conditional_divergence(eps: float, eps0: float, c: np.ndarray) -> np.ndarray:
-    """Σ_k max(0, P(k|c) - e^ε Q(k|c)) for each clone count in ``c`` (see module docstring)."""
-    if eps >= eps0:
-        return np.zeros_like(c, dtype=float)
-    p1 = float(expit(eps0))  # e^{ε0}/(e^{ε0}+1) without overflow
-    e_eps = math.exp(eps)
-    # R = (e^{ε+ε0} - 1)/(e^{ε0} - e^ε), computed as (1 - e^{-(ε+ε0)}) / (e^{-ε} - e^{-ε0}) so
-    # that large ε0 does not overflow.
-    ratio = -math.expm1(-(eps + eps0)) / (math.exp(-eps) - math.exp(-eps0))
+    """Σ_k max(0, P(k|c) - e^ε Q(k|c)) for each clone count in ``c`` (see module docstring).
+
+    Computed in log space so that it is exact for every ε < ε0, however large (module docstring,
+    "Large ε0"): with S(j) = Pr[A ≥ j], the tail sum at k is
+
+        p1 [(1 - e^{ε-ε0}) S(k-1) - e^ε (1 - e^{-(ε+ε0)}) S(k)] = e^a (1 - e^{b-a}),
+        a = log p1 + log(1 - e^{ε-ε0}) + log S(k-1),
+        b = log p1 + ε + log(1 - e^{-(ε+ε0)}) + log S(k).
+    """
     c = np.asarray(c, dtype=float)
-    k_star = np.ceil(ratio * (c + 1.0) / (1.0 + ratio))
-    coef_prev = p1 - e_eps * (1.0 - p1)  # multiplies S(k-1) = Pr[A ≥ k-1]
-    coef_here = (1.0 - p1) - e_eps * p1  # multiplies S(k)   = Pr[A ≥ k]
+    if eps >= eps0:
+        return np.zeros_like(c)
+    log_p1 = -float(np.logaddexp(0.0, -eps0))  # log(e^{ε0}/(e^{ε0}+1))
+    # log of p1 - e^ε (1-p1) = p1 (1 - e^{ε-ε0}), the coefficient of S(k-1) (> 0 for ε < ε0).
+    log_coef_prev = log_p1 + math.log(-math.expm1(eps - eps0))
+    # log of -[(1-p1) - e^ε p1] = p1 e^ε (1 - e^{-(ε+ε0)}), minus the coefficient of S(k).
+    log_coef_here = log_p1 + eps + math.log(-math.expm1(-(eps + eps0)))
+    # R/(1+R), R = (e^{ε+ε0} - 1)/(e^{ε0} - e^ε): R/(1+R) = (e^{ε+ε0} - 1)/((e^{ε0} - 1)(e^ε + 1))
+    # = (1 - e^{-(ε+ε0)}) / ((1 - e^{-ε0})(1 + e^{-ε})), in [1/2, 1) for 0 ≤ ε < ε0.
+    frac = math.expm1(-(eps + eps0)) / (math.expm1(-eps0) * (1.0 + math.exp(-eps)))
+    k_star = np.ceil(frac * (c + 1.0))
     best = np.zeros_like(c)
     for shift in (-1.0, 0.0, 1.0):
         k = np.clip(k_star + shift, 0.0, c + 1.0)
-        # Pr[A ≥ j] = binom.sf(j - 1, c, 1/2); sf(j) = 1 for j < 0 and 0 for j ≥ c.
-        s_prev = binom.sf(k - 2.0, c, 0.5)
-        s_here = binom.sf(k - 1.0, c, 0.5)
-        best = np.maximum(best, coef_prev * s_prev + coef_here * s_here)
+        # log Pr[A ≥ j] = binom.logsf(j - 1, c, 1/2): 0 for j ≤ 0 and -inf for j > c.
+        a = log_coef_prev + binom.logsf(k - 2.0, c, 0.5)
+        b = log_coef_here + binom.logsf(k - 1.0, c, 0.5)
+        # The tail sum is positive iff b < a; elsewhere it is ≤ 0 and max(0, ·) is exactly 0
+        # (this also covers a = b = -inf, an empty tail).
+        positive = b < a
+        gap = np.subtract(b, a, out=np.zeros_like(c), where=positive)
+        tail = np.where(positive, np.exp(a) * -np.expm1(gap), 0.0)
+        best = np.maximum(best, tail)
     return best
 
 
