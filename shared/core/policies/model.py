@@ -9,9 +9,11 @@ is one triangular solve of n·K right-hand sides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from shared.core.confidence import ellipsoid_norms
 
@@ -51,6 +53,21 @@ class Model:
         if shared_arms(X):
             return np.repeat(self.decide(X[:1]), X.shape[0])
         return np.argmax(self.scores(X), axis=-1)
+
+    @cached_property
+    def chol_inv(self) -> np.ndarray:
+        """W = chol⁻¹, so that ‖x‖_{V⁻¹} = ‖W x‖₂ (V⁻¹ = chol⁻ᵀ chol⁻¹); once per model."""
+        return solve_triangular(self.chol, np.eye(self.d), lower=True, check_finite=False)
+
+    def decide_one(self, X: np.ndarray) -> int:
+        """One user's arm for its K×d arm matrix: argmax_a ⟨x_a, θ̃⟩ + β ‖W x_a‖₂ — the same index
+        as ``decide`` (ties: lowest index). For one user, a product with the cached W costs a
+        few µs where a triangular solve's call overhead costs tens (the device's ``decide``)."""
+        index = X @ self.theta
+        if self.beta != 0:
+            z = X @ self.chol_inv.T
+            index = index + self.beta * np.sqrt(np.einsum("ij,ij->i", z, z))
+        return int(np.argmax(index))
 
     def to_dict(self) -> dict[str, Any]:
         return {

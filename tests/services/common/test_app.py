@@ -131,3 +131,18 @@ def test_error_kinds_carry_status_and_code() -> None:
                                                                              "other")
     # A commit refused at shutdown reaches a client as 503 "unavailable".
     assert issubclass(ShuttingDown, Unavailable) and ShuttingDown("x").status == 503
+
+
+def test_a_service_process_runs_blas_on_one_thread() -> None:
+    """``cli.serve`` limits BLAS to one thread (a multi-threaded BLAS stalls a busy host's event
+    loop on d×d work); the limiter restores the previous limits."""
+    from threadpoolctl import threadpool_info
+
+    from services.common.cli import single_threaded_blas
+
+    limiter = single_threaded_blas()
+    try:
+        blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+        assert blas and all(p["num_threads"] == 1 for p in blas)
+    finally:
+        limiter.restore_original_limits()

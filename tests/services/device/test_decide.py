@@ -122,3 +122,26 @@ async def test_malformed_bodies_and_routes(settings: Settings) -> None:
         error(await s.device.get("/v1/nothing-here"), 404)
         error(await s.device.get("/v1/tasks/cen/decide"), 405)
         assert (await status(s.device))["feedbacks"] == 0
+
+
+def test_check_features_names_the_first_bad_row() -> None:
+    """The fast path converts and checks the whole matrix at once; a refusal still names the
+    first offending row (and its norm), as the per-row checks did."""
+    from services.device.decisions import check_features
+    from services.device.errors import FeatureNorm, NotFinite, WrongDimension
+    from shared.settings import TaskConfig
+
+    cfg = TaskConfig.model_validate({"id": "t", "threat_model": "none", "K": 4,
+                                     "policy": {"algo": "linucb", "d": 3}})
+    ok = [[0.1, 0.2, 0.3]] * 4
+    assert check_features(cfg, ok).shape == (4, 3)
+    with pytest.raises(WrongDimension, match="row 2 has 2"):
+        check_features(cfg, [[0.1] * 3, [0.1] * 3, [0.1] * 2, [0.1] * 3])
+    with pytest.raises(FeatureNorm, match=r"row 1 has \|\|x\|\| = 1\.5"):
+        check_features(cfg, [[0.1] * 3, [1.2, 0.9, 0.0], [3.0, 0, 0], [0.1] * 3])
+    with pytest.raises(FeatureNorm, match=r"row 3 has \|\|x\|\| = inf"):
+        check_features(cfg, [[0.1] * 3] * 3 + [[1e200, 0.0, 0.0]])
+    with pytest.raises(NotFinite):
+        check_features(cfg, [[0.1] * 3] * 3 + [[float("nan"), 0.0, 0.0]])
+    # On the boundary ‖x‖ = L (= 1 here): inside, as before.
+    assert check_features(cfg, [[1.0, 0.0, 0.0]] * 4).shape == (4, 3)
