@@ -45,11 +45,14 @@ class GroupCommitter(Generic[T, R]):
     ``weight(item)`` is an item's share of ``max_weight`` (default 1 per item).
 
     ``in_loop``: run ``commit`` on the event loop's thread instead of a worker thread, for a
-    store whose groups are small and cheap apart from the fsync (the device's). The loop is
-    then blocked for the commit (a few ms of fsync), and everything that arrives meanwhile
-    waits in the sockets to form the next group; in exchange no request waits for a thread
-    hand-off and for the GIL to come back from a worker, which under load cost more CPU and
-    latency than the fsync itself (BENCHMARKS "Load": decide).
+    store whose groups are small and cheap apart from the fsync (the device's). No request
+    then waits for a thread hand-off per statement and for the GIL to come back from a worker,
+    which under load cost more CPU and latency than the fsync itself (BENCHMARKS "Load":
+    decide). ``sync``: what makes an ``in_loop`` commit durable (an fsync), run in a worker
+    thread after ``commit`` returns and before any submitter of the group is answered; the loop
+    serves requests meanwhile, and what they submit forms the next group. One thread hand-off
+    per group, not per statement. If ``sync`` raises, every item of the group fails with it
+    (its writes may not be on disk).
     """
 
     def __init__(
@@ -62,9 +65,12 @@ class GroupCommitter(Generic[T, R]):
         weight: Callable[[T], int] | None = None,
         after: Callable[[list[T], list[Outcome[R]]], None] | None = None,
         in_loop: bool = False,
+        sync: Callable[[], None] | None = None,
     ) -> None:
         if max_items < 1:
             raise ValueError("max_items must be >= 1")
+        if sync is not None and not in_loop:
+            raise ValueError("sync is for an in_loop committer (a threaded commit syncs itself)")
         self.name = name
         self._commit = commit
         self._after = after
@@ -72,6 +78,7 @@ class GroupCommitter(Generic[T, R]):
         self.max_items = max_items
         self.max_weight = max_weight
         self.in_loop = in_loop
+        self._sync = sync
         # None is the stop sentinel.
         self._queue: asyncio.Queue[tuple[T, asyncio.Future[R]] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -136,6 +143,8 @@ class GroupCommitter(Generic[T, R]):
         try:
             if self.in_loop:
                 outcomes = list(self._commit(items))
+                if self._sync is not None:
+                    await anyio.to_thread.run_sync(self._sync)
             else:
                 # Not abandoned on cancellation: shutdown waits for a commit in progress.
                 outcomes = list(await anyio.to_thread.run_sync(self._commit, items))

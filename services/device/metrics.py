@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from services.common.metrics import ServiceMetrics
+from services.common.metrics import GROUP_SIZES, ServiceMetrics
 from services.device.secure_sum import TaskKey
 from shared.core.policies import Model
 
@@ -24,6 +24,9 @@ class DeviceMetrics(ServiceMetrics):
         )
         self.model_version = self.gauge("model_version", "Cached model version", task)
         self.model_updates = self.counter("model_updates", "Models installed", ["task", "source"])
+        self.commit_group = self.histogram(
+            "commit_group_ops", "Store operations (decisions, feedbacks, outbox reads) made "
+            "durable per commit", GROUP_SIZES)
         self.decide_seconds = self.histogram(
             "decide_seconds", "Time to answer a decide request",
             (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5),

@@ -98,7 +98,7 @@ async def open_runtime(
     decision pruner; stop and close them all on exit."""
     timing = settings.device_timing
     metrics = DeviceMetrics()
-    store = DeviceStore(data_path(settings))
+    store = DeviceStore(data_path(settings), on_group=metrics.commit_group.observe)
     analyzer = httpx.AsyncClient(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=timing.http_timeout
     )
