@@ -175,3 +175,54 @@ async def test_an_in_loop_committer_commits_on_the_loop_thread_and_groups_what_q
     assert groups == [[0, 1, 2, 3]]
     assert set(threads) == {threading.get_ident()}
     await gc.stop()
+
+
+async def test_an_in_loop_committers_sync_runs_off_the_loop_before_anyone_is_answered() -> None:
+    """``sync`` (the fsync that makes an in-loop commit durable) runs in a worker thread after
+    the commit and before any submitter of the group gets its answer; while it runs the loop
+    stays free and what is submitted meanwhile becomes the next group; a failing sync fails its
+    whole group (and only it)."""
+    loop_thread = threading.get_ident()
+    events: list[str] = []
+    sync_threads: list[int] = []
+    release = threading.Event()
+    fail_next = False
+
+    def commit(items: list[int]) -> list[int]:
+        events.append(f"commit {items}")
+        return items
+
+    def sync() -> None:
+        nonlocal fail_next
+        sync_threads.append(threading.get_ident())
+        release.wait(5)
+        events.append("sync")
+        if fail_next:
+            fail_next = False
+            raise OSError("fsync failed")
+
+    gc: GroupCommitter[int, int] = GroupCommitter("test", commit, in_loop=True, sync=sync)
+    gc.start()
+    first = asyncio.ensure_future(gc.submit(1))
+    for _ in range(50):  # until the first group is committed and its sync is waiting
+        await asyncio.sleep(0.01)
+        if events:
+            break
+    assert events == ["commit [1]"] and not first.done()  # committed, not yet answered
+    second = [asyncio.ensure_future(gc.submit(i)) for i in (2, 3)]  # the loop is free meanwhile
+    await asyncio.sleep(0.05)
+    assert not first.done() and events == ["commit [1]"]
+    release.set()
+    assert await first == 1
+    assert await asyncio.gather(*second) == [2, 3]
+    assert events == ["commit [1]", "sync", "commit [2, 3]", "sync"]
+    assert sync_threads and loop_thread not in sync_threads
+
+    fail_next = True
+    failed = await asyncio.gather(gc.submit(4), gc.submit(5), return_exceptions=True)
+    assert all(isinstance(r, OSError) for r in failed)
+    assert await gc.submit(6) == 6  # the next group is unaffected
+    await gc.stop()
+
+    with pytest.raises(ValueError, match="in_loop"):
+        GroupCommitter("test", commit, sync=sync)

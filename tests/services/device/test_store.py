@@ -118,3 +118,38 @@ def test_decision_ids_are_hex_ordered_by_second_and_random_below() -> None:
     assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
     assert len(set(ids)) == 1000 and len({i[8:] for i in ids}) == 1000
     assert len({i[:8] for i in ids}) <= 2  # one second (or the turn of one)
+
+
+async def test_a_decision_is_answered_only_after_the_wal_is_fsynced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store commits with ``synchronous=NORMAL`` (no fsync on the loop) and fsyncs the WAL
+    itself before answering: ``add_decision`` returns only after an fsync of the WAL file's
+    inode that began after the decision's commit. (A power cut cannot be staged here; the
+    fsync is observed instead, on the real file.)"""
+    import os
+
+    path = tmp_path / "device.sqlite3"
+    store = DeviceStore(path)
+    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    synced: list[tuple[int, int]] = []  # (inode, decisions committed when the fsync ran)
+    real_fsync = os.fsync
+    probe = sqlite3.connect(path, check_same_thread=False)
+
+    def spy(fd: int) -> None:
+        committed = probe.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
+        synced.append((os.fstat(fd).st_ino, committed))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    store.start()
+    try:
+        await store.add_decision("a" * 32, "t", np.ones(3))
+        wal = Path(f"{path}-wal")
+        assert synced and synced[-1] == (wal.stat().st_ino, 1)
+        await store.add_decision("b" * 32, "t", np.ones(3))
+        assert synced[-1] == (wal.stat().st_ino, 2)
+    finally:
+        await store.stop()
+        store.close()
+        probe.close()
