@@ -7,8 +7,8 @@ writes the whole group in one transaction — one fsync for all of them. Each su
 its own outcome: ``commit`` returns one value per item, and an exception instance in that list
 fails that item alone; an exception raised by ``commit`` itself fails the whole group.
 
-Submitters wait under ``asyncio.shield``: a client that goes away must not cancel the commit it is
-part of. ``stop()`` lets the group in progress finish and fails what is still queued with
+A submitter that goes away (its request cancelled) cancels only its own wait: its item stays in
+the queue or the group and is committed all the same, and nobody is answered for it. ``stop()`` lets the group in progress finish and fails what is still queued with
 ``ShuttingDown``.
 """
 
@@ -108,16 +108,17 @@ class GroupCommitter(Generic[T, R]):
             item = self._queue.get_nowait()
             if item is not None and not item[1].done():
                 item[1].set_exception(ShuttingDown(f"{self.name}: shutting down"))
+                item[1].exception()  # retrieved (see ``_commit_group``)
 
     async def submit(self, item: T) -> R:
         """The item's committed outcome (its exception is raised here)."""
         if not self.running:
             raise ShuttingDown(f"{self.name}: not accepting work")
         fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        # Retrieve the outcome even if the caller went away, so no "never retrieved" warnings.
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._queue.put_nowait((item, fut))
-        return await asyncio.shield(fut)
+        # No ``asyncio.shield``: cancelling this wait cancels ``fut`` only, never the commit
+        # (``_commit_group`` skips a future that is done). One future and one wake-up per item.
+        return await fut
 
     async def _run(self) -> None:
         while True:
@@ -164,5 +165,8 @@ class GroupCommitter(Generic[T, R]):
                 continue
             if isinstance(outcome, BaseException):
                 fut.set_exception(outcome)
+                # Marked retrieved: a submitter cancelled after this point never reads it, and
+                # that is no error worth a "never retrieved" log line.
+                fut.exception()
             else:
                 fut.set_result(outcome)

@@ -226,3 +226,30 @@ async def test_an_in_loop_committers_sync_runs_off_the_loop_before_anyone_is_ans
 
     with pytest.raises(ValueError, match="in_loop"):
         GroupCommitter("test", commit, sync=sync)
+
+
+@pytest.mark.parametrize("in_loop", [False, True])
+async def test_a_submitter_that_goes_away_cancels_its_wait_not_the_commit(in_loop: bool) -> None:
+    """A request cancelled while its item waits (the client went away) stops waiting, but the
+    item is committed with its group all the same; an item that fails after its submitter left
+    logs no "exception never retrieved"."""
+    committed: list[int] = []
+    gate = threading.Event()
+
+    def commit(items: list[int]) -> list[int | BaseException]:
+        if not in_loop:
+            gate.wait(5)
+        committed.extend(items)
+        return [ValueError("bad") if i == 2 else i for i in items]
+
+    gc: GroupCommitter[int, int] = GroupCommitter("test", commit, in_loop=in_loop)
+    gc.start()
+    waits = [asyncio.ensure_future(gc.submit(i)) for i in (1, 2, 3)]
+    await asyncio.sleep(0)
+    waits[0].cancel()
+    waits[1].cancel()
+    gate.set()
+    assert await waits[2] == 3
+    assert sorted(committed) == [1, 2, 3]
+    assert waits[0].cancelled() and waits[1].cancelled()
+    await gc.stop()
