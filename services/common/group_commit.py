@@ -8,8 +8,8 @@ its own outcome: ``commit`` returns one value per item, and an exception instanc
 fails that item alone; an exception raised by ``commit`` itself fails the whole group.
 
 A submitter that goes away (its request cancelled) cancels only its own wait: its item stays in
-the queue or the group and is committed all the same, and nobody is answered for it. ``stop()`` lets the group in progress finish and fails what is still queued with
-``ShuttingDown``.
+the queue or the group and is committed all the same, and nobody is answered for it. ``stop()``
+lets the group in progress finish and fails what is still queued with ``ShuttingDown``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Embedded storage shared by the three services' SQLite stores: how a database is opened, the one
-``transaction()`` every write goes through, and numbered schema migrations (``migrate``)."""
+``transaction()`` every write goes through, numbered schema migrations (``migrate``), and
+``WalSync``, the fsync that makes a commit durable when the commit itself did not wait for one."""
 
 from __future__ import annotations
 
@@ -54,6 +55,40 @@ def open_db(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+class WalSync:
+    """The fsync of a WAL-mode database's write-ahead log, for commits made on an event loop's
+    thread with ``synchronous=NORMAL`` (no fsync at commit) and answered only after this has
+    run in a worker thread (``GroupCommitter(in_loop=True, sync=...)``).
+
+    Together that is ``FULL``'s guarantee, an acknowledged commit survives a power cut: the
+    commit's frames, with their commit marker, are in the WAL once ``COMMIT`` returns, and this
+    puts them on disk. In WAL mode ``NORMAL`` still syncs the WAL before each checkpoint and the
+    database file after it, so a checkpoint never needs this. The descriptor is reopened if the
+    file was replaced (SQLite recreates the WAL only when no connection is open, but a stale
+    descriptor would sync the wrong file); no WAL yet means nothing was written."""
+
+    def __init__(self, db: Path) -> None:
+        self.wal = Path(f"{db}-wal")
+        self._fd: int | None = None
+
+    def __call__(self) -> None:
+        try:
+            st = os.stat(self.wal)
+        except FileNotFoundError:
+            return
+        fd = self._fd
+        if fd is None or os.fstat(fd).st_ino != st.st_ino:
+            if fd is not None:
+                os.close(fd)
+            fd = self._fd = os.open(self.wal, os.O_RDONLY)
+        os.fsync(fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 @contextmanager

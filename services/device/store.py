@@ -30,7 +30,6 @@ a device from before them (it finds them present in any other).
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -41,7 +40,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from services.common.group_commit import GroupCommitter, Outcome
-from services.common.sqlite import add_columns, migrate, open_db, savepoint, transaction
+from services.common.sqlite import (
+    WalSync,
+    add_columns,
+    migrate,
+    open_db,
+    savepoint,
+    transaction,
+)
 from services.device.errors import DecisionUsed, UnknownDecision
 
 log = logging.getLogger(__name__)
@@ -149,8 +155,7 @@ class DeviceStore:
         self._conn = open_db(path, timeout=5.0)
         # Durability comes from ``sync_wal`` after each commit (module docstring).
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._wal = Path(f"{path}-wal")
-        self._wal_fd: int | None = None
+        self._wal_sync = WalSync(path)
         migrate(self._conn, MIGRATIONS, store="device")
         self.counters = self._load_counters()
         # Outbox room claimed by feedbacks in progress (``reserve_outbox``); event loop only.
@@ -184,26 +189,12 @@ class DeviceStore:
 
     def close(self) -> None:
         self._conn.close()
-        if self._wal_fd is not None:
-            os.close(self._wal_fd)
-            self._wal_fd = None
+        self._wal_sync.close()
 
     def sync_wal(self) -> None:
-        """fsync the write-ahead log: every transaction committed so far is then on disk (run
-        by the committer in a worker thread after each group). The descriptor is reopened if
-        the file is a new one (SQLite recreates the WAL only when no connection is open, but a
-        stale descriptor would sync the wrong file); no WAL yet (nothing written): nothing to
-        sync."""
-        try:
-            st = os.stat(self._wal)
-        except FileNotFoundError:
-            return
-        fd = self._wal_fd
-        if fd is None or os.fstat(fd).st_ino != st.st_ino:
-            if fd is not None:
-                os.close(fd)
-            fd = self._wal_fd = os.open(self._wal, os.O_RDONLY)
-        os.fsync(fd)
+        """fsync the write-ahead log (``WalSync``): every transaction committed so far is then
+        on disk. The committer runs it in a worker thread after each group."""
+        self._wal_sync()
 
     def _commit_group(self, ops: list[Op | _NewDecision]) -> list[Outcome[Any]]:
         """(On the event loop's thread: the committer is ``in_loop``; ``sync_wal`` follows in a
