@@ -69,9 +69,13 @@ class WalSync:
     file was replaced (SQLite recreates the WAL only when no connection is open, but a stale
     descriptor would sync the wrong file); no WAL yet means nothing was written."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, checkpoint_every: int | None = None) -> None:
+        self.db = db
         self.wal = Path(f"{db}-wal")
         self._fd: int | None = None
+        self.checkpoint_every = checkpoint_every
+        self._syncs = 0
+        self._checkpointer: sqlite3.Connection | None = None
 
     def __call__(self) -> None:
         try:
@@ -84,11 +88,29 @@ class WalSync:
                 os.close(fd)
             fd = self._fd = os.open(self.wal, os.O_RDONLY)
         os.fsync(fd)
+        self._syncs += 1
+        if self.checkpoint_every is not None and self._syncs % self.checkpoint_every == 0:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """A ``PASSIVE`` checkpoint on a connection of its own (it copies what it can without
+        waiting for the writer, which goes on meanwhile). With ``checkpoint_every``, the
+        writer's connection runs ``wal_autocheckpoint=0`` and this, in the worker thread, every
+        that many syncs: SQLite's automatic checkpoint would otherwise run inside a COMMIT on
+        the event loop's thread and stall it (tens to hundreds of ms, two fsyncs and the copy
+        of a thousand pages)."""
+        if self._checkpointer is None:
+            self._checkpointer = sqlite3.connect(self.db, isolation_level=None,
+                                                 check_same_thread=False, timeout=5.0)
+        self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
 
 
 @contextmanager

@@ -153,3 +153,36 @@ async def test_a_decision_is_answered_only_after_the_wal_is_fsynced(
         await store.stop()
         store.close()
         probe.close()
+
+
+async def test_the_wal_is_checkpointed_by_the_sync_thread_not_inside_a_commit(
+    tmp_path: Path,
+) -> None:
+    """SQLite's automatic checkpoint (inside a COMMIT, on the event loop's thread) is off; the
+    sync's worker thread checkpoints every ``CHECKPOINT_EVERY`` groups instead, so the rows
+    reach the database file itself (read here without the WAL: ``immutable=1``)."""
+    from services.device.store import CHECKPOINT_EVERY
+
+    path = tmp_path / "device.sqlite3"
+    store = DeviceStore(path)
+    assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+
+    def in_main_file() -> int:
+        main = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        try:
+            return main.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
+        except sqlite3.OperationalError:  # not even the schema is in the main file yet
+            return 0
+        finally:
+            main.close()
+
+    store.start()
+    try:
+        for i in range(CHECKPOINT_EVERY - 1):
+            await store.add_decision(f"{i:032x}", "t", np.ones(3))
+        assert in_main_file() == 0  # all of it still only in the WAL
+        await store.add_decision(f"{CHECKPOINT_EVERY:032x}", "t", np.ones(3))
+        assert in_main_file() == CHECKPOINT_EVERY
+    finally:
+        await store.stop()
+        store.close()
