@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 
-from services.common.body import JsonBody, body_openapi, json_response
-from services.common.deps import get_runtime
+from services.common.body import body_openapi, json_response, parse_body
+from services.common.deps import get_runtime, runtime_of
 from services.common.health import health
 from services.device import decisions
 from services.device.runtime import DeviceRuntime
@@ -24,6 +24,8 @@ from shared.protocol.messages import (
 router = APIRouter()
 
 RuntimeDep = Annotated[DeviceRuntime, Depends(get_runtime)]
+_DECIDE_BODY = parse_body(DecideRequest)
+_FEEDBACK_BODY = parse_body(FeedbackRequest)
 
 _ERRORS = {
     404: {"model": ErrorBody, "description": "unknown task or decision"},
@@ -38,12 +40,13 @@ _ERRORS = {
     responses={k: v for k, v in _ERRORS.items() if k != 409},
     openapi_extra=body_openapi(DecideRequest),
 )
-async def decide(task: str, body: JsonBody[DecideRequest], runtime: RuntimeDep) -> Response:
+async def decide(task: str, request: Request) -> Response:
     """Choose an arm for K per-arm feature vectors with the cached model (no network round trip).
 
     Only the chosen arm's vector is kept, on this device, until the feedback arrives.
     """
-    return json_response(await decisions.decide(runtime, task, body.features))
+    body = await _DECIDE_BODY(request)  # the body and runtime without dependencies (runtime_of)
+    return json_response(await decisions.decide(runtime_of(request), task, body.features))
 
 
 @router.post(
@@ -58,7 +61,7 @@ async def decide(task: str, body: JsonBody[DecideRequest], runtime: RuntimeDep) 
     },
     openapi_extra=body_openapi(FeedbackRequest),
 )
-async def feedback(task: str, body: JsonBody[FeedbackRequest], runtime: RuntimeDep) -> Response:
+async def feedback(task: str, request: Request) -> Response:
     """Randomise (x, r) locally, encrypt it to the analyzer and queue it durably for the shuffler.
 
     A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
@@ -67,8 +70,10 @@ async def feedback(task: str, body: JsonBody[FeedbackRequest], runtime: RuntimeD
     the background. The decision's feature vector is erased in the same transaction. No network
     round trip happens here: the keys come from the background fetchers.
     """
+    body = await _FEEDBACK_BODY(request)  # as in ``decide``
     return json_response(await decisions.give_feedback(
-        runtime, task, body.decision_id, body.reward, body.epsilon, body.losses), 202)
+        runtime_of(request), task, body.decision_id, body.reward, body.epsilon, body.losses),
+        202)
 
 
 @router.get("/v1/status", response_model=DeviceStatus)

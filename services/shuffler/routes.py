@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from services.common.body import JsonBody, body_openapi, json_response
-from services.common.deps import get_runtime, task_dependency
+from services.common.body import body_openapi, json_response, parse_body
+from services.common.deps import get_runtime, lookup_task, runtime_of
 from services.common.health import health
 from services.common.web import error_responses
 from services.shuffler.runtime import ShufflerRuntime
 from services.shuffler.store import AcceptResult
-from services.shuffler.tasks import TaskSpec
 from shared.protocol.messages import ReportsAccepted, ReportUpload, ShufflerStatus
 from shared.protocol.secure_sum import SecureSumUpload
 
 router = APIRouter()
 
 RuntimeDep = Annotated[ShufflerRuntime, Depends(get_runtime)]
-TaskDep = Annotated[TaskSpec, Depends(task_dependency("shuffler"))]
+_REPORTS_BODY = parse_body(ReportUpload)
+_COUNTS_BODY = parse_body(SecureSumUpload)
 
 ERRORS = error_responses(404, 409, 413, 422, 429, 503)
 
@@ -49,18 +49,22 @@ def _accepted(result: AcceptResult) -> Response:
 
 @router.post("/v1/tasks/{task}/reports", status_code=202, responses=ERRORS,
              openapi_extra=body_openapi(ReportUpload))
-async def post_reports(
-    upload: JsonBody[ReportUpload], spec: TaskDep, runtime: RuntimeDep
-) -> Response:
+async def post_reports(task: str, request: Request) -> Response:
     """Accept ciphertexts; 202 only once they are durable. Identical ciphertexts are dropped."""
+    # The body, task and runtime without dependencies (``runtime_of``), in the order the
+    # dependencies had: a malformed body is refused before an unknown task.
+    upload = await _REPORTS_BODY(request)
+    runtime: ShufflerRuntime = runtime_of(request)
+    spec = lookup_task(runtime.tasks, task, "shuffler")
     return _accepted(await runtime.intake.accept_reports(spec, upload.reports))
 
 
 @router.post("/v1/tasks/{task}/encrypted-counts", status_code=202, responses=ERRORS,
              openapi_extra=body_openapi(SecureSumUpload))
-async def post_encrypted_counts(
-    upload: JsonBody[SecureSumUpload], spec: TaskDep, runtime: RuntimeDep
-) -> Response:
+async def post_encrypted_counts(task: str, request: Request) -> Response:
     """Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable.
     Identical ciphertexts are dropped. Each batch of l is released only as its encrypted sum."""
+    upload = await _COUNTS_BODY(request)  # as in ``post_reports``
+    runtime: ShufflerRuntime = runtime_of(request)
+    spec = lookup_task(runtime.tasks, task, "shuffler")
     return _accepted(await runtime.intake.accept_counts(spec, upload.reports))

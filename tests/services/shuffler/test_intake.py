@@ -40,6 +40,10 @@ async def test_health_status_and_unknown_task(tmp_path: Path, keys: HpkeKeyStore
         make = report_maker(keys.hpke_config())
         body = {"reports": [r.model_dump() for r in make(SHUF, 1)]}
         error(await client.post("/v1/tasks/nope/reports", json=body), 404, "unknown_task")
+        # A malformed body is refused before the task is looked up, as when both were
+        # dependencies (the routes now read them inline).
+        error(await client.post("/v1/tasks/nope/reports", json={"reports": "x"}), 422)
+        error(await client.post("/v1/tasks/nope/encrypted-counts", json={}), 422)
         error(await client.get("/v1/tasks/shuf/reports"), 405, "method_not_allowed")
         r = await client.get("/metrics")
         assert r.status_code == 200 and "privbandit_shuffler_pending_reports" in r.text
