@@ -464,7 +464,7 @@ def assert_crash_safe(cluster: Cluster, task_id: str, users: int = 700, seed: in
     driver, rec, events = run_with_backend_crash(cluster, task_id, users, seed=seed)
     assert driver.feedbacks_sent == users
     assert rec["consistent"], (rec, events)
-    assert rec["reports_accepted"] == rec["reports_counted"] == users
+    assert rec["reports_accepted"] == rec["reports_counted"] == users, (rec, events)
     totals = analyzer_totals(cluster.data_dir, task_id)
     assert totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"] == users
     assert totals["rejected"] == 0
