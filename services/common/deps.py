@@ -22,7 +22,7 @@ T = TypeVar("T")
 async def get_runtime(request: Request) -> Any:
     """The app's runtime (``async``: a plain ``def`` dependency would be run in a worker thread
     on every request)."""
-    return request.app.state.runtime
+    return runtime_of(request)
 
 
 def runtime_of(request: Request) -> Any:

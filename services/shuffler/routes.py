@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -13,12 +14,14 @@ from services.common.health import health
 from services.common.web import error_responses
 from services.shuffler.runtime import ShufflerRuntime
 from services.shuffler.store import AcceptResult
+from services.shuffler.tasks import TaskSpec
 from shared.protocol.messages import ReportsAccepted, ReportUpload, ShufflerStatus
 from shared.protocol.secure_sum import SecureSumUpload
 
 router = APIRouter()
 
 RuntimeDep = Annotated[ShufflerRuntime, Depends(get_runtime)]
+U = TypeVar("U", ReportUpload, SecureSumUpload)
 _REPORTS_BODY = parse_body(ReportUpload)
 _COUNTS_BODY = parse_body(SecureSumUpload)
 
@@ -47,15 +50,22 @@ def _accepted(result: AcceptResult) -> Response:
     return json_response(body, 202)
 
 
+async def _upload(
+    task: str, request: Request, parse: Callable[[Request], Awaitable[U]]
+) -> tuple[U, TaskSpec, ShufflerRuntime]:
+    """An upload route's body, task and runtime, read without FastAPI dependencies
+    (``runtime_of``) and in the order the dependencies had: a malformed body is refused before
+    an unknown task."""
+    upload = await parse(request)
+    runtime: ShufflerRuntime = runtime_of(request)
+    return upload, lookup_task(runtime.tasks, task, "shuffler"), runtime
+
+
 @router.post("/v1/tasks/{task}/reports", status_code=202, responses=ERRORS,
              openapi_extra=body_openapi(ReportUpload))
 async def post_reports(task: str, request: Request) -> Response:
     """Accept ciphertexts; 202 only once they are durable. Identical ciphertexts are dropped."""
-    # The body, task and runtime without dependencies (``runtime_of``), in the order the
-    # dependencies had: a malformed body is refused before an unknown task.
-    upload = await _REPORTS_BODY(request)
-    runtime: ShufflerRuntime = runtime_of(request)
-    spec = lookup_task(runtime.tasks, task, "shuffler")
+    upload, spec, runtime = await _upload(task, request, _REPORTS_BODY)
     return _accepted(await runtime.intake.accept_reports(spec, upload.reports))
 
 
@@ -64,7 +74,5 @@ async def post_reports(task: str, request: Request) -> Response:
 async def post_encrypted_counts(task: str, request: Request) -> Response:
     """Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable.
     Identical ciphertexts are dropped. Each batch of l is released only as its encrypted sum."""
-    upload = await _COUNTS_BODY(request)  # as in ``post_reports``
-    runtime: ShufflerRuntime = runtime_of(request)
-    spec = lookup_task(runtime.tasks, task, "shuffler")
+    upload, spec, runtime = await _upload(task, request, _COUNTS_BODY)
     return _accepted(await runtime.intake.accept_counts(spec, upload.reports))
