@@ -137,11 +137,11 @@ async def test_devices_draw_from_the_design_and_phases_end_on_schedule(
 
 @pytest.mark.parametrize(("row", "why"), [
     ([K, 1, 1.0], "arm index beyond K"),
-    ([0, 2, 1.0], "a phase not yet published"),
-    ([0, 0, 1.0], "phase 0"),
-    ([0, 1, 1.5], "reward above 1"),
-    ([0, 1, -0.1], "reward below 0"),
-    ([0, 1, float("nan")], "NaN reward"),
+    (["in", 2, 1.0], "a phase not yet published"),
+    (["in", 0, 1.0], "phase 0"),
+    (["in", 1, 1.5], "reward above 1"),
+    (["in", 1, -0.1], "reward below 0"),
+    (["in", 1, float("nan")], "NaN reward"),
     (["outside", 1, 1.0], "an arm outside the design's support"),
 ])
 async def test_analyzer_refuses_forged_reports_alone(
@@ -153,9 +153,10 @@ async def test_analyzer_refuses_forged_reports_alone(
         outside = sorted(set(range(K)) - set(m.support))
         assert outside, "the test needs an arm outside the phase-1 support"
         support_arm = m.support[0]
-        row = [outside[0] if v == "outside" else v for v in row]
-        if row[0] == 0:
-            row[0] = support_arm
+        # "in": an arm of the support; "outside": one of no design's support. (Arm 0 may be
+        # either, depending on the design the solver finds.)
+        row = [{"outside": outside[0], "in": support_arm}.get(v, v) if isinstance(v, str) else v
+               for v in row]
         ack = await post(s, [sealed(hpke, row)])
         assert (ack.counted, ack.rejected) == (0, 1), why
         report = await privacy(s.analyzer, "gope")
