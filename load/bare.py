@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import base64
 import secrets
 
 import numpy as np
@@ -50,7 +51,10 @@ async def model(task: str, if_none_match: str | None = Header(None)) -> Response
 async def decide(task: str, body: DecideRequest) -> DecideResponse:
     x = np.asarray(body.features)
     action = int(np.argmax(x @ np.asarray(MODEL.theta[: x.shape[1]])))
-    return DecideResponse(decision_id=secrets.token_hex(16), action=action,
+    # An id as long as the device's (it seals the chosen d-vector: 29 + 8d bytes), so that
+    # both answer the same number of bytes.
+    decision_id = base64.urlsafe_b64encode(secrets.token_bytes(29 + 8 * x.shape[1]))
+    return DecideResponse(decision_id=decision_id.rstrip(b"=").decode(), action=action,
                           model_version=MODEL.version)
 
 

@@ -233,16 +233,26 @@ class DeviceTiming(BaseModel):
     # transport) group whose upload failed (with jitter; a Retry-After header is a lower bound).
     upload_batch: int = Field(100, ge=1, le=MAX_REPORTS_PER_UPLOAD)
     upload_retry: Retry = Retry(initial=0.1, maximum=5.0)
-    # Decision bookkeeping: tombstones of answered decisions are kept an hour (so a late duplicate
-    # feedback still gets 409), unanswered decisions (a chosen arm's features, waiting for their
-    # feedback) 10 minutes; a feedback after that gets 404 ``unknown_decision``. The pruner runs
-    # every ``prune_interval``, and at least 10 times per ``unused_decision_ttl``, so an
-    # unanswered decision is gone at most 1.1 × ``unused_decision_ttl`` after it was made.
+    # Decisions: an id opens for feedback for ``unused_decision_ttl`` after ``decide`` issued it
+    # (later: 404 ``unknown_decision``); the tombstone of a used decision is kept
+    # ``used_decision_ttl`` after its issue (so a late duplicate feedback still gets 409) and
+    # must outlive the id's validity, or a used id could be replayed. The pruner forgets older
+    # tombstones every ``prune_interval``. An open decision is not stored at all (its state is
+    # sealed in its id: ``services.device.decision_ids``).
     used_decision_ttl: Seconds = 3600.0
     unused_decision_ttl: Seconds = 600.0
     prune_interval: Seconds = 60.0
     # Time-out of a request to the analyzer or the shuffler (streams: ``stream_read_timeout``).
     http_timeout: Seconds = 10.0
+
+    @model_validator(mode="after")
+    def _tombstones_outlive_ids(self) -> DeviceTiming:
+        if self.used_decision_ttl < self.unused_decision_ttl:
+            raise ValueError(
+                f"used_decision_ttl ({self.used_decision_ttl:g} s) must be at least "
+                f"unused_decision_ttl ({self.unused_decision_ttl:g} s): a used decision's "
+                "tombstone must outlive its id, or the id could take a second feedback")
+        return self
 
 
 # The shuffler's credential: at least this many characters, the syntax of an RFC 6750 bearer token

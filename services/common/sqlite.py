@@ -26,7 +26,8 @@ DB_SIBLINGS = ("", "-wal", "-shm", "-journal")
 def _private(path: Path) -> None:
     """Make ``path`` and its SQLite siblings readable by the owner only: create the database
     with mode 0600 (SQLite gives its -wal/-shm the database's mode), and tighten existing files
-    that are readable by others, with a warning (the device's holds plaintext features)."""
+    that are readable by others, with a warning (outboxes, reports and counts are no one
+    else's)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.close(fd)
     for suffix in DB_SIBLINGS:

@@ -1,21 +1,24 @@
 """What the device does for its user: ``decide`` picks an arm with the cached model (no network
-round trip) and keeps only the chosen arm's features; ``give_feedback`` randomises (x, r)
-locally, encrypts it to the analyzer and queues it durably for the shuffler, erasing the
-features in the same transaction. Multi-armed tasks (``services.device.arms``) take no features:
-the device samples the arm itself and keeps ``[arm, p]`` instead. Refusals are
-``services.device.errors``; nothing changes state before every check has passed."""
+round trip) and seals the chosen arm's features into the decision id it answers
+(``services.device.decision_ids``: nothing is written); ``give_feedback`` opens the id,
+randomises (x, r) locally, encrypts it to the analyzer and queues it durably for the shuffler,
+recording the decision as used in the same transaction. Multi-armed tasks
+(``services.device.arms``) take no features: the device samples the arm itself and seals
+``[arm, p]`` instead. Refusals are ``services.device.errors``; nothing changes state before
+every check has passed."""
 
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 
 import numpy as np
 
 from services.common.deps import lookup_task
 from services.device import arms, bco, glb
+from services.device.decision_ids import OpenDecision, short
 from services.device.errors import (
+    DecisionUsed,
     FeatureNorm,
     InvalidReport,
     MissingFeatures,
@@ -24,6 +27,7 @@ from services.device.errors import (
     NotFinite,
     OutboxFull,
     UnexpectedFeatures,
+    UnknownDecision,
     WrongArms,
     WrongDimension,
 )
@@ -34,14 +38,9 @@ from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import DecideResponse, FeedbackResponse
 from shared.settings import TaskConfig
 
-
-def new_decision_id() -> str:
-    """A decision id: 32 hex digits, the first 8 the current second (so new ids land at the
-    end of the ``decisions`` index instead of on a random page of it: one page written per
-    group commit rather than one per decision), the other 24 from the OS CSPRNG (96 bits: the
-    id is the capability that lets a feedback name its decision, and stays unguessable). The
-    id never leaves the device's own API (reports carry none)."""
-    return f"{int(time.time()) & 0xFFFFFFFF:08x}{secrets.token_hex(12)}"
+# How far in the future a decision's issue time may lie (the wall clock stepped back a little
+# between decide and feedback, e.g. by NTP) before its id is refused.
+CLOCK_SKEW = 60.0
 
 
 def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
@@ -106,8 +105,8 @@ async def decide(
         X = check_features(cfg, features)
         action = model.decide_one(X)  # type: ignore[union-attr]
         state = glb.decision_state(model, X[action]) if cfg.glb else X[action]  # type: ignore[arg-type]
-    decision_id = new_decision_id()
-    await rt.store.add_decision(decision_id, task, state)
+    # Durable without a write: the state is sealed in the id under the device's persisted key.
+    decision_id = rt.decision_ids.issue(task, state)
     rt.metrics.decisions.labels(task).inc()
     rt.metrics.decide_seconds.observe(time.perf_counter() - started)
     return DecideResponse(decision_id=decision_id, action=action, model_version=model.version,
@@ -148,6 +147,25 @@ async def give_feedback(
         rt.store.release_outbox()
 
 
+async def open_decision(rt: DeviceRuntime, task: str, decision_id: str) -> OpenDecision:
+    """The decision ``decision_id`` names, if it opens for ``task`` and is younger than
+    ``unused_decision_ttl`` (``UnknownDecision`` otherwise; ``DecisionUsed`` for an expired one
+    whose feedback was recorded, so a late retry still learns that its first attempt landed).
+
+    Whether it was used is checked only when the report is queued (``complete_feedback``), in
+    the same transaction, so the common path reads nothing from the store."""
+    opened = rt.decision_ids.open(task, decision_id)
+    age = time.time() - opened.issued
+    if -CLOCK_SKEW <= age <= rt.settings.device_timing.unused_decision_ttl:
+        return opened
+    if await rt.store.decision_used(opened.uid):
+        raise DecisionUsed("feedback for this decision was already given")
+    when = "expired" if age > 0 else "issued in the future (the device's clock went back)"
+    raise UnknownDecision(
+        f"decision {short(decision_id)} for task {task} {when}: issued {age:.0f} s ago, open "
+        f"for {rt.settings.device_timing.unused_decision_ttl:g} s")
+
+
 async def _give_feedback(
     rt: DeviceRuntime, cfg: TaskConfig, task: str, decision_id: str,
     reward: float | list[float], eps: float | None,
@@ -162,7 +180,8 @@ async def _give_feedback(
         )
     if hpke is None or public_key is None:
         raise NoHpkeKey("the analyzer's HPKE key is not known yet; retry soon")
-    x = await rt.store.get_decision(decision_id, task)
+    opened = await open_decision(rt, task, decision_id)
+    x = opened.state
     randomizer = rt.randomizers[task]
     try:
         if isinstance(randomizer, SkellamRandomizer):
@@ -199,7 +218,7 @@ async def _give_feedback(
         raise InvalidReport(str(exc)) from None
     # Re-checks the decision: of two concurrent feedbacks exactly one gets here first.
     await rt.store.complete_feedback(
-        decision_id, task, report_json, transport=transport, key_id=key_id
+        opened.uid, task, report_json, transport=transport, key_id=key_id
     )
     rt.uploader.wake()
     rt.metrics.feedbacks.labels(task).inc()

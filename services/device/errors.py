@@ -28,7 +28,8 @@ class InvalidReport(Invalid, code="invalid_report"):
 
 
 class UnknownDecision(NotFound, code="unknown_decision"):
-    """No open decision with this id for this task (never issued, or pruned)."""
+    """No open decision with this id for this task (not issued by this device for this task,
+    altered, or older than ``unused_decision_ttl``)."""
 
 
 class DecisionUsed(Conflict, code="decision_used"):

@@ -25,7 +25,7 @@ class DeviceMetrics(ServiceMetrics):
         self.model_version = self.gauge("model_version", "Cached model version", task)
         self.model_updates = self.counter("model_updates", "Models installed", ["task", "source"])
         self.commit_group = self.histogram(
-            "commit_group_ops", "Store operations (decisions, feedbacks, outbox reads) made "
+            "commit_group_ops", "Store operations (feedbacks, outbox reads and deletions) made "
             "durable per commit", GROUP_SIZES)
         self.decide_seconds = self.histogram(
             "decide_seconds", "Time to answer a decide request",

@@ -23,6 +23,7 @@ from services.common.datadir import StateDir
 from services.common.health import Readiness
 from services.device.background import Loops
 from services.device.cache import ModelCache
+from services.device.decision_ids import KEY_FILE, DecisionIds
 from services.device.metrics import DeviceMetrics
 from services.device.outbox import Spread, Uploader
 from services.device.secure_sum import SecureSumKeys
@@ -46,7 +47,8 @@ def data_path(settings: Settings) -> Path:
 def state_dir(settings: Settings) -> StateDir:
     """The device's data directory and the file its state lives in."""
     return StateDir("device", data_path(settings).parent, {
-        DB_FILE: "the device's database: decisions, the outbox of reports not yet uploaded",
+        DB_FILE: "the device's database: used decisions, the outbox of reports not yet uploaded",
+        KEY_FILE: "the key sealing decision ids (without it no open decision takes feedback)",
     })
 
 
@@ -56,6 +58,7 @@ class DeviceRuntime:
 
     settings: Settings
     store: DeviceStore
+    decision_ids: DecisionIds
     cache: ModelCache
     keys: SecureSumKeys
     uploader: Uploader
@@ -99,6 +102,7 @@ async def open_runtime(
     timing = settings.device_timing
     metrics = DeviceMetrics()
     store = DeviceStore(data_path(settings), on_group=metrics.commit_group.observe)
+    decision_ids = DecisionIds.load_or_create(data_path(settings).parent / KEY_FILE)
     analyzer = httpx.AsyncClient(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=timing.http_timeout
     )
@@ -131,6 +135,7 @@ async def open_runtime(
     runtime = DeviceRuntime(
         settings=settings,
         store=store,
+        decision_ids=decision_ids,
         cache=cache,
         keys=keys,
         uploader=uploader,
@@ -173,20 +178,14 @@ def warm_share_samplers(randomizers: dict[str, Randomizer]) -> dict[str, threadi
     return threads
 
 
-def prune_every(settings: Settings) -> float:
-    """Seconds between two prunings: ``prune_interval``, and at least 10 per
-    ``unused_decision_ttl`` (an unanswered decision lives at most 1.1 × its TTL)."""
-    timing = settings.device_timing
-    return min(timing.prune_interval, timing.unused_decision_ttl / 10)
-
-
 async def _prune_forever(store: DeviceStore, settings: Settings, loops: Loops) -> None:
+    """Every ``prune_interval``, forget tombstones older than ``used_decision_ttl``."""
     timing = settings.device_timing
     while not loops.stopping:
-        await asyncio.sleep(prune_every(settings))
+        await asyncio.sleep(timing.prune_interval)
         try:
-            n = await store.prune_decisions(timing.used_decision_ttl, timing.unused_decision_ttl)
+            n = await store.prune_decisions(timing.used_decision_ttl)
             if n:
-                log.info("forgot %d old decisions", n)
+                log.info("forgot %d tombstones of used decisions", n)
         except Exception:
             log.exception("decision pruning failed")

@@ -1,10 +1,13 @@
-"""The device's embedded storage: decisions awaiting feedback and the durable report outbox.
+"""The device's embedded storage: tombstones of used decisions and the durable report outbox.
 
 One SQLite file in WAL mode (``<data_dir>/device/device.sqlite3``):
 
-- ``decisions``: the chosen arm's feature vector of each decision, kept *only* here until the
-  feedback arrives. Feedback replaces the vector by NULL (a tombstone, so that a second feedback is
-  told 409 rather than 404) in the same transaction that appends the sealed report to the outbox.
+- ``used_decisions``: the identity (``services.device.decision_ids``: the nonce, ordered by issue
+  time) of every decision whose feedback was recorded, written in the same transaction that
+  appends the sealed report to the outbox, so a second feedback is told 409. An open decision is
+  not stored at all: its state travels sealed inside its id, so ``decide`` writes nothing and no
+  feature vector reaches this file. Tombstones are pruned by key range once older than
+  ``used_decision_ttl`` (no id that old opens any more: ``unused_decision_ttl`` is shorter).
 - ``outbox``: sealed reports not yet acknowledged by the shuffler, with their transport:
   ``reports`` (``EncryptedReport`` JSON, HPKE) or ``secure-sum`` (``EncryptedCounts`` JSON,
   Paillier, with its key id). A row is deleted only after the shuffler's 202, so a shuffler outage
@@ -13,8 +16,8 @@ One SQLite file in WAL mode (``<data_dir>/device/device.sqlite3``):
 
 Every operation (reads too: one connection, one writer) goes through a ``GroupCommitter`` that
 commits whatever requests have queued up in a single transaction (group commit), and every
-request is answered only once its group is on disk: under concurrency many decisions and
-feedbacks share one fsync. Each request runs inside its own SAVEPOINT, so a failing request rolls
+request is answered only once its group is on disk: under concurrency many feedbacks and
+uploads share one fsync. Each request runs inside its own SAVEPOINT, so a failing request rolls
 back alone and never changes state. The commit runs on the event loop's thread (``in_loop``) and
 the fsync in a worker thread (``sync_wal``): the loop serves requests while the disk works, and
 what they submit forms the next group. For that the connection runs ``synchronous=NORMAL`` (SQLite
@@ -26,7 +29,9 @@ checkpoint, which would run inside a COMMIT on the loop's thread, is off.
 
 The schema is versioned (``services.common.sqlite.migrate``): migration 1 is the schema of the
 release that introduced versioning; migration 2 adds the secure-sum columns to a store written by
-a device from before them (it finds them present in any other).
+a device from before them (it finds them present in any other); migration 4 replaces the table
+of stored decisions by ``used_decisions`` (decisions open at the upgrade are forgotten: their
+feedback gets 404, as after ``unused_decision_ttl``).
 """
 
 from __future__ import annotations
@@ -39,8 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
 from services.common.group_commit import GroupCommitter, Outcome
 from services.common.sqlite import (
     WalSync,
@@ -50,7 +53,8 @@ from services.common.sqlite import (
     savepoint,
     transaction,
 )
-from services.device.errors import DecisionUsed, UnknownDecision
+from services.device.decision_ids import uid_floor
+from services.device.errors import DecisionUsed
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +105,18 @@ MIGRATIONS = [
     CREATE INDEX IF NOT EXISTS decisions_open_age ON decisions (created) WHERE x IS NOT NULL;
     CREATE INDEX IF NOT EXISTS decisions_used_age ON decisions (created) WHERE x IS NULL;
     """,
+    # Decisions travel sealed in their ids (``decision_ids``): only used ones are remembered.
+    # The old table held plaintext feature vectors; dropping it erases them.
+    """
+    CREATE TABLE IF NOT EXISTS used_decisions (id BLOB PRIMARY KEY) WITHOUT ROWID;
+    DROP TABLE IF EXISTS decisions;
+    """,
 ]
 
 # How many queued write requests one transaction may absorb (bounds commit latency).
 GROUP_COMMIT_MAX = 512
-# Decisions forgotten per pruning step (one step per group commit, so a large backlog of old
-# decisions never holds up the decide and feedback requests committed with it for long).
+# Tombstones forgotten per pruning step (one step per group commit, so a large backlog of old
+# tombstones never holds up the feedback requests committed with it for long).
 PRUNE_CHUNK = 2000
 REPORTS = "reports"
 SECURE_SUM = "secure-sum"
@@ -115,16 +125,6 @@ SECURE_SUM = "secure-sum"
 # Group commits between two checkpoints of the WAL (``WalSync.checkpoint``): at a busy device's
 # ~100 groups/s, one every ~0.3 s, so the WAL stays a few MB.
 CHECKPOINT_EVERY = 32
-
-_INSERT_DECISION = "INSERT INTO decisions (id, task, x, created) VALUES (?, ?, ?, ?)"
-
-
-@dataclass(frozen=True)
-class _NewDecision:
-    """A decision to insert: the group commit inserts all of a group's at once."""
-
-    row: tuple[str, str, bytes, float]
-
 
 @dataclass(frozen=True)
 class OutboxItem:
@@ -168,7 +168,7 @@ class DeviceStore:
         self.counters = self._load_counters()
         # Outbox room claimed by feedbacks in progress (``reserve_outbox``); event loop only.
         self._outbox_claims = 0
-        self._committer: GroupCommitter[Op | _NewDecision, Any] = GroupCommitter(
+        self._committer: GroupCommitter[Op, Any] = GroupCommitter(
             "device store", self._commit_group, max_items=GROUP_COMMIT_MAX, in_loop=True,
             sync=self.sync_wal,
             after=None if on_group is None else (lambda items, _: on_group(len(items))),
@@ -204,35 +204,14 @@ class DeviceStore:
         on disk. The committer runs it in a worker thread after each group."""
         self._wal_sync()
 
-    def _commit_group(self, ops: list[Op | _NewDecision]) -> list[Outcome[Any]]:
+    def _commit_group(self, ops: list[Op]) -> list[Outcome[Any]]:
         """(On the event loop's thread: the committer is ``in_loop``; ``sync_wal`` follows in a
         worker thread.) One transaction for the group, each op in its own savepoint: an op that
         raises is undone alone and gets its exception; if the commit itself fails, every op of
-        the group does (``GroupCommitter``).
-
-        The group's new decisions (``add_decision``, the bulk of a busy device's writes) are
-        inserted first with one ``executemany``: one statement for all of them instead of three
-        per decision. They are independent of the other ops (a decision is created before any
-        feedback can name it). Should the bulk insert fail (an id already taken), each decision
-        is retried in its own savepoint, so only that one fails."""
+        the group does (``GroupCommitter``)."""
         outcomes: list[Outcome[Any]] = [None] * len(ops)
-        fresh = [i for i, op in enumerate(ops) if isinstance(op, _NewDecision)]
         with transaction(self._conn) as conn:
-            if fresh:
-                rows = [ops[i].row for i in fresh]  # type: ignore[union-attr]
-                try:
-                    with savepoint(conn, "decisions"):
-                        conn.executemany(_INSERT_DECISION, rows)
-                except sqlite3.Error:
-                    for i, row in zip(fresh, rows, strict=True):
-                        try:
-                            with savepoint(conn):
-                                conn.execute(_INSERT_DECISION, row)
-                        except sqlite3.Error as exc:
-                            outcomes[i] = exc
             for i, op in enumerate(ops):
-                if isinstance(op, _NewDecision):
-                    continue
                 try:
                     with savepoint(conn):
                         outcomes[i] = op(conn)
@@ -260,54 +239,32 @@ class DeviceStore:
 
     # -- operations ----------------------------------------------------------------------------
 
-    async def add_decision(self, decision_id: str, task: str, x: np.ndarray) -> None:
-        """Store an open decision; durable once this returns (inserted with the group's other
-        new decisions, see ``_commit_group``)."""
-        row = (decision_id, task, np.asarray(x, dtype="<f8").tobytes(), time.time())
-        await self._committer.submit(_NewDecision(row))
-
-    async def get_decision(self, decision_id: str, task: str) -> np.ndarray:
-        """The stored feature vector; raises ``UnknownDecision`` / ``DecisionUsed``."""
-
-        def op(conn: sqlite3.Connection) -> bytes:
-            row = conn.execute(
-                "SELECT x FROM decisions WHERE id = ? AND task = ?", (decision_id, task)
-            ).fetchone()
-            if row is None:
-                raise _unknown(decision_id, task)
-            if row[0] is None:
-                raise _used(decision_id)
-            return bytes(row[0])
-
-        return np.frombuffer(await self.run(op), dtype="<f8").astype(float)
+    async def decision_used(self, uid: bytes) -> bool:
+        """Whether the decision ``uid`` has a tombstone (its feedback was recorded)."""
+        return await self.run(lambda conn: conn.execute(
+            "SELECT 1 FROM used_decisions WHERE id = ?", (uid,)).fetchone() is not None)
 
     async def complete_feedback(
         self,
-        decision_id: str,
+        uid: bytes,
         task: str,
         report_json: str,
         transport: str = REPORTS,
         key_id: int | None = None,
     ) -> int:
-        """Atomically tombstone the decision and queue its sealed report; returns the outbox seq.
+        """Atomically record the decision ``uid`` as used and queue its sealed report; returns
+        the outbox seq. ``DecisionUsed`` (nothing queued) if it was used before.
 
         ``transport`` says where the uploader sends it (``reports`` or ``secure-sum``);
-        ``key_id`` is the Paillier key id of a secure-sum report.
-
-        The decision is re-checked inside the transaction, so of two concurrent feedbacks for one
-        decision exactly one succeeds and the other gets ``DecisionUsed``.
+        ``key_id`` is the Paillier key id of a secure-sum report. Of two concurrent feedbacks
+        for one decision exactly one inserts the tombstone; the other gets ``DecisionUsed``.
         """
 
         def op(conn: sqlite3.Connection) -> int:
-            cur = conn.execute(
-                "UPDATE decisions SET x = NULL WHERE id = ? AND task = ? AND x IS NOT NULL",
-                (decision_id, task),
-            )
-            if cur.rowcount != 1:
-                exists = conn.execute(
-                    "SELECT 1 FROM decisions WHERE id = ? AND task = ?", (decision_id, task)
-                ).fetchone()
-                raise _used(decision_id) if exists else _unknown(decision_id, task)
+            try:
+                conn.execute("INSERT INTO used_decisions (id) VALUES (?)", (uid,))
+            except sqlite3.IntegrityError:
+                raise DecisionUsed("feedback for this decision was already given") from None
             seq = conn.execute(
                 "INSERT INTO outbox (task, report, transport, key_id) VALUES (?, ?, ?, ?)",
                 (task, report_json, transport, key_id),
@@ -391,9 +348,9 @@ class DeviceStore:
 
         Only for keys the analyzer no longer holds: such an item can never be counted, and it
         cannot be re-encrypted either, since the device keeps no plaintext (the randomized
-        counts exist only inside the ciphertext; the decision's features are erased at
-        feedback). Re-randomizing instead would make a second, different report for one
-        feedback. So it is dropped, loudly (log, ``/v1/status``, metrics)."""
+        counts exist only inside the ciphertext; the decision's state was sealed in its id,
+        which the device does not keep). Re-randomizing instead would make a second, different
+        report for one feedback. So it is dropped, loudly (log, ``/v1/status``, metrics)."""
 
         def op(conn: sqlite3.Connection) -> int:
             n = conn.execute(
@@ -410,24 +367,19 @@ class DeviceStore:
         self.counters.dropped += n
         return n
 
-    async def prune_decisions(
-        self, used_ttl: float, unused_ttl: float, chunk: int = PRUNE_CHUNK
-    ) -> int:
-        """Forget tombstones older than ``used_ttl`` and unanswered decisions older than
-        ``unused_ttl`` seconds, so the table does not grow without bound; returns how many. At
-        most ``chunk`` of each kind per transaction (a transaction the requests of the moment
-        share), as many transactions as it takes."""
-        now = time.time()
+    async def prune_decisions(self, used_ttl: float, chunk: int = PRUNE_CHUNK) -> int:
+        """Forget tombstones of decisions issued more than ``used_ttl`` seconds ago, so the
+        table does not grow without bound; returns how many. Ids are ordered by issue time, so
+        this is a key range. At most ``chunk`` per transaction (a transaction the requests of
+        the moment share), as many transactions as it takes."""
+        floor = uid_floor(int((time.time() - used_ttl) * 1000))
 
         def op(conn: sqlite3.Connection) -> int:
-            n = 0
-            for kind, ttl in (("IS NOT NULL", unused_ttl), ("IS NULL", used_ttl)):
-                n += conn.execute(
-                    "DELETE FROM decisions WHERE rowid IN (SELECT rowid FROM decisions "
-                    f"WHERE x {kind} AND created < ? LIMIT ?)",
-                    (now - ttl, chunk),
-                ).rowcount
-            return n
+            return conn.execute(
+                "DELETE FROM used_decisions WHERE id IN (SELECT id FROM used_decisions "
+                "WHERE id < ? ORDER BY id LIMIT ?)",
+                (floor, chunk),
+            ).rowcount
 
         total = 0
         while True:
@@ -443,11 +395,3 @@ def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
         "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
         (name, by),
     )
-
-
-def _unknown(decision_id: str, task: str) -> UnknownDecision:
-    return UnknownDecision(f"no open decision {decision_id} for task {task}")
-
-
-def _used(decision_id: str) -> DecisionUsed:
-    return DecisionUsed(f"feedback for decision {decision_id} was already given")

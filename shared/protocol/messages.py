@@ -32,6 +32,12 @@ TASK_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 TaskId = Annotated[str, Field(pattern=TASK_ID_PATTERN)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 HexId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+# A decision id: opaque base64url (no padding), issued by the device, which seals the decision's
+# state in it (``services.device.decision_ids``). Its length grows with that state; the largest,
+# a two-point BCO task at d = 10⁴ (3·10⁴ + 1 numbers), is about 320,000 characters.
+MAX_DECISION_ID = 400_000
+DecisionId = Annotated[str, Field(min_length=1, max_length=MAX_DECISION_ID,
+                                  pattern=r"^[A-Za-z0-9_-]+$")]
 
 _B64 = re.compile(r"^[A-Za-z0-9_-]*={0,2}$")
 
@@ -324,7 +330,7 @@ class DecideResponse(Message):
     """``points``: a BCO task's point(s) to play (one, or two for a two-point task; ``action`` is
     then 0); null for the bandit tasks."""
 
-    decision_id: HexId
+    decision_id: DecisionId
     action: int = Field(ge=0)
     model_version: int = Field(ge=0)
     points: list[list[FiniteFloat]] | None = Field(None, min_length=1, max_length=2)
@@ -338,7 +344,7 @@ class FeedbackRequest(Message):
     A BCO task takes ``losses`` (one per point played, each in [0, B]) and no reward; a bandit
     task a reward and no losses (422 ``missing_reward`` / ``unexpected_losses`` otherwise)."""
 
-    decision_id: HexId
+    decision_id: DecisionId
     reward: FiniteFloat | None = Field(None, description="the reward (bandit tasks)")
     epsilon: FiniteFloat | None = Field(None, description="the user's privacy level ε_t")
     losses: list[FiniteFloat] | None = Field(

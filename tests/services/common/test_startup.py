@@ -21,6 +21,7 @@ from services.analyzer.app import create_app as create_analyzer
 from services.common.datadir import MARKER, StartupRefused
 from services.common.sqlite import open_db
 from services.device.app import create_app as create_device
+from services.device.decision_ids import KEY_FILE as DECISION_KEY_FILE
 from services.shuffler.app import create_app as create_shuffler
 from shared.crypto.keystore import HPKE_KEY_FILE, PAILLIER_KEY_FILE
 from shared.settings import Settings
@@ -31,7 +32,7 @@ DB = {name: f"{name}.sqlite3" for name in SERVICES}
 STATE_FILES = {
     "analyzer": sorted([DB["analyzer"], HPKE_KEY_FILE, PAILLIER_KEY_FILE]),
     "shuffler": [DB["shuffler"]],
-    "device": [DB["device"]],
+    "device": sorted([DB["device"], DECISION_KEY_FILE]),
 }
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -107,16 +108,31 @@ async def test_a_deleted_database_refuses_to_start_naming_the_file(
     assert not db.exists()  # nothing was created in its place
 
 
-@pytest.mark.parametrize("key_file", [HPKE_KEY_FILE, PAILLIER_KEY_FILE])
-async def test_a_deleted_analyzer_key_refuses_to_start_naming_the_file(
-    tmp_path: Path, key_file: str
+KEYS = [("analyzer", HPKE_KEY_FILE), ("analyzer", PAILLIER_KEY_FILE),
+        ("device", DECISION_KEY_FILE)]
+
+
+@pytest.mark.parametrize(("service", "key_file"), KEYS)
+async def test_a_deleted_key_refuses_to_start_naming_the_file(
+    tmp_path: Path, service: str, key_file: str
 ) -> None:
-    settings = await first_start(tmp_path, "analyzer")
-    key = directory(settings, "analyzer") / key_file
+    settings = await first_start(tmp_path, service)
+    key = directory(settings, service) / key_file
     key.unlink()
     with pytest.raises(StartupRefused, match=str(key)):
-        create("analyzer", settings)
+        create(service, settings)
     assert not key.exists()
+
+
+async def test_a_truncated_decision_key_refuses_to_start(tmp_path: Path) -> None:
+    """A key file of the wrong length is corrupt: the device must not start (and must not
+    replace it) rather than seal ids with a key it cannot reproduce."""
+    settings = await first_start(tmp_path, "device")
+    key = directory(settings, "device") / DECISION_KEY_FILE
+    key.write_bytes(key.read_bytes()[:31])
+    with pytest.raises(StartupRefused, match="holds 31 bytes"):
+        await start_and_stop("device", settings)
+    assert len(key.read_bytes()) == 31
 
 
 async def test_an_empty_file_counts_as_lost(tmp_path: Path) -> None:
@@ -201,7 +217,7 @@ def mode(path: Path) -> int:
 
 @pytest.mark.parametrize("service", SERVICES)
 async def test_database_files_are_owner_only(tmp_path: Path, service: str) -> None:
-    """The device's database holds plaintext feature vectors; none of them is for others."""
+    """Outboxes, reports, counts: none of it is for others."""
     old = os.umask(0o022)  # what a default shell gives: files 0644 unless created otherwise
     try:
         settings = settings_in(tmp_path)
@@ -214,10 +230,14 @@ async def test_database_files_are_owner_only(tmp_path: Path, service: str) -> No
         os.umask(old)
 
 
-async def test_analyzer_key_files_are_owner_only(tmp_path: Path) -> None:
-    settings = await first_start(tmp_path, "analyzer")
-    for name in (HPKE_KEY_FILE, PAILLIER_KEY_FILE):
-        assert mode(directory(settings, "analyzer") / name) == 0o600
+@pytest.mark.parametrize(("service", "key_file"), KEYS)
+async def test_key_files_are_owner_only(tmp_path: Path, service: str, key_file: str) -> None:
+    old = os.umask(0o022)
+    try:
+        settings = await first_start(tmp_path, service)
+    finally:
+        os.umask(old)
+    assert mode(directory(settings, service) / key_file) == 0o600
 
 
 def test_an_existing_database_readable_by_others_is_tightened(

@@ -1,15 +1,19 @@
 """The device's bounds (issue 13): a full outbox refuses feedback with 429 before anything is
-stored, keeping the decision open for a retry; undecided decisions expire in minutes, pruned
-often enough, in chunks."""
+stored, keeping the decision open for a retry; undecided decisions expire in minutes (they are
+not stored at all); tombstones of used ones are pruned in chunks, never before the id expires."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from pathlib import Path
 
 import numpy as np
+import pydantic
+import pytest
 
-from services.device.runtime import prune_every
+from services.device.decision_ids import uid_floor
 from services.device.store import DeviceStore
 from shared.settings import DeviceTiming, Limits
 from tests.helpers import FAST_DEVICE, error, eventually, make_settings
@@ -62,16 +66,13 @@ async def test_concurrent_feedbacks_cannot_overfill_the_outbox(tmp_path: Path) -
         assert (await status(s.device))["outbox_pending"] == 3
 
 
-def test_undecided_decisions_expire_in_minutes_and_are_pruned_often_enough(
-    tmp_path: Path,
-) -> None:
+def test_undecided_decisions_expire_in_minutes_and_tombstones_outlive_them() -> None:
     timing = DeviceTiming()
     assert timing.unused_decision_ttl <= 600
-    settings = make_settings(tmp_path, device_timing=timing)
-    assert prune_every(settings) <= timing.unused_decision_ttl / 10
-    # A long prune interval does not let undecided decisions outlive 1.1 × their TTL.
-    slow = DeviceTiming(unused_decision_ttl=120, prune_interval=3600)
-    assert prune_every(make_settings(tmp_path, device_timing=slow)) == 12
+    assert timing.used_decision_ttl >= timing.unused_decision_ttl
+    # A tombstone forgotten while its id still opens would let the id take a second feedback.
+    with pytest.raises(pydantic.ValidationError, match="must be at least unused_decision_ttl"):
+        DeviceTiming(unused_decision_ttl=120, used_decision_ttl=60)
 
 
 async def test_an_undecided_decision_expires_and_its_feedback_is_unknown(tmp_path: Path) -> None:
@@ -84,51 +85,63 @@ async def test_an_undecided_decision_expires_and_its_feedback_is_unknown(tmp_pat
                                    json={"decision_id": used, "reward": 1.0})
         assert resp.status_code == 202
         stale = (await decide(s.device, "cen", features(rng)))["decision_id"]
-        await asyncio.sleep(0.6)  # twice the TTL; the pruner runs every 0.03 s
-
-        async def forgotten() -> bool:
-            resp = await s.device.post("/v1/tasks/cen/feedback",
-                                       json={"decision_id": stale, "reward": 1.0})
-            return resp.status_code == 404
-
-        await eventually(forgotten, timeout=5, what="the undecided decision pruned")
-        error(await s.device.post("/v1/tasks/cen/feedback",
-                                  json={"decision_id": stale, "reward": 1.0}),
-              404, "unknown_decision")
-        # An answered decision's tombstone lives an hour: a repeat is still told 409.
+        await asyncio.sleep(0.6)  # twice the TTL
+        resp = error(await s.device.post("/v1/tasks/cen/feedback",
+                                         json={"decision_id": stale, "reward": 1.0}),
+                     404, "unknown_decision")
+        assert "expired" in resp.message, resp
+        # An answered decision's tombstone lives an hour: a late repeat is still told 409.
         error(await s.device.post("/v1/tasks/cen/feedback",
                                   json={"decision_id": used, "reward": 1.0}),
               409, "decision_used")
+        assert (await status(s.device))["feedbacks"] == 1
 
 
-async def test_pruning_forgets_every_expired_decision_in_chunks_and_keeps_the_rest(
+async def test_a_pruned_tombstone_never_lets_its_id_count_twice(tmp_path: Path) -> None:
+    """Once a used decision's tombstone is pruned (after ``used_decision_ttl``), its id is past
+    ``unused_decision_ttl`` too: a replay is 404, never a second 202."""
+    timing = FAST_DEVICE.model_copy(update={
+        "unused_decision_ttl": 0.3, "used_decision_ttl": 0.5, "prune_interval": 0.05})
+    settings = make_settings(tmp_path / "data", device_timing=timing)
+    rng = np.random.default_rng(4)
+    async with stack(settings) as s:
+        used = (await decide(s.device, "cen", features(rng)))["decision_id"]
+        body = {"decision_id": used, "reward": 1.0}
+        assert (await s.device.post("/v1/tasks/cen/feedback", json=body)).status_code == 202
+
+        async def pruned() -> bool:
+            n = await s.app.state.runtime.store.run(
+                lambda conn: conn.execute("SELECT COUNT(*) FROM used_decisions").fetchone()[0])
+            return n == 0
+
+        await eventually(pruned, timeout=5, what="the tombstone pruned")
+        error(await s.device.post("/v1/tasks/cen/feedback", json=body), 404, "unknown_decision")
+        assert (await status(s.device))["feedbacks"] == 1
+
+
+async def test_pruning_forgets_every_old_tombstone_in_chunks_and_keeps_the_rest(
     tmp_path: Path,
 ) -> None:
     store = DeviceStore(tmp_path / "device.sqlite3")
     store.start()
+    now_ms = int(time.time() * 1000)
+    # Tombstone ids as ``decision_ids`` makes them: the issue time in ms, then random bytes.
+    old = [uid_floor(now_ms - 7_200_000 + i)[:6] + os.urandom(6) for i in range(25)]
+    new = [uid_floor(now_ms - 60_000 + i)[:6] + os.urandom(6) for i in range(4)]
     try:
-        x = np.zeros(3)
-        for i in range(25):
-            await store.add_decision(f"old-{i}", "cen", x)
-        for i in range(7):
-            await store.add_decision(f"used-{i}", "cen", x)
-            await store.complete_feedback(f"used-{i}", "cen", "{}")
-        await asyncio.sleep(0.2)
-        for i in range(4):
-            await store.add_decision(f"new-{i}", "cen", x)
-        # Undecided after 0.1 s, tombstones after an hour: the 25 old open decisions go.
-        assert await store.prune_decisions(3600, 0.1, chunk=4) == 25
+        for uid in old + new:
+            await store.complete_feedback(uid, "cen", "{}")
 
-        def left(conn: object) -> list[tuple[str, int]]:
-            return conn.execute(  # type: ignore[attr-defined]
-                "SELECT id, x IS NULL FROM decisions ORDER BY id").fetchall()
+        def left(conn: object) -> list[bytes]:
+            return [bytes(r[0]) for r in conn.execute(  # type: ignore[attr-defined]
+                "SELECT id FROM used_decisions ORDER BY id").fetchall()]
 
-        rows = await store.run(left)
-        assert sorted(r[0] for r in rows) == sorted(
-            [f"new-{i}" for i in range(4)] + [f"used-{i}" for i in range(7)])
-        assert await store.prune_decisions(0.1, 3600, chunk=3) == 7  # now the tombstones
-        assert len(await store.run(left)) == 4
-        assert await store.prune_decisions(3600, 3600) == 0
+        # Older than an hour: the 25 two-hour-old tombstones go, four at a time.
+        assert await store.prune_decisions(3600, chunk=4) == 25
+        assert await store.run(left) == sorted(new)
+        assert await store.prune_decisions(3600) == 0
+        assert await store.prune_decisions(30, chunk=3) == 4
+        assert await store.run(left) == []
     finally:
         await store.stop()
         store.close()

@@ -30,7 +30,9 @@ async def test_health_status_and_decide(settings: Settings) -> None:
         }
         for task in ("shuf", "loc", "cen"):
             out = await decide(s.device, task, features(rng))
-            assert re.fullmatch(r"[0-9a-f]{32}", out["decision_id"])
+            # base64url of 0x01 | 12-byte nonce | d float64s sealed | 16-byte tag
+            assert re.fullmatch(r"[A-Za-z0-9_-]+", out["decision_id"])
+            assert len(out["decision_id"]) == -(-(1 + 12 + 8 * D + 16) * 4 // 3)
             assert 0 <= out["action"] < K
             assert out["model_version"] == 0
 

@@ -1,10 +1,10 @@
 """Feedback: the sealed report carries exactly the estimator's inputs (randomised for noisy
-tasks), errors change nothing, one feedback per decision, and the decision's vector is erased."""
+tasks), errors change nothing, one feedback per decision, a decision survives a restart of the
+device, and no feature vector reaches the device's disk."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -88,8 +88,18 @@ async def test_feedback_errors_change_nothing(settings: Settings) -> None:
             ("cen", {"decision_id": did, "reward": -0.1}, 422, "reward_out_of_range"),
             ("cen", {"decision_id": did, "reward": "1"}, 422, "invalid_request"),
             ("cen", {"decision_id": did}, 422, "missing_reward"),  # BCO tasks take losses
-            ("cen", {"decision_id": did.upper(), "reward": 1.0}, 422, "invalid_request"),
-            ("cen", {"decision_id": did[:-1], "reward": 1.0}, 422, "invalid_request"),
+            # Altered ids do not open: unknown, whatever was changed.
+            ("cen", {"decision_id": did.swapcase(), "reward": 1.0}, 404, "unknown_decision"),
+            ("cen", {"decision_id": did[:-1], "reward": 1.0}, 404, "unknown_decision"),
+            ("cen", {"decision_id": did[:-2], "reward": 1.0}, 404, "unknown_decision"),
+            ("cen", {"decision_id": did + "A", "reward": 1.0}, 404, "unknown_decision"),
+            ("cen", {"decision_id": did[:40] + ("B" if did[40] != "B" else "C") + did[41:],
+                     "reward": 1.0}, 404, "unknown_decision"),
+            ("cen", {"decision_id": did + "=", "reward": 1.0}, 422, "invalid_request"),
+            ("cen", {"decision_id": did[:30] + "/" + did[31:], "reward": 1.0}, 422,
+             "invalid_request"),
+            ("cen", {"decision_id": "", "reward": 1.0}, 422, "invalid_request"),
+            ("cen", {"decision_id": "A" * 400_001, "reward": 1.0}, 422, "invalid_request"),
             ("cen", {"decision_id": did, "reward": 1.0, "x": 1}, 422, "invalid_request"),
         ]
         for task, body, code, err in cases:
@@ -125,18 +135,36 @@ async def test_concurrent_double_feedback_counts_once(settings: Settings) -> Non
         assert (await status(s.device))["feedbacks"] == 5
 
 
-async def test_decision_vector_is_erased_after_feedback(settings: Settings) -> None:
-
+async def test_no_feature_vector_reaches_the_device_disk(settings: Settings) -> None:
+    """Decide writes nothing (the chosen arm's features are sealed in the decision id) and the
+    queued report is HPKE-sealed: the raw bytes of the chosen vector appear in no file of the
+    device's data directory, neither before nor after the feedback."""
     rng = np.random.default_rng(8)
+    device_dir = Path(settings.data_dir) / "device"
+
+    def on_disk(needle: bytes) -> list[str]:
+        return [f.name for f in device_dir.iterdir() if f.is_file() and needle in f.read_bytes()]
+
+    async with stack(settings) as s:
+        feats = features(rng)
+        out = await decide(s.device, "cen", feats)
+        chosen = np.asarray(feats[out["action"]], dtype="<f8").tobytes()
+        assert on_disk(b"") != [] and on_disk(chosen) == []
+        resp = await s.device.post("/v1/tasks/cen/feedback", json={
+            "decision_id": out["decision_id"], "reward": 0})
+        assert resp.status_code == 202
+        assert (await status(s.device))["outbox_pending"] + len(s.shuffler.reports()) == 1
+        assert on_disk(chosen) == []
+
+
+async def test_a_decision_survives_a_restart_of_the_device(settings: Settings) -> None:
+    """Durable without a write: an id issued before a restart takes its feedback after it (the
+    key that seals it is on disk), and only once."""
+    rng = np.random.default_rng(9)
     async with stack(settings) as s:
         did = (await decide(s.device, "cen", features(rng)))["decision_id"]
-        db = Path(settings.data_dir) / "device" / "device.sqlite3"
-        with sqlite3.connect(db) as conn:
-            (x,) = conn.execute("SELECT x FROM decisions WHERE id = ?", (did,)).fetchone()
-            assert x is not None and len(x) == 8 * D
-        resp = await s.device.post("/v1/tasks/cen/feedback", json={"decision_id": did,
-                                                                   "reward": 0})
-        assert resp.status_code == 202
-        with sqlite3.connect(db) as conn:
-            (x,) = conn.execute("SELECT x FROM decisions WHERE id = ?", (did,)).fetchone()
-            assert x is None
+    async with stack(settings) as s:
+        body = {"decision_id": did, "reward": 0.5}
+        assert (await s.device.post("/v1/tasks/cen/feedback", json=body)).status_code == 202
+    async with stack(settings) as s:
+        error(await s.device.post("/v1/tasks/cen/feedback", json=body), 409, "decision_used")

@@ -177,9 +177,8 @@ async def test_secure_sum_feedback_waits_for_the_paillier_key(tmp_path: Path) ->
         st = await status(s.device)
         assert (st["feedbacks"], st["outbox_pending"]) == (0, 0)
         db = Path(settings.data_dir) / "device" / "device.sqlite3"
-        with sqlite3.connect(db) as conn:
-            (x,) = conn.execute("SELECT x FROM decisions WHERE id = ?", (did,)).fetchone()
-        assert x is not None  # not consumed
+        with sqlite3.connect(db) as conn:  # not consumed: no tombstone
+            assert conn.execute("SELECT COUNT(*) FROM used_decisions").fetchone() == (0,)
 
 
 class Switch(httpx.AsyncBaseTransport):

@@ -7,11 +7,10 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from services.common.sqlite import schema_version
-from services.device.errors import DecisionUsed, UnknownDecision
+from services.device.errors import DecisionUsed
 from services.device.store import MIGRATIONS, SCHEMA_V1, DeviceStore
 
 # The device's schema before secure-sum (no transport / key id columns), without versioning.
@@ -51,7 +50,7 @@ async def test_an_unversioned_store_is_migrated_and_keeps_its_outbox(
         await store.stop()
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 3
+        assert schema_version(conn) == len(MIGRATIONS) == 4
         (transport,) = conn.execute("SELECT transport FROM dead_letters").fetchone()
         assert transport == "reports"
 
@@ -60,94 +59,77 @@ async def test_a_failing_operation_is_undone_alone_within_its_group(tmp_path: Pa
     store = DeviceStore(tmp_path / "device.sqlite3")
     store.start()
     try:
-        x = np.array([0.1, 0.2, 0.3])
-        await store.add_decision("a" * 32, "cen", x)
+        await store.complete_feedback(b"a" * 12, "cen", "{}")
 
         def half_then_fail(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM decisions")
+            conn.execute("DELETE FROM used_decisions")
             raise RuntimeError("boom")
 
-        # Submitted together: one group, one transaction; the failing op's delete is undone.
+        # Submitted together: one group, one transaction; the failing op's delete is undone,
+        # and so is the repeated feedback's outbox row.
         results = await asyncio.gather(
-            store.add_decision("b" * 32, "cen", x),
+            store.complete_feedback(b"b" * 12, "cen", "{}"),
             store.run(half_then_fail),
-            store.complete_feedback("a" * 32, "cen", "{}"),
-            store.get_decision("c" * 32, "cen"),
+            store.complete_feedback(b"a" * 12, "cen", "{}"),
+            store.decision_used(b"c" * 12),
             return_exceptions=True,
         )
-        assert results[0] is None and isinstance(results[1], RuntimeError)
-        assert results[2] == 1 and isinstance(results[3], UnknownDecision)
-        np.testing.assert_array_equal(await store.get_decision("b" * 32, "cen"), x)
-        with pytest.raises(DecisionUsed):
-            await store.get_decision("a" * 32, "cen")
-        assert (store.counters.feedbacks, store.counters.outbox_pending) == (1, 1)
+        assert results[0] == 2 and isinstance(results[1], RuntimeError)
+        assert isinstance(results[2], DecisionUsed) and results[3] is False
+        assert await store.decision_used(b"a" * 12) and await store.decision_used(b"b" * 12)
+        assert (store.counters.feedbacks, store.counters.outbox_pending) == (2, 2)
+        assert [it.seq for it in await store.outbox_head(10)] == [1, 2]
     finally:
         await store.stop()
         store.close()
 
 
-async def test_a_group_of_new_decisions_is_inserted_at_once_and_a_repeated_id_fails_alone(
-    tmp_path: Path,
-) -> None:
-    """The group's new decisions go in with one statement; when that fails (an id already
-    taken), each is retried alone, so only the repeated id is refused."""
-    store = DeviceStore(tmp_path / "device.sqlite3")
-    store.start()
-    try:
-        x = np.array([0.1, 0.2, 0.3])
-        await store.add_decision("a" * 32, "cen", x)
-        ids = ["b" * 32, "a" * 32, "c" * 32, "d" * 32]
-        results = await asyncio.gather(
-            *(store.add_decision(i, "cen", x + k) for k, i in enumerate(ids)),
-            return_exceptions=True,
-        )
-        assert results[0] is None and results[2] is None and results[3] is None
-        assert isinstance(results[1], sqlite3.IntegrityError)
-        np.testing.assert_array_equal(await store.get_decision("a" * 32, "cen"), x)
-        for k in (0, 2, 3):
-            np.testing.assert_array_equal(await store.get_decision(ids[k], "cen"), x + k)
-    finally:
-        await store.stop()
-        store.close()
+async def test_an_upgraded_store_forgets_its_plaintext_decisions(tmp_path: Path) -> None:
+    """A store from before sealed decision ids (schema 3) held open decisions' feature vectors
+    in plaintext: migration 4 drops them (their feedback is then 404, as after expiry)."""
+    path = tmp_path / "device.sqlite3"
+    store = DeviceStore(path)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM schema_version WHERE version = 4")
+        conn.execute("DROP TABLE used_decisions")
+        conn.executescript(MIGRATIONS[0])  # type: ignore[arg-type]
+        conn.execute("INSERT INTO decisions VALUES ('a', 'cen', x'0000803f', 1.0)")
+    DeviceStore(path).close()
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "decisions" not in tables and "used_decisions" in tables
+        assert schema_version(conn) == 4
 
 
-def test_decision_ids_are_hex_ordered_by_second_and_random_below() -> None:
-    from services.device.decisions import new_decision_id
-
-    ids = [new_decision_id() for _ in range(1000)]
-    assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
-    assert len(set(ids)) == 1000 and len({i[8:] for i in ids}) == 1000
-    assert len({i[:8] for i in ids}) <= 2  # one second (or the turn of one)
-
-
-async def test_a_decision_is_answered_only_after_the_wal_is_fsynced(
+async def test_a_feedback_is_answered_only_after_the_wal_is_fsynced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The store commits with ``synchronous=NORMAL`` (no fsync on the loop) and fsyncs the WAL
-    itself before answering: ``add_decision`` returns only after an fsync of the WAL file's
-    inode that began after the decision's commit. (A power cut cannot be staged here; the
+    itself before answering: ``complete_feedback`` returns only after an fsync of the WAL
+    file's inode that began after the feedback's commit. (A power cut cannot be staged here; the
     fsync is observed instead, on the real file.)"""
     import os
 
     path = tmp_path / "device.sqlite3"
     store = DeviceStore(path)
     assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-    synced: list[tuple[int, int]] = []  # (inode, decisions committed when the fsync ran)
+    synced: list[tuple[int, int]] = []  # (inode, feedbacks committed when the fsync ran)
     real_fsync = os.fsync
     probe = sqlite3.connect(path, check_same_thread=False)
 
     def spy(fd: int) -> None:
-        committed = probe.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
+        committed = probe.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
         synced.append((os.fstat(fd).st_ino, committed))
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", spy)
     store.start()
     try:
-        await store.add_decision("a" * 32, "t", np.ones(3))
+        await store.complete_feedback(b"a" * 12, "t", "{}")
         wal = Path(f"{path}-wal")
         assert synced and synced[-1] == (wal.stat().st_ino, 1)
-        await store.add_decision("b" * 32, "t", np.ones(3))
+        await store.complete_feedback(b"b" * 12, "t", "{}")
         assert synced[-1] == (wal.stat().st_ino, 2)
     finally:
         await store.stop()
@@ -170,7 +152,7 @@ async def test_the_wal_is_checkpointed_by_the_sync_thread_not_inside_a_commit(
     def in_main_file() -> int:
         main = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
         try:
-            return main.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
+            return main.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]
         except sqlite3.OperationalError:  # not even the schema is in the main file yet
             return 0
         finally:
@@ -179,9 +161,9 @@ async def test_the_wal_is_checkpointed_by_the_sync_thread_not_inside_a_commit(
     store.start()
     try:
         for i in range(CHECKPOINT_EVERY - 1):
-            await store.add_decision(f"{i:032x}", "t", np.ones(3))
+            await store.complete_feedback(i.to_bytes(12, "big"), "t", "{}")
         assert in_main_file() == 0  # all of it still only in the WAL
-        await store.add_decision(f"{CHECKPOINT_EVERY:032x}", "t", np.ones(3))
+        await store.complete_feedback(CHECKPOINT_EVERY.to_bytes(12, "big"), "t", "{}")
         assert in_main_file() == CHECKPOINT_EVERY
     finally:
         await store.stop()
