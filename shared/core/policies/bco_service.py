@@ -33,7 +33,7 @@ counted as rejected); one that passed decode but fell out while its group was fe
 
 from __future__ import annotations
 
-import itertools
+from collections import deque
 from typing import Any, ClassVar
 
 import numpy as np
@@ -83,6 +83,9 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         self.history: dict[int, tuple[np.ndarray, float]] = {}
         # version → the report count when it was last published, reached or reported on
         self.touched: dict[int, int] = {}
+        # (report count, version) of every touch, oldest first (the counts never decrease): what
+        # may age out is at the front; an entry whose version was touched again since is stale
+        self._aging: deque[tuple[int, int]] = deque()
         # the newest version a report has been played from (−1: none yet); versions above it
         # do not age (module doc)
         self.reached = -1
@@ -110,16 +113,19 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         """λ of the ellipsoid serving user t (0-based): ημ(t + 1) (Hazan–Levy); 0 when μ = 0."""
         return 0.0
 
+    def _touch(self, version: int, count: int) -> None:
+        self.touched[version] = count
+        self._aging.append((count, version))
+
     def _model_at(self, version: int) -> BCOModel:
         self.history[version] = (self.y.copy(), self._lam(self.reports))
-        self.touched[version] = self.reports
-        # Versions are added in increasing order, so the reached ones come first: the scan stops
-        # at the first unreached one (a drain's unreached versions are never scanned).
+        self._touch(version, self.reports)
         horizon = self.reports - VERSION_HISTORY
-        gone = [v for v in itertools.takewhile(lambda v: v <= self.reached, self.touched)
-                if self.touched[v] <= horizon]
-        for v in gone:
-            del self.history[v], self.touched[v]
+        while self._aging and self._aging[0][0] <= horizon:
+            count, v = self._aging.popleft()
+            # An unreached version stays (it is touched, so queued again, when reached).
+            if self.touched.get(v) == count and v <= self.reached:
+                del self.history[v], self.touched[v]
         return self._build_model(version)
 
     def _build_model(self, version: int) -> BCOModel:
@@ -153,9 +159,9 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
             # the devices held v, so the versions up to v begin to age now.
             for u in range(self.reached + 1, v):
                 if u in self.touched:
-                    self.touched[u] = self.reports + 1
+                    self._touch(u, self.reports + 1)
             self.reached = v
-        self.touched[v] = self.reports + 1  # reported on: kept while its reports arrive
+        self._touch(v, self.reports + 1)  # reported on: kept while its reports arrive
         self._step(v, row[1:-1], float(row[-1]))
         self.reports += 1
         self.model = self._model_at(self.model.version + 1)
@@ -175,10 +181,10 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         self.y = np.asarray(state["y"], dtype=float)
-        entries = sorted(state["history"], key=lambda e: int(e[0]))  # in version order (_model_at)
         self.history = {int(v): (np.asarray(y, dtype=float), float(lam))
-                        for v, y, lam, _ in entries}
-        self.touched = {int(v): int(t) for v, _, _, t in entries}
+                        for v, y, lam, _ in state["history"]}
+        self.touched = {int(v): int(t) for v, _, _, t in state["history"]}
+        self._aging = deque(sorted((t, v) for v, t in self.touched.items()))
         # States saved before ``reached`` existed: none reached, so nothing ages until the next
         # report (keeps more than needed for a while, never refuses what a device still plays).
         self.reached = int(state.get("reached", -1))
