@@ -234,3 +234,43 @@ async def test_too_old_versions_are_refused_and_restart_keeps_state(
         assert sorted(restored.history) == list(range(2, VERSION_HISTORY + 3))
         report = await privacy(analyzer, "plain")
         assert (report.reports_counted, report.reports_refused) == (VERSION_HISTORY + 2, 1)
+
+
+async def test_the_version_fetched_after_an_outage_is_kept_through_the_backlog(
+    bco_settings: Settings,
+) -> None:
+    """The e2e crash test's sequence, through the analyzer: users kept playing version a while
+    it was down, a backlog of more than VERSION_HISTORY reports; back up, a few reports into
+    the drain, the device fetches the then latest version b, whose reports were formed after
+    the backlog and so arrive after it. The analyzer restarts once more in the middle of the
+    drain. Every report is counted, none refused."""
+    backlog = VERSION_HISTORY + 40
+
+    async def post(analyzer: httpx.AsyncClient, hpke: object, version: int) -> None:
+        resp = await analyzer.post("/v1/tasks/two/batches",
+                                   json=batch([sealed(hpke, TWO, [version, *U, 0.0])]),
+                                   headers=auth())
+        ack = BatchAck.model_validate_json(resp.content)
+        assert (ack.counted, ack.rejected) == (1, 0), (version, ack)
+
+    async with stack(bco_settings) as s:
+        hpke = await hpke_of(s.analyzer)
+        for v in range(10):  # before the outage: the latest version each time
+            await post(s.analyzer, hpke, v)
+        a = 10
+        for _ in range(10):
+            await post(s.analyzer, hpke, a)
+        b = (await model(s, "two")).version  # what the device fetches once it is back
+        for _ in range(backlog // 2 - 10):
+            await post(s.analyzer, hpke, a)
+    again = create_analyzer(bco_settings, paillier_key_bits=PAILLIER_TEST_BITS)
+    async with running(again) as analyzer:
+        for _ in range(backlog - backlog // 2):
+            await post(analyzer, hpke, a)
+        latest = BCOModelMessage.model_validate_json(
+            (await analyzer.get("/v1/tasks/two/model")).content).version
+        assert latest - b > VERSION_HISTORY
+        for _ in range(20):
+            await post(analyzer, hpke, b)
+        report = await privacy(analyzer, "two")
+        assert (report.reports_counted, report.reports_refused) == (10 + backlog + 20, 0)

@@ -12,16 +12,28 @@ the same compiled kernels), fed row by row:
 - two points (``bco2``, ``ldp-bco2``; Agarwal–Dekel–Xiao, Zheng Alg. 4 around Alg. 2): a row
   ``[v, u, Δ̃]`` gives g = (d/(2ρ)) Δ̃ u, y ← Π_{(1−ξ)K}(y − η_t g), η_t = η₀ or η₀/(μ(t+1)).
 
-The analyzer keeps (y_v, λ_v) of every version published or reported on within the last
-``VERSION_HISTORY`` reports: a version stays while reports for it keep arriving (after an outage
-the shuffler's backlog may hold hundreds of reports all played from the one version the devices
-had), and goes once ``VERSION_HISTORY`` reports have passed without one. A report for a version
-no longer kept (or never published) is refused at decode (``admit_row``, counted as rejected);
-one that passed decode but fell out while its group was fed is skipped (``skipped``).
+The analyzer keeps (y_v, λ_v) of the versions a report may still be played from. Reports arrive
+in the order they were formed (the device's outbox and the shuffler are FIFO; pass-through
+batches are delivered oldest first, a few in flight at once), and a report can only be played
+from a version published before it was formed. So until a report
+played from v or from a newer version arrives (v is *reached*), every report that arrives may
+have been formed before any device held v: such reports say nothing about v, and v does not age.
+After an outage the shuffler's backlog may hold hundreds of reports all played from the one
+version the devices had, while the devices already play the version they fetched when the
+analyzer came back, published at the start of the drain: its first report arrives only after
+the whole backlog, however long. Once reached, a version goes when ``VERSION_HISTORY`` reports
+have arrived without one played from it (it stays while its reports keep arriving). The history
+therefore holds the last ``VERSION_HISTORY`` reports' worth of reached versions plus the
+versions published since the newest reached one (during a drain, one per backlog report).
+
+A report for a version no longer kept (or never published) is refused at decode (``admit_row``,
+counted as rejected); one that passed decode but fell out while its group was fed is skipped
+(``skipped``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,8 +81,14 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         self.y = np.zeros(config.d)
         # version → (y_v, λ_v): what a device holding version v played around
         self.history: dict[int, tuple[np.ndarray, float]] = {}
-        # version → the report count when it was last published or reported on
+        # version → the report count when it was last published, reached or reported on
         self.touched: dict[int, int] = {}
+        # (report count, version) of every touch, oldest first (the counts never decrease): what
+        # may age out is at the front; an entry whose version was touched again since is stale
+        self._aging: deque[tuple[int, int]] = deque()
+        # the newest version a report has been played from (−1: none yet); versions above it
+        # do not age (module doc)
+        self.reached = -1
         super().__init__(config, rng)
 
     @property
@@ -95,11 +113,19 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         """λ of the ellipsoid serving user t (0-based): ημ(t + 1) (Hazan–Levy); 0 when μ = 0."""
         return 0.0
 
+    def _touch(self, version: int, count: int) -> None:
+        self.touched[version] = count
+        self._aging.append((count, version))
+
     def _model_at(self, version: int) -> BCOModel:
         self.history[version] = (self.y.copy(), self._lam(self.reports))
-        self.touched[version] = self.reports
-        for old in [v for v, t in self.touched.items() if t <= self.reports - VERSION_HISTORY]:
-            del self.history[old], self.touched[old]
+        self._touch(version, self.reports)
+        horizon = self.reports - VERSION_HISTORY
+        while self._aging and self._aging[0][0] <= horizon:
+            count, v = self._aging.popleft()
+            # An unreached version stays (it is touched, so queued again, when reached).
+            if self.touched.get(v) == count and v <= self.reached:
+                del self.history[v], self.touched[v]
         return self._build_model(version)
 
     def _build_model(self, version: int) -> BCOModel:
@@ -128,7 +154,14 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         if v not in self.history:
             self.skipped += 1  # fell out of the history after decode
             return 1
-        self.touched[v] = self.reports + 1  # reported on: kept while its reports arrive
+        if v > self.reached:
+            # The first report played from v or newer: what arrives from now on was formed after
+            # the devices held v, so the versions up to v begin to age now.
+            for u in range(self.reached + 1, v):
+                if u in self.touched:
+                    self._touch(u, self.reports + 1)
+            self.reached = v
+        self._touch(v, self.reports + 1)  # reported on: kept while its reports arrive
         self._step(v, row[1:-1], float(row[-1]))
         self.reports += 1
         self.model = self._model_at(self.model.version + 1)
@@ -143,13 +176,18 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
     def _extra_state(self) -> dict[str, Any]:
         return {"y": self.y.tolist(),
                 "history": [[v, y.tolist(), lam, self.touched[v]]
-                            for v, (y, lam) in self.history.items()]}
+                            for v, (y, lam) in self.history.items()],
+                "reached": self.reached}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         self.y = np.asarray(state["y"], dtype=float)
         self.history = {int(v): (np.asarray(y, dtype=float), float(lam))
                         for v, y, lam, _ in state["history"]}
         self.touched = {int(v): int(t) for v, _, _, t in state["history"]}
+        self._aging = deque(sorted((t, v) for v, t in self.touched.items()))
+        # States saved before ``reached`` existed: none reached, so nothing ages until the next
+        # report (keeps more than needed for a while, never refuses what a device still plays).
+        self.reached = int(state.get("reached", -1))
 
 
 class OnePointService(BCOServicePolicy):

@@ -101,6 +101,7 @@ def test_history_keeps_the_last_versions_and_survives_state() -> None:
     q.set_state(p.get_state())
     assert q.model.to_dict() == p.model.to_dict()
     assert sorted(q.history) == sorted(p.history)
+    assert q.touched == p.touched and q.reached == p.reached == VERSION_HISTORY + 4
     skipped = q.skipped
     q.ingest(q.randomizer.row(0, u, 0.0)[None])  # fell out of the history: skipped, no crash
     assert q.skipped == skipped + 1 and q.model.version == p.model.version
@@ -116,13 +117,64 @@ def test_a_version_stays_while_its_reports_keep_arriving() -> None:
         p.admit_row(row)
         p.ingest(row[None])
     assert p.skipped == 0 and p.reports == 3 * VERSION_HISTORY
-    assert len(p.history) == VERSION_HISTORY + 1  # version 0 and the last VERSION_HISTORY
+    # Nothing played from a newer version has arrived: every version published meanwhile may
+    # be held by a device whose reports wait behind the backlog, so all are kept.
+    assert sorted(p.history) == list(range(3 * VERSION_HISTORY + 1))
     # Once VERSION_HISTORY reports pass without one for version 0, it goes.
     for _ in range(VERSION_HISTORY):
         v = p.model.version
         p.ingest(p.randomizer.row(v, unit_directions(1, D, rng)[0], 0.5)[None])
     with pytest.raises(ValueError, match="not one of"):
         p.admit_row(p.randomizer.row(0, np.eye(D)[0], 0.5))
+    # The drain's versions began to age with the first of those reports: one more, and they
+    # have all gone too.
+    p.ingest(p.randomizer.row(p.model.version, np.eye(D)[0], 0.5)[None])
+    assert sorted(p.history) == list(range(p.model.version - VERSION_HISTORY,
+                                           p.model.version + 1))
+
+
+@pytest.mark.parametrize("algo", ["ldp-bco", "ldp-bco2"])
+def test_the_version_fetched_after_an_outage_outlives_the_backlog(algo: str) -> None:
+    """The crash test's sequence, in formation order: the devices played version a while the
+    analyzer was down (a backlog longer than VERSION_HISTORY); it came back and, a few reports
+    into the drain, the devices fetched the then latest version b; b's reports were formed
+    after the whole backlog, so they arrive after it. None may be refused, across a restart
+    (state saved and loaded) in the middle of the drain; and once the devices have moved on
+    from b, b ages out as before."""
+    _, cfg = config(algo, 0.5)
+    p = build_policy(cfg)
+    rng = np.random.default_rng(3)
+
+    def report(version: int) -> None:
+        row = p.randomizer.row(version, unit_directions(1, D, rng)[0], 0.01)
+        p.admit_row(row)  # raises for a version not kept
+        p.ingest(row[None])
+
+    for _ in range(20):  # before the outage: each user served the latest version
+        report(p.model.version)
+    a = p.model.version
+    backlog = VERSION_HISTORY + 60
+    for _ in range(10):
+        report(a)
+    b = p.model.version  # what the devices fetched once the analyzer was back
+    for _ in range(backlog // 2 - 10):
+        report(a)
+    restarted = build_policy(cfg)
+    restarted.set_state(p.get_state())
+    p = restarted
+    for _ in range(backlog - backlog // 2):
+        report(a)
+    assert p.model.version - b > VERSION_HISTORY  # b was published that many reports ago
+    for _ in range(40):
+        report(b)
+    assert p.skipped == 0 and p.reports == 20 + backlog + 40
+    # The devices move on: b goes once VERSION_HISTORY reports pass without one for it.
+    for _ in range(VERSION_HISTORY):
+        report(p.model.version)
+    with pytest.raises(ValueError, match="not one of"):
+        p.admit_row(p.randomizer.row(b, np.eye(D)[0], 0.01))
+    report(p.model.version)  # and the drain's versions, reached with the first of those
+    assert len(p.history) == VERSION_HISTORY + 1  # the steady state: the latest and the last
 
 
 @pytest.mark.parametrize("points", [1, 2])
