@@ -11,7 +11,11 @@ duplicate (``ShufflerStore.accept``), like an identical ciphertext.
 
 Then concurrent uploads are funnelled into one SQLite transaction per group (uploads arriving
 while a commit is in progress form the next group), so a 202 costs a share of one fsync; the
-same transaction forms every batch that became full, and the forwarder is woken for it.
+same transaction forms every batch that became full, and the forwarder is woken for it. With
+the SQLite store the group commits on the event loop's thread (``Store.accept_in_loop``: no
+thread hand-off per group) and the WAL is checkpointed in a worker thread every
+``CHECKPOINT_EVERY`` groups; a PostgreSQL commit, round trips to the server, runs in a worker
+thread.
 
 Backpressure: an upload arriving while its task has ``limits.shuffler_reports`` reports stored
 and not yet acknowledged by the analyzer (counting uploads being committed) is refused with 429
@@ -20,6 +24,8 @@ and not yet acknowledged by the analyzer (counting uploads being committed) is r
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,7 +44,12 @@ from shared.protocol.messages import EncryptedReport
 from shared.protocol.secure_sum import EncryptedCounts
 from shared.settings import Limits
 
+log = logging.getLogger(__name__)
+
 MAX_GROUP = 256  # uploads per group commit
+# Group commits between two WAL checkpoints of an in-loop store (~1 s at a busy shuffler's
+# rate of groups, so the WAL stays a few MB).
+CHECKPOINT_EVERY = 64
 
 
 @dataclass(frozen=True)
@@ -98,8 +109,11 @@ class Intake:
         for task in store.batch_sizes:
             metrics.stored.labels(task).set_function(lambda t=task: store.stored(t))
         self._committer: GroupCommitter[Upload, Committed] = GroupCommitter(
-            "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after
+            "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after,
+            in_loop=store.accept_in_loop,
         )
+        self._groups = 0
+        self._checkpointing: asyncio.Future[None] | None = None
 
     @property
     def running(self) -> bool:
@@ -111,6 +125,20 @@ class Intake:
     async def stop(self) -> None:
         """Finish the group in progress (its clients get their answers), then stop."""
         await self._committer.stop()
+        if self._checkpointing is not None:
+            await asyncio.gather(self._checkpointing, return_exceptions=True)
+
+    def _maybe_checkpoint(self) -> None:
+        """(Event loop.) Every ``CHECKPOINT_EVERY`` groups of an in-loop store, one WAL
+        checkpoint in a worker thread, unless the previous one is still running."""
+        self._groups += 1
+        if not self.store.accept_in_loop or self._groups % CHECKPOINT_EVERY:
+            return
+        if self._checkpointing is not None and not self._checkpointing.done():
+            return
+        self._checkpointing = asyncio.get_running_loop().run_in_executor(
+            None, self.store.checkpoint)
+        self._checkpointing.add_done_callback(_log_failure)
 
     async def accept_reports(
         self, spec: TaskSpec, reports: Sequence[EncryptedReport]
@@ -161,7 +189,8 @@ class Intake:
         return committed.result
 
     def _commit(self, uploads: list[Upload]) -> list[Committed]:
-        """(Worker thread.) One transaction for the whole group."""
+        """(Event loop's thread for an in-loop store, else a worker thread.) One transaction
+        for the whole group."""
         started = time.perf_counter()
         results, formed = self.store.accept(uploads)
         self.metrics.commit_seconds.observe(time.perf_counter() - started)
@@ -172,6 +201,7 @@ class Intake:
         first = outcomes[0]
         if isinstance(first, BaseException):  # the whole group failed: nothing was stored
             return
+        self._maybe_checkpoint()
         self.metrics.commit_group.observe(len(uploads))
         for upload, outcome in zip(uploads, outcomes, strict=True):
             assert isinstance(outcome, Committed)
@@ -180,3 +210,8 @@ class Intake:
         for task, n in first.formed.items():
             self.metrics.batches_formed.labels(task).inc(n)
             self.forwarder.wake(task)
+
+
+def _log_failure(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("shuffler: WAL checkpoint failed", exc_info=fut.exception())

@@ -131,6 +131,9 @@ class PgShufflerStore:
     ``poll``: seconds between heartbeats and formation sweeps; ``dead_after``: seconds without
     a heartbeat after which a replica's batches are taken over."""
 
+    # A commit is round trips to the server: intake runs it in a worker thread.
+    accept_in_loop = False
+
     def __init__(
         self,
         url: str,
@@ -165,6 +168,9 @@ class PgShufflerStore:
             target=self._sweep_forever, name="shuffler-pg-sweep", daemon=True
         )
         self._sweeper.start()
+
+    def checkpoint(self) -> None:
+        """Nothing to do: the server checkpoints its own log."""
 
     def close(self) -> None:
         """Stop the sweep and sign off: a replica that stops cleanly leaves its unacknowledged

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from services.common.sqlite import add_columns, migrate, open_db, transaction
+from services.common.sqlite import WalSync, add_columns, migrate, open_db, transaction
 from shared.protocol.messages import EncryptedReport, b64decode, b64encode
 from shared.protocol.secure_sum import EncryptedCounts
 
@@ -211,10 +211,17 @@ class Store(Protocol):
 
     ``poll_interval``: None if every batch this process must deliver is formed by this process
     (it is woken for them); else the seconds after which delivery looks again (batches formed
-    by another replica's sweep, or taken over from a dead one)."""
+    by another replica's sweep, or taken over from a dead one).
+
+    ``accept_in_loop``: True if ``accept`` is quick enough, apart from one local fsync, to run on
+    the event loop's thread (intake then makes no thread hand-off per group commit), in which
+    case ``checkpoint`` must be called in a worker thread now and then (``Intake``)."""
 
     batch_sizes: dict[str, int]
     poll_interval: float | None
+    accept_in_loop: bool
+
+    def checkpoint(self) -> None: ...
 
     def close(self) -> None: ...
     def stored(self, task: str) -> int: ...
@@ -238,15 +245,26 @@ class Store(Protocol):
 
 
 class ShufflerStore:
-    """Thread-safe access to the shuffler's SQLite file (one connection behind a lock)."""
+    """Thread-safe access to the shuffler's SQLite file (one connection behind a lock).
+
+    Intake's group commits run on the event loop's thread (``accept_in_loop``): on a local disk
+    one fsync takes a fraction of a millisecond, less than the two thread hand-offs a group
+    would otherwise cost under load (BENCHMARKS "Load", session 6). SQLite's automatic WAL
+    checkpoint, which would run inside such a COMMIT and stall the loop, is off; ``checkpoint``
+    runs a PASSIVE one on a connection of its own, in a worker thread, every
+    ``CHECKPOINT_EVERY`` groups."""
 
     # One process forms and delivers every batch: delivery is woken, never polls.
     poll_interval: float | None = None
+    accept_in_loop = True
 
     def __init__(self, path: Path, batch_sizes: dict[str, int]) -> None:
         self.path = path
         self.batch_sizes = dict(batch_sizes)
         self._conn = open_db(path)
+        # Checkpoints in a worker thread (``checkpoint``), not inside a COMMIT on the loop.
+        self._conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._wal = WalSync(path)
         self._lock = threading.Lock()
         with self._lock:
             migrate(self._conn, MIGRATIONS, store="shuffler")
@@ -261,6 +279,12 @@ class ShufflerStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        self._wal.close()
+
+    def checkpoint(self) -> None:
+        """(Worker thread.) A PASSIVE checkpoint of the WAL (``WalSync.checkpoint``): copies
+        what it can into the database file without waiting for, or blocking, the writer."""
+        self._wal.checkpoint()
 
     def _count_stored(self, task: str) -> int:
         """Pending reports plus the members of unacknowledged batches (caller holds the lock)."""

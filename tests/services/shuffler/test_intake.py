@@ -4,7 +4,12 @@ dropped (also after a restart)."""
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from shared.crypto.keystore import HpkeKeyStore
 from shared.protocol.messages import (
@@ -24,7 +29,7 @@ from tests.helpers import (
     upload,
 )
 
-from .support import LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
+from .support import BIG, LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
 
 
 async def test_health_status_and_unknown_task(tmp_path: Path, keys: HpkeKeyStore) -> None:
@@ -116,3 +121,68 @@ async def test_identical_ciphertexts_are_dropped(tmp_path: Path, keys: HpkeKeySt
         await eventually(lambda: acked(client, "shuf", 1))
         assert await upload(client, [c]) == ReportsAccepted(accepted=0, duplicates=1)
         assert (await queue_status(client, "shuf")).pending == 0
+
+
+async def test_sqlite_intake_commits_on_the_loop_and_checkpoints_in_a_worker(
+    tmp_path: Path, keys: HpkeKeyStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the SQLite store a group commit runs on the event loop's thread (no thread hand-off
+    per group); SQLite's automatic checkpoint (inside a COMMIT, on the loop) is off, and a worker
+    thread checkpoints every ``CHECKPOINT_EVERY`` groups, so the reports reach the database file
+    itself (read without the WAL: ``immutable=1``). A PostgreSQL commit stays in a worker."""
+    from services.shuffler import intake as intake_mod
+    from services.shuffler.pg_store import PgShufflerStore
+    from services.shuffler.store import ShufflerStore
+
+    assert ShufflerStore.accept_in_loop and not PgShufflerStore.accept_in_loop
+    threads: dict[str, set[int]] = {"accept": set(), "checkpoint": set()}
+    real_checkpoint = ShufflerStore.checkpoint
+
+    def spy(real: Callable[..., tuple]) -> Callable[..., tuple]:
+        def accept(self: object, uploads: list) -> tuple:
+            threads["accept"].add(threading.get_ident())
+            return real(self, uploads)
+        return accept
+
+    def checkpoint(self: ShufflerStore) -> None:
+        threads["checkpoint"].add(threading.get_ident())
+        real_checkpoint(self)
+
+    monkeypatch.setattr(ShufflerStore, "accept", spy(ShufflerStore.accept))
+    monkeypatch.setattr(PgShufflerStore, "accept", spy(PgShufflerStore.accept))
+    monkeypatch.setattr(ShufflerStore, "checkpoint", checkpoint)
+    settings = settings_for(tmp_path)
+    db = Path(settings.data_dir) / "shuffler" / "shuffler.sqlite3"
+
+    def in_main_file() -> int:
+        main = sqlite3.connect(f"file:{db}?immutable=1", uri=True)
+        try:
+            return main.execute("SELECT accepted FROM counters WHERE task = 'big'").fetchone()[0]
+        except (sqlite3.OperationalError, TypeError):  # no schema or row in the file yet
+            return 0
+        finally:
+            main.close()
+
+    app = shuffler_app(settings, FakeAnalyzer(keys))
+    make = report_maker(keys.hpke_config())
+    async with running(app) as client:
+        store = app.state.runtime.store  # type: ignore[attr-defined]
+        if isinstance(store, PgShufflerStore):  # round trips to the server: in a worker
+            assert (await upload(client, make(BIG, 1), "big")).accepted == 1
+            assert threads["accept"] and threading.get_ident() not in threads["accept"]
+            return
+        assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        # One upload at a time: one group each (batches of "big" hold 20, so none forms).
+        reports = make(BIG, intake_mod.CHECKPOINT_EVERY)
+        for report in reports[:-1]:
+            assert (await upload(client, [report], "big")).accepted == 1
+        assert in_main_file() == 0 and threads["checkpoint"] == set()
+        assert (await upload(client, reports[-1:], "big")).accepted == 1
+        await eventually(lambda: _true(in_main_file() == intake_mod.CHECKPOINT_EVERY),
+                         what="the checkpoint")
+        assert threads["accept"] == {threading.get_ident()}  # the loop's (this test's) thread
+        assert threads["checkpoint"] and threading.get_ident() not in threads["checkpoint"]
+
+
+async def _true(value: bool) -> bool:
+    return value
