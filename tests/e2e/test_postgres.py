@@ -185,7 +185,9 @@ async def test_kill_9_campaign_of_replicas_and_the_active_analyzer(
 ) -> None:
     """≥ 20 SIGKILLs at random moments of shuffler replicas and of the active analyzer (a
     standby on the same port takes over) while devices upload; nothing lost, nothing counted
-    twice. Bounded: the kills take at most ~40 s, the whole test under 60 s."""
+    twice. A watchdog stops a campaign that hangs (120 s; ~35 s on this machine, most of it
+    the standbys' starts), not one that is merely slow: its speed is no product claim. The
+    product's claim here is the takeover time (< 10 s), asserted below."""
     rng = np.random.default_rng(11)
     with make_cluster(tmp_path, pg_url, 2) as cluster:
         cluster.start(names=("analyzer", "shuffler"))
@@ -222,7 +224,7 @@ async def test_kill_9_campaign_of_replicas_and_the_active_analyzer(
                             victim.kill()
                             kills["shuffler"] += 1
                         victim.start(env, cluster.python)  # restarts, no wait
-                    assert time.monotonic() - started < 40, "campaign over its time bound"
+                    assert time.monotonic() - started < 120, "campaign hung (watchdog)"
 
             await asyncio.gather(killer(), up.send_all(sent, timeout=45))
             for svc in cluster.shufflers:
