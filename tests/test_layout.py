@@ -1,4 +1,4 @@
-"""The code map's import rules (README "Code map"), checked on the source and on a real import.
+"""The code map's import rules (docs/architecture.md), checked on the source and on a real import.
 
 - ``shared/`` holds what device, shuffler and analyzer have in common: no network, process or
   terminal code, and nothing of ``services`` or ``privbandit``.

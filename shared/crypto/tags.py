@@ -14,7 +14,7 @@ never counted: a re-randomised copy that reuses the victim's tag fails the diges
 duplicate tag at the shuffler), and the whole batch sum is quarantined, since one report cannot
 be taken out of a sum. What a tag cannot stop — a device sealing a fresh id for a re-randomised
 copy it observed — needs the copy to be observed first (TLS to the shuffler) or a proof of
-plaintext knowledge; README says so.
+plaintext knowledge; docs/services.md (*Secure summation*) says so.
 """
 
 from __future__ import annotations

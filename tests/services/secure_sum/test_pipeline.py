@@ -193,7 +193,8 @@ def _random_report(s: Stack) -> EncryptedCounts:
 async def test_a_rerandomised_copy_of_a_report_is_not_counted_twice(tmp_path: Path) -> None:
     """Issue 13: "a re-randomised copy c·rⁿ of a secure-sum ciphertext is accepted as a new
     report and counted twice". The copy carries its victim's tag (a copier sealing a fresh tag
-    instead makes a new report as far as anyone can tell; README says what would close that):
+    instead makes a new report as far as anyone can tell; docs/services.md says what would close
+    that):
     the shuffler holds that tag already and drops the copy as a duplicate; and if the copy
     reaches a batch all the same (say, through another shuffler), the analyzer finds that the
     tag's digest is not the copy's and quarantines that batch."""
