@@ -30,6 +30,7 @@ import numpy as np
 from shared.core.environments.mab import MABEnvironment
 from shared.core.policies import build_policy
 from shared.core.policies.mab_base import MABPolicy
+from shared.core.policies.mab_config import HeLDPConfig
 from shared.core.privacy_levels import PrivacyLevels
 from shared.core.simulator import RunResult, run_plan
 
@@ -40,7 +41,9 @@ def levels_of(policy: MABPolicy) -> PrivacyLevels | None:
     """The users' privacy levels a policy's config describes (None: no per-user levels)."""
     if not policy.randomizer.per_user_epsilon:
         return None
-    return policy.config.levels  # type: ignore[attr-defined,no-any-return]
+    config = policy.config
+    assert isinstance(config, HeLDPConfig), "per-user levels are HeLDP's"
+    return config.levels
 
 
 def check_compatible(policy: MABPolicy, env: MABEnvironment) -> None:

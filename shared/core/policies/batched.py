@@ -28,7 +28,7 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, RandomizerT]):
 
     @property
     def batch_size(self) -> int:
-        return self.config.batch_size  # type: ignore[attr-defined, no-any-return]
+        return self.config.batch_size  # type: ignore[attr-defined]  # SBLB's, ddp-linucb's l
 
     def window(self) -> int:
         return self.batch_size

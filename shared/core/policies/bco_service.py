@@ -73,7 +73,7 @@ def exploration_matrix(y: np.ndarray, R: float, lam: float) -> np.ndarray:
 class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
     """Base of the four BCO task policies; ``inner`` holds the simulator's parameters."""
 
-    model: BCOModel  # type: ignore[assignment]
+    model: BCOModel
     inner_class: ClassVar[type[OnePointBCO] | type[TwoPointBCO]]
 
     def __init__(self, config: BCOConfig, rng: np.random.Generator | None = None) -> None:

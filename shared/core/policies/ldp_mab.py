@@ -26,6 +26,7 @@ p_{t,a} there is the current one, and the two paths agree.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,8 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
         else:
             self.index.observe(arm, x, 0.0)  # type: ignore[union-attr]
 
-    def _play(self, values, eps, u):
+    def _play(self, values: np.ndarray, eps: np.ndarray | None, u: np.ndarray
+              ) -> tuple[np.ndarray, int]:
         x = self.feedback(values)
         if self.tsallis is not None:
             arms = self.tsallis.play(x, u)
@@ -106,10 +108,10 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
         return ldp_mab_ledger(levels_for(c.epsilon, None), c.epsilon, c.delta, self.used,
                               self.reports)
 
-    def _extra_state(self):
+    def _extra_state(self) -> dict[str, Any]:
         learner = self.tsallis if self.tsallis is not None else self.index
         return {"learner": learner.state()}  # type: ignore[union-attr]
 
-    def _load_extra_state(self, state) -> None:
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
         learner = self.tsallis if self.tsallis is not None else self.index
         learner.load(state["learner"])  # type: ignore[union-attr]

@@ -134,6 +134,14 @@ class VersionedGLBRandomizer:
     def anchor(self) -> np.ndarray:
         return self.inner.anchor
 
+    # The two of inner's attributes the policy reads, typed (``__getattr__`` gives ``object``).
+    @property
+    def sigma(self) -> float:
+        return self.inner.sigma
+
+    def estimate(self, stat: np.ndarray, n: int) -> GLBEstimate:
+        return self.inner.estimate(stat, n)
+
     def set_anchor(self, theta_hat: np.ndarray, version: int | None = None) -> None:
         """θ̂ of the model the next rows name (and that model's version)."""
         self.inner.set_anchor(theta_hat)
