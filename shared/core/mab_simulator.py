@@ -81,16 +81,10 @@ def run_mab_once(
         t += n
         if on_progress is not None:
             on_progress(n)
-    return RunResult(
-        checkpoints=checkpoints,
-        regret=np.cumsum(inst)[checkpoints - 1],
-        random_regret=checkpoints * float(env.gaps.mean()),
-        model_updates=policy.model.version,
-        repairs=0,
-        reports_ingested=policy.reports,
-        wall_seconds=time.perf_counter() - start,
-        extra={"used": policy.used, "declined": policy.declined, "reports": policy.reports},
-    )
+    return RunResult.of_users(
+        checkpoints, inst, checkpoints * float(env.gaps.mean()), policy.model.version,
+        policy.reports, start,
+        extra={"used": policy.used, "declined": policy.declined, "reports": policy.reports})
 
 
 def play_by_rows(policy: MABPolicy, values: np.ndarray, eps: np.ndarray | None,
@@ -108,7 +102,7 @@ def play_by_rows(policy: MABPolicy, values: np.ndarray, eps: np.ndarray | None,
         if policy.randomizer.per_user_epsilon:
             cols.append(np.asarray(eps)[i:i + k])
         if policy.randomizer.carries_probability:
-            cols.append(policy.model.probabilities[chosen])  # type: ignore[index]
+            cols.append(policy.model.probabilities[chosen])  # type: ignore[index]  # rows carry p: a sampling model
         rows = np.stack(cols + [vals], axis=1)
         used = 0
         while used < k:
@@ -118,15 +112,9 @@ def play_by_rows(policy: MABPolicy, values: np.ndarray, eps: np.ndarray | None,
     return arms
 
 
-def simulate_mab(
-    config: Any,
-    env: MABEnvironment,
-    T: int,
-    runs: int,
-    seed: int,
-    on_progress: Callable[[int], None] | None = None,
-    points: int = 200,
-) -> list[RunResult]:
+def simulate_mab(config: Any, env: MABEnvironment, T: int, runs: int, seed: int,
+                 on_progress: Callable[[int], None] | None = None, points: int = 200
+                 ) -> list[RunResult]:
     """``runs`` independent runs of one policy on one environment."""
     checkpoints, children = run_plan(T, runs, seed, points)
     results = []
