@@ -132,4 +132,5 @@ def simulate_mab(config: Any, env: MABEnvironment, T: int, runs: int, seed: int,
 def per_user_fractions(results: list[RunResult]) -> tuple[int, int, int]:
     """(used, declined, reports) summed over runs."""
     keys = ("used", "declined", "reports")
-    return tuple(sum(int(r.extra[k]) for r in results) for k in keys)  # type: ignore[return-value]
+    used, declined, reports = (sum(int(r.extra[k]) for r in results) for k in keys)
+    return used, declined, reports

@@ -230,7 +230,7 @@ def same_users_regret(
         env_rng, reward_rng = user_streams(seed)
         env = make_environment(env_name, config.d, K, env_rng)
         if arms is not None:
-            env.use_arms(arms)  # type: ignore[attr-defined]
+            env.use_arms(arms)  # type: ignore[attr-defined]  # arms: a fixed-linear env's
         device_rng, policy_rng = (
             np.random.default_rng(s) for s in np.random.SeedSequence([seed, rep, 0x5EED]).spawn(2)
         )

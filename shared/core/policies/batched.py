@@ -50,7 +50,7 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, RandomizerT]):
             return
         V, theta, beta = cand
         logdet = logdet_pd(V)
-        eta = self.config.eta  # type: ignore[attr-defined]
+        eta = self.config.eta  # type: ignore[attr-defined]  # SBLB's, ddp-linucb's η
         if self.publish_every_batch or logdet >= self._logdet_published + math.log1p(eta):
             self._publish(theta, V, beta)
             self._logdet_published = logdet

@@ -76,7 +76,7 @@ class BCOPolicy:
     def _sigma(self) -> float:
         raise NotImplementedError
 
-    def _privacy(self) -> PrivateBCO:
+    def privacy(self) -> PrivateBCO:
         """The config's (ε, δ, calibration); only a private policy (``self.private``) asks."""
         assert isinstance(self.config, PrivateBCO), "a private BCO config"
         return self.config
@@ -109,7 +109,7 @@ class BCOPolicy:
     def ledger(self) -> PrivacyLedger:
         if not self.private:
             return none_ledger()
-        p = self._privacy()
+        p = self.privacy()
         return ldp_bco_ledger(self.algo, p.epsilon, p.delta, self.sigma / self._sensitivity(),
                               p.calibration)
 
@@ -143,7 +143,7 @@ class OnePointBCO(BCOPolicy):
         self.c = np.zeros((self.runs, self.d))  # Σ_τ (g_τ − μ y_τ)
 
     def _sigma(self) -> float:
-        p = self._privacy()
+        p = self.privacy()
         return one_point_sigma(p.epsilon, p.delta, self.config.loss_bound, p.calibration)
 
     def _sensitivity(self) -> float:
@@ -179,7 +179,7 @@ class TwoPointBCO(BCOPolicy):
         self.eta0 = c.step_scale if c.strong_convexity > 0 else c.step_scale / math.sqrt(T)
 
     def _sigma(self) -> float:
-        p = self._privacy()
+        p = self.privacy()
         return two_point_sigma(p.epsilon, p.delta, self.config.lipschitz, p.calibration)
 
     def _sensitivity(self) -> float:

@@ -99,7 +99,8 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         c = self.config
         report: OnePointReport | TwoPointReport | None = None
         if self.inner.private:
-            eps, delta, cal = c.epsilon, c.delta, c.calibration  # type: ignore[attr-defined]
+            p = self.inner.privacy()
+            eps, delta, cal = p.epsilon, p.delta, p.calibration
             report = (OnePointReport(eps, delta, c.loss_bound, cal) if self.points_per_user == 1
                       else TwoPointReport(eps, delta, c.lipschitz, cal))
         return BCORowRandomizer(c.d, self.points_per_user, loss_bound=c.loss_bound,

@@ -48,7 +48,7 @@ def glb_sensitivity(L: float, S: float) -> float:
 class GLBEstimate(Estimate):
     """Estimate of Σ x xᵀ (G), Σ z x (u) and Σ ∇ℓ_t(θ̂) (grad)."""
 
-    grad: np.ndarray = None  # type: ignore[assignment]
+    grad: np.ndarray = None  # type: ignore[assignment]  # estimate() always sets it
 
 
 class GLBRandomizer(GaussianRandomizer):
