@@ -48,7 +48,7 @@ from shared.core.accounting.bco_ledgers import ldp_bco_ledger
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.ledgers import none_ledger
 from shared.core.environments.bco import BCOEnvironment, KernelParams
-from shared.core.policies.bco_config import BCOConfig, PrivateBCO
+from shared.core.policies.bco_config import BCOConfig, LDPBCO2Config, LDPBCOConfig, PrivateBCO
 from shared.core.policies.bco_kernels import one_point_loop, two_point_loop
 from shared.core.randomizers.bco import one_point_sigma, two_point_sigma
 
@@ -78,7 +78,9 @@ class BCOPolicy:
 
     def privacy(self) -> PrivateBCO:
         """The config's (ε, δ, calibration); only a private policy (``self.private``) asks."""
-        assert isinstance(self.config, PrivateBCO), "a private BCO config"
+        # the concrete classes: mypy deems a BCOConfig & PrivateBCO intersection impossible
+        # (their generated __init__ differ) and would skip what follows
+        assert isinstance(self.config, LDPBCOConfig | LDPBCO2Config), "a private BCO config"
         return self.config
 
     def _sensitivity(self) -> float:
