@@ -50,7 +50,7 @@ def open_store(settings: Settings) -> Store:
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
     sizes = {t.id: t.batch_size for t in settings.tasks}
     if settings.shuffler.postgres:
-        from services.shuffler.pg_store import PgShufflerStore  # psycopg only when used
+        from services.shuffler.store.postgres import PgShufflerStore  # psycopg only when used
 
         return PgShufflerStore(
             settings.shuffler.store, sizes, dead_after=settings.shuffler.replica_timeout
@@ -113,6 +113,7 @@ async def open_runtime(
     exit."""
     metrics = ShufflerMetrics()
     store = open_store(settings)
+    store.observe(metrics.transactions)
     client = httpx.AsyncClient(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=HTTP_TIMEOUT
     )

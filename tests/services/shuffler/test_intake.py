@@ -131,8 +131,8 @@ async def test_sqlite_intake_commits_on_the_loop_and_checkpoints_in_a_worker(
     thread checkpoints every ``CHECKPOINT_EVERY`` groups, so the reports reach the database file
     itself (read without the WAL: ``immutable=1``). A PostgreSQL commit stays in a worker."""
     from services.shuffler import intake as intake_mod
-    from services.shuffler.pg_store import PgShufflerStore
     from services.shuffler.store import ShufflerStore
+    from services.shuffler.store.postgres import PgShufflerStore
 
     assert ShufflerStore.accept_in_loop and not PgShufflerStore.accept_in_loop
     threads: dict[str, set[int]] = {"accept": set(), "checkpoint": set()}

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from services.common.sqlite import schema_version
-from services.shuffler.store import MIGRATIONS, SCHEMA_V1, ShufflerStore, StaleKeyRefusal, Upload
+from services.shuffler.store import ShufflerStore, StaleKeyRefusal, Upload
+from services.shuffler.store.sqlite import MIGRATIONS, SCHEMA_V1
 from shared.crypto.keystore import HpkeKeyStore
 from shared.protocol.messages import EncryptedReport, b64encode
 from shared.protocol.secure_sum import EncryptedCounts

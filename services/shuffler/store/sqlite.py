@@ -1,4 +1,4 @@
-"""The shuffler's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
+"""The shuffler's SQLite store: one file in WAL mode with ``synchronous=FULL``.
 
 Tables
 - ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task, and of every secure-sum
@@ -26,17 +26,29 @@ an acknowledged batch (counted by the analyzer).
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from services.common.metrics import TxMetrics
 from services.common.sqlite import WalSync, add_columns, migrate, open_db, transaction
-from shared.protocol.messages import EncryptedReport, b64decode, b64encode
-from shared.protocol.secure_sum import EncryptedCounts
+from services.shuffler.store.base import (
+    AcceptResult,
+    Admission,
+    Batch,
+    Candidate,
+    SecureBatch,
+    StaleKeyRefusal,
+    TaskCounts,
+    Upload,
+    admit,
+    batch,
+    secure_batch,
+    seen_entries,
+    shuffled,
+    stale_refusal,
+)
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
 SCHEMA_V1 = """
@@ -97,152 +109,6 @@ MIGRATIONS = [
     SCHEMA_V3,
 ]
 
-# Shuffling uses the OS CSPRNG: the permutation is what hides arrival order from the analyzer.
-_CSPRNG = secrets.SystemRandom()
-
-
-def _wire(report: EncryptedReport | EncryptedCounts) -> tuple[int, bytes, bytes]:
-    """(key id, enc, ct) as stored; a secure-sum report has no encapsulated key (enc = b"")."""
-    enc = b64decode(report.enc) if isinstance(report, EncryptedReport) else b""
-    return report.key_id, enc, b64decode(report.ct)
-
-
-def report_hash(report: EncryptedReport | EncryptedCounts) -> bytes:
-    """sha256(enc ‖ ct): identical ciphertexts are the same report."""
-    _, enc, ct = _wire(report)
-    return hashlib.sha256(enc + ct).digest()
-
-
-def tag_bytes(tag: EncryptedReport) -> bytes:
-    """A secure-sum report's tag as stored: key id (one byte) ‖ enc ‖ ct."""
-    return bytes([tag.key_id]) + b64decode(tag.enc) + b64decode(tag.ct)
-
-
-def tag_from_bytes(raw: bytes) -> EncryptedReport:
-    """Inverse of ``tag_bytes`` (X25519 encapsulated keys are 32 bytes)."""
-    return EncryptedReport(key_id=raw[0], enc=b64encode(raw[1:33]), ct=b64encode(raw[33:]))
-
-
-def tag_hash(raw_tag: bytes) -> bytes:
-    """The ``seen`` entry of a tag: its enc ‖ ct (not its key id, which intake pins to the
-    analyzer's), domain-separated from ciphertext hashes."""
-    return hashlib.sha256(b"privbandit/tag|" + raw_tag[1:]).digest()
-
-
-@dataclass(frozen=True)
-class Upload:
-    """One device upload: reports for one task (HPKE reports, or Paillier-encrypted counts for a
-    secure-sum task; never both)."""
-
-    task: str
-    reports: Sequence[EncryptedReport | EncryptedCounts]
-
-
-@dataclass(frozen=True)
-class AcceptResult:
-    accepted: int
-    duplicates: int
-
-
-@dataclass(frozen=True)
-class Batch:
-    batch_id: str
-    task: str
-    reports: list[EncryptedReport]
-
-
-@dataclass(frozen=True)
-class SecureBatch:
-    """An unacknowledged batch of a secure-sum task: its encrypted sum once computed
-    (``sum_ct``, with ``key_id`` and ``sum_members``, the JSON list of its ``SumMember``s),
-    otherwise its members' (key id, ciphertext bytes, tag bytes or None)."""
-
-    batch_id: str
-    task: str
-    size: int
-    key_id: int | None
-    sum_ct: bytes | None
-    members: list[tuple[int, bytes, bytes | None]]
-    sum_members: str | None = None
-
-
-def secure_batch(
-    batch_id: str,
-    row: tuple[str, int],
-    stored: tuple[Any, ...] | None,
-    members: list[tuple[int, bytes, bytes | None]],
-) -> SecureBatch:
-    """A ``SecureBatch`` from its (task, size) row, its stored (key id, sum, members JSON) if
-    any, and otherwise its members."""
-    return SecureBatch(
-        batch_id=batch_id,
-        task=row[0],
-        size=row[1],
-        key_id=None if stored is None else stored[0],
-        sum_ct=None if stored is None else bytes(stored[1]),
-        members=members,
-        sum_members=None if stored is None else stored[2],
-    )
-
-
-@dataclass(frozen=True)
-class TaskCounts:
-    pending: int
-    accepted: int
-    duplicates: int
-    batches_formed: int
-    batches_acknowledged: int
-    refused_stale_key: int = 0
-
-
-@dataclass(frozen=True)
-class StaleKeyRefusal:
-    """What ``refuse_stale_key`` did: reports dropped, batches dissolved, batches formed anew."""
-
-    refused: int
-    dissolved: int
-    formed: int
-
-
-class Store(Protocol):
-    """What intake, delivery and status need of the shuffler's durable state; implemented by
-    ``ShufflerStore`` (SQLite, one process) and ``services.shuffler.pg_store.PgShufflerStore``
-    (PostgreSQL, N replicas). Every method may block: call it in a worker thread.
-
-    ``poll_interval``: None if every batch this process must deliver is formed by this process
-    (it is woken for them); else the seconds after which delivery looks again (batches formed
-    by another replica's sweep, or taken over from a dead one).
-
-    ``accept_in_loop``: True if ``accept`` is quick enough, apart from one local fsync, to run on
-    the event loop's thread (intake then makes no thread hand-off per group commit), in which
-    case ``checkpoint`` must be called in a worker thread now and then (``Intake``)."""
-
-    batch_sizes: dict[str, int]
-    poll_interval: float | None
-    accept_in_loop: bool
-
-    def checkpoint(self) -> None: ...
-
-    def close(self) -> None: ...
-    def stored(self, task: str) -> int: ...
-    def accept(
-        self, uploads: Sequence[Upload]
-    ) -> tuple[list[AcceptResult], dict[str, int]]: ...
-    def unacked(
-        self, task: str, limit: int, exclude: frozenset[str] = frozenset()
-    ) -> list[str]: ...
-    def load_batch(self, batch_id: str) -> Batch | None: ...
-    def load_secure_batch(self, batch_id: str) -> SecureBatch | None: ...
-    def save_sum(
-        self, batch_id: str, key_id: int, count: int, ct: bytes, members: str
-    ) -> bool: ...
-    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal: ...
-    def has_sum(self, batch_id: str) -> bool: ...
-    def next_unacked(self, task: str) -> Batch | None: ...
-    def acknowledge(self, batch_id: str) -> bool: ...
-    def counts(self, task: str) -> TaskCounts: ...
-    def batch_members(self, batch_id: str) -> int: ...
-
 
 class ShufflerStore:
     """Thread-safe access to the shuffler's SQLite file (one connection behind a lock).
@@ -281,6 +147,9 @@ class ShufflerStore:
             self._conn.close()
         self._wal.close()
 
+    def observe(self, metrics: TxMetrics) -> None:
+        """Nothing to count: a SQLite transaction is never retried."""
+
     def checkpoint(self) -> None:
         """(Worker thread.) A PASSIVE checkpoint of the WAL (``WalSync.checkpoint``): copies
         what it can into the database file without waiting for, or blocking, the writer."""
@@ -306,49 +175,46 @@ class ShufflerStore:
         that became full. Returns one result per upload and the batches formed per task."""
         results: list[AcceptResult] = []
         touched: set[str] = set()
-        with self._lock, transaction(self._conn) as conn:
+        with self._lock, transaction(self._conn):
             for upload in uploads:
-                accepted = duplicates = 0
-                for report in upload.reports:
-                    key_id, enc, ct = _wire(report)
-                    ct_hash = hashlib.sha256(enc + ct).digest()
-                    cur = conn.execute(
-                        "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
-                        (upload.task, ct_hash),
-                    )
-                    if cur.rowcount == 0:
-                        duplicates += 1
-                        continue
-                    tag = tag_bytes(report.tag) if isinstance(report, EncryptedCounts) else None
-                    if tag is not None and conn.execute(
-                        "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
-                        (upload.task, tag_hash(tag)),
-                    ).rowcount == 0:
-                        # Another ciphertext under a tag already held: a re-randomised copy
-                        # of a report (c·rⁿ), or a device re-encrypting. Not this ciphertext.
-                        conn.execute(
-                            "DELETE FROM seen WHERE task = ? AND hash = ?", (upload.task, ct_hash)
-                        )
-                        duplicates += 1
-                        continue
-                    conn.execute(
-                        "INSERT INTO pending (task, key_id, enc, ct, tag) VALUES (?, ?, ?, ?, ?)",
-                        (upload.task, key_id, enc, ct, tag),
-                    )
-                    accepted += 1
-                conn.execute(
+                done = self._admit(upload)
+                accepted = len(done.rows)
+                self._conn.executemany(
+                    "INSERT INTO pending (task, key_id, enc, ct, tag) VALUES (?, ?, ?, ?, ?)",
+                    [(upload.task, *row) for row in done.rows],
+                )
+                self._conn.execute(
                     "UPDATE counters SET accepted = accepted + ?, duplicates = duplicates + ? "
                     "WHERE task = ?",
-                    (accepted, duplicates, upload.task),
+                    (accepted, done.duplicates, upload.task),
                 )
                 if accepted:
                     touched.add(upload.task)
-                results.append(AcceptResult(accepted, duplicates))
+                results.append(AcceptResult(accepted, done.duplicates))
             formed = {task: self._form_batches(task) for task in sorted(touched)}
         # Committed (the transaction above raised otherwise).
         for upload, result in zip(uploads, results, strict=True):
             self._stored[upload.task] = self._stored.get(upload.task, 0) + result.accepted
         return results, {t: n for t, n in formed.items() if n}
+
+    def _admit(self, upload: Upload) -> Admission:
+        """Apply the duplicate rule (``base.admit``) to one upload, in the caller's transaction:
+        every ``seen`` entry it may add is inserted, those already present are ``known``, and
+        the new ones the rule does not keep are deleted again."""
+        candidates = [Candidate.of(r) for r in upload.reports]
+        entries = seen_entries(candidates)
+        inserted = {
+            h for h in entries
+            if self._conn.execute(
+                "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)", (upload.task, h)
+            ).rowcount == 1
+        }
+        done = admit(candidates, set(entries) - inserted)
+        self._conn.executemany(
+            "DELETE FROM seen WHERE task = ? AND hash = ?",
+            [(upload.task, h) for h in inserted - done.recorded],
+        )
+        return done
 
     def _form_batches(self, task: str) -> int:
         """While ``task`` has ≥ l pending reports, move the oldest l into a new batch in a
@@ -365,13 +231,11 @@ class ShufflerStore:
                 (task, l - 1),
             ).fetchone() is None:
                 return formed
-            rows = conn.execute(
+            batch_id, rows = shuffled(conn.execute(
                 "SELECT seq, key_id, enc, ct, tag FROM pending WHERE task = ? ORDER BY seq "
                 "LIMIT ?",
                 (task, l),
-            ).fetchall()
-            _CSPRNG.shuffle(rows)
-            batch_id = secrets.token_hex(16)
+            ).fetchall())
             conn.execute(
                 "INSERT INTO batches (batch_id, task, size) VALUES (?, ?, ?)", (batch_id, task, l)
             )
@@ -421,11 +285,7 @@ class ShufflerStore:
             if row is None:
                 return None
             members = self._members(batch_id, "key_id, enc, ct")
-        reports = [
-            EncryptedReport(key_id=key_id, enc=b64encode(enc), ct=b64encode(ct))
-            for key_id, enc, ct in members
-        ]
-        return Batch(batch_id=batch_id, task=row[0], reports=reports)
+        return batch(batch_id, row[0], members)
 
     def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
         """A stored unacknowledged secure-sum batch: its sum if computed, else its members."""
@@ -436,12 +296,7 @@ class ShufflerStore:
             stored = self._conn.execute(
                 "SELECT key_id, ct, members FROM batch_sums WHERE batch_id = ?", (batch_id,)
             ).fetchone()
-            members: list[tuple[int, bytes, bytes | None]] = []
-            if stored is None:
-                members = [
-                    (k, bytes(ct), None if tag is None else bytes(tag))
-                    for k, ct, tag in self._members(batch_id, "key_id, ct, tag")
-                ]
+            members = [] if stored is not None else self._members(batch_id, "key_id, ct, tag")
         return secure_batch(batch_id, row, stored, members)
 
     def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes, members: str) -> bool:
@@ -481,18 +336,15 @@ class ShufflerStore:
                 stored = conn.execute(
                     "SELECT key_id FROM batch_sums WHERE batch_id = ?", (batch_id,)
                 ).fetchone()
-                if stored is not None:
-                    if stored[0] == key_id:
-                        continue
-                    refused += size  # the sum replaced its members: all under the old key
-                else:
-                    stale = conn.execute(
-                        "SELECT count(*) FROM batch_reports WHERE batch_id = ? AND key_id != ?",
-                        (batch_id, key_id),
-                    ).fetchone()[0]
-                    if stale == 0:
-                        continue
-                    refused += stale
+                stale = 0 if stored is not None else conn.execute(
+                    "SELECT count(*) FROM batch_reports WHERE batch_id = ? AND key_id != ?",
+                    (batch_id, key_id),
+                ).fetchone()[0]
+                lost = stale_refusal(size, None if stored is None else stored[0], stale, key_id)
+                if lost == 0:
+                    continue
+                refused += lost
+                if stored is None:
                     conn.execute(
                         "INSERT INTO pending (task, key_id, enc, ct, tag) "
                         "SELECT ?, key_id, enc, ct, tag FROM batch_reports "
