@@ -62,7 +62,7 @@ def open_store(settings: Settings) -> Store:
     """The store the settings name (``analyzer.store``): the SQLite file in the data directory,
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
     if settings.analyzer.postgres:
-        from services.analyzer.pg_store import PgAnalyzerStore  # psycopg only when used
+        from services.analyzer.store.postgres import PgAnalyzerStore  # psycopg only when used
 
         return PgAnalyzerStore(settings.analyzer.store)
     return AnalyzerStore(Path(settings.data_dir) / "analyzer" / DB_FILE)
@@ -130,6 +130,7 @@ class AnalyzerRuntime:
                 store.close()
                 raise RuntimeError(f"task(s) {held} are served by another analyzer")
         self.store = store
+        store.observe(self.metrics.transactions)
         self.tasks: dict[str, TaskRuntime] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # /healthz: 200 once every task ingests (keys and tasks are loaded below).

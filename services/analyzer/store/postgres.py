@@ -1,5 +1,5 @@
 """The analyzer's state in PostgreSQL: the same tables and the same one-transaction rule as the
-SQLite store (``services.analyzer.store``), plus one active analyzer per task. Its tables are
+SQLite store (``services.analyzer.store.sqlite``), plus one active analyzer per task. Its tables are
 named ``analyzer_*`` (the shuffler's ``shuffler_*``), so both services can share one schema.
 
 ``commit_batches`` writes a group's batch ids, their report ids (``COPY``), the counters and the
@@ -14,7 +14,9 @@ listens; when the first dies (even by SIGKILL) its connection closes, PostgreSQL
 locks, and the standby loads the committed state and starts within a poll (0.2 s) plus its
 start-up. Since the commits go through the connection
 that holds the locks, an analyzer that lost them (its connection broke) cannot commit anything
-any more: it stops itself (SIGTERM) so that the standby can take its port.
+any more: it stops itself (SIGTERM) so that the standby can take its port. Every statement runs
+through ``services.common.pg.Database.run_tx`` on that one connection (``SessionDatabase``);
+before any task is claimed a dropped connection is simply replaced.
 """
 
 from __future__ import annotations
@@ -23,24 +25,22 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
-from services.analyzer.store import (
+from services.analyzer.store.base import (
     TASK_COUNTERS,
     BatchResult,
-    OneConnection,
     TaskRecord,
-    _dumps,
+    dumps,
     update_task,
 )
 from services.common import pg
+from services.common.metrics import TxMetrics
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 SCHEMA_V1 = """
 CREATE TABLE analyzer_tasks (
@@ -74,31 +74,36 @@ CREATE TABLE analyzer_report_ids (
 MIGRATIONS = [SCHEMA_V1]
 
 
-class PgAnalyzerStore(OneConnection):
+class PgAnalyzerStore:
     """The analyzer store on PostgreSQL: one connection behind a lock (it also holds the task
     locks, see the module docstring)."""
 
     def __init__(self, url: str) -> None:
         self.path = pg.redact(url)  # what error messages name
         self.claimed: set[str] = set()
-        super().__init__(pg.connect(url, service="analyzer"),
-                         lambda conn: pg.migrate(conn, MIGRATIONS, store="analyzer"))
+        self.db = pg.SessionDatabase(url, service="analyzer", lost=self._lost)
+        try:
+            self.db.run_tx("migrate", lambda conn: pg.migrate(conn, MIGRATIONS, store="analyzer"),
+                           transaction=False)
+        except BaseException:
+            self.db.close()
+            raise
 
-    def _run(self, fn: Callable[[psycopg.Connection], T], *, tx: bool = True) -> T:
-        """``fn(conn)`` under the lock (in a transaction unless ``tx`` is False). A broken
-        connection has lost the task locks: stop this analyzer, a standby takes over."""
-        with self._lock:
-            try:
-                if not tx:
-                    return fn(self._conn)
-                with self._conn.transaction():
-                    return fn(self._conn)
-            except psycopg.OperationalError:
-                if self._conn.broken and self.claimed:
-                    log.critical("analyzer store: the connection holding the task locks broke; "
-                                 "stopping so that a standby can take over")
-                    os.kill(os.getpid(), signal.SIGTERM)
-                raise
+    def close(self) -> None:
+        self.db.close()
+
+    def observe(self, metrics: TxMetrics) -> None:
+        self.db.metrics = metrics
+
+    def _lost(self) -> bool:
+        """The connection dropped. Holding task locks, it lost them: stop this analyzer, a
+        standby takes over (False: no new connection). Else a new one may be made."""
+        if not self.claimed:
+            return True
+        log.critical("analyzer store: the connection holding the task locks broke; "
+                     "stopping so that a standby can take over")
+        os.kill(os.getpid(), signal.SIGTERM)
+        return False
 
     # -----------------------------------------------------------------------------------------
     # One active analyzer per task
@@ -120,16 +125,16 @@ class PgAnalyzerStore(OneConnection):
                     waiting.append(task)
             return waiting
 
-        return self._run(run, tx=False)
+        return self.db.run_tx("try_claim", run, transaction=False)
 
     # -----------------------------------------------------------------------------------------
     # As ``AnalyzerStore``
 
     def load_task(self, task: str) -> TaskRecord | None:
-        row = self._run(lambda conn: conn.execute(
+        row = self.db.run_tx("load_task", lambda conn: conn.execute(
             f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM analyzer_tasks WHERE task = %s",
             (task,),
-        ).fetchone(), tx=False)
+        ).fetchone(), transaction=False)
         if row is None:
             return None
         return TaskRecord(
@@ -138,10 +143,10 @@ class PgAnalyzerStore(OneConnection):
         )
 
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
-        self._run(lambda conn: conn.execute(
+        self.db.run_tx("init_task", lambda conn: conn.execute(
             "INSERT INTO analyzer_tasks (task, config, state) VALUES (%s, %s, %s) ON CONFLICT DO "
             "NOTHING",
-            (task, _dumps(config), _dumps(state)),
+            (task, dumps(config), dumps(state)),
         ))
 
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
@@ -157,10 +162,10 @@ class PgAnalyzerStore(OneConnection):
         table and column are constants of this module)."""
         if not values:
             return []
-        return self._run(lambda conn: [r[0] for r in conn.execute(
+        return self.db.run_tx(f"present_{column}", lambda conn: [r[0] for r in conn.execute(
             f"SELECT {column} FROM {table} WHERE task = %s AND {column} = ANY(%s)",
             (task, values),
-        )], tx=False)
+        )], transaction=False)
 
     def commit_batches(
         self,
@@ -170,7 +175,7 @@ class PgAnalyzerStore(OneConnection):
     ) -> None:
         """Batch ids, their new report ids, the counters and the policy state, in ONE
         transaction (durable when this returns: ``synchronous_commit`` is on)."""
-        state_json = _dumps(state)
+        state_json = dumps(state)
 
         def run(conn: psycopg.Connection) -> None:
             with conn.cursor() as cur:
@@ -186,4 +191,4 @@ class PgAnalyzerStore(OneConnection):
                             copy.write_row((task, rid))
             update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
 
-        self._run(run)
+        self.db.run_tx("commit_batches", run)

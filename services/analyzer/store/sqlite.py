@@ -1,4 +1,4 @@
-"""The analyzer's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
+"""The analyzer's SQLite store: one file in WAL mode with ``synchronous=FULL``.
 
 Per task it keeps the policy state (``Policy.get_state()``, JSON), the counters, every processed
 batch id (quarantined batches included) and every counted report id (HPKE reports and the
@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from services.analyzer.store.base import (
+    TASK_COUNTERS,
+    BatchResult,
+    TaskRecord,
+    dumps,
+    update_task,
+)
+from services.common.metrics import TxMetrics
 from services.common.sqlite import add_columns, migrate, open_db, transaction
 
 SCHEMA_V1 = """
@@ -61,110 +68,27 @@ MIGRATIONS = [SCHEMA_V1, SCHEMA_V2]
 _CHUNK = 500
 
 
-# A task's counters: its ``tasks`` columns, and the ``TaskRuntime`` fields they load into.
-TASK_COUNTERS = ("reports_counted", "rejected", "duplicates", "batches", "quarantined")
 
+class AnalyzerStore:
+    """Thread-safe access to the analyzer's SQLite file (one connection behind a lock)."""
 
-@dataclass
-class TaskRecord:
-    """What the store holds for one task: its configuration, policy state and counters (by
-    their names in ``TASK_COUNTERS``)."""
-
-    config: dict[str, Any]
-    state: dict[str, Any]
-    counters: dict[str, int]
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    """The outcome of one processed batch, as committed: reports counted, rejected alone,
-    dropped as duplicates, or refused with the whole batch (``quarantined``)."""
-
-    batch_id: str
-    counted: int
-    rejected: int
-    duplicates: int
-    model_version: int
-    quarantined: int = 0
-
-
-def totals(batches: Sequence[tuple[BatchResult, Sequence[bytes]]]) -> tuple[int, ...]:
-    """What a group adds to its task's counters: reports counted, rejected, duplicates,
-    batches, quarantined (the order of the ``UPDATE tasks`` of both stores)."""
-    return (
-        sum(r.counted for r, _ in batches),
-        sum(r.rejected for r, _ in batches),
-        sum(r.duplicates for r, _ in batches),
-        len(batches),
-        sum(r.quarantined for r, _ in batches),
-    )
-
-
-def update_task(
-    conn: Any, mark: str, task: str, batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
-    state_json: str, table: str = "tasks",
-) -> None:
-    """The task row after a group: its policy state and counters plus ``totals``, in the
-    caller's transaction (``mark``: the driver's parameter mark, ``?`` or ``%s``; ``table``:
-    the store's name of the tasks table, a constant)."""
-    cur = conn.execute(
-        f"UPDATE {table} SET state = ?, reports_counted = reports_counted + ?, "
-        "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ?, "
-        "quarantined = quarantined + ? WHERE task = ?".replace("?", mark),
-        (state_json, *totals(batches), task),
-    )
-    if cur.rowcount != 1:
-        raise RuntimeError(f"task {task!r} is not in the store")
-
-
-class Store(Protocol):
-    """What the analyzer's runtime and ingest pipeline need of its durable state; implemented
-    by ``AnalyzerStore`` (SQLite) and ``services.analyzer.pg_store.PgAnalyzerStore``
-    (PostgreSQL, with one active analyzer per task). Methods block: call them in a worker
-    thread once serving."""
-
-    path: Any  # what messages name: the file, or the redacted URL
-
-    def close(self) -> None: ...
-    def try_claim(self, tasks: Sequence[str]) -> list[str]: ...
-    def load_task(self, task: str) -> TaskRecord | None: ...
-    def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None: ...
-    def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]: ...
-    def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]: ...
-    def commit_batches(
-        self,
-        task: str,
-        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
-        state: dict[str, Any],
-    ) -> None: ...
-
-
-class OneConnection:
-    """A store's one connection (SQLite or PostgreSQL) behind a lock: opened with its schema
-    migrated (closed again if that fails), closed under the lock."""
-
-    def __init__(self, conn: Any, migrate_: Callable[[Any], object]) -> None:
-        self._conn = conn
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = open_db(path)
         self._lock = threading.Lock()
         try:
             with self._lock:
-                migrate_(conn)
+                migrate(self._conn, MIGRATIONS, store="analyzer")
         except BaseException:
-            conn.close()
+            self._conn.close()
             raise
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
 
-
-class AnalyzerStore(OneConnection):
-    """Thread-safe access to the analyzer's SQLite file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        super().__init__(open_db(path),
-                         lambda conn: migrate(conn, MIGRATIONS, store="analyzer"))
+    def observe(self, metrics: TxMetrics) -> None:
+        """Nothing to count: a SQLite transaction is never retried."""
 
     def try_claim(self, tasks: Sequence[str]) -> list[str]:
         """One process per SQLite file: every task is this analyzer's."""
@@ -187,7 +111,7 @@ class AnalyzerStore(OneConnection):
         with self._lock, transaction(self._conn) as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO tasks (task, config, state) VALUES (?, ?, ?)",
-                (task, _dumps(config), _dumps(state)),
+                (task, dumps(config), dumps(state)),
             )
 
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
@@ -221,7 +145,7 @@ class AnalyzerStore(OneConnection):
     ) -> None:
         """Batch ids, their new report ids, the counters and the policy state after them, in ONE
         transaction (with synchronous=FULL, durable when this returns)."""
-        state_json = _dumps(state)
+        state_json = dumps(state)
         with self._lock, transaction(self._conn) as conn:
             for result, report_ids in batches:
                 conn.execute(
@@ -236,7 +160,3 @@ class AnalyzerStore(OneConnection):
                 )
             update_task(conn, "?", task, batches, state_json)
 
-
-def _dumps(obj: Any) -> str:
-    # allow_nan=False: a non-finite number in the state is a bug; refuse to persist it.
-    return json.dumps(obj, allow_nan=False, separators=(",", ":"))
