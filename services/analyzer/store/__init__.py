@@ -1,7 +1,7 @@
-"""The analyzer's durable state: the types and the ``Store`` protocol (``base``), and one module
-per backend: ``sqlite`` (``AnalyzerStore``, the zero-setup default) and ``postgres``
-(``PgAnalyzerStore``, one active analyzer per task; imported only when a store setting names
-PostgreSQL, so psycopg is loaded only then)."""
+"""Where the analyzer keeps its models, counters and the ids it has counted. ``base`` holds
+what both backends share; ``AnalyzerStore`` (``sqlite``) is the default, ``PgAnalyzerStore``
+(``postgres``) lets a standby take over a task (it is not imported here: psycopg loads only for
+a postgresql:// store setting)."""
 
 from services.analyzer.store.base import (
     TASK_COUNTERS,

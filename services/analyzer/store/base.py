@@ -16,6 +16,10 @@ from services.common.metrics import TxMetrics
 TASK_COUNTERS = ("reports_counted", "rejected", "duplicates", "batches", "quarantined")
 
 
+# A task's row as ``task_record`` reads it (the SELECT list of ``load_task`` in both stores).
+TASK_COLUMNS = ", ".join(("config", "state", *TASK_COUNTERS))
+
+
 @dataclass
 class TaskRecord:
     """What the store holds for one task: its configuration, policy state and counters (by
@@ -24,6 +28,12 @@ class TaskRecord:
     config: dict[str, Any]
     state: dict[str, Any]
     counters: dict[str, int]
+
+
+def task_record(row: Sequence[Any]) -> TaskRecord:
+    """A task's record from its ``TASK_COLUMNS``: configuration and state JSON, counters."""
+    return TaskRecord(json.loads(row[0]), json.loads(row[1]),
+                      {k: int(v) for k, v in zip(TASK_COUNTERS, row[2:], strict=True)})
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,11 @@ class BatchResult:
     quarantined: int = 0
 
 
-def totals(batches: Sequence[tuple[BatchResult, Sequence[bytes]]]) -> tuple[int, ...]:
+# A group of processed batches committed together: each batch's result and its new report ids.
+Group = Sequence[tuple[BatchResult, Sequence[bytes]]]
+
+
+def totals(batches: Group) -> tuple[int, ...]:
     """What a group adds to its task's counters: reports counted, rejected, duplicates,
     batches, quarantined (the order of the ``UPDATE tasks`` of both stores)."""
     return (
@@ -52,7 +66,7 @@ def totals(batches: Sequence[tuple[BatchResult, Sequence[bytes]]]) -> tuple[int,
 
 
 def update_task(
-    conn: Any, mark: str, task: str, batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
+    conn: Any, mark: str, task: str, batches: Group,
     state_json: str, table: str = "tasks",
 ) -> None:
     """The task row after a group: its policy state and counters plus ``totals``, in the
@@ -83,12 +97,7 @@ class Store(Protocol):
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None: ...
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]: ...
     def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]: ...
-    def commit_batches(
-        self,
-        task: str,
-        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
-        state: dict[str, Any],
-    ) -> None: ...
+    def commit_batches(self, task: str, batches: Group, state: dict[str, Any]) -> None: ...
 
 
 def dumps(obj: Any) -> str:

@@ -21,7 +21,6 @@ before any task is claimed a dropped connection is simply replaced.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -30,48 +29,16 @@ from typing import Any
 
 import psycopg
 
-from services.analyzer.store.base import (
-    TASK_COUNTERS,
-    BatchResult,
-    TaskRecord,
-    dumps,
-    update_task,
-)
+from services.analyzer.store import base
 from services.common import pg
 from services.common.metrics import TxMetrics
+from services.common.migrations import scripts
 
 log = logging.getLogger(__name__)
 
-SCHEMA_V1 = """
-CREATE TABLE analyzer_tasks (
-    task TEXT PRIMARY KEY,
-    config TEXT NOT NULL,
-    state TEXT NOT NULL,
-    reports_counted BIGINT NOT NULL DEFAULT 0,
-    rejected BIGINT NOT NULL DEFAULT 0,
-    duplicates BIGINT NOT NULL DEFAULT 0,
-    batches BIGINT NOT NULL DEFAULT 0,
-    quarantined BIGINT NOT NULL DEFAULT 0
-);
-CREATE TABLE analyzer_batches (
-    task TEXT NOT NULL,
-    batch_id TEXT NOT NULL,
-    counted INTEGER NOT NULL,
-    rejected INTEGER NOT NULL,
-    duplicates INTEGER NOT NULL,
-    model_version INTEGER NOT NULL,
-    quarantined INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (task, batch_id)
-);
-CREATE TABLE analyzer_report_ids (
-    task TEXT NOT NULL,
-    report_id BYTEA NOT NULL,
-    PRIMARY KEY (task, report_id)
-);
-"""
+# Append only: a released migration never changes (a new one is a new file).
+MIGRATIONS = scripts("services.analyzer.store", "postgres")
 
-# Append only: a released migration never changes.
-MIGRATIONS = [SCHEMA_V1]
 
 
 class PgAnalyzerStore:
@@ -130,23 +97,17 @@ class PgAnalyzerStore:
     # -----------------------------------------------------------------------------------------
     # As ``AnalyzerStore``
 
-    def load_task(self, task: str) -> TaskRecord | None:
+    def load_task(self, task: str) -> base.TaskRecord | None:
         row = self.db.run_tx("load_task", lambda conn: conn.execute(
-            f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM analyzer_tasks WHERE task = %s",
-            (task,),
+            f"SELECT {base.TASK_COLUMNS} FROM analyzer_tasks WHERE task = %s", (task,)
         ).fetchone(), transaction=False)
-        if row is None:
-            return None
-        return TaskRecord(
-            json.loads(row[0]), json.loads(row[1]),
-            {k: int(v) for k, v in zip(TASK_COUNTERS, row[2:], strict=True)},
-        )
+        return None if row is None else base.task_record(row)
 
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
         self.db.run_tx("init_task", lambda conn: conn.execute(
             "INSERT INTO analyzer_tasks (task, config, state) VALUES (%s, %s, %s) ON CONFLICT DO "
             "NOTHING",
-            (task, dumps(config), dumps(state)),
+            (task, base.dumps(config), base.dumps(state)),
         ))
 
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
@@ -167,15 +128,10 @@ class PgAnalyzerStore:
             (task, values),
         )], transaction=False)
 
-    def commit_batches(
-        self,
-        task: str,
-        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
-        state: dict[str, Any],
-    ) -> None:
+    def commit_batches(self, task: str, batches: base.Group, state: dict[str, Any]) -> None:
         """Batch ids, their new report ids, the counters and the policy state, in ONE
         transaction (durable when this returns: ``synchronous_commit`` is on)."""
-        state_json = dumps(state)
+        state_json = base.dumps(state)
 
         def run(conn: psycopg.Connection) -> None:
             with conn.cursor() as cur:
@@ -189,6 +145,6 @@ class PgAnalyzerStore:
                     for _, report_ids in batches:
                         for rid in report_ids:
                             copy.write_row((task, rid))
-            update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
+            base.update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
 
         self.db.run_tx("commit_batches", run)

@@ -13,47 +13,17 @@ before versioning (it only records version 1).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from services.analyzer.store.base import (
-    TASK_COUNTERS,
-    BatchResult,
-    TaskRecord,
-    dumps,
-    update_task,
-)
+from services.analyzer.store import base
 from services.common.metrics import TxMetrics
+from services.common.migrations import script
 from services.common.sqlite import add_columns, migrate, open_db, transaction
 
-SCHEMA_V1 = """
-CREATE TABLE IF NOT EXISTS tasks (
-    task TEXT PRIMARY KEY,
-    config TEXT NOT NULL,
-    state TEXT NOT NULL,
-    reports_counted INTEGER NOT NULL DEFAULT 0,
-    rejected INTEGER NOT NULL DEFAULT 0,
-    duplicates INTEGER NOT NULL DEFAULT 0,
-    batches INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS batches (
-    task TEXT NOT NULL,
-    batch_id TEXT NOT NULL,
-    counted INTEGER NOT NULL,
-    rejected INTEGER NOT NULL,
-    duplicates INTEGER NOT NULL,
-    model_version INTEGER NOT NULL,
-    PRIMARY KEY (task, batch_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS report_ids (
-    task TEXT NOT NULL,
-    report_id BLOB NOT NULL,
-    PRIMARY KEY (task, report_id)
-) WITHOUT ROWID;
-"""
+SCHEMA_V1 = script("services.analyzer.store", "sqlite", 1)
 
 # Secure-sum batches refused as a whole: their reports, per task and per batch.
 SCHEMA_V2 = add_columns(
@@ -94,24 +64,19 @@ class AnalyzerStore:
         """One process per SQLite file: every task is this analyzer's."""
         return []
 
-    def load_task(self, task: str) -> TaskRecord | None:
+    def load_task(self, task: str) -> base.TaskRecord | None:
         with self._lock:
             row = self._conn.execute(
-                f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM tasks WHERE task = ?",
-                (task,),
+                f"SELECT {base.TASK_COLUMNS} FROM tasks WHERE task = ?", (task,)
             ).fetchone()
-        if row is None:
-            return None
-        return TaskRecord(
-            json.loads(row[0]), json.loads(row[1]), dict(zip(TASK_COUNTERS, row[2:], strict=True))
-        )
+        return None if row is None else base.task_record(row)
 
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
         """Record a new task with its initial policy state (no-op if it exists)."""
         with self._lock, transaction(self._conn) as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO tasks (task, config, state) VALUES (?, ?, ?)",
-                (task, dumps(config), dumps(state)),
+                (task, base.dumps(config), base.dumps(state)),
             )
 
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
@@ -137,15 +102,10 @@ class AnalyzerStore:
                 found.extend(r[0] for r in rows)
         return found
 
-    def commit_batches(
-        self,
-        task: str,
-        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
-        state: dict[str, Any],
-    ) -> None:
+    def commit_batches(self, task: str, batches: base.Group, state: dict[str, Any]) -> None:
         """Batch ids, their new report ids, the counters and the policy state after them, in ONE
         transaction (with synchronous=FULL, durable when this returns)."""
-        state_json = dumps(state)
+        state_json = base.dumps(state)
         with self._lock, transaction(self._conn) as conn:
             for result, report_ids in batches:
                 conn.execute(
@@ -158,5 +118,5 @@ class AnalyzerStore:
                     "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
                     ((task, rid) for rid in report_ids),
                 )
-            update_task(conn, "?", task, batches, state_json)
+            base.update_task(conn, "?", task, batches, state_json)
 

@@ -149,6 +149,29 @@ def stale_refusal(size: int, sum_key_id: int | None, stale_members: int, key_id:
 
 
 @dataclass(frozen=True)
+class Dissolution:
+    """An unacknowledged batch ``refuse_stale_key`` dissolves: the reports it loses, and whether
+    its sum is stored (then no member is left to return to pending)."""
+
+    batch_id: str
+    refused: int
+    has_sum: bool
+
+
+def dissolutions(
+    batches: Iterable[tuple[str, int, int | None, int]], key_id: int
+) -> list[Dissolution]:
+    """Of a task's unacknowledged batches, each (id, size, key id of its stored sum or None,
+    members under another key than ``key_id``), those to dissolve (``stale_refusal`` > 0), in
+    the order given."""
+    out = []
+    for batch_id, size, sum_key_id, stale in batches:
+        if lost := stale_refusal(size, sum_key_id, int(stale), key_id):
+            out.append(Dissolution(batch_id, lost, sum_key_id is not None))
+    return out
+
+
+@dataclass(frozen=True)
 class Batch:
     batch_id: str
     task: str

@@ -42,84 +42,14 @@ from psycopg import sql
 
 from services.common import pg
 from services.common.metrics import TxMetrics
-from services.shuffler.store.base import (
-    AcceptResult,
-    Batch,
-    Candidate,
-    SecureBatch,
-    StaleKeyRefusal,
-    TaskCounts,
-    Upload,
-    admit,
-    batch,
-    secure_batch,
-    seen_entries,
-    shuffled,
-    stale_refusal,
-)
+from services.common.migrations import scripts
+from services.shuffler.store import base
 
 log = logging.getLogger(__name__)
 
-SCHEMA_V1 = """
-CREATE TABLE shuffler_replicas (
-    id TEXT PRIMARY KEY,
-    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    seen_at TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE shuffler_counters (
-    task TEXT NOT NULL,
-    shard TEXT NOT NULL,
-    accepted BIGINT NOT NULL DEFAULT 0,
-    duplicates BIGINT NOT NULL DEFAULT 0,
-    batches_formed BIGINT NOT NULL DEFAULT 0,
-    batches_acknowledged BIGINT NOT NULL DEFAULT 0,
-    reports_acknowledged BIGINT NOT NULL DEFAULT 0,
-    refused_stale_key BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (task, shard)
-);
-CREATE TABLE shuffler_seen (
-    task TEXT NOT NULL,
-    hash BYTEA NOT NULL,
-    PRIMARY KEY (task, hash)
-);
-CREATE TABLE shuffler_pending (
-    seq BIGSERIAL PRIMARY KEY,
-    task TEXT NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BYTEA NOT NULL,
-    ct BYTEA NOT NULL,
-    tag BYTEA
-);
-CREATE INDEX shuffler_pending_by_task ON shuffler_pending (task, seq);
-CREATE TABLE shuffler_batches (
-    seq BIGSERIAL PRIMARY KEY,
-    batch_id TEXT NOT NULL UNIQUE,
-    task TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    acked BOOLEAN NOT NULL DEFAULT false,
-    owner TEXT
-);
-CREATE INDEX shuffler_unacked_by_task ON shuffler_batches (task, seq) WHERE NOT acked;
-CREATE TABLE shuffler_batch_reports (
-    batch_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BYTEA NOT NULL,
-    ct BYTEA NOT NULL,
-    tag BYTEA,
-    PRIMARY KEY (batch_id, position)
-);
-CREATE TABLE shuffler_batch_sums (
-    batch_id TEXT PRIMARY KEY,
-    key_id INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    ct BYTEA NOT NULL,
-    members TEXT
-);
-"""
+# Append only: a released migration never changes (a new one is a new file).
+MIGRATIONS = scripts("services.shuffler.store", "postgres")
 
-# Append only: a released migration never changes.
-MIGRATIONS = [SCHEMA_V1]
 
 
 class PgShufflerStore:
@@ -236,11 +166,13 @@ class PgShufflerStore:
         or sweep (all replicas together). Cheap: no SQL."""
         return self._stored.get(task, 0)
 
-    def accept(self, uploads: Sequence[Upload]) -> tuple[list[AcceptResult], dict[str, int]]:
+    def accept(
+        self, uploads: Sequence[base.Upload]
+    ) -> tuple[list[base.AcceptResult], dict[str, int]]:
         """The uploads durable in one transaction, with every batch that became full formed
         in it; then one more formation pass per task (see the module docstring)."""
 
-        def run(conn: psycopg.Connection) -> tuple[list[AcceptResult], dict[str, int]]:
+        def run(conn: psycopg.Connection) -> tuple[list[base.AcceptResult], dict[str, int]]:
             results = [self._accept_one(conn, upload) for upload in uploads]
             touched = sorted({u.task for u, r in zip(uploads, results, strict=True)
                               if r.accepted})
@@ -253,17 +185,17 @@ class PgShufflerStore:
         self._refresh_stored()
         return results, {t: n for t, n in formed.items() if n}
 
-    def _accept_one(self, conn: psycopg.Connection, upload: Upload) -> AcceptResult:
+    def _accept_one(self, conn: psycopg.Connection, upload: base.Upload) -> base.AcceptResult:
         """One upload, in the caller's transaction: the duplicate rule (``base.admit``) on the
         ``seen`` entries inserted in one statement (those it returns were new; the new ones the
         rule does not keep are deleted again), then its accepted reports."""
         task = upload.task
-        candidates = [Candidate.of(r) for r in upload.reports]
-        entries = seen_entries(candidates)
+        candidates = [base.Candidate.of(r) for r in upload.reports]
+        entries = base.seen_entries(candidates)
         inserted = {bytes(h) for (h,) in conn.execute(
             "INSERT INTO shuffler_seen (task, hash) SELECT %s, unnest(%s::bytea[]) "
             "ON CONFLICT DO NOTHING RETURNING hash", (task, entries)).fetchall()}
-        done = admit(candidates, set(entries) - inserted)
+        done = base.admit(candidates, set(entries) - inserted)
         if forget := list(inserted - done.recorded):
             conn.execute("DELETE FROM shuffler_seen WHERE task = %s AND hash = ANY(%s)",
                          (task, forget))
@@ -275,7 +207,7 @@ class PgShufflerStore:
                     [(task, *row) for row in done.rows],
                 )
         self._bump(conn, task, accepted=len(done.rows), duplicates=done.duplicates)
-        return AcceptResult(len(done.rows), done.duplicates)
+        return base.AcceptResult(len(done.rows), done.duplicates)
 
     def form_batches(self, task: str) -> int:
         """Form every batch of ``task`` that is full, in a transaction of its own (a plain
@@ -305,7 +237,7 @@ class PgShufflerStore:
             ).fetchall()
             if len(claimed) < l:
                 return formed
-            batch_id, rows = shuffled(claimed)
+            batch_id, rows = base.shuffled(claimed)
             conn.execute(
                 "INSERT INTO shuffler_batches (batch_id, task, size, owner) VALUES (%s, %s, %s, "
                 "%s)",
@@ -368,17 +300,17 @@ class PgShufflerStore:
             (batch_id,),
         ).fetchall()
 
-    def load_batch(self, batch_id: str) -> Batch | None:
-        def run(conn: psycopg.Connection) -> Batch | None:
+    def load_batch(self, batch_id: str) -> base.Batch | None:
+        def run(conn: psycopg.Connection) -> base.Batch | None:
             row = self._unacked_batch(conn, batch_id)
             if row is None:
                 return None
-            return batch(batch_id, row[0], self._members(conn, batch_id, "key_id, enc, ct"))
+            return base.batch(batch_id, row[0], self._members(conn, batch_id, "key_id, enc, ct"))
 
         return self.db.run_tx("load_batch", run)
 
-    def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
-        def run(conn: psycopg.Connection) -> SecureBatch | None:
+    def load_secure_batch(self, batch_id: str) -> base.SecureBatch | None:
+        def run(conn: psycopg.Connection) -> base.SecureBatch | None:
             row = self._unacked_batch(conn, batch_id)
             if row is None:
                 return None
@@ -388,7 +320,7 @@ class PgShufflerStore:
             ).fetchone()
             members = [] if stored is not None else self._members(conn, batch_id,
                                                                     "key_id, ct, tag")
-            return secure_batch(batch_id, row, stored, members)
+            return base.secure_batch(batch_id, row, stored, members)
 
         return self.db.run_tx("load_secure_batch", run)
 
@@ -397,66 +329,59 @@ class PgShufflerStore:
         batch over computes the same deterministic sum, and the first one stored stays)."""
 
         def run(conn: psycopg.Connection) -> bool:
-            live = conn.execute(
-                "SELECT 1 FROM shuffler_batches WHERE batch_id = %s AND NOT acked FOR "
-                "UPDATE", (batch_id,)
-            ).fetchone() is not None
-            if live:
-                conn.execute(
-                    "INSERT INTO shuffler_batch_sums (batch_id, key_id, count, ct, members) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (batch_id, key_id, count, ct, members),
-                )
-                conn.execute("DELETE FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,))
-            return live
+            # One round trip: lock the batch row if unacknowledged, and only then store the sum
+            # (the first stored stays) and delete the members it replaces.
+            row = conn.execute(
+                "WITH live AS (SELECT batch_id FROM shuffler_batches WHERE batch_id = %(id)s "
+                "AND NOT acked FOR UPDATE), "
+                "saved AS (INSERT INTO shuffler_batch_sums (batch_id, key_id, count, ct, members) "
+                "SELECT batch_id, %(key)s, %(count)s, %(ct)s, %(members)s FROM live "
+                "ON CONFLICT DO NOTHING), "
+                "replaced AS (DELETE FROM shuffler_batch_reports WHERE batch_id IN "
+                "(SELECT batch_id FROM live)) "
+                "SELECT count(*) FROM live",
+                {"id": batch_id, "key": key_id, "count": count, "ct": ct, "members": members},
+            ).fetchone()
+            return row is not None and row[0] == 1
 
         return self.db.run_tx("save_sum", run)
 
-    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal:
+    def refuse_stale_key(self, task: str, key_id: int) -> base.StaleKeyRefusal:
         """As ``ShufflerStore.refuse_stale_key``, with the task's unacknowledged batches
         locked for the transaction."""
 
-        def run(conn: psycopg.Connection) -> StaleKeyRefusal:
+        def run(conn: psycopg.Connection) -> base.StaleKeyRefusal:
             refused = conn.execute(
                 "DELETE FROM shuffler_pending WHERE task = %s AND key_id <> %s", (task, key_id)
             ).rowcount
-            dissolved = 0
-            for batch_id, size in conn.execute(
-                "SELECT batch_id, size FROM shuffler_batches WHERE task = %s AND NOT acked ORDER "
-                "BY seq "
-                "FOR UPDATE",
-                (task,),
-            ).fetchall():
-                stored = conn.execute(
-                    "SELECT key_id FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
-                ).fetchone()
-                stale_row = None if stored is not None else conn.execute(
-                    "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s AND "
-                    "key_id <> %s",
-                    (batch_id, key_id),
-                ).fetchone()
-                lost = stale_refusal(size, None if stored is None else stored[0],
-                                     int(stale_row[0]) if stale_row else 0, key_id)
-                if lost == 0:
-                    continue
-                refused += lost
-                if stored is None:
-                    conn.execute(
-                        "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) "
-                        "SELECT %s, key_id, enc, ct, tag FROM shuffler_batch_reports "
-                        "WHERE batch_id = %s AND key_id = %s ORDER BY position",
-                        (task, batch_id, key_id),
-                    )
-                for table in ("shuffler_batch_reports", "shuffler_batch_sums", "shuffler_batches"):
-                    conn.execute(
-                        sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(
-                            sql.Identifier(table)),
-                        (batch_id,),
-                    )
-                dissolved += 1
-            self._bump(conn, task, refused_stale_key=refused, batches_formed=-dissolved)
-            formed = self._form(conn, task) if dissolved else 0
-            return StaleKeyRefusal(refused, dissolved, formed)
+            # Lock first, then read the sums and members in a statement of its own: its snapshot
+            # is taken after the locks, so it sees a sum another replica committed meanwhile.
+            locked = [r[0] for r in conn.execute(
+                "SELECT batch_id FROM shuffler_batches WHERE task = %s AND NOT acked ORDER BY seq "
+                "FOR UPDATE", (task,)).fetchall()]
+            doomed = base.dissolutions(conn.execute(
+                "SELECT b.batch_id, b.size, s.key_id, (SELECT count(*) FROM "
+                "shuffler_batch_reports r WHERE r.batch_id = b.batch_id AND r.key_id <> %s) "
+                "FROM shuffler_batches b LEFT JOIN shuffler_batch_sums s USING (batch_id) "
+                "WHERE b.batch_id = ANY(%s) ORDER BY b.seq",
+                (key_id, locked),
+            ).fetchall(), key_id)
+            ids = [gone.batch_id for gone in doomed]
+            # Members under key_id back to pending, batch by batch in formation order.
+            conn.execute(
+                "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) "
+                "SELECT %s, r.key_id, r.enc, r.ct, r.tag FROM shuffler_batch_reports r "
+                "JOIN shuffler_batches b USING (batch_id) WHERE r.batch_id = ANY(%s) "
+                "AND r.key_id = %s ORDER BY b.seq, r.position",
+                (task, [gone.batch_id for gone in doomed if not gone.has_sum], key_id),
+            )
+            for table in ("shuffler_batch_reports", "shuffler_batch_sums", "shuffler_batches"):
+                conn.execute(sql.SQL("DELETE FROM {} WHERE batch_id = ANY(%s)").format(
+                    sql.Identifier(table)), (ids,))
+            refused += sum(gone.refused for gone in doomed)
+            self._bump(conn, task, refused_stale_key=refused, batches_formed=-len(doomed))
+            formed = self._form(conn, task) if doomed else 0
+            return base.StaleKeyRefusal(refused, len(doomed), formed)
 
         done = self.db.run_tx("refuse_stale_key", run)
         self._refresh_stored()
@@ -467,7 +392,7 @@ class PgShufflerStore:
             "SELECT 1 FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
         ).fetchone(), transaction=False) is not None
 
-    def next_unacked(self, task: str) -> Batch | None:
+    def next_unacked(self, task: str) -> base.Batch | None:
         ids = self.unacked(task, 1)
         return self.load_batch(ids[0]) if ids else None
 
@@ -495,8 +420,8 @@ class PgShufflerStore:
             self._stored[done[0]] = self._stored.get(done[0], 0) - done[1]
         return done is not None
 
-    def counts(self, task: str) -> TaskCounts:
-        def run(conn: psycopg.Connection) -> TaskCounts:
+    def counts(self, task: str) -> base.TaskCounts:
+        def run(conn: psycopg.Connection) -> base.TaskCounts:
             pending = conn.execute(
                 "SELECT count(*) FROM shuffler_pending WHERE task = %s", (task,)
             ).fetchone()
@@ -507,7 +432,7 @@ class PgShufflerStore:
                 (task,),
             ).fetchone()
             values = [int(v) for v in (row or (0, 0, 0, 0, 0))]
-            return TaskCounts(int(pending[0]) if pending else 0, *values)
+            return base.TaskCounts(int(pending[0]) if pending else 0, *values)
 
         return self.db.run_tx("counts", run)
 

@@ -32,69 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from services.common.metrics import TxMetrics
+from services.common.migrations import script
 from services.common.sqlite import WalSync, add_columns, migrate, open_db, transaction
-from services.shuffler.store.base import (
-    AcceptResult,
-    Admission,
-    Batch,
-    Candidate,
-    SecureBatch,
-    StaleKeyRefusal,
-    TaskCounts,
-    Upload,
-    admit,
-    batch,
-    secure_batch,
-    seen_entries,
-    shuffled,
-    stale_refusal,
-)
+from services.shuffler.store import base
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
-SCHEMA_V1 = """
-CREATE TABLE IF NOT EXISTS counters (
-    task TEXT PRIMARY KEY,
-    accepted INTEGER NOT NULL DEFAULT 0,
-    duplicates INTEGER NOT NULL DEFAULT 0,
-    batches_formed INTEGER NOT NULL DEFAULT 0,
-    batches_acknowledged INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS seen (
-    task TEXT NOT NULL,
-    hash BLOB NOT NULL,
-    PRIMARY KEY (task, hash)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS pending (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    task TEXT NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BLOB NOT NULL,
-    ct BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pending_by_task ON pending (task, seq);
-CREATE TABLE IF NOT EXISTS batches (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    batch_id TEXT NOT NULL UNIQUE,
-    task TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    acked INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS unacked_by_task ON batches (task, acked, seq);
-CREATE TABLE IF NOT EXISTS batch_reports (
-    batch_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BLOB NOT NULL,
-    ct BLOB NOT NULL,
-    PRIMARY KEY (batch_id, position)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS batch_sums (
-    batch_id TEXT PRIMARY KEY,
-    key_id INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    ct BLOB NOT NULL
-) WITHOUT ROWID;
-"""
+SCHEMA_V1 = script("services.shuffler.store", "sqlite", 1)
 
 # Secure-sum report tags: with each pending or batched report, and with each stored sum.
 SCHEMA_V3 = add_columns(
@@ -170,10 +113,12 @@ class ShufflerStore:
         batch to fill, or in a batch in flight), as committed. Cheap: no SQL."""
         return self._stored.get(task, 0)
 
-    def accept(self, uploads: Sequence[Upload]) -> tuple[list[AcceptResult], dict[str, int]]:
+    def accept(
+        self, uploads: Sequence[base.Upload]
+    ) -> tuple[list[base.AcceptResult], dict[str, int]]:
         """Make a group of uploads durable in one transaction (group commit) and form every batch
         that became full. Returns one result per upload and the batches formed per task."""
-        results: list[AcceptResult] = []
+        results: list[base.AcceptResult] = []
         touched: set[str] = set()
         with self._lock, transaction(self._conn):
             for upload in uploads:
@@ -190,26 +135,26 @@ class ShufflerStore:
                 )
                 if accepted:
                     touched.add(upload.task)
-                results.append(AcceptResult(accepted, done.duplicates))
+                results.append(base.AcceptResult(accepted, done.duplicates))
             formed = {task: self._form_batches(task) for task in sorted(touched)}
         # Committed (the transaction above raised otherwise).
         for upload, result in zip(uploads, results, strict=True):
             self._stored[upload.task] = self._stored.get(upload.task, 0) + result.accepted
         return results, {t: n for t, n in formed.items() if n}
 
-    def _admit(self, upload: Upload) -> Admission:
+    def _admit(self, upload: base.Upload) -> base.Admission:
         """Apply the duplicate rule (``base.admit``) to one upload, in the caller's transaction:
         every ``seen`` entry it may add is inserted, those already present are ``known``, and
         the new ones the rule does not keep are deleted again."""
-        candidates = [Candidate.of(r) for r in upload.reports]
-        entries = seen_entries(candidates)
+        candidates = [base.Candidate.of(r) for r in upload.reports]
+        entries = base.seen_entries(candidates)
         inserted = {
             h for h in entries
             if self._conn.execute(
                 "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)", (upload.task, h)
             ).rowcount == 1
         }
-        done = admit(candidates, set(entries) - inserted)
+        done = base.admit(candidates, set(entries) - inserted)
         self._conn.executemany(
             "DELETE FROM seen WHERE task = ? AND hash = ?",
             [(upload.task, h) for h in inserted - done.recorded],
@@ -231,7 +176,7 @@ class ShufflerStore:
                 (task, l - 1),
             ).fetchone() is None:
                 return formed
-            batch_id, rows = shuffled(conn.execute(
+            batch_id, rows = base.shuffled(conn.execute(
                 "SELECT seq, key_id, enc, ct, tag FROM pending WHERE task = ? ORDER BY seq "
                 "LIMIT ?",
                 (task, l),
@@ -278,16 +223,16 @@ class ShufflerStore:
             (batch_id,),
         ).fetchall()
 
-    def load_batch(self, batch_id: str) -> Batch | None:
+    def load_batch(self, batch_id: str) -> base.Batch | None:
         """A stored unacknowledged batch with its members in their stored (shuffled) order."""
         with self._lock:
             row = self._unacked_batch(batch_id)
             if row is None:
                 return None
             members = self._members(batch_id, "key_id, enc, ct")
-        return batch(batch_id, row[0], members)
+        return base.batch(batch_id, row[0], members)
 
-    def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
+    def load_secure_batch(self, batch_id: str) -> base.SecureBatch | None:
         """A stored unacknowledged secure-sum batch: its sum if computed, else its members."""
         with self._lock:
             row = self._unacked_batch(batch_id)
@@ -297,7 +242,7 @@ class ShufflerStore:
                 "SELECT key_id, ct, members FROM batch_sums WHERE batch_id = ?", (batch_id,)
             ).fetchone()
             members = [] if stored is not None else self._members(batch_id, "key_id, ct, tag")
-        return secure_batch(batch_id, row, stored, members)
+        return base.secure_batch(batch_id, row, stored, members)
 
     def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes, members: str) -> bool:
         """Store the encrypted sum of an unacknowledged batch with its ``members`` (JSON) and
@@ -315,7 +260,7 @@ class ShufflerStore:
                 conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
         return live
 
-    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal:
+    def refuse_stale_key(self, task: str, key_id: int) -> base.StaleKeyRefusal:
         """A secure-sum task once the analyzer's Paillier key is ``key_id``: a report held under
         another key can never be counted (no analyzer holds that key any more) and must never
         share a batch with reports under ``key_id`` (their product decrypts to nothing). In ONE
@@ -328,39 +273,31 @@ class ShufflerStore:
             refused = conn.execute(
                 "DELETE FROM pending WHERE task = ? AND key_id != ?", (task, key_id)
             ).rowcount
-            dissolved = 0
-            for batch_id, size in conn.execute(
-                "SELECT batch_id, size FROM batches WHERE task = ? AND acked = 0 ORDER BY seq",
-                (task,),
-            ).fetchall():
-                stored = conn.execute(
-                    "SELECT key_id FROM batch_sums WHERE batch_id = ?", (batch_id,)
-                ).fetchone()
-                stale = 0 if stored is not None else conn.execute(
-                    "SELECT count(*) FROM batch_reports WHERE batch_id = ? AND key_id != ?",
-                    (batch_id, key_id),
-                ).fetchone()[0]
-                lost = stale_refusal(size, None if stored is None else stored[0], stale, key_id)
-                if lost == 0:
-                    continue
-                refused += lost
-                if stored is None:
+            doomed = base.dissolutions(conn.execute(
+                "SELECT b.batch_id, b.size, s.key_id, (SELECT count(*) FROM batch_reports r "
+                "WHERE r.batch_id = b.batch_id AND r.key_id != ?) FROM batches b LEFT JOIN "
+                "batch_sums s ON s.batch_id = b.batch_id WHERE b.task = ? AND b.acked = 0 "
+                "ORDER BY b.seq",
+                (key_id, task),
+            ).fetchall(), key_id)
+            for gone in doomed:
+                if not gone.has_sum:  # its members under key_id go back to pending
                     conn.execute(
-                        "INSERT INTO pending (task, key_id, enc, ct, tag) "
-                        "SELECT ?, key_id, enc, ct, tag FROM batch_reports "
-                        "WHERE batch_id = ? AND key_id = ? ORDER BY position",
-                        (task, batch_id, key_id),
+                        "INSERT INTO pending (task, key_id, enc, ct, tag) SELECT ?, key_id, enc, "
+                        "ct, tag FROM batch_reports WHERE batch_id = ? AND key_id = ? "
+                        "ORDER BY position",
+                        (task, gone.batch_id, key_id),
                     )
                 for table in ("batch_reports", "batch_sums", "batches"):
-                    conn.execute(f"DELETE FROM {table} WHERE batch_id = ?", (batch_id,))
-                dissolved += 1
+                    conn.execute(f"DELETE FROM {table} WHERE batch_id = ?", (gone.batch_id,))
+            refused += sum(gone.refused for gone in doomed)
             conn.execute(
                 "UPDATE counters SET refused_stale_key = refused_stale_key + ?, "
                 "batches_formed = batches_formed - ? WHERE task = ?",
-                (refused, dissolved, task),
+                (refused, len(doomed), task),
             )
-            formed = self._form_batches(task) if dissolved else 0
-        return StaleKeyRefusal(refused, dissolved, formed)
+            formed = self._form_batches(task) if doomed else 0
+        return base.StaleKeyRefusal(refused, len(doomed), formed)
 
     def has_sum(self, batch_id: str) -> bool:
         """Whether the encrypted sum of a batch is stored (False once acknowledged)."""
@@ -369,7 +306,7 @@ class ShufflerStore:
                 "SELECT 1 FROM batch_sums WHERE batch_id = ?", (batch_id,)
             ).fetchone() is not None
 
-    def next_unacked(self, task: str) -> Batch | None:
+    def next_unacked(self, task: str) -> base.Batch | None:
         """The oldest batch of ``task`` the analyzer has not acknowledged."""
         ids = self.unacked(task, 1)
         return self.load_batch(ids[0]) if ids else None
@@ -410,7 +347,7 @@ class ShufflerStore:
                 self._stored[task] = self._stored.get(task, 0) - int(size)
         return done
 
-    def counts(self, task: str) -> TaskCounts:
+    def counts(self, task: str) -> base.TaskCounts:
         with self._lock:
             pending = self._conn.execute(
                 "SELECT count(*) FROM pending WHERE task = ?", (task,)
@@ -420,7 +357,7 @@ class ShufflerStore:
                 "refused_stale_key FROM counters WHERE task = ?",
                 (task,),
             ).fetchone()
-        return TaskCounts(pending, *(row or (0, 0, 0, 0, 0)))
+        return base.TaskCounts(pending, *(row or (0, 0, 0, 0, 0)))
 
     def batch_members(self, batch_id: str) -> int:
         """How many ciphertexts of a batch are still stored (0 once acknowledged)."""

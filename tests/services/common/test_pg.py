@@ -172,40 +172,31 @@ def test_a_pool_survives_its_connections_being_terminated(
     assert count(metrics, "bump", "ok") == 1 and count(metrics, "bump", "retried") == 0
 
 
-def test_a_session_holding_nothing_reconnects(url: str, metrics: ServiceMetrics) -> None:
+@pytest.mark.parametrize("held", [False, True], ids=["holding-nothing", "holding-locks"])
+def test_a_dropped_session_is_replaced_only_if_it_held_nothing(
+    url: str, metrics: ServiceMetrics, held: bool
+) -> None:
+    """A ``SessionDatabase`` asks ``lost()`` once its connection dropped. Holding nothing, it
+    reconnects and the call succeeds; holding session state (the analyzer's task locks), a new
+    connection would hold none, so the error is raised (and the store stops the analyzer)."""
     lost: list[int] = []
 
-    def allow() -> bool:
+    def on_lost() -> bool:
         lost.append(1)
-        return True
+        return not held
 
-    db = observed(metrics, pg.SessionDatabase(url, service=SERVICE, lost=allow))
+    db = observed(metrics, pg.SessionDatabase(url, service=SERVICE, lost=on_lost))
     try:
         before = db.run_tx("pid", backend_pid, transaction=False)
         assert terminate(app_name(url)) == 1
-        after = db.run_tx("pid", backend_pid, transaction=False)
-    finally:
-        db.close()
-    assert after != before and lost == [1]
-    assert count(metrics, "pid", "retried") == 1 and count(metrics, "pid", "ok") == 2
-
-
-def test_a_session_that_held_state_is_not_replaced(url: str, metrics: ServiceMetrics) -> None:
-    """The analyzer's case: the dropped connection held its task locks; a new connection would
-    hold none, so the error is raised (and the store stops the analyzer)."""
-    lost: list[int] = []
-
-    def refuse() -> bool:
-        lost.append(1)
-        return False
-
-    db = observed(metrics, pg.SessionDatabase(url, service=SERVICE, lost=refuse))
-    try:
-        db.run_tx("pid", backend_pid)
-        assert terminate(app_name(url)) == 1
-        with pytest.raises(psycopg.OperationalError):
-            db.run_tx("pid", backend_pid)
+        if held:
+            with pytest.raises(psycopg.OperationalError):
+                db.run_tx("pid", backend_pid)
+        else:
+            assert db.run_tx("pid", backend_pid) != before
     finally:
         db.close()
     assert lost == [1]
-    assert count(metrics, "pid", "failed") == 1 and count(metrics, "pid", "retried") == 0
+    assert count(metrics, "pid", "retried") == (0 if held else 1)
+    assert count(metrics, "pid", "failed") == (1 if held else 0)
+    assert count(metrics, "pid", "ok") == (1 if held else 2)
