@@ -174,9 +174,9 @@ class Database:
     ``Datastore::run_tx``). Subclasses say where a connection comes from (``connection``) and
     what a dropped one means (``reconnect``).
 
-    Retries (``tenacity``): at most ``ATTEMPTS`` attempts, the k-th retry after a uniformly
-    random wait in [0, min(``WAIT_MAX``, ``WAIT_BASE``·2ᵏ)) seconds, so that two replicas that
-    deadlocked do not meet again in lockstep. A dropped connection may have lost the answer to a
+    Retries (``tenacity``): at most ``ATTEMPTS`` attempts, the k-th retry (k = 1, 2, …) after a
+    uniformly random wait in [0, min(``WAIT_MAX``, ``WAIT_BASE``·2ᵏ⁻¹)] seconds, so that two
+    replicas that deadlocked do not meet again in lockstep. A dropped connection may have lost the answer to a
     ``COMMIT`` that took effect; the stores' transactions are written so that running one again
     is what a client's retry would be (an upload again counts as duplicates, an acknowledgment
     again finds the batch acknowledged)."""
