@@ -176,10 +176,10 @@ class Database:
 
     Retries (``tenacity``): at most ``ATTEMPTS`` attempts, the k-th retry (k = 1, 2, …) after a
     uniformly random wait in [0, min(``WAIT_MAX``, ``WAIT_BASE``·2ᵏ⁻¹)] seconds, so that two
-    replicas that deadlocked do not meet again in lockstep. A dropped connection may have lost the answer to a
-    ``COMMIT`` that took effect; the stores' transactions are written so that running one again
-    is what a client's retry would be (an upload again counts as duplicates, an acknowledgment
-    again finds the batch acknowledged)."""
+    replicas that deadlocked do not meet again in lockstep. A dropped connection may have lost
+    the answer to a ``COMMIT`` that took effect; the stores' transactions are written so that
+    running one again is what a client's retry would be (an upload again counts as duplicates,
+    an acknowledgment again finds the batch acknowledged)."""
 
     ATTEMPTS = 5
     WAIT_BASE = 0.002

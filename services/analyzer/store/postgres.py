@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 MIGRATIONS = scripts("services.analyzer.store", "postgres")
 
 
-
 class PgAnalyzerStore:
     """The analyzer store on PostgreSQL: one connection behind a lock (it also holds the task
     locks, see the module docstring)."""

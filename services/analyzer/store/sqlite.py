@@ -38,7 +38,6 @@ MIGRATIONS = [SCHEMA_V1, SCHEMA_V2]
 _CHUNK = 500
 
 
-
 class AnalyzerStore:
     """Thread-safe access to the analyzer's SQLite file (one connection behind a lock)."""
 

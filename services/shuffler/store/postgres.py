@@ -51,7 +51,6 @@ log = logging.getLogger(__name__)
 MIGRATIONS = scripts("services.shuffler.store", "postgres")
 
 
-
 class PgShufflerStore:
     """The shuffler store on PostgreSQL (see the module docstring); one per replica process.
 

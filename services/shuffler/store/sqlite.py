@@ -2,8 +2,8 @@
 
 Tables
 - ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task, and of every secure-sum
-  report's tag (domain-separated, ``tag_hash``): duplicate detection, the only trace kept of a
-  report once its batch is acknowledged.
+  report's tag (domain-separated, ``base.tag_hash``): duplicate detection (``base.admit``), the
+  only trace kept of a report once its batch is acknowledged.
 - ``pending``: accepted reports waiting for their task's batch to fill (ciphertext bytes, and a
   secure-sum report's tag).
 - ``batches`` / ``batch_reports``: formed batches with their members in shuffled order. Members are
@@ -17,7 +17,7 @@ Tables
   because the analyzer's Paillier key changed, see ``refuse_stale_key``).
 
 Secure-sum reports (``EncryptedCounts``) use the same ``pending`` / ``batch_reports`` rows as HPKE
-reports, with an empty ``enc`` and their tag in ``tag`` (``tag_bytes``: key id ‖ enc ‖ ct).
+reports, with an empty ``enc`` and their tag in ``tag`` (``base.tag_bytes``: key id ‖ enc ‖ ct).
 
 ``accept`` makes uploads durable and forms every batch that became full in the SAME transaction,
 so a report is, at every instant on disk, in exactly one of: pending, an unacknowledged batch, or
