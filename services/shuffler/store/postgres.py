@@ -90,7 +90,9 @@ class PgShufflerStore:
         self._sweeper.start()
 
     def _register(self, conn: psycopg.Connection) -> None:
-        conn.execute("INSERT INTO shuffler_replicas (id) VALUES (%s)", (self.replica,))
+        # Idempotent: run again if the connection dropped while its COMMIT was answered.
+        conn.execute("INSERT INTO shuffler_replicas (id) VALUES (%s) ON CONFLICT DO NOTHING",
+                     (self.replica,))
         conn.cursor().executemany(
             "INSERT INTO shuffler_counters (task, shard) VALUES (%s, %s) ON CONFLICT DO NOTHING",
             [(t, self.replica) for t in self.batch_sizes],
