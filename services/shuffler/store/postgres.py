@@ -90,7 +90,8 @@ class PgShufflerStore:
         self._sweeper.start()
 
     def _register(self, conn: psycopg.Connection) -> None:
-        # Idempotent: run again if the connection dropped while its COMMIT was answered.
+        # Idempotent: run_tx runs it again if the connection dropped before the answer to its
+        # COMMIT came back.
         conn.execute("INSERT INTO shuffler_replicas (id) VALUES (%s) ON CONFLICT DO NOTHING",
                      (self.replica,))
         conn.cursor().executemany(
