@@ -21,7 +21,7 @@ from typing import Any
 from services.analyzer.store import base
 from services.common.metrics import TxMetrics
 from services.common.migrations import script
-from services.common.sqlite import add_columns, migrate, open_db, transaction
+from services.common.sqlite import Migration, add_columns, migrate, open_db, transaction
 
 SCHEMA_V1 = script("services.analyzer.store", "sqlite", 1)
 
@@ -32,7 +32,7 @@ SCHEMA_V2 = add_columns(
 )
 
 # Append only: a released migration never changes.
-MIGRATIONS = [SCHEMA_V1, SCHEMA_V2]
+MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2]
 
 # SQLite's default limit on host parameters is 32766 since 3.32; stay far below it.
 _CHUNK = 500

@@ -33,7 +33,14 @@ from typing import Any
 
 from services.common.metrics import TxMetrics
 from services.common.migrations import script
-from services.common.sqlite import WalSync, add_columns, migrate, open_db, transaction
+from services.common.sqlite import (
+    Migration,
+    WalSync,
+    add_columns,
+    migrate,
+    open_db,
+    transaction,
+)
 from services.shuffler.store import base
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
@@ -46,7 +53,7 @@ SCHEMA_V3 = add_columns(
     ("batch_sums", "members", "TEXT"),
 )
 
-MIGRATIONS = [
+MIGRATIONS: list[Migration] = [
     SCHEMA_V1,
     add_columns(("counters", "refused_stale_key", "INTEGER NOT NULL DEFAULT 0")),
     SCHEMA_V3,
