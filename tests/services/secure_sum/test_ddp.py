@@ -212,7 +212,7 @@ async def test_an_out_of_range_sum_is_quarantined_without_a_state_change(
     async with ddp_stack(settings) as s:
         before = json.dumps(s.state(), sort_keys=True)
         model_before = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
-        with caplog.at_level(logging.WARNING, logger="services.analyzer.decoders"):
+        with caplog.at_level(logging.WARNING, logger="services.analyzer.transports.secure_sum"):
             accepted = await upload(s.shuffler, lying_reports(s, RANDOMIZER.offset), "ddp")
             assert accepted.accepted == L
             await eventually(
