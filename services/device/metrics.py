@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from services.common.metrics import GROUP_SIZES, ServiceMetrics
-from services.device.secure_sum import TaskKey
+from services.device.transports.secure_sum import TaskKey
 from shared.core.policies import Model
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from services.analyzer.transports.base import AnalyzerTransport
 from services.analyzer.transports.reports import ReportsTransport
 from services.analyzer.transports.secure_sum import SecureSumTransport
+from services.common.transports import lookup
 from shared.settings import Settings, TaskConfig
 
 TRANSPORTS: dict[str, AnalyzerTransport] = {
@@ -24,15 +25,8 @@ TRANSPORTS: dict[str, AnalyzerTransport] = {
 
 
 def transport_for(config: TaskConfig) -> AnalyzerTransport:
-    """The transport the task is configured with; ``ValueError`` for a name none is
-    registered under (never a silent default)."""
-    try:
-        return TRANSPORTS[config.aggregation]
-    except KeyError:
-        raise ValueError(
-            f"task {config.id!r}: no analyzer transport {config.aggregation!r} (known: "
-            f"{', '.join(sorted(TRANSPORTS))})"
-        ) from None
+    """The transport the task is configured with (``ValueError`` for an unknown name)."""
+    return lookup(TRANSPORTS, config, "analyzer")
 
 
 def used(settings: Settings) -> list[AnalyzerTransport]:

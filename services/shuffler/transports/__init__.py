@@ -14,9 +14,9 @@ class, registered in ``TRANSPORTS`` below.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
+from services.common.transports import TransportSet, lookup, tasks_by_transport
 from services.shuffler.published import PublishedConfig
 from services.shuffler.transports.base import (
     Context,
@@ -37,52 +37,23 @@ NO_TASK_CT_BYTES = 1024
 
 
 def transport_class(config: TaskConfig) -> type[ShufflerTransport]:
-    """The transport the task is configured with; ``ValueError`` for a name none is
-    registered under (never a silent default)."""
-    try:
-        return TRANSPORTS[config.aggregation]
-    except KeyError:
-        raise ValueError(
-            f"task {config.id!r}: no shuffler transport {config.aggregation!r} (known: "
-            f"{', '.join(sorted(TRANSPORTS))})"
-        ) from None
+    """The transport the task is configured with (``ValueError`` for an unknown name)."""
+    return lookup(TRANSPORTS, config, "shuffler")
 
 
-class Transports:
+class Transports(TransportSet[ShufflerTransport]):
     """One object per registered transport, each with the tasks configured with it, for one
     shuffler runtime."""
 
     def __init__(self, settings: Settings, context: Context) -> None:
-        by_name: dict[str, list[TaskConfig]] = {name: [] for name in TRANSPORTS}
-        for task in settings.tasks:
-            by_name[transport_class(task).name].append(task)
-        self.by_name: dict[str, ShufflerTransport] = {
-            name: cls(by_name[name], context)
-            for name, cls in TRANSPORTS.items()
-        }
-        self._of_task = {t.id: self.by_name[t.aggregation] for t in settings.tasks}
-
-    def __iter__(self) -> Iterator[ShufflerTransport]:
-        return iter(self.by_name.values())
-
-    def __getitem__(self, name: str) -> ShufflerTransport:
-        return self.by_name[name]
-
-    def of(self, task: str) -> ShufflerTransport:
-        """The transport of a configured task."""
-        return self._of_task[task]
+        tasks = tasks_by_transport(TRANSPORTS, settings, "shuffler")
+        super().__init__(
+            {name: cls(tasks[name], context) for name, cls in TRANSPORTS.items()}, settings)
 
     def published(self) -> list[tuple[PublishedConfig[Any], OnAdopted | None]]:
         return [p for t in self for p in t.published()]
-
-    def missing(self) -> list[str]:
-        return [m for t in self for m in t.missing()]
-
-    def health(self) -> dict[str, object]:
-        return {k: v for t in self for k, v in t.health().items()}
 
     def max_body(self) -> int:
         """The largest upload body any task takes now."""
         limits = [t.upload_limit() for t in self if t.tasks]
         return max(limits) if limits else upload_limit(NO_TASK_CT_BYTES)
-

@@ -240,7 +240,7 @@ async def _outbox_empty(device: httpx.AsyncClient) -> bool:
 def test_the_device_checks_the_signed_layout() -> None:
     """A ddp-linucb device derives its own offset O from the task's parameters: a published
     layout with another O (or the unsigned layout of the same c, l) is refused."""
-    from services.device.secure_sum import ConfigMismatch, check_config
+    from services.device.transports.secure_sum import ConfigMismatch, check_config
     from shared.crypto.paillier import generate_keypair
     from shared.crypto.slots import layout
     from shared.protocol.messages import TaskInfo
