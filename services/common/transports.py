@@ -5,8 +5,8 @@ looked up by the name it is configured with (``TaskConfig.aggregation``: ``repor
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 from shared.settings import Settings, TaskConfig
 
@@ -46,12 +46,20 @@ S = TypeVar("S", bound=Status)
 
 
 class TransportSet(Generic[S]):
-    """One object per registered transport (``by_name``, in registration order), for one
-    service runtime, and which one serves each task."""
+    """One object per registered transport (``by_name``, in registration order), each made
+    by its ``registry`` entry from the tasks configured with it (possibly none) and the
+    service's ``context``, for one service runtime; and which one serves each task."""
 
-    def __init__(self, by_name: dict[str, S], settings: Settings) -> None:
-        self.by_name = by_name
-        self._of_task = {t.id: by_name[t.aggregation] for t in settings.tasks}
+    def __init__(
+        self,
+        registry: Mapping[str, Callable[[list[TaskConfig], Any], S]],
+        settings: Settings,
+        context: object,
+        service: str,
+    ) -> None:
+        tasks = tasks_by_transport(registry, settings, service)
+        self.by_name = {name: make(tasks[name], context) for name, make in registry.items()}
+        self._of_task = {t.id: self.by_name[t.aggregation] for t in settings.tasks}
 
     def __iter__(self) -> Iterator[S]:
         return iter(self.by_name.values())

@@ -13,20 +13,15 @@ in ``TRANSPORTS`` below.
 
 from __future__ import annotations
 
-from services.common.transports import TransportSet, lookup, tasks_by_transport
+from services.common.transports import TransportSet
 from services.device.transports.base import Context, DeviceTransport
 from services.device.transports.reports import ReportsTransport
 from services.device.transports.secure_sum import SecureSumTransport
-from shared.settings import Settings, TaskConfig
+from shared.settings import Settings
 
 TRANSPORTS: dict[str, type[DeviceTransport]] = {
     t.name: t for t in (ReportsTransport, SecureSumTransport)
 }
-
-
-def transport_class(config: TaskConfig) -> type[DeviceTransport]:
-    """The transport the task is configured with (``ValueError`` for an unknown name)."""
-    return lookup(TRANSPORTS, config, "device")
 
 
 class Transports(TransportSet[DeviceTransport]):
@@ -34,9 +29,7 @@ class Transports(TransportSet[DeviceTransport]):
     device runtime."""
 
     def __init__(self, settings: Settings, context: Context) -> None:
-        tasks = tasks_by_transport(TRANSPORTS, settings, "device")
-        super().__init__(
-            {name: cls(tasks[name], context) for name, cls in TRANSPORTS.items()}, settings)
+        super().__init__(TRANSPORTS, settings, context, "device")
 
     def start(self) -> None:
         for transport in self:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common.transports import TransportSet, lookup, tasks_by_transport
+from services.common.transports import TransportSet, lookup
 from services.shuffler.published import PublishedConfig
 from services.shuffler.transports.base import (
     Context,
@@ -46,9 +46,7 @@ class Transports(TransportSet[ShufflerTransport]):
     shuffler runtime."""
 
     def __init__(self, settings: Settings, context: Context) -> None:
-        tasks = tasks_by_transport(TRANSPORTS, settings, "shuffler")
-        super().__init__(
-            {name: cls(tasks[name], context) for name, cls in TRANSPORTS.items()}, settings)
+        super().__init__(TRANSPORTS, settings, context, "shuffler")
 
     def published(self) -> list[tuple[PublishedConfig[Any], OnAdopted | None]]:
         return [p for t in self for p in t.published()]
