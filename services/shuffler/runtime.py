@@ -133,9 +133,9 @@ async def open_runtime(
     followed: list[tuple[ConfigFetcher, Callable[[Any], Awaitable[None]] | None]] = [
         (hpke_fetcher, None)]
     for state, on_adopted in transports.published():
-        hook = None if on_adopted is None else functools.partial(
-            _adopted, on_adopted, forwarder.wake)
-        followed.append((ConfigFetcher(state, client, settings), hook))
+        act: Callable[[Any], Awaitable[None]] | None = None if on_adopted is None else (
+            functools.partial(_adopted, on_adopted, forwarder.wake))
+        followed.append((ConfigFetcher(state, client, settings), act))
     fetchers = []
     for fetcher, hook in followed:
         if fetcher.state.needed:
@@ -149,10 +149,10 @@ async def open_runtime(
             settings, store, tasks, intake, forwarder, metrics, transports, readiness
         )
     finally:
-        for fetcher in fetchers:
-            fetcher.cancel()
+        for following in fetchers:
+            following.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await fetcher
+                await following
         await intake.stop()
         await forwarder.stop()
         await client.aclose()

@@ -19,9 +19,8 @@ from services.analyzer.transports.secure_sum import SecureSumTransport
 from services.common.transports import lookup
 from shared.settings import Settings, TaskConfig
 
-TRANSPORTS: dict[str, AnalyzerTransport] = {
-    t.name: t for t in (ReportsTransport(), SecureSumTransport())
-}
+_REGISTERED: tuple[AnalyzerTransport, ...] = (ReportsTransport(), SecureSumTransport())
+TRANSPORTS: dict[str, AnalyzerTransport] = {t.name: t for t in _REGISTERED}
 
 
 def transport_for(config: TaskConfig) -> AnalyzerTransport:

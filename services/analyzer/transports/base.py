@@ -67,7 +67,7 @@ class Decoder(Protocol[ItemT]):
     """How one task's uploads of its transport become batches to feed."""
 
     # True when the transport sees single reports: their rejected/duplicate counters apply.
-    report_level: bool
+    report_level: ClassVar[bool]
 
     def accept(self, upload: BaseModel) -> ItemT:
         """The queueable form of an upload; raises ``AggregationMismatch`` for another

@@ -143,7 +143,9 @@ class SumDecoder(TaskDecoder):
         return upload.count
 
     def accept(self, upload: BaseModel) -> BatchSumJob:
-        upload = self.admit(upload)
+        return self._job(self.admit(upload))
+
+    def _job(self, upload: EncryptedBatchSum) -> BatchSumJob:
         keys = self.keys
         if upload.key_id != keys.key_id:
             raise UnknownKey(

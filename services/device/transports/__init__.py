@@ -19,9 +19,8 @@ from services.device.transports.reports import ReportsTransport
 from services.device.transports.secure_sum import SecureSumTransport
 from shared.settings import Settings
 
-TRANSPORTS: dict[str, type[DeviceTransport]] = {
-    t.name: t for t in (ReportsTransport, SecureSumTransport)
-}
+_REGISTERED: tuple[type[DeviceTransport], ...] = (ReportsTransport, SecureSumTransport)
+TRANSPORTS: dict[str, type[DeviceTransport]] = {t.name: t for t in _REGISTERED}
 
 
 class Transports(TransportSet[DeviceTransport]):

@@ -36,7 +36,7 @@ import numpy as np
 from services.common.retry import Backoff
 from services.device.background import Loops
 from services.device.errors import NoPaillierKey
-from services.device.transports.base import Context, Encoded, hpke_key
+from services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
 from services.device.transports.refiller import PoolRefiller, start_refiller, start_workers
 from shared.core.randomizers.base import Randomizer
 from shared.core.randomizers.skellam import SkellamRandomizer
@@ -279,7 +279,7 @@ class SecureSumTransport:
             min_key_bits=context.paillier_min_bits, on_change=context.metrics.on_paillier_key,
         )
         # The shuffler does not know a report's key: fetch the task's config again.
-        self.refresh_key = self.keys.refresh
+        self.refresh_key: KeyRefresher | None = self.keys.refresh
 
     def sealer(self, task: str) -> SumSealer:
         key = self.keys.get(task)

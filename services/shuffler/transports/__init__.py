@@ -28,9 +28,8 @@ from services.shuffler.transports.reports import ReportsTransport
 from services.shuffler.transports.secure_sum import SecureSumTransport
 from shared.settings import Settings, TaskConfig
 
-TRANSPORTS: dict[str, type[ShufflerTransport]] = {
-    t.name: t for t in (ReportsTransport, SecureSumTransport)
-}
+_REGISTERED: tuple[type[ShufflerTransport], ...] = (ReportsTransport, SecureSumTransport)
+TRANSPORTS: dict[str, type[ShufflerTransport]] = {t.name: t for t in _REGISTERED}
 
 # The body limit of a shuffler without tasks (reports of this ciphertext length).
 NO_TASK_CT_BYTES = 1024
