@@ -13,11 +13,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from services.analyzer.errors import NotSecureSum, NotShuffler, TooManyStreams
+from services.analyzer.errors import NotShuffler, TooManyStreams
 from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import TaskRuntime, task_info
 from services.analyzer.transports import TRANSPORTS, AnalyzerTransport
-from services.analyzer.transports.secure_sum import SumDecoder
 from services.common.deps import get_runtime, task_dependency
 from services.common.health import health
 from services.common.web import error_responses
@@ -28,7 +27,6 @@ from shared.protocol.messages import (
     PrivacyReport,
     TaskInfo,
 )
-from shared.protocol.secure_sum import PaillierConfig
 
 log = logging.getLogger(__name__)
 
@@ -77,28 +75,9 @@ async def hpke_config(runtime: RuntimeDep) -> HpkeConfig:
     return runtime.keys.hpke_config()
 
 
-@router.get("/v1/paillier-config")
-async def paillier_config(runtime: RuntimeDep) -> PaillierConfig:
-    """The Paillier public key of the secure-sum transport (no task layout)."""
-    # In a thread: the key is generated here if no secure-sum task created it at start-up.
-    keys = await run_in_threadpool(runtime.paillier_keys)
-    return keys.paillier_config()
-
-
 @router.get("/v1/tasks/{task}", responses=ERRORS)
 async def get_task_info(rt: TaskDep) -> TaskInfo:
     return task_info(rt.config)
-
-
-@router.get("/v1/tasks/{task}/secure-sum", responses=ERRORS)
-async def secure_sum_config(rt: TaskDep, runtime: RuntimeDep) -> PaillierConfig:
-    """The Paillier public key with the task's slot layout: everything a device needs to pack
-    and encrypt its counts (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits)."""
-    if not isinstance(rt.decoder, SumDecoder):
-        raise NotSecureSum(
-            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum"
-        )
-    return runtime.paillier_keys().paillier_config(rt.decoder.layout)
 
 
 def _etag_matches(if_none_match: str | None, etag: str) -> bool:
@@ -215,6 +194,7 @@ def add_batch_route(transport: AnalyzerTransport) -> None:
 
 for _transport in TRANSPORTS.values():
     add_batch_route(_transport)
+    _transport.add_routes(router)  # e.g. the public parameters devices fetch
 
 
 @router.get("/v1/tasks/{task}/privacy", responses=ERRORS)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from fastapi import APIRouter
 from pydantic import BaseModel
 
 from services.analyzer.errors import AggregationMismatch, BatchSizeMismatch
@@ -110,6 +111,11 @@ class AnalyzerTransport(Protocol):
     # The private key files of the data directory it needs, beyond the HPKE key (file name →
     # what it holds), when at least one task uses it.
     key_files: dict[str, str]
+
+    def add_routes(self, router: APIRouter) -> None:
+        """Add the GET routes of the transport's public parameters, if it has any (devices and
+        the shuffler fetch them), to the analyzer's router."""
+        ...
 
     def open_keys(self, keys: AnalyzerKeys) -> None:
         """At start-up, when a task uses the transport: create or load the keys it needs

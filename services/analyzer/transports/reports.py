@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+from fastapi import APIRouter
 from pydantic import BaseModel
 
 from services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
@@ -128,6 +129,9 @@ class ReportsTransport:
     upload: type[BaseModel] = BatchUpload
     summary = "One shuffled batch of exactly l reports from the shuffler; idempotent on batch id."
     key_files: dict[str, str] = {}
+
+    def add_routes(self, router: APIRouter) -> None:
+        """None: the HPKE config, which every transport needs, is the analyzer's own."""
 
     def open_keys(self, keys: AnalyzerKeys) -> None:
         """Only the HPKE key, which every analyzer has."""

@@ -20,14 +20,17 @@ import hmac
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
+from fastapi import APIRouter, Depends
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from services.analyzer.errors import UnknownKey
+from services.analyzer.errors import NotSecureSum, UnknownKey
 from services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
-from services.common.web import report_json_bytes
+from services.common.deps import get_runtime, task_dependency
+from services.common.web import error_responses, report_json_bytes
 from shared.core.policies import Policy
 from shared.crypto.hpke import CryptoError
 from shared.crypto.keystore import PAILLIER_KEY_FILE, HpkeKeyStore, PaillierKeyStore
@@ -35,7 +38,7 @@ from shared.crypto.paillier import CiphertextError, decode_ciphertexts
 from shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError, layout_for
 from shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES, open_tag
 from shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
-from shared.protocol.secure_sum import EncryptedBatchSum
+from shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
 from shared.settings import TaskConfig
 
 log = logging.getLogger(__name__)
@@ -236,6 +239,13 @@ class SecureSumTransport:
     )
     key_files = {PAILLIER_KEY_FILE: "the analyzer's Paillier private key (secure-sum tasks)"}
 
+    def add_routes(self, router: APIRouter) -> None:
+        """``GET /v1/paillier-config`` (the shuffler) and ``GET /v1/tasks/{task}/secure-sum``
+        (devices)."""
+        router.add_api_route("/v1/paillier-config", paillier_config, methods=["GET"])
+        router.add_api_route("/v1/tasks/{task}/secure-sum", secure_sum_config, methods=["GET"],
+                             responses=error_responses(401, 404, 409, 413, 422))
+
     def open_keys(self, keys: AnalyzerKeys) -> None:
         """Create or load the Paillier key: devices and the shuffler fetch it."""
         keys.paillier_keys()
@@ -257,3 +267,28 @@ def task_layout(config: TaskConfig, keys: PaillierKeyStore) -> SlotLayout:
         return layout_for(config, keys.key_bits)
     except ValueError as exc:
         raise RuntimeError(f"task {config.id!r}: no secure-sum slot layout: {exc}") from exc
+
+
+# The analyzer's runtime (``AnalyzerRuntime``) and a task's (``TaskRuntime``), as the routes
+# below get them (typed loosely: the runtime module imports this one).
+RuntimeDep = Annotated[Any, Depends(get_runtime)]
+TaskDep = Annotated[Any, Depends(task_dependency("analyzer"))]
+
+
+async def paillier_config(runtime: RuntimeDep) -> PaillierConfig:
+    """The Paillier public key of the secure-sum transport (no task layout)."""
+    # In a thread: the key is generated here if no secure-sum task created it at start-up.
+    keys: PaillierKeyStore = await run_in_threadpool(runtime.paillier_keys)
+    return keys.paillier_config()
+
+
+async def secure_sum_config(rt: TaskDep, runtime: RuntimeDep) -> PaillierConfig:
+    """The Paillier public key with the task's slot layout: everything a device needs to pack
+    and encrypt its counts (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits)."""
+    decoder = rt.decoder
+    if not isinstance(decoder, SumDecoder):
+        raise NotSecureSum(
+            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum"
+        )
+    keys: PaillierKeyStore = runtime.paillier_keys()
+    return keys.paillier_config(decoder.layout)
