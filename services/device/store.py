@@ -342,9 +342,11 @@ class DeviceStore:
         self.counters.outbox_pending -= moved
         self.counters.dead_letters += moved
 
-    async def drop_stale(self, task: str, current_key_id: int) -> int:
-        """Delete the task's secure-sum outbox items encrypted under any Paillier key other than
-        ``current_key_id``; returns how many (counted in ``dropped``).
+    async def drop_stale(
+        self, task: str, current_key_id: int, transport: str = SECURE_SUM
+    ) -> int:
+        """Delete the task's outbox items of ``transport`` (secure-sum) encrypted under any key
+        (Paillier) other than ``current_key_id``; returns how many (counted in ``dropped``).
 
         Only for keys the analyzer no longer holds: such an item can never be counted, and it
         cannot be re-encrypted either, since the device keeps no plaintext (the randomized
@@ -356,7 +358,7 @@ class DeviceStore:
             n = conn.execute(
                 "DELETE FROM outbox WHERE task = ? AND transport = ? "
                 "AND (key_id IS NULL OR key_id != ?)",
-                (task, SECURE_SUM, current_key_id),
+                (task, transport, current_key_id),
             ).rowcount
             if n:
                 _bump(conn, "dropped", n)
