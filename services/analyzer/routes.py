@@ -16,7 +16,8 @@ from starlette.types import Receive, Scope, Send
 from services.analyzer.errors import NotShuffler, TooManyStreams
 from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import TaskRuntime, task_info
-from services.analyzer.transports import TRANSPORTS, AnalyzerTransport
+from services.analyzer.transports import TRANSPORTS
+from services.analyzer.transports.base import AnalyzerTransport
 from services.common.deps import get_runtime, task_dependency
 from services.common.health import health
 from services.common.web import error_responses

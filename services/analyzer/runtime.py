@@ -173,7 +173,11 @@ class AnalyzerRuntime:
             decoder=decoder,
             published=published,
             feed=ModelFeed(published),
-            **record.counters,
+            reports_counted=record.counters["reports_counted"],
+            rejected=record.counters["rejected"],
+            duplicates=record.counters["duplicates"],
+            batches=record.counters["batches"],
+            quarantined=record.counters["quarantined"],
             skipped=policy.skipped,
         )
 

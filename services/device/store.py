@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from services.common.group_commit import GroupCommitter, Outcome
 from services.common.sqlite import (
+    Migration,
     WalSync,
     add_columns,
     migrate,
@@ -90,7 +91,7 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 """
 
-MIGRATIONS = [
+MIGRATIONS: list[Migration] = [
     SCHEMA_V1,
     # Columns added with secure-sum; an unversioned store (version 1) from an older device lacks
     # them, and gets them with the defaults that describe its rows (HPKE reports).
@@ -269,8 +270,9 @@ class DeviceStore:
                 "INSERT INTO outbox (task, report, transport, key_id) VALUES (?, ?, ?, ?)",
                 (task, report_json, transport, key_id),
             ).lastrowid
+            assert seq is not None  # an INSERT always sets lastrowid
             _bump(conn, "feedbacks", 1)
-            return int(seq)
+            return seq
 
         seq = await self.run(op)
         self.counters.feedbacks += 1

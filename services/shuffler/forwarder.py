@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 
 import anyio.to_thread
@@ -148,7 +149,7 @@ class Forwarder:
                 delivery = asyncio.create_task(self._deliver_until_acked(task, batch_id))
                 self._deliveries.add(delivery)
                 delivery.add_done_callback(self._deliveries.discard)
-                delivery.add_done_callback(lambda t, b=batch_id: finished(t, b))
+                delivery.add_done_callback(functools.partial(finished, batch_id=batch_id))
 
     async def _deliver_until_acked(self, task: str, batch_id: str) -> None:
         # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).

@@ -15,7 +15,8 @@ from services.common.web import error_responses
 from services.shuffler.runtime import ShufflerRuntime
 from services.shuffler.store import AcceptResult
 from services.shuffler.tasks import TaskSpec
-from services.shuffler.transports import TRANSPORTS, ShufflerTransport
+from services.shuffler.transports import TRANSPORTS
+from services.shuffler.transports.base import ShufflerTransport
 from shared.protocol.messages import ReportsAccepted, ShufflerStatus
 
 router = APIRouter()

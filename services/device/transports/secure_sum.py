@@ -39,6 +39,7 @@ from services.device.errors import NoPaillierKey
 from services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
 from services.device.transports.refiller import PoolRefiller, start_refiller, start_workers
 from shared.core.randomizers.base import Randomizer
+from shared.core.randomizers.binary import BinaryRandomizer
 from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
 from shared.crypto.slots import layout_for
@@ -254,8 +255,12 @@ class SumSealer:
     async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
         # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs; a
         # Skellam row is already the signed integers to sum.
-        counts = row if isinstance(randomizer, SkellamRandomizer) else (
-            randomizer.counts(row[None, :])[0])  # type: ignore[attr-defined]
+        if isinstance(randomizer, SkellamRandomizer):
+            counts = row
+        elif isinstance(randomizer, BinaryRandomizer):
+            counts = randomizer.counts(row[None, :])[0]
+        else:  # the registry offers secure-sum only to these two randomizers' policies
+            raise TypeError(f"secure-sum cannot sum the rows of {type(randomizer).__name__}")
         key, args = self.key, (counts, self.task, self.hpke_public_key, self.hpke_key_id)
         if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
             wire = key.encrypt(*args)
