@@ -45,6 +45,30 @@ from shared.protocol.messages import (
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
 from shared.settings import DeviceTiming, Retry, Settings, TaskConfig
 
+# Every wait and deadline in the tests is its nominal time times this factor, so that a slow or
+# busy machine is given time rather than failing; a wait only bounds a hang, it asserts nothing
+# about speed (the few product claims on time, e.g. a takeover < 10 s, are not scaled).
+TIME_SCALE_ENV = "PRIVBANDIT_TEST_TIME_SCALE"
+
+
+def time_scale() -> float:
+    """The factor of ``PRIVBANDIT_TEST_TIME_SCALE`` (default 1; must be positive)."""
+    scale = float(os.environ.get(TIME_SCALE_ENV, "1"))
+    if not scale > 0:
+        raise ValueError(f"{TIME_SCALE_ENV} must be positive, not {scale}")
+    return scale
+
+
+def patience(seconds: float) -> float:
+    """A wait of nominally ``seconds``, scaled by ``time_scale()``."""
+    return seconds * time_scale()
+
+
+def deadline(seconds: float) -> float:
+    """The ``time.monotonic()`` instant ``patience(seconds)`` from now."""
+    return time.monotonic() + patience(seconds)
+
+
 TOKEN = "test-shuffler-token-0123456789abcdef"
 L = 5  # shuffle batch size used throughout: small, so tests are fast
 # Paillier key size for service tests (create_app(..., paillier_key_bits=...)): small and fast;
@@ -302,11 +326,11 @@ def error(resp: httpx.Response, status: int, code: str | None = None) -> ErrorBo
 async def eventually(
     check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition"
 ) -> None:
-    """Poll ``check()`` until it is true; fail after ``timeout`` seconds."""
+    """Poll ``check()`` until it is true; fail after ``patience(timeout)`` seconds."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    until = loop.time() + patience(timeout)
     while not await check():
-        if loop.time() > deadline:
+        if loop.time() > until:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
 
@@ -382,10 +406,10 @@ def cli(argv: list[str]) -> int:
 
 
 async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:
-    """Until the driver has finished ``n`` users."""
-    deadline = time.monotonic() + timeout
+    """Until the driver has finished ``n`` users (fail after ``patience(timeout)``)."""
+    until = deadline(timeout)
     while driver.done < n:
-        assert time.monotonic() < deadline, f"driver stuck at {driver.done} users"
+        assert time.monotonic() < until, f"driver stuck at {driver.done} users"
         await asyncio.sleep(0.01)
 
 
@@ -423,7 +447,7 @@ def run_with_backend_crash(
     async def restart(name: str) -> None:
         gate.open.clear()  # users wait for the restart (see GatedTransport)
         try:
-            await asyncio.to_thread(cluster.restart, name)
+            await asyncio.to_thread(cluster.restart, name, patience(60))
         finally:
             gate.open.set()
 
@@ -434,7 +458,7 @@ def run_with_backend_crash(
         events.append(f"killed at {driver.done}")
         mark = driver.done
         await wait_done(driver, mark + users // 5)
-        async with httpx.AsyncClient() as c:
+        async with httpx.AsyncClient(timeout=patience(5)) as c:
             st = (await c.get(f"{urls['device']}/v1/status")).json()
         assert st["outbox_pending"] > 0, st
         events.append(f"outbox {st['outbox_pending']} at {driver.done}")
@@ -445,11 +469,11 @@ def run_with_backend_crash(
 
     async def run() -> tuple[Driver, dict[str, Any]]:
         task = await fetch_task(urls["analyzer"], task_id)
-        async with httpx.AsyncClient(timeout=10) as c:
+        async with httpx.AsyncClient(timeout=patience(10)) as c:
             before = await snapshot(urls, task_id, c)
         driver = Driver(urls["device"], task, users, concurrency=4, seed=seed, transport=gate)
         result, _ = await asyncio.gather(driver.run(), chaos(driver))
-        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=90)
+        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=patience(90))
         return driver, reconcile(result.feedbacks_sent, before, after)
 
     driver, rec = asyncio.run(run())
@@ -468,12 +492,12 @@ def assert_crash_safe(cluster: Cluster, task_id: str, users: int = 700, seed: in
     totals = analyzer_totals(cluster.data_dir, task_id)
     assert totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"] == users
     assert totals["rejected"] == 0
-    analyzer = cluster.urls["analyzer"]
-    model = httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json()
-    ledger = httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json()
-    cluster.restart("analyzer")
-    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json() == model
-    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json() == ledger
+    with httpx.Client(base_url=cluster.urls["analyzer"], timeout=patience(5)) as analyzer:
+        model = analyzer.get(f"/v1/tasks/{task_id}/model").json()
+        ledger = analyzer.get(f"/v1/tasks/{task_id}/privacy").json()
+        cluster.restart("analyzer", patience(60))
+        assert analyzer.get(f"/v1/tasks/{task_id}/model").json() == model
+        assert analyzer.get(f"/v1/tasks/{task_id}/privacy").json() == ledger
 
 
 def analyzer_totals(

@@ -15,7 +15,7 @@ import pytest
 
 from privbandit.demo import DemoOptions, run_demo_against
 from privbandit.launcher import Cluster
-from tests.helpers import assert_crash_safe
+from tests.helpers import assert_crash_safe, patience
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ MAB_TASKS = ["small-ucb", "small-heldp", "small-heldp-l", "small-ldp-mab", "smal
 @pytest.mark.parametrize("task_id", MAB_TASKS)
 def test_mab_demo_reconciles_exactly(cluster: Cluster, task_id: str) -> None:
     opts = DemoOptions("ldp", users=USERS, concurrency=4, seed=3, progress=False,
-                       settle_timeout=60)
+                       settle_timeout=patience(60))
     out = asyncio.run(run_demo_against(cluster.urls, task_id, opts))
     rec = out["reconciliation"]
     assert rec["consistent"], rec
@@ -49,7 +49,7 @@ def test_mab_demo_reconciles_exactly(cluster: Cluster, task_id: str) -> None:
 
 def test_refusals_over_http_store_nothing(cluster: Cluster) -> None:
     device = cluster.urls["device"]
-    with httpx.Client(base_url=device, timeout=10) as c:
+    with httpx.Client(base_url=device, timeout=patience(10)) as c:
         before = c.get("/v1/status").json()
         assert c.post("/v1/tasks/small-heldp/decide",
                       json={"features": [[0.1, 0.2, 0.3]] * 5}).status_code == 422

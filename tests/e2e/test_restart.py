@@ -18,7 +18,7 @@ import pytest
 
 from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
 from privbandit.launcher import Cluster
-from tests.helpers import TASKS, analyzer_totals, run_with_backend_crash, wait_done
+from tests.helpers import TASKS, analyzer_totals, patience, run_with_backend_crash, wait_done
 
 pytestmark = pytest.mark.slow
 
@@ -58,15 +58,15 @@ def test_crash_of_the_device_loses_and_duplicates_nothing(store_cluster: Cluster
             await wait_done(driver, int(USERS * fraction))
             await asyncio.to_thread(cluster.kill, "device")
             events.append(f"device killed at {driver.done}")
-            await asyncio.to_thread(cluster.restart, "device")
+            await asyncio.to_thread(cluster.restart, "device", patience(60))
 
     async def run() -> tuple[Driver, dict]:
         task = await fetch_task(urls["analyzer"], task_id)
-        async with httpx.AsyncClient(timeout=10) as c:
+        async with httpx.AsyncClient(timeout=patience(10)) as c:
             before = await snapshot(urls, task_id, c)
         driver = Driver(urls["device"], task, USERS, concurrency=4, seed=12)
         result, _ = await asyncio.gather(driver.run(), chaos(driver))
-        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=90)
+        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=patience(90))
         return driver, reconcile(result.feedbacks_sent, before, after)
 
     driver, rec = asyncio.run(run())
