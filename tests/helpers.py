@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import secrets
 import sqlite3
@@ -411,6 +412,24 @@ async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:
     while driver.done < n:
         assert time.monotonic() < until, f"driver stuck at {driver.done} users"
         await asyncio.sleep(0.01)
+
+
+def assert_feedback_refused(
+    device: httpx.Client, task: str, did: str, bad: list[tuple[str, str]],
+    before: dict[str, Any], good: dict[str, Any],
+) -> None:
+    """Each of the ``bad`` feedback bodies for decision ``did`` (a ``%s`` for its id) is refused
+    over HTTP with 422 and its error code; the device's feedback count is still ``before``'s
+    (nothing stored); and the decision stayed open: ``good`` is then accepted (202)."""
+    headers = {"content-type": "application/json"}
+    for body, code in bad:
+        resp = device.post(f"/v1/tasks/{task}/feedback", content=body % did, headers=headers)
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["code"] == code, resp.text
+    assert device.get("/v1/status").json()["feedbacks"] == before["feedbacks"]
+    resp = device.post(f"/v1/tasks/{task}/feedback",
+                       content=json.dumps({"decision_id": did, **good}), headers=headers)
+    assert resp.status_code == 202, resp.text
 
 
 class GatedTransport(httpx.AsyncBaseTransport):

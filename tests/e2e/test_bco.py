@@ -8,14 +8,13 @@ duplicates nothing, and a restarted analyzer publishes exactly the model it had.
 from __future__ import annotations
 
 import asyncio
-import json
 
 import httpx
 import pytest
 
 from privbandit.demo import DemoOptions, run_demo_against
 from privbandit.launcher import Cluster
-from tests.helpers import assert_crash_safe, patience
+from tests.helpers import assert_crash_safe, assert_feedback_refused, patience
 
 pytestmark = pytest.mark.slow
 
@@ -61,17 +60,7 @@ def test_bad_losses_over_http_store_nothing(cluster: Cluster) -> None:
             ('{"decision_id": "%s", "losses": [0.1]}', "wrong_loss_count"),
             ('{"decision_id": "%s", "reward": 0.1}', "missing_losses"),
         ]
-        for body, code in bad:
-            resp = c.post("/v1/tasks/small-ldp-bco2/feedback", content=body % did,
-                          headers={"content-type": "application/json"})
-            assert resp.status_code == 422, resp.text
-            assert resp.json()["code"] == code, resp.text
-        after = c.get("/v1/status").json()
-        assert after["feedbacks"] == before["feedbacks"]
-        resp = c.post("/v1/tasks/small-ldp-bco2/feedback",
-                      content=json.dumps({"decision_id": did, "losses": [0.2, 0.3]}),
-                      headers={"content-type": "application/json"})
-        assert resp.status_code == 202, resp.text
+        assert_feedback_refused(c, "small-ldp-bco2", did, bad, before, {"losses": [0.2, 0.3]})
 
 
 def test_crash_loses_nothing_and_restart_keeps_the_model(fresh_cluster: Cluster) -> None:
