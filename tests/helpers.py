@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -68,6 +69,13 @@ def patience(seconds: float) -> float:
 def deadline(seconds: float) -> float:
     """The ``time.monotonic()`` instant ``patience(seconds)`` from now."""
     return time.monotonic() + patience(seconds)
+
+
+def patient_tries(tries: int) -> int:
+    """A number of retried attempts (with capped backoff, e.g. the demo driver's) scaled by
+    ``time_scale()``: beyond the first few, each waits the cap, so the time they span scales
+    about as a deadline does."""
+    return math.ceil(tries * time_scale())
 
 
 TOKEN = "test-shuffler-token-0123456789abcdef"

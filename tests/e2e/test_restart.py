@@ -19,12 +19,14 @@ import httpx
 import pytest
 
 from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
+from privbandit.demo.driver import REQUEST_RETRIES
 from privbandit.launcher import Cluster
 from tests.helpers import (
     TASKS,
     analyzer_totals,
     assert_crash_safe,
     patience,
+    patient_tries,
     run_with_backend_crash,
     wait_done,
 )
@@ -87,7 +89,9 @@ def test_crash_of_the_device_loses_and_duplicates_nothing(store_cluster: Cluster
         task = await fetch_task(urls["analyzer"], task_id)
         async with httpx.AsyncClient(timeout=patience(10)) as c:
             before = await snapshot(urls, task_id, c)
-        driver = Driver(urls["device"], task, USERS, concurrency=4, seed=12)
+        # The device's restart is felt by the users: their tries must outlast it.
+        driver = Driver(urls["device"], task, USERS, concurrency=4, seed=12,
+                        request_retries=patient_tries(REQUEST_RETRIES))
         result, _ = await asyncio.gather(driver.run(), chaos(driver))
         after = await wait_quiescent(urls, task_id, task.batch_size, timeout=patience(90))
         return driver, reconcile(result.feedbacks_sent, before, after)
