@@ -12,17 +12,6 @@ import pytest
 from privbandit.launcher import Cluster, local_cluster
 from tests.helpers import patience, pg_schemas, write_config
 
-# The xdist group of the tests on the session's shared ``cluster`` (see there).
-SHARED_CLUSTER = "e2e-shared-cluster"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n N --dist loadgroup`` the users of the shared cluster run on one
-    worker, which starts it once (without xdist the mark is inert)."""
-    for item in items:
-        if "cluster" in getattr(item, "fixturenames", ()) and "/e2e/" in item.nodeid:
-            item.add_marker(pytest.mark.xdist_group(SHARED_CLUSTER))
-
 
 @pytest.fixture(scope="session")
 def e2e_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -34,7 +23,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, e2e_config: Path) -> Itera
     """One running deployment shared by every e2e test (of every module) that only needs tasks
     of its own: each drives tasks no other user of this fixture drives, and checks its counts
     per task (one start instead of one per module; stopped after the e2e package). Under
-    pytest-xdist these tests share a group (``SHARED_CLUSTER``), so one worker starts it once."""
+    pytest-xdist their modules go to one worker together, which starts it once: a module that
+    uses it is listed in ``tests/conftest.py``'s ``SHARED_CLUSTER_MODULES``."""
     root = tmp_path_factory.mktemp("e2e-cluster")
     with local_cluster(root / "data", config=e2e_config, log_dir=root / "logs",
                        timeout=patience(60)) as c:
