@@ -60,8 +60,9 @@ class Tally:
 
 
 async def killer(cluster: Cluster, kills: int, rng: random.Random, tally: Tally,
-                 deadline: float) -> None:
-    """``kills`` rounds of: wait, kill -9 one service, wait, restart it."""
+                 deadline: float, wait_scale: float = 1.0) -> None:
+    """``kills`` rounds of: wait, kill -9 one service, wait, restart it (given 60 s ×
+    ``wait_scale`` to come back)."""
     for _ in range(kills):
         if time.monotonic() > deadline:
             break
@@ -71,7 +72,7 @@ async def killer(cluster: Cluster, kills: int, rng: random.Random, tally: Tally,
         tally.kills[name] += 1
         await asyncio.sleep(rng.uniform(0.0, 0.4))
         try:
-            await asyncio.to_thread(cluster.restart, name, 60.0)
+            await asyncio.to_thread(cluster.restart, name, 60.0 * wait_scale)
         except Exception as exc:  # the tally says so; the campaign goes on to the checks
             tally.restarts_failed += 1
             print(f"restart of {name} failed: {exc}", file=sys.stderr)
@@ -87,7 +88,7 @@ def distinct_report_ids(data_dir: Path, task_id: str) -> int:
 
 
 async def campaign(cluster: Cluster, data_dir: Path, kills: int, seed: int, concurrency: int,
-                   time_limit: float) -> Tally:
+                   time_limit: float, wait_scale: float = 1.0) -> Tally:
     rng = random.Random(seed)
     tally = Tally()
     urls = cluster.urls
@@ -105,7 +106,7 @@ async def campaign(cluster: Cluster, data_dir: Path, kills: int, seed: int, conc
 
     async def chaos() -> None:
         try:
-            await killer(cluster, kills, rng, tally, deadline)
+            await killer(cluster, kills, rng, tally, deadline, wait_scale)
         finally:
             stop.set()
 
@@ -117,7 +118,7 @@ async def campaign(cluster: Cluster, data_dir: Path, kills: int, seed: int, conc
 
     results = await asyncio.gather(chaos(), *(drive(d) for d in drivers.values()))
     for t, result in zip(tasks, results[1:], strict=True):
-        after = await wait_quiescent(urls, t, infos[t].batch_size, timeout=120)
+        after = await wait_quiescent(urls, t, infos[t].batch_size, timeout=120 * wait_scale)
         rec = reconcile(result.feedbacks_sent, before[t], after)
         distinct = distinct_report_ids(data_dir, t)
         if distinct != rec["reports_counted"]:
@@ -145,15 +146,20 @@ def print_tally(tally: Tally) -> None:
 
 
 def run_campaign(kills: int, seed: int = 1, concurrency: int = 8, time_limit: float = 1800.0,
-                 workdir: Path | None = None) -> Tally:
+                 workdir: Path | None = None, wait_scale: float = 1.0) -> Tally:
+    """The campaign on fresh local services; ``wait_scale`` multiplies every wait for a
+    service (start, restart, settling), so that a busy machine is given time (the tests pass
+    their ``PRIVBANDIT_TEST_TIME_SCALE``)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(workdir) if workdir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         config = root / "chaos.toml"
         config.write_text(CHAOS_CONFIG)
         data = root / "data"
-        with local_cluster(data, config=config, log_dir=root / "logs") as cluster:
-            return asyncio.run(campaign(cluster, data, kills, seed, concurrency, time_limit))
+        with local_cluster(data, config=config, log_dir=root / "logs",
+                           timeout=60.0 * wait_scale) as cluster:
+            return asyncio.run(campaign(cluster, data, kills, seed, concurrency, time_limit,
+                                        wait_scale))
 
 
 def main() -> int:

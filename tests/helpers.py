@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
 import os
 import secrets
 import sqlite3
@@ -44,6 +46,37 @@ from shared.protocol.messages import (
 )
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
 from shared.settings import DeviceTiming, Retry, Settings, TaskConfig
+
+# Every wait and deadline in the tests is its nominal time times this factor, so that a slow or
+# busy machine is given time rather than failing; a wait only bounds a hang, it asserts nothing
+# about speed (the few product claims on time, e.g. a takeover < 10 s, are not scaled).
+TIME_SCALE_ENV = "PRIVBANDIT_TEST_TIME_SCALE"
+
+
+def time_scale() -> float:
+    """The factor of ``PRIVBANDIT_TEST_TIME_SCALE`` (default 1; must be positive)."""
+    scale = float(os.environ.get(TIME_SCALE_ENV, "1"))
+    if not scale > 0:
+        raise ValueError(f"{TIME_SCALE_ENV} must be positive, not {scale}")
+    return scale
+
+
+def patience(seconds: float) -> float:
+    """A wait of nominally ``seconds``, scaled by ``time_scale()``."""
+    return seconds * time_scale()
+
+
+def deadline(seconds: float) -> float:
+    """The ``time.monotonic()`` instant ``patience(seconds)`` from now."""
+    return time.monotonic() + patience(seconds)
+
+
+def patient_tries(tries: int) -> int:
+    """A number of retried attempts (with capped backoff, e.g. the demo driver's) scaled by
+    ``time_scale()``: beyond the first few, each waits the cap, so the time they span scales
+    about as a deadline does."""
+    return math.ceil(tries * time_scale())
+
 
 TOKEN = "test-shuffler-token-0123456789abcdef"
 L = 5  # shuffle batch size used throughout: small, so tests are fast
@@ -302,11 +335,11 @@ def error(resp: httpx.Response, status: int, code: str | None = None) -> ErrorBo
 async def eventually(
     check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition"
 ) -> None:
-    """Poll ``check()`` until it is true; fail after ``timeout`` seconds."""
+    """Poll ``check()`` until it is true; fail after ``patience(timeout)`` seconds."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    until = loop.time() + patience(timeout)
     while not await check():
-        if loop.time() > deadline:
+        if loop.time() > until:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
 
@@ -382,24 +415,52 @@ def cli(argv: list[str]) -> int:
 
 
 async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:
-    """Until the driver has finished ``n`` users."""
-    deadline = time.monotonic() + timeout
+    """Until the driver has finished ``n`` users (fail after ``patience(timeout)``)."""
+    until = deadline(timeout)
     while driver.done < n:
-        assert time.monotonic() < deadline, f"driver stuck at {driver.done} users"
+        assert time.monotonic() < until, f"driver stuck at {driver.done} users"
         await asyncio.sleep(0.01)
+
+
+def assert_feedback_refused(
+    device: httpx.Client, task: str, did: str, bad: list[tuple[str, str]],
+    before: dict[str, Any], good: dict[str, Any],
+) -> None:
+    """Each of the ``bad`` feedback bodies for decision ``did`` (a ``%s`` for its id) is refused
+    over HTTP with 422 and its error code; the device's feedback count is still ``before``'s
+    (nothing stored); and the decision stayed open: ``good`` is then accepted (202)."""
+    headers = {"content-type": "application/json"}
+    for body, code in bad:
+        resp = device.post(f"/v1/tasks/{task}/feedback", content=body % did, headers=headers)
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["code"] == code, resp.text
+    assert device.get("/v1/status").json()["feedbacks"] == before["feedbacks"]
+    resp = device.post(f"/v1/tasks/{task}/feedback",
+                       content=json.dumps({"decision_id": did, **good}), headers=headers)
+    assert resp.status_code == 202, resp.text
 
 
 class GatedTransport(httpx.AsyncBaseTransport):
     """The driver's HTTP transport with a gate: while it is closed, new requests wait. Crash
     tests hold users while a service restarts, so how long a restart takes on a loaded machine
-    cannot let the run finish before its next phase."""
+    cannot let the run finish before its next phase. The gate (an ``asyncio.Event``) may be
+    shared by several drivers; ``cap`` also holds new requests while the driver ``paced`` has
+    finished ``cap`` users or more, so that drivers of several tasks reach each phase of a crash
+    together, however differently fast their policies are."""
 
-    def __init__(self) -> None:
+    def __init__(self, gate: asyncio.Event | None = None) -> None:
         self.inner = httpx.AsyncHTTPTransport()
-        self.open = asyncio.Event()
+        self.open = gate if gate is not None else asyncio.Event()
         self.open.set()
+        self.paced: Driver | None = None
+        self.cap: int | None = None
+
+    def _held(self) -> bool:
+        return self.paced is not None and self.cap is not None and self.paced.done >= self.cap
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        while self._held():
+            await asyncio.sleep(0.005)
         await self.open.wait()
         return await self.inner.handle_async_request(request)
 
@@ -407,73 +468,101 @@ class GatedTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
+CrashRun = tuple[Driver, dict[str, Any]]
+
+
 def run_with_backend_crash(
-    cluster: Cluster, task_id: str, users: int, seed: int
-) -> tuple[Driver, dict[str, Any], list[str]]:
-    """Drive ``users`` users through ``task_id`` while the shuffler and the analyzer are killed
-    with SIGKILL a fifth of the way in, users keep coming while both are down (decide is local,
-    feedback goes to the device's durable outbox), the shuffler restarts first (and cannot
-    deliver), then the analyzer, on their old stores, keys and ports. Returns the driver, the
-    reconciliation once the system is quiescent, and what happened when."""
+    cluster: Cluster, seeds: dict[str, int], users: int
+) -> tuple[dict[str, CrashRun], list[str]]:
+    """Drive ``users`` users through each task of ``seeds`` at once (one driver per task, with
+    its seed) while the shuffler and the analyzer are killed with SIGKILL a fifth of the way in,
+    users keep coming while both are down (decide is local, feedback goes to the device's
+    durable outbox), the shuffler restarts first (and cannot deliver), then the analyzer, on
+    their old stores, keys and ports. Every driver reaches each phase (a fifth in; a fifth more
+    during the outage; a tenth more before the analyzer restarts) before the next event
+    happens. Returns, per task, the driver and the reconciliation once the system is quiescent,
+    and what happened when."""
     urls = cluster.urls
     events: list[str] = []
-
-    gate = GatedTransport()
+    gate = asyncio.Event()
 
     async def restart(name: str) -> None:
-        gate.open.clear()  # users wait for the restart (see GatedTransport)
+        gate.clear()  # users wait for the restart (see GatedTransport)
         try:
-            await asyncio.to_thread(cluster.restart, name)
+            await asyncio.to_thread(cluster.restart, name, patience(60))
         finally:
-            gate.open.set()
+            gate.set()
 
-    async def chaos(driver: Driver) -> None:
-        await wait_done(driver, users // 5)
+    async def phase(drivers: dict[str, Driver], gates: dict[str, GatedTransport],
+                    more: int) -> int:
+        """Let every driver finish ``more`` users beyond where it is, hold it there; the total."""
+        for task, driver in drivers.items():
+            gates[task].cap = driver.done + more
+        for task, driver in drivers.items():  # the drivers share the device: more time
+            await wait_done(driver, min(gates[task].cap or users, users), 60.0 * len(drivers))
+        return sum(d.done for d in drivers.values())
+
+    async def chaos(drivers: dict[str, Driver], gates: dict[str, GatedTransport]) -> None:
+        await phase(drivers, gates, users // 5)
         await asyncio.to_thread(cluster.kill, "shuffler")
         await asyncio.to_thread(cluster.kill, "analyzer")
-        events.append(f"killed at {driver.done}")
-        mark = driver.done
-        await wait_done(driver, mark + users // 5)
-        async with httpx.AsyncClient() as c:
+        events.append(f"killed at {sum(d.done for d in drivers.values())}")
+        done = await phase(drivers, gates, users // 5)
+        async with httpx.AsyncClient(timeout=patience(5)) as c:
             st = (await c.get(f"{urls['device']}/v1/status")).json()
         assert st["outbox_pending"] > 0, st
-        events.append(f"outbox {st['outbox_pending']} at {driver.done}")
+        events.append(f"outbox {st['outbox_pending']} at {done}")
+        for g in gates.values():
+            g.cap = None
         await restart("shuffler")
-        await wait_done(driver, driver.done + users // 10)
+        await phase(drivers, gates, users // 10)
+        for g in gates.values():
+            g.cap = None
         await restart("analyzer")
-        events.append(f"restarted at {driver.done}")
+        events.append(f"restarted at {sum(d.done for d in drivers.values())}")
 
-    async def run() -> tuple[Driver, dict[str, Any]]:
-        task = await fetch_task(urls["analyzer"], task_id)
-        async with httpx.AsyncClient(timeout=10) as c:
-            before = await snapshot(urls, task_id, c)
-        driver = Driver(urls["device"], task, users, concurrency=4, seed=seed, transport=gate)
-        result, _ = await asyncio.gather(driver.run(), chaos(driver))
-        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=90)
-        return driver, reconcile(result.feedbacks_sent, before, after)
+    async def run() -> dict[str, CrashRun]:
+        tasks = {t: await fetch_task(urls["analyzer"], t) for t in seeds}
+        async with httpx.AsyncClient(timeout=patience(10)) as c:
+            before = {t: await snapshot(urls, t, c) for t in seeds}
+        gates = {t: GatedTransport(gate) for t in seeds}
+        drivers = {t: Driver(urls["device"], tasks[t], users, concurrency=4, seed=seed,
+                             transport=gates[t]) for t, seed in seeds.items()}
+        for t, driver in drivers.items():
+            gates[t].paced = driver
+        *results, _ = await asyncio.gather(*(d.run() for d in drivers.values()),
+                                           chaos(drivers, gates))
+        out = {}
+        for t, result in zip(seeds, results, strict=True):
+            after = await wait_quiescent(urls, t, tasks[t].batch_size, timeout=patience(90))
+            out[t] = (drivers[t], reconcile(result.feedbacks_sent, before[t], after))
+        return out
 
-    driver, rec = asyncio.run(run())
+    runs = asyncio.run(run())
     assert len(events) == 3, events
-    return driver, rec, events
+    return runs, events
 
 
-def assert_crash_safe(cluster: Cluster, task_id: str, users: int = 700, seed: int = 5) -> None:
-    """``run_with_backend_crash`` on a pass-through task: every feedback accepted and counted
-    exactly once in the analyzer's durable store, nothing rejected, and a restarted analyzer
-    publishes exactly the model and ledger it had."""
-    driver, rec, events = run_with_backend_crash(cluster, task_id, users, seed=seed)
-    assert driver.feedbacks_sent == users
-    assert rec["consistent"], (rec, events)
-    assert rec["reports_accepted"] == rec["reports_counted"] == users, (rec, events)
-    totals = analyzer_totals(cluster.data_dir, task_id)
-    assert totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"] == users
-    assert totals["rejected"] == 0
-    analyzer = cluster.urls["analyzer"]
-    model = httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json()
-    ledger = httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json()
-    cluster.restart("analyzer")
-    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/model").json() == model
-    assert httpx.get(f"{analyzer}/v1/tasks/{task_id}/privacy").json() == ledger
+def assert_crash_safe(cluster: Cluster, seeds: dict[str, int], users: int = 700) -> None:
+    """``run_with_backend_crash`` on pass-through tasks: for each, every feedback accepted and
+    counted exactly once in the analyzer's durable store, nothing rejected, and a restarted
+    analyzer publishes exactly the models and ledgers it had."""
+    runs, events = run_with_backend_crash(cluster, seeds, users)
+    for task_id, (driver, rec) in runs.items():
+        assert driver.feedbacks_sent == users, task_id
+        assert rec["consistent"], (task_id, rec, events)
+        assert rec["reports_accepted"] == rec["reports_counted"] == users, (task_id, rec, events)
+        totals = analyzer_totals(cluster.data_dir, task_id)
+        assert (totals["report_ids"] == totals["distinct_report_ids"] == totals["counted"]
+                == users), (task_id, totals)
+        assert totals["rejected"] == 0, (task_id, totals)
+    with httpx.Client(base_url=cluster.urls["analyzer"], timeout=patience(5)) as analyzer:
+        published = {t: (analyzer.get(f"/v1/tasks/{t}/model").json(),
+                         analyzer.get(f"/v1/tasks/{t}/privacy").json()) for t in seeds}
+        cluster.restart("analyzer", patience(60))
+        for t, (model, ledger) in published.items():
+            assert analyzer.get(f"/v1/tasks/{t}/model").json() == model, t
+            assert analyzer.get(f"/v1/tasks/{t}/privacy").json() == ledger, t
 
 
 def analyzer_totals(

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import patience
+
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN_IN_SHARED = ("rich", "matplotlib", "httpx", "uvicorn", "fastapi", "subprocess")
 SERVICES = ("analyzer", "shuffler", "device")
@@ -63,7 +65,7 @@ def test_importing_all_of_shared_loads_none_of_them() -> None:
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {transitive!r}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, check=True)
+                         timeout=patience(120), check=True)
     assert out.stdout.strip() == "[]"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from privbandit.launcher import Cluster, local_cluster
-from tests.helpers import pg_schemas, write_config
+from tests.helpers import patience, pg_schemas, write_config
 
 
 @pytest.fixture(scope="session")
@@ -18,18 +18,24 @@ def e2e_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_config(tmp_path_factory.mktemp("e2e-config"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory, e2e_config: Path) -> Iterator[Cluster]:
-    """One running deployment shared by the tests of a module."""
+    """One running deployment shared by every e2e test (of every module) that only needs tasks
+    of its own: each drives tasks no other user of this fixture drives, and checks its counts
+    per task (one start instead of one per module; stopped after the e2e package). Under
+    pytest-xdist their modules go to one worker together, which starts it once: a module that
+    uses it is listed in ``tests/conftest.py``'s ``SHARED_CLUSTER_MODULES``."""
     root = tmp_path_factory.mktemp("e2e-cluster")
-    with local_cluster(root / "data", config=e2e_config, log_dir=root / "logs") as c:
+    with local_cluster(root / "data", config=e2e_config, log_dir=root / "logs",
+                       timeout=patience(60)) as c:
         yield c
 
 
 @pytest.fixture
 def fresh_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
     """A deployment of its own for one test (tests that crash services)."""
-    with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs") as c:
+    with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs",
+                       timeout=patience(60)) as c:
         yield c
 
 
@@ -42,10 +48,11 @@ def store_cluster(
     afterwards); ``cluster.store`` says which."""
     if request.param == "sqlite":
         with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs",
-                           store="sqlite") as c:
+                           store="sqlite", timeout=patience(60)) as c:
             yield c
         return
     with pg_schemas("app") as urls, local_cluster(
-        tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs", store=urls["app"]
+        tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs", store=urls["app"],
+        timeout=patience(60),
     ) as c:
         yield c

@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers import patience
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 SERVICES = ("analyzer", "shuffler", "device")
@@ -56,7 +58,7 @@ def docker_compose_config(token: str | None) -> subprocess.CompletedProcess[str]
         env["PRIVBANDIT_SHUFFLER_TOKEN"] = token
     return subprocess.run(
         ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(60),
     )
 
 
@@ -317,7 +319,7 @@ def test_docker_compose_resolves_every_containers_store(
     profile = ["--profile", "postgres"] if PASSWORD in host_env else []
     result = subprocess.run(
         ["docker-compose", "--env-file", str(env_file), "-f", str(COMPOSE), *profile, "config"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(60),
     )
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
@@ -383,14 +385,14 @@ def test_the_entrypoint_runs_the_command_in_the_derived_environment() -> None:
     show = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() " \
            "if k.startswith('PRIVBANDIT_')}))"
     out = subprocess.run([sys.executable, str(ENTRYPOINT_SCRIPT), sys.executable, "-c", show],
-                         env=env, capture_output=True, text=True, timeout=60, check=True)
+                         env=env, capture_output=True, text=True, timeout=patience(60), check=True)
     assert json.loads(out.stdout) == {
         "PRIVBANDIT_ANALYZER__STORE": PG_URL.format("0f3a"),
         "PRIVBANDIT_SHUFFLER__STORE": PG_URL.format("0f3a"),
         "PRIVBANDIT_SHUFFLER__URLS": json.dumps(REPLICAS),
     }
     bare = subprocess.run([sys.executable, str(ENTRYPOINT_SCRIPT)], env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=patience(60))
     assert bare.returncode != 0 and "usage" in bare.stderr
 
 
@@ -399,7 +401,7 @@ def test_docker_compose_config_validates_with_the_postgres_profile() -> None:
     env = {**os.environ, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
     result = subprocess.run(
         ["docker-compose", "-f", str(COMPOSE), "--profile", "postgres", "config", "-q"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(60),
     )
     assert result.returncode == 0, result.stderr
 

@@ -26,7 +26,7 @@ from shared.core.policies import randomizer_for
 from shared.crypto.hpke import ciphertext_length, pack_report, seal
 from shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode, b64encode
 from shared.settings import TaskConfig
-from tests.helpers import BATCH, E2E_CONFIG, TASKS, cli, wait_done
+from tests.helpers import BATCH, E2E_CONFIG, TASKS, cli, deadline, patience, wait_done
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ USERS = 300
 @pytest.mark.parametrize("threat_model", ["ldp", "shuffle", "central"])
 def test_demo_reconciles_exactly(cluster: Cluster, threat_model: str) -> None:
     opts = DemoOptions(threat_model, users=USERS, concurrency=4, seed=7, progress=False,
-                       settle_timeout=60)
+                       settle_timeout=patience(60))
     out = asyncio.run(run_demo_against(cluster.urls, TASKS[threat_model], opts))
     rec = out["reconciliation"]
     l = BATCH[threat_model]
@@ -62,12 +62,12 @@ def test_demo_reconciles_exactly(cluster: Cluster, threat_model: str) -> None:
     assert queue["batches_formed"] == queue["batches_acknowledged"] == privacy["batches"]
     # The device's counters agree too, and its model catches up with the analyzer's (the
     # broadcast is asynchronous, so allow it a moment).
-    deadline = time.monotonic() + 10
+    until = deadline(10)
     while True:
         device = httpx.get(f"{cluster.urls['device']}/v1/status").json()
         if device["tasks"][TASKS[threat_model]] == privacy["model_version"]:
             break
-        assert time.monotonic() < deadline, (device, privacy["model_version"])
+        assert time.monotonic() < until, (device, privacy["model_version"])
         time.sleep(0.1)
     assert device["outbox_pending"] == 0
     # spec §6 fields
@@ -88,12 +88,12 @@ def test_device_follows_the_sse_broadcast(cluster: Cluster) -> None:
     back to ETag polling only when a stream fails): linear, multi-armed and BCO tasks alike."""
     every_task = sorted(t["id"] for t in tomllib.loads(E2E_CONFIG)["tasks"])
     assert set(TASKS.values()) < set(every_task)
-    deadline = time.monotonic() + 10
+    until = deadline(10)
     while True:
         health = httpx.get(f"{cluster.urls['device']}/healthz").json()
         if health["streaming"] == every_task:
             break
-        assert time.monotonic() < deadline, health
+        assert time.monotonic() < until, health
         time.sleep(0.1)
 
 
@@ -137,7 +137,7 @@ def test_demo_json_reconciles_refused_reports(fresh_cluster: Cluster) -> None:
 
     async def forge(driver: Driver) -> None:
         await wait_done(driver, users // 3)
-        async with httpx.AsyncClient(timeout=10) as c:
+        async with httpx.AsyncClient(timeout=patience(10)) as c:
             r = await c.get(f"{urls['analyzer']}/v1/hpke-config")
             hpke = HpkeConfig.model_validate_json(r.content)
             info = (await c.get(f"{urls['analyzer']}/v1/tasks/{task_id}")).json()
@@ -155,7 +155,7 @@ def test_demo_json_reconciles_refused_reports(fresh_cluster: Cluster) -> None:
             assert r.status_code == 202 and r.json()["accepted"] == 3, r.text
 
     opts = DemoOptions("ldp", users=users, concurrency=4, seed=11, progress=False,
-                       settle_timeout=60)
+                       settle_timeout=patience(60))
     out = asyncio.run(run_demo_against(urls, task_id, opts, driver_hook=forge))
     rec = out["reconciliation"]
     assert rec["feedbacks_sent"] == users
@@ -219,15 +219,15 @@ def test_up_runs_until_interrupted(tmp_path: Path, e2e_config: Path) -> None:
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
     reader.start()
     try:
-        deadline = time.monotonic() + 60
+        until = deadline(60)
         while not any("Ctrl-C stops all three" in line for line in list(lines)):
             assert proc.poll() is None, "".join(lines)
-            assert time.monotonic() < deadline, "services did not come up"
+            assert time.monotonic() < until, "services did not come up"
             time.sleep(0.1)
         assert all(healthy(u) for u in urls.values())
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-        reader.join(timeout=10)
+        proc.wait(timeout=patience(30))
+        reader.join(timeout=patience(10))
         out = "".join(lines)
     finally:
         if proc.poll() is None:
@@ -235,6 +235,6 @@ def test_up_runs_until_interrupted(tmp_path: Path, e2e_config: Path) -> None:
             proc.wait()
     assert proc.returncode == 0, out
     assert "privbandit is up" in out and urls["device"] in out
-    assert not any(healthy(u, timeout=0.5) for u in urls.values())
+    assert not any(healthy(u, timeout=patience(0.5)) for u in urls.values())
     # Each service kept its state in its own place under the data directory.
     assert (tmp_path / "data" / "device" / "device.sqlite3").exists()

@@ -26,6 +26,7 @@ from privbandit.demo import DemoOptions, run_demo_against
 from privbandit.launcher import Cluster
 from shared.core.policies import build_policy
 from shared.settings import TaskConfig
+from tests.helpers import patience
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ USERS = 200
 
 def _run(cluster: Cluster, task_id: str) -> dict:
     opts = DemoOptions("ldp", users=USERS, concurrency=4, seed=3, progress=False,
-                       settle_timeout=60)
+                       settle_timeout=patience(60))
     return asyncio.run(run_demo_against(cluster.urls, task_id, opts))
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import patience
+
 # Not imported here: importing locust monkey-patches this process with gevent.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("locust") is None,
                                 reason="needs the load extra (locust)")
@@ -26,7 +28,7 @@ def test_locust_scenarios_run_and_the_shuffler_loses_nothing(tmp_path: Path) -> 
     proc = subprocess.run(
         [sys.executable, str(ROOT / "load" / "run.py"), "--time", "3",
          "--only", ",".join(SCENARIOS), "--json", str(summary)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False,
+        cwd=tmp_path, capture_output=True, text=True, timeout=patience(240), check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = json.loads(summary.read_text())

@@ -22,7 +22,7 @@ from privbandit.launcher import (
     LaunchError,
     free_ports,
 )
-from tests.helpers import TASKS
+from tests.helpers import TASKS, patience
 
 pytestmark = pytest.mark.slow
 
@@ -39,14 +39,14 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster
 
 
 def run_users(cluster: Cluster, users: int, seed: int) -> dict:
-    opts = DemoOptions("ldp", users=users, seed=seed, settle_timeout=60, progress=False)
+    opts = DemoOptions("ldp", users=users, seed=seed, settle_timeout=patience(60), progress=False)
     return asyncio.run(run_demo_against(cluster.urls, TASKS["ldp"], opts))["reconciliation"]
 
 
 def test_generated_token_authenticates_the_shuffler_and_survives_restarts(
     cluster: Cluster,
 ) -> None:
-    cluster.start()
+    cluster.start(timeout=patience(60))
     token_file = cluster.data_dir / TOKEN_FILE
     token = token_file.read_text()
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
@@ -54,25 +54,25 @@ def test_generated_token_authenticates_the_shuffler_and_survives_restarts(
     # Delivered and counted: the analyzer accepted the shuffler's generated token.
     assert rec["consistent"] and rec["reports_counted"] == 10, rec
     cluster.stop()
-    cluster.start()
+    cluster.start(timeout=patience(60))
     assert token_file.read_text() == token
     rec = run_users(cluster, 10, seed=2)
     assert rec["consistent"] and rec["reports_counted"] == 10, rec
 
 
 def test_lost_database_stops_the_start_naming_it_and_init_recovers(cluster: Cluster) -> None:
-    cluster.start()
+    cluster.start(timeout=patience(60))
     cluster.stop()
     lost = cluster.data_dir / "analyzer" / "analyzer.sqlite3"
     lost.unlink()
     with pytest.raises(LaunchError) as refused:
-        cluster.start()
+        cluster.start(timeout=patience(60))
     message = str(refused.value)
     assert "analyzer exited with status 2" in message
     assert f"privbandit analyzer: refusing to start: {lost}" in message
     assert "--init" in message
     assert not lost.exists()
-    cluster.start(init=True)
+    cluster.start(timeout=patience(60), init=True)
     assert lost.stat().st_size > 0
     rec = run_users(cluster, 5, seed=3)
     assert rec["consistent"] and rec["reports_counted"] == 5, rec

@@ -20,7 +20,7 @@ import pytest
 
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster, local_cluster
-from tests.helpers import TASKS, analyzer_totals, cli, run_with_backend_crash
+from tests.helpers import TASKS, analyzer_totals, cli, patience, run_with_backend_crash
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +73,8 @@ def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
     """A fresh deployment whose shuffle task uses secure-sum aggregation."""
     config = derived_config(e2e_config, TASK, tmp_path / "secure-sum.toml",
                             aggregation="secure-sum")
-    with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs") as c:
+    with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
+                       timeout=patience(60)) as c:
         yield c
 
 
@@ -85,7 +86,8 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
     (persisted) Paillier key, and every accepted report ends up in exactly one counted sum or
     still pending: counted + pending == accepted == feedbacks."""
     users = 600
-    driver, rec, events = run_with_backend_crash(secure_sum_cluster, TASK, users, seed=13)
+    runs, events = run_with_backend_crash(secure_sum_cluster, {TASK: 13}, users)
+    driver, rec = runs[TASK]
     assert driver.feedbacks_sent == users
     assert rec["consistent"], (rec, events)
     assert rec["reports_accepted"] == users

@@ -77,7 +77,7 @@ from shared.core.policies import build_policy
 from shared.protocol.messages import HpkeConfig
 from shared.protocol.secure_sum import PaillierConfig
 from shared.settings import TaskConfig
-from tests.helpers import E2E_TOKEN, encrypt_counts, encrypt_rows
+from tests.helpers import E2E_TOKEN, deadline, encrypt_counts, encrypt_rows, patience
 from tests.interop import client
 
 pytestmark = pytest.mark.slow
@@ -164,16 +164,16 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     }))
     ports = dict(zip(SERVICES, free_ports(len(SERVICES)), strict=True))
     with Cluster(root / "data", ports, config=config, log_dir=root / "logs") as cluster:
-        cluster.start(["analyzer", "shuffler"])
+        cluster.start(["analyzer", "shuffler"], timeout=patience(60))
         yield cluster
 
 
 @pytest.fixture(scope="module")
 def http(deployment: Cluster) -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as c:
-        deadline = time.monotonic() + WAIT
+    with httpx.Client(timeout=patience(30)) as c:
+        until = deadline(WAIT)
         while not c.get(f"{deployment.urls['shuffler']}/healthz").json().get("secure_sum_ready"):
-            assert time.monotonic() < deadline, "shuffler never got the Paillier key"
+            assert time.monotonic() < until, "shuffler never got the Paillier key"
             time.sleep(0.05)
         yield c
 
@@ -366,13 +366,13 @@ def deliver(http: httpx.Client, urls: dict[str, str], kind: str,
             assert resp.status_code == 202, (task, resp.text)
             assert resp.json() == {"accepted": len(reps), "duplicates": 0}
             sent.setdefault(task, []).extend(reps)
-        deadline = time.monotonic() + WAIT
+        until = deadline(WAIT)
         for task, reps in sent.items():
             while True:
                 p = privacy(http, urls["analyzer"], task)
                 if p["reports_counted"] + p["reports_refused"] >= len(reps):
                     break
-                assert time.monotonic() < deadline, f"{task}: report {len(reps)} never counted"
+                assert time.monotonic() < until, f"{task}: report {len(reps)} never counted"
                 time.sleep(0.01)
     return sent
 

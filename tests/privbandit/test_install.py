@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import patience
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +111,7 @@ def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> 
     out = empty / "out.json"
     proc = run([str(venv / "bin" / "privbandit"), "demo", "--users", "500", "--fresh",
                 "--data-dir", str(tmp_path / "data"), "--json", str(out), "--no-progress"],
-               timeout=180, cwd=empty, env=env)
+               timeout=patience(180), cwd=empty, env=env)
     result = json.loads(out.read_text())
     assert isinstance(result["final_regret"], float) and 0 <= result["final_regret"] <= 500
     rec = result["reconciliation"]

@@ -28,7 +28,7 @@ from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import BatchAck, BCOModelMessage, EncryptedReport, b64decode
 from shared.settings import Settings, TaskConfig
 from tests.helpers import auth, error, eventually, ldp_task, make_settings, privacy
-from tests.services.analyzer.support import assert_refused_alone, batch, hpke_of
+from tests.services.analyzer.support import assert_row_refused_alone, batch, hpke_of
 from tests.services.device.support import PAILLIER_TEST_BITS, Stack, running, stack, status
 
 X_STAR = np.array([0.5, -0.3])
@@ -194,8 +194,7 @@ async def test_analyzer_refuses_forged_reports_alone(
     bco_settings: Settings, task: TaskConfig, row: list[float], why: str,
 ) -> None:
     async with stack(bco_settings) as s:
-        hpke = await hpke_of(s.analyzer)
-        await assert_refused_alone(s.analyzer, task.id, sealed(hpke, task, row), why)
+        hpke = await assert_row_refused_alone(s.analyzer, task, row, why, sealed)
         # The control: an honest row for version 0 is counted.
         honest = [0, *U, 0.5] if task is not TWO else [0, *U, 0.0]
         resp = await s.analyzer.post(f"/v1/tasks/{task.id}/batches",

@@ -26,7 +26,7 @@ from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import ArmModelMessage, BatchAck, EncryptedReport, b64decode
 from shared.settings import Settings, TaskConfig
 from tests.helpers import auth, error, eventually, ldp_task, make_settings, privacy
-from tests.services.analyzer.support import assert_refused_alone, batch, hpke_of
+from tests.services.analyzer.support import assert_row_refused_alone, batch, hpke_of
 from tests.services.device.support import Stack, features, stack, status
 
 K = 5
@@ -190,8 +190,7 @@ async def test_analyzer_refuses_forged_reports_alone(
     mab_settings: Settings, task: TaskConfig, row: list[float], why: str,
 ) -> None:
     async with stack(mab_settings) as s:
-        hpke = await hpke_of(s.analyzer)
-        await assert_refused_alone(s.analyzer, task.id, sealed(hpke, task, row), why)
+        await assert_row_refused_alone(s.analyzer, task, row, why, sealed)
 
 
 async def test_an_honest_tsallis_probability_is_counted(mab_settings: Settings) -> None:

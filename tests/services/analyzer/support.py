@@ -5,6 +5,7 @@ out of range) as a shuffler would post them."""
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 
 import httpx
 
@@ -18,6 +19,7 @@ from shared.protocol.messages import (
     b64decode,
 )
 from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
+from shared.settings import TaskConfig
 from tests.helpers import (
     auth,
     central_task,
@@ -58,6 +60,17 @@ async def assert_refused_alone(
     assert (await analyzer.get(f"/v1/tasks/{task_id}/model")).json() == before, why
     report_ = await privacy(analyzer, task_id)
     assert (report_.reports_counted, report_.reports_refused) == (0, 1), why
+
+
+async def assert_row_refused_alone(
+    analyzer: httpx.AsyncClient, task: TaskConfig, row: list[float], why: str,
+    sealed: Callable[[HpkeConfig, TaskConfig, list[float]], EncryptedReport],
+) -> HpkeConfig:
+    """``assert_refused_alone`` for a forged ``row`` of ``task``, sealed by ``sealed`` to the
+    analyzer's HPKE config (which is returned, for a control report)."""
+    hpke = await hpke_of(analyzer)
+    await assert_refused_alone(analyzer, task.id, sealed(hpke, task, row), why)
+    return hpke
 
 
 async def next_event(lines: object) -> dict[str, str]:

@@ -18,7 +18,7 @@ from services.analyzer.__main__ import build_server
 from services.analyzer.app import create_app
 from shared.protocol.messages import ModelMessage
 from shared.settings import Settings
-from tests.helpers import TOKEN, auth, report_maker
+from tests.helpers import TOKEN, auth, patience, report_maker
 from tests.services.analyzer.support import SHUF, batch, hpke_of, next_event
 
 
@@ -26,12 +26,12 @@ async def test_model_stream_delivers_current_and_new_models(settings: Settings) 
     app = create_app(settings, sse_keepalive=0.2)
     server = build_server(app, "127.0.0.1", 0, log_level="warning")
     serving = asyncio.create_task(server.serve())
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(patience(20)):
         while not server.started:
             await asyncio.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
         base = f"http://127.0.0.1:{port}"
-        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=patience(10)) as client:
             make = report_maker(await hpke_of(client))
             async with client.stream("GET", "/v1/tasks/shuf/model/stream") as resp:
                 assert resp.status_code == 200
@@ -81,7 +81,7 @@ async def test_main_serves_and_sigterm_ends_streams(tmp_path: Path) -> None:
         env=env,
     )
     try:
-        async with asyncio.timeout(30), httpx.AsyncClient(
+        async with asyncio.timeout(patience(30)), httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", timeout=10
         ) as client:
             while True:

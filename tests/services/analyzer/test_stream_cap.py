@@ -15,7 +15,7 @@ import httpx
 from services.analyzer.__main__ import build_server
 from services.analyzer.app import create_app
 from shared.settings import Limits
-from tests.helpers import error, eventually, make_settings
+from tests.helpers import error, eventually, make_settings, patience
 from tests.services.analyzer.support import next_event
 
 
@@ -26,7 +26,7 @@ async def serving(tmp_path: Path, limit: int) -> AsyncIterator[str]:
                           log_level="warning")
     task = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(patience(20)):
             while not server.started:
                 await asyncio.sleep(0.01)
         yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
@@ -58,8 +58,8 @@ def metric(text: str, name: str) -> float:
 async def test_streams_beyond_the_cap_are_refused_and_a_slot_frees_when_one_ends(
     tmp_path: Path,
 ) -> None:
-    async with asyncio.timeout(60), serving(tmp_path, limit=2) as base, \
-            httpx.AsyncClient(base_url=base, timeout=10) as client:
+    async with asyncio.timeout(patience(60)), serving(tmp_path, limit=2) as base, \
+            httpx.AsyncClient(base_url=base, timeout=patience(10)) as client:
         first, second = AsyncExitStack(), AsyncExitStack()
         held = [await open_stream(first, client, "shuf"),
                 await open_stream(second, client, "loc")]  # the cap is per analyzer, all tasks
@@ -90,8 +90,9 @@ async def test_streams_beyond_the_cap_are_refused_and_a_slot_frees_when_one_ends
 
 
 async def test_the_cap_holds_under_a_burst_of_connections(tmp_path: Path) -> None:
-    async with asyncio.timeout(60), serving(tmp_path, limit=3) as base, \
-            httpx.AsyncClient(base_url=base, timeout=10) as client, AsyncExitStack() as held:
+    async with asyncio.timeout(patience(60)), serving(tmp_path, limit=3) as base, \
+            httpx.AsyncClient(base_url=base, timeout=patience(10)) as client, \
+            AsyncExitStack() as held:
 
         async def try_open() -> int:
             resp = await held.enter_async_context(

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import patience
+
 REPO = Path(__file__).resolve().parents[3]
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 PROBE = f"import os, services, numpy; print(' '.join(os.environ[v] for v in {THREAD_VARS!r}))"
@@ -14,7 +16,7 @@ PROBE = f"import os, services, numpy; print(' '.join(os.environ[v] for v in {THR
 
 def _probe(env: dict[str, str]) -> str:
     out = subprocess.run([sys.executable, "-c", PROBE], env={**env, "PYTHONPATH": str(REPO)},
-                         cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
+                         cwd=REPO, capture_output=True, text=True, timeout=patience(60), check=True)
     return out.stdout.strip()
 
 

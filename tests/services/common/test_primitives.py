@@ -20,6 +20,7 @@ from services.common.sqlite import (
     schema_version,
     transaction,
 )
+from tests.helpers import patience
 
 MIGRATIONS = [
     "CREATE TABLE a (x INTEGER NOT NULL)  -- one column; for now",
@@ -120,7 +121,7 @@ async def test_group_committer_groups_waiting_items_and_isolates_item_failures()
     groups: list[list[int]] = []
 
     def commit(items: list[int]) -> list[int | BaseException]:
-        gate.wait(5)
+        gate.wait(patience(5))
         groups.append(items)
         return [ValueError(f"bad {i}") if i == 3 else i * 10 for i in items]
 
@@ -195,7 +196,7 @@ async def test_an_in_loop_committers_sync_runs_off_the_loop_before_anyone_is_ans
     def sync() -> None:
         nonlocal fail_next
         sync_threads.append(threading.get_ident())
-        release.wait(5)
+        release.wait(patience(5))
         events.append("sync")
         if fail_next:
             fail_next = False
@@ -238,7 +239,7 @@ async def test_a_submitter_that_goes_away_cancels_its_wait_not_the_commit(in_loo
 
     def commit(items: list[int]) -> list[int | BaseException]:
         if not in_loop:
-            gate.wait(5)
+            gate.wait(patience(5))
         committed.extend(items)
         return [ValueError("bad") if i == 2 else i for i in items]
 

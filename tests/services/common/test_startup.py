@@ -25,7 +25,14 @@ from services.device.decision_ids import KEY_FILE as DECISION_KEY_FILE
 from services.shuffler.app import create_app as create_shuffler
 from shared.crypto.keystore import HPKE_KEY_FILE, PAILLIER_KEY_FILE
 from shared.settings import Settings
-from tests.helpers import PAILLIER_TEST_BITS, make_settings, running, secure_sum_task, shuffle_task
+from tests.helpers import (
+    PAILLIER_TEST_BITS,
+    make_settings,
+    patience,
+    running,
+    secure_sum_task,
+    shuffle_task,
+)
 
 SERVICES = ("analyzer", "shuffler", "device")
 DB = {name: f"{name}.sqlite3" for name in SERVICES}
@@ -310,7 +317,7 @@ def run_service(service: str, data_dir: Path, token: str | None) -> subprocess.C
         env["PRIVBANDIT_SHUFFLER_TOKEN"] = token
     return subprocess.run(
         [sys.executable, "-m", f"services.{service}", "--port", "1"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(60),
     )
 
 

@@ -15,6 +15,7 @@ from phe import paillier
 
 from services.device.transports.refiller import WORKER_NICE, start_refiller, start_workers
 from shared.crypto.paillier import PaillierEncryptor, decrypt_sum
+from tests.helpers import deadline
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +31,9 @@ def workers() -> Iterator[object]:
 
 
 def wait_for(check: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
+    until = deadline(timeout)
     while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < until, "timed out"
         time.sleep(0.01)
 
 

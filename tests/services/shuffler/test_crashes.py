@@ -15,7 +15,7 @@ import pytest
 
 from privbandit.launcher import free_ports
 from shared.protocol.messages import EncryptedReport, HpkeConfig, PrivacyReport, ShufflerStatus
-from tests.helpers import TOKEN, eventually, report_maker
+from tests.helpers import TOKEN, eventually, patience, report_maker
 
 from .support import LOC, SHUF
 
@@ -38,7 +38,7 @@ class Service:
         )
 
     async def ready(self) -> None:
-        async with asyncio.timeout(30), httpx.AsyncClient() as client:
+        async with asyncio.timeout(patience(30)), httpx.AsyncClient() as client:
             while True:
                 try:
                     r = await client.get(f"http://127.0.0.1:{self.port}/healthz")
@@ -82,7 +82,7 @@ async def test_exactly_once_across_crashes_of_both_services(tmp_path: Path) -> N
         shuffler.start()
         await analyzer.ready()
         await shuffler.ready()
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=patience(10)) as client:
             a_url, s_url = f"http://127.0.0.1:{a_port}", f"http://127.0.0.1:{s_port}"
             hpke = HpkeConfig.model_validate((await client.get(f"{a_url}/v1/hpke-config")).json())
             make = report_maker(hpke)

@@ -14,6 +14,7 @@ from scipy.special import expit
 from shared.core.environments import make_environment
 from shared.core.environments.letter import load_letter
 from shared.core.environments.logistic import LOGIT_SCALE
+from tests.helpers import patience
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -80,6 +81,6 @@ def test_letter_loads_with_the_network_disabled() -> None:
     env = {"PATH": "/usr/bin:/bin", "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "ALL_PROXY": dead,
            "http_proxy": dead, "https_proxy": dead, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=patience(120))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["20000", "26", "52"]

@@ -34,6 +34,7 @@ from shared.crypto.paillier import (
 from shared.crypto.slots import SlotRangeError, ciphertext_width, layout, pack, unpack
 from shared.protocol.messages import b64encode
 from shared.protocol.secure_sum import PaillierConfig, paillier_config
+from tests.helpers import deadline
 
 KEY_BITS = 1024  # small keys keep the suite fast; one test below uses the 2048-bit default
 
@@ -131,14 +132,14 @@ def test_background_refiller_tops_the_pool_up(keypair) -> None:
     enc = PaillierEncryptor(pk.n)
     refiller = start_refiller(enc, target=6, chunk=2)
     try:
-        deadline = time.monotonic() + 10
-        while enc.pool_size < 6 and time.monotonic() < deadline:
+        until = deadline(10)
+        while enc.pool_size < 6 and time.monotonic() < until:
             time.sleep(0.005)
         assert enc.pool_size == 6
         cts = enc.encrypt([5, 6, 7], fallback=False)
         assert decrypt_sum(sk, cts) == [5, 6, 7]
-        deadline = time.monotonic() + 10
-        while enc.pool_size < 6 and time.monotonic() < deadline:
+        until = deadline(10)
+        while enc.pool_size < 6 and time.monotonic() < until:
             time.sleep(0.005)
         assert enc.pool_size == 6  # refilled after the take
     finally:

@@ -1,0 +1,56 @@
+"""Settings of the whole test session.
+
+BLAS and OpenMP on one thread per test process, unless the environment says otherwise (as the
+services pin themselves: ``services/__init__.py``). The tests' linear algebra is small (d ≤ 64,
+K ≤ 20: e.g. one triangular solve of every candidate's features per step of a simulation); a
+multi-threaded OpenBLAS spends more time waking and spinning its threads than computing, and
+with pytest-xdist's workers and the e2e services beside it, those threads fight for the same
+cores (measured: a coverage simulation 6.3× faster on one thread on a busy 2-core machine, with
+the same result). The variables must be set before numpy is first imported: this conftest is
+loaded before any test module, and imports nothing that imports numpy.
+
+Under pytest-xdist (``make test``: ``-n auto --dist loadgroup``) the tests are spread one by one
+over the workers, except the modules on the e2e package's shared ``cluster``, which go to one
+worker together (it starts that cluster once). xdist's own ``xdist_group`` marks are read from a
+suffix it adds to node ids, which pytest ≥ 9.2 no longer lets it add (pytest-xdist issue 1386:
+the tests are then spread as if unmarked), so the scheduler below groups by module path.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+del _var
+
+# The e2e modules whose tests run on the e2e package's shared ``cluster`` fixture.
+SHARED_CLUSTER_MODULES = frozenset(f"tests/e2e/{name}.py" for name in (
+    "test_bco", "test_demo", "test_glb_gope", "test_mab"))
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of scheduling of a test: its xdist group (an ``@group`` suffix, should xdist
+    add it again), the shared cluster's for its modules, else the test itself."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return nodeid.rsplit("@", 1)[-1]
+    if nodeid.split("::", 1)[0] in SHARED_CLUSTER_MODULES:
+        return "e2e-shared-cluster"
+    return nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with the groups of ``work_unit``."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return Scheduling(config, log)
