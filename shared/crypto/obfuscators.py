@@ -3,7 +3,7 @@
 
 This module imports nothing but ``gmpy2`` and ``secrets``, so that ``obfuscators`` can run in a
 small worker process of its own (the device's refill of its precomputed pool,
-``services.device.refiller``), away from the interpreter serving requests.
+``services.device.transports.refiller``), away from the interpreter serving requests.
 """
 
 from __future__ import annotations
