@@ -8,7 +8,7 @@ of private statistics), never the randomizer or the privacy ledger.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +28,7 @@ from shared.core.policies.mab_config import (
     MABConfig,
     UCBConfig,
 )
+from shared.core.policies.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
 
@@ -107,7 +108,39 @@ class DDPLinUCBConfig(PolicyConfig):
     )
     scale: float = Field(128.0, ge=1, le=2.0**20, description="quantization scale s")
     eta: float = Field(0.5, ge=0, description="switching: update when det Ṽ grows by 1+η")
-    regularizer: Regularizer = "paper"
+    regularizer: Literal["paper", "clip", "noise"] = "paper"
+    batch_schedule: str | None = Field(
+        None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
+        "(``policies.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
+    )
+    noise_ridge: float = Field(
+        1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
+    )
+
+    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
+    # the best measured settings (BENCHMARKS.md, "Issue 22"); the paper's are the field defaults.
+    PRACTICAL: ClassVar[dict[str, object]] = {
+        "batch_schedule": "geometric:200,2,100000",
+        "regularizer": "noise",
+        "confidence_scale": 0.1,
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize_schedule(cls, data: object) -> object:
+        """One spelling per schedule: 'fixed:L' becomes batch_size = L; a geometric schedule
+        sets batch_size to its first batch (what the shuffler fills first)."""
+        if not isinstance(data, dict) or data.get("batch_schedule") is None:
+            return data
+        schedule = BatchSchedule.parse(str(data["batch_schedule"]))
+        return {**data, "batch_size": schedule.first,
+                "batch_schedule": None if schedule.is_fixed else schedule.spec()}
+
+    @property
+    def schedule(self) -> BatchSchedule:
+        if self.batch_schedule is None:
+            return BatchSchedule(self.batch_size)
+        return BatchSchedule.parse(self.batch_schedule)
 
 
 class LDPGLBConfig(LDPLinUCBConfig):
