@@ -4,6 +4,7 @@ coverage, and that the simulator's defaults learn."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +13,15 @@ from pydantic import ValidationError
 
 from privbandit.cli import main
 from shared.core.accounting.rdp import rdp_to_dp
-from shared.core.accounting.skellam import honest_shares, skellam_epsilon, skellam_rdp
+from shared.core.accounting.skellam import (
+    honest_shares,
+    skellam_epsilon,
+    skellam_mu,
+    skellam_rdp,
+)
 from shared.core.environments import make_environment
 from shared.core.policies import build_policy, make_config
-from shared.core.policies.config import DDPLinUCBConfig
+from shared.core.policies.config import AUTO_FIRST_PER_SIGMA, DDPLinUCBConfig
 from shared.core.policies.model import Model
 from shared.core.policies.schedule import BatchSchedule
 from shared.core.simulator import checkpoints_for, contains, run_once, simulate, summarize
@@ -44,6 +50,23 @@ def test_config_spelling_is_normalised() -> None:
     assert DDPLinUCBConfig(**geo.model_dump()) == geo  # round trip (task files, stored state)
     with pytest.raises(ValidationError):
         make_config("ddp-linucb", batch_schedule="geometric:50,0.5,400")
+
+
+def test_auto_first_batch_follows_the_noise() -> None:
+    """'geometric:auto,G,CAP': L0 = ⌈50 σ_b⌉ with σ_b = √μ/s of one batch at (ε, δ), μ from
+    the accountant called independently; a first batch beyond the cap raises the cap."""
+    firsts = {}
+    for eps in (0.5, 1.0, 4.0):
+        config = make_config("ddp-linucb", d=5, epsilon=eps, batch_schedule="geometric:auto,2,"
+                             "100000")
+        r = build_policy(config).randomizer
+        mu = skellam_mu(eps, 1e-6, r.l1, r.l2)
+        assert config.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(mu) / 128.0)
+        assert config.batch_schedule == f"geometric:{config.batch_size},2,100000"
+        firsts[eps] = config.batch_size
+    assert firsts[4.0] < firsts[1.0] < firsts[0.5]
+    tiny = make_config("ddp-linucb", d=5, epsilon=0.01, batch_schedule="geometric:auto,2,1000")
+    assert tiny.batch_schedule is None and tiny.batch_size > 1000  # fixed at the first batch
 
 
 class Recorder:
@@ -180,8 +203,10 @@ def test_simulate_defaults_paper_and_conflicting_flags(tmp_path: Path, capsys) -
     base = ["simulate", "--algo", "ddp-linucb", "--T", "3000", "--no-progress"]
     assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
     params = json.loads((tmp_path / "a.json").read_text())["params"]
-    for key, value in DDPLinUCBConfig.PRACTICAL.items():
-        assert params[key] == value
+    practical = make_config("ddp-linucb", **DDPLinUCBConfig.PRACTICAL)
+    for key in DDPLinUCBConfig.PRACTICAL:
+        assert params[key] == getattr(practical, key)
+    assert params["batch_schedule"].startswith("geometric:")
     out = json.loads((tmp_path / "a.json").read_text())
     assert out["privacy"]["central_epsilon"] <= 1.0 and out["coverage"] is not None
     assert main([*base, "--paper", "--json", str(tmp_path / "p.json")]) == 0
