@@ -359,6 +359,8 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"  final regret      {out['final_regret_mean']:.1f} ± {out['final_regret_stderr']:.1f}"
         f"   (uniformly random policy: {out['random_regret_mean']:.1f})",
         f"  model updates     {out['model_updates_mean']:.1f}",
+        f"  coverage          {fmt(out.get('coverage'))}   (published models whose confidence "
+        f"set holds θ*)",
         f"  wall time         {out['wall_seconds']:.1f} s",
     ]
     lines += ledger_lines(p)
