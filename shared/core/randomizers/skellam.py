@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -97,7 +97,14 @@ def batch_noise_sd(d: int, epsilon: float, delta: float, scale: float = 128.0,
     Skellam noise one batch's sum carries per coordinate at (ε, δ) (μ does not depend on the
     batch length; only its split into shares does)."""
     _, l1, l2 = rounded_sensitivities(d, scale, L)
-    return math.sqrt(skellam_mu(epsilon, delta, l1, l2)) / scale
+    return math.sqrt(central_mu(epsilon, delta, l1, l2)) / scale
+
+
+@lru_cache(maxsize=256)
+def central_mu(epsilon: float, delta: float, l1: float, l2: float) -> float:
+    """``accounting.skellam.skellam_mu``, remembered: a batch schedule builds one randomizer per
+    batch length, all with the same target μ (a bisection over the accountant each time)."""
+    return skellam_mu(epsilon, delta, l1, l2)
 
 
 def rounded_sensitivities(d: int, scale: float, L: float) -> tuple[float, float, float]:
@@ -140,7 +147,7 @@ class SkellamRandomizer:
         self.n_upper = d * (d + 1) // 2
         self.clip = math.sqrt(self.L**4 + self.L**2)
         self.norm_bound, self.l1, self.l2 = rounded_sensitivities(d, self.scale, self.L)
-        self.mu_target = skellam_mu(epsilon, delta, self.l1, self.l2)
+        self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
         self.honest = honest_shares(self.honest_fraction, self.batch_size)
         self.lam = rational_rate(self.mu_target / (2.0 * self.honest))
         self.share_variance = float(2 * self.lam)
