@@ -50,6 +50,8 @@ FLAG_FIELDS = {
     "step_scale": "step_scale",
     "honest_fraction": "honest_fraction",
     "scale": "scale",
+    "batch_schedule": "batch_schedule",
+    "noise_ridge": "noise_ridge",
 }
 
 
@@ -74,14 +76,30 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "user's level; ddp-linucb: central ε of the batch sums")
     p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
     p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
-    p.add_argument("--batch-size", type=int, help="sblb, ddp-linucb: shuffler batch l")
+    p.add_argument("--batch-size", type=int,
+                   help="sblb, ddp-linucb: shuffler batch l (fixed batches)")
+    p.add_argument("--batch-schedule",
+                   help="ddp-linucb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
+                        "batch k of length min(CAP, L0·GROWTH^k), each with its own noise "
+                        "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
+                        "sd, 571 at ε = 1, 160 at ε = 4; --paper: fixed:1000)")
     p.add_argument("--honest-fraction", type=float,
                    help="ddp-linucb: γ, the guarantee holds if ⌈γ l⌉ devices per batch add noise")
     p.add_argument("--scale", type=float, help="ddp-linucb: quantization scale s (default 128)")
     p.add_argument("--m", type=int, help="sblb: bits per coordinate")
     p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
-    p.add_argument("--regularizer", choices=["paper", "clip"],
-                   help="paper (Eq. 8 / Alg. 5) or clip (eigenvalue clipping, practical)")
+    p.add_argument("--regularizer", choices=["paper", "clip", "noise"],
+                   help="paper (Eq. 8 / Alg. 5), clip (eigenvalue clipping, practical) or, "
+                        "ddp-linucb, noise (ridge and width from the noise added so far)")
+    p.add_argument("--noise-ridge", type=float,
+                   help="ddp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+    p.add_argument("--paper", action="store_true",
+                   help="the papers' exact settings: without it, a policy with measured "
+                        "practical defaults uses them (ddp-linucb: growing batches "
+                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1 — "
+                        "BENCHMARKS.md, issue 22); with it, fixed batches of 1000, confidence "
+                        "scale 1 and the paper's regularizer. Flags given explicitly win either "
+                        "way; privacy is the same (the noise is sized for each batch's (ε, δ))")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
     p.add_argument("--switching", type=float, help="linucb/adar-oful: det growth C")
     p.add_argument("--eta", type=float, help="sblb: det growth η")
@@ -118,6 +136,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
     cls = ALL_CONFIGS[args.algo]
     params: dict[str, Any] = {"d": d} if d is not None else {"K": K}
     params.update(extra or {})
+    params.update(practical_defaults(cls, args))
     ignored = []
     for flag, field in FLAG_FIELDS.items():
         value = getattr(args, flag, None)
@@ -130,6 +149,20 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
     if "horizon" in cls.model_fields:
         params["horizon"] = args.T
     return cls(**params), ignored
+
+
+def practical_defaults(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The measured practical settings of ``cls`` (its ``PRACTICAL``), unless ``--paper``; a
+    fixed ``--batch-size`` replaces the default schedule (it is a schedule itself)."""
+    fixed = getattr(args, "batch_size", None) is not None
+    if fixed and getattr(args, "batch_schedule", None) is not None:
+        raise ValueError("give --batch-size L (fixed batches) or --batch-schedule, not both")
+    if getattr(args, "paper", False):
+        return {}
+    practical = dict(getattr(cls, "PRACTICAL", {}))
+    if fixed:
+        practical.pop("batch_schedule", None)
+    return practical
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -326,6 +359,8 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"  final regret      {out['final_regret_mean']:.1f} ± {out['final_regret_stderr']:.1f}"
         f"   (uniformly random policy: {out['random_regret_mean']:.1f})",
         f"  model updates     {out['model_updates_mean']:.1f}",
+        f"  coverage          {fmt(out.get('coverage'))}   (published models whose confidence "
+        f"set holds θ*)",
         f"  wall time         {out['wall_seconds']:.1f} s",
     ]
     lines += ledger_lines(p)

@@ -85,6 +85,11 @@ class TaskConfig(BaseModel):
             # Private only over the secure sum: one report carries a 1/⌈γ l⌉ share of the noise.
             raise ValueError("ddp-linucb needs secure-sum aggregation (a report alone is not "
                              "private: it carries only a share of the noise)")
+        if getattr(self.policy, "batch_schedule", None) is not None:
+            # Issue 22: the shuffler forms fixed batches only, until it learns schedules.
+            raise ValueError(f"task {self.id}: the services run fixed batches only; set "
+                             f"policy.batch_size (batch_schedule {self.policy.batch_schedule!r} "
+                             "is for the simulator)")
         if self.fixed_arms and getattr(self.policy, "arm_seed", None) is None:
             raise ValueError("an adar-gope task defines its fixed arms: set policy.K and "
                              "policy.arm_seed")

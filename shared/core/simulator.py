@@ -36,6 +36,9 @@ class RunResult:
     reports_ingested: int
     wall_seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
+    # Fraction of the published models whose confidence set {θ: ‖θ − θ̃‖_Ṽ ≤ β} holds θ*
+    # (None where the environment has no θ* or no model was published).
+    coverage: float | None = None
 
     @classmethod
     def of_users(cls, checkpoints: np.ndarray, inst: np.ndarray, random_regret: np.ndarray,
@@ -83,9 +86,12 @@ def run_once(
     total_random = 0.0
     ci = 0
     t = 0
-    batch = policy.batch_size
     ingested = 0
+    theta_star = getattr(env, "theta", None)
+    published = covered = 0
     while t < T:
+        batch = policy.batch_size  # a batch schedule may grow it after every batch
+        version = policy.model.version
         want = policy.window()
         n = min(want, T - t)
         X, mu = env.contexts(n)
@@ -99,6 +105,11 @@ def run_once(
         else:
             k = policy.ingest(rows)
             ingested += k
+            if theta_star is not None and policy.model.version != version:
+                inside = contains(policy.model, theta_star)
+                if inside is not None:
+                    published += 1
+                    covered += inside
         if k < n:
             env.unread(X[k:], mu[k:])
         best, average = _best_and_average(mu[:k])
@@ -123,7 +134,19 @@ def run_once(
         repairs=policy.repairs,
         reports_ingested=ingested,
         wall_seconds=time.perf_counter() - start,
+        coverage=covered / published if published else None,
     )
+
+
+def contains(model: Any, theta_star: np.ndarray) -> bool | None:
+    """Whether θ* lies in the model's confidence ellipsoid (θ̃ − θ*)ᵀ Ṽ (θ̃ − θ*) ≤ β²; None for a
+    model that states no such ellipsoid (no V, θ̃ or β, or another dimension)."""
+    V, theta = getattr(model, "V", None), getattr(model, "theta", None)
+    beta = getattr(model, "beta", None)
+    if V is None or theta is None or beta is None or np.shape(theta) != np.shape(theta_star):
+        return None
+    diff = np.asarray(theta, dtype=float) - theta_star
+    return bool(diff @ V @ diff <= beta * beta)
 
 
 def _best_and_average(mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -207,7 +230,14 @@ def summarize(results: list[RunResult]) -> dict[str, Any]:
         "psd_repairs_mean": float(np.mean([r.repairs for r in results])),
         "reports_ingested_mean": float(np.mean([r.reports_ingested for r in results])),
         "run_wall_seconds": [r.wall_seconds for r in results],
+        "coverage": _mean_coverage(results),
     }
+
+
+def _mean_coverage(results: list[RunResult]) -> float | None:
+    """Mean over runs of each run's coverage (None if no run has one)."""
+    values = [r.coverage for r in results if r.coverage is not None]
+    return float(np.mean(values)) if values else None
 
 
 def user_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:

@@ -178,3 +178,39 @@ def ddp_ledger(
         l1_sensitivity=l1,
         l2_sensitivity=l2,
     )
+
+
+def batch_schedule_ledger(
+    schedule: str, sizes: Sequence[int], ledgers: Sequence[PrivacyLedger]
+) -> PrivacyLedger:
+    """The task's ledger under a batch schedule, from one ``ddp_ledger`` per batch length.
+
+    Each user's report enters exactly one batch, and each batch's sum is released once with its
+    own Skellam noise: by parallel composition a user's guarantee is that of the batch it is in,
+    so the task's guarantee is the worst over the batch lengths the schedule uses. The figures of
+    that worst batch are the top-level fields; ``per_batch`` lists every length's."""
+    if not ledgers or len(sizes) != len(ledgers):
+        raise ValueError("need one ledger per batch length, and at least one")
+    worst = max(ledgers, key=lambda lg: lg.central_epsilon or 0.0)
+    per_batch = [
+        {
+            "batch_size": int(size),
+            "central_epsilon": lg.central_epsilon,
+            "central_delta": lg.central_delta,
+            "skellam_mu": getattr(lg, "skellam_mu", None),
+            "share_variance": getattr(lg, "share_variance", None),
+            "honest_shares": getattr(lg, "honest_shares", None),
+        }
+        for size, lg in zip(sizes, ledgers, strict=True)
+    ]
+    return worst.model_copy(update={
+        "per_batch": per_batch,
+        "batch_schedule": schedule,
+        "worst_batch_epsilon": worst.central_epsilon,
+        "accounting": (
+            f"batch schedule {schedule}: every batch's shares are sized for its own length, so "
+            f"each batch is central (ε, δ)-DP on its own (per_batch); one report per user, in "
+            f"exactly one batch: parallel composition, the guarantee is the worst batch's. "
+            f"Worst batch: {worst.accounting}"
+        ),
+    })

@@ -167,7 +167,13 @@ class NoisyStatisticsPolicy(Policy[ConfigT, RandomizerT]):
         """Υ_t: our high-probability bound on ‖H_t‖ (1/3 of δ, uniform over update times)."""
         cfg = self.config
         dt = time_uniform(cfg.failure_prob / 3, t)
-        return matrix_noise_bound(t * self.randomizer.matrix_proxy(), cfg.d, dt)
+        return matrix_noise_bound(self.noise_proxy(t, "matrix"), cfg.d, dt)
+
+    def noise_proxy(self, t: int, kind: str) -> float:
+        """Σ of the per-entry noise proxies of t reports in H_t (``kind`` "matrix") or h_t
+        ("vector"): t times one report's, unless a policy's noise varies by batch."""
+        r = self.randomizer
+        return t * (r.matrix_proxy() if kind == "matrix" else r.vector_proxy())
 
     def regularizer(self, t: int) -> float:
         """The paper's regularizer, raised to Υ_t + λ where it falls below our noise bound.
@@ -189,7 +195,7 @@ class NoisyStatisticsPolicy(Policy[ConfigT, RandomizerT]):
         cfg = self.config
         third = cfg.failure_prob / 3
         ups = self.noise_bound(t)
-        chi = vector_noise_bound(t * self.randomizer.vector_proxy(), cfg.d, time_uniform(third, t))
+        chi = vector_noise_bound(self.noise_proxy(t, "vector"), cfg.d, time_uniform(third, t))
         return noisy_ridge_beta(
             t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
             rho_min=c - ups, rho_max=c + ups, chi=chi, delta=third,

@@ -8,7 +8,8 @@ of private statistics), never the randomizer or the privacy ledger.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +29,7 @@ from shared.core.policies.mab_config import (
     MABConfig,
     UCBConfig,
 )
+from shared.core.policies.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
 
@@ -94,6 +96,10 @@ class AdaROFULConfig(PolicyConfig):
     switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
 
 
+# 'geometric:auto,…': the first batch in units of one batch's noise sd (``DDPLinUCBConfig``).
+AUTO_FIRST_PER_SIGMA = 50.0
+
+
 class DDPLinUCBConfig(PolicyConfig):
     """Distributed DP over the secure sum: devices add Skellam shares to their rounded statistics
     (``randomizers.skellam``); the batch sum is central (ε, δ)-DP (``accounting.skellam``)."""
@@ -107,7 +113,62 @@ class DDPLinUCBConfig(PolicyConfig):
     )
     scale: float = Field(128.0, ge=1, le=2.0**20, description="quantization scale s")
     eta: float = Field(0.5, ge=0, description="switching: update when det Ṽ grows by 1+η")
-    regularizer: Regularizer = "paper"
+    regularizer: Literal["paper", "clip", "noise"] = "paper"
+    batch_schedule: str | None = Field(
+        None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
+        "(``policies.schedule``; batch_size is then L0; L0 'auto' sizes it from the noise); "
+        "'fixed:L' is read as batch_size = L"
+    )
+    noise_ridge: float = Field(
+        1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
+    )
+
+    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
+    # the best measured settings (BENCHMARKS.md, "Issue 22"); the paper's are the field defaults.
+    PRACTICAL: ClassVar[dict[str, object]] = {
+        "batch_schedule": "geometric:auto,2,100000",
+        "regularizer": "noise",
+        "confidence_scale": 0.1,
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize_schedule(cls, data: object) -> object:
+        """One spelling per schedule: 'fixed:L' becomes batch_size = L; a geometric schedule
+        sets batch_size to its first batch (what the shuffler fills first)."""
+        if not isinstance(data, dict) or data.get("batch_schedule") is None:
+            return data
+        text = str(data["batch_schedule"]).strip()
+        if text.startswith("geometric:auto,"):
+            text = cls._auto_first_batch(data, text)
+        schedule = BatchSchedule.parse(text)
+        return {**data, "batch_size": schedule.first,
+                "batch_schedule": None if schedule.is_fixed else schedule.spec()}
+
+    @classmethod
+    def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
+        """'geometric:auto,G,CAP' → L0 = ⌈AUTO_FIRST_PER_SIGMA · σ_b⌉ with σ_b = √μ/s the
+        per-entry standard deviation (real units) of one batch's central Skellam noise at this
+        (ε, δ) (``randomizers.skellam.batch_noise_sd``): the first model is useful once its
+        signal, ≈ l/d per direction, stands well above a batch's noise matrix, ≈ 2σ_b√d — a first
+        batch proportional to σ_b (measured best: ≈ 600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at
+        ε = 0.5; BENCHMARKS.md, issue 22). The cap is raised to L0 if below it."""
+        from shared.core.randomizers.skellam import batch_noise_sd
+
+        def get(name: str) -> float:
+            return float(data.get(name, cls.model_fields[name].default))  # type: ignore[arg-type]
+
+        growth, _, cap = text.removeprefix("geometric:auto,").partition(",")
+        sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
+                               get("L"))
+        first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)
+        return f"geometric:{first},{growth},{max(first, int(cap))}"
+
+    @property
+    def schedule(self) -> BatchSchedule:
+        if self.batch_schedule is None:
+            return BatchSchedule(self.batch_size)
+        return BatchSchedule.parse(self.batch_schedule)
 
 
 class LDPGLBConfig(LDPLinUCBConfig):

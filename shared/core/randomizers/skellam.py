@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -91,6 +91,33 @@ def exact_bernoulli(p: float, randbelow: Callable[[int], int] = secrets.randbelo
     return int(randbelow(den) < num)
 
 
+def batch_noise_sd(d: int, epsilon: float, delta: float, scale: float = 128.0,
+                   L: float = 1.0) -> float:
+    """σ_b = √μ / s: the standard deviation, in the statistics' real units, of the central
+    Skellam noise one batch's sum carries per coordinate at (ε, δ) (μ does not depend on the
+    batch length; only its split into shares does)."""
+    _, l1, l2 = rounded_sensitivities(d, scale, L)
+    return math.sqrt(central_mu(epsilon, delta, l1, l2)) / scale
+
+
+@lru_cache(maxsize=256)
+def central_mu(epsilon: float, delta: float, l1: float, l2: float) -> float:
+    """``accounting.skellam.skellam_mu``, remembered: a batch schedule builds one randomizer per
+    batch length, all with the same target μ (a bisection over the accountant each time)."""
+    return skellam_mu(epsilon, delta, l1, l2)
+
+
+def rounded_sensitivities(d: int, scale: float, L: float) -> tuple[float, float, float]:
+    """(B, Δ₁, Δ₂): the norm bound of one user's rounded statistics and the replacement
+    sensitivities of their sum (module docstring)."""
+    n = n_coords(d)
+    root_n = math.sqrt(n)
+    norm_bound = scale * math.sqrt(L**4 + L**2) * (1 + FLOAT_SLACK) + root_n
+    pair = scale * report_sensitivity(L) * (1 + FLOAT_SLACK) + 2 * root_n
+    l1, l2 = replacement_sensitivities(norm_bound, n, pair)
+    return norm_bound, l1, l2
+
+
 class SkellamRandomizer:
     """Clip, scale by s, round unbiasedly, add Sk(σ_s²) per coordinate (module docstring).
 
@@ -119,11 +146,8 @@ class SkellamRandomizer:
         self._iu = upper_indices(d)
         self.n_upper = d * (d + 1) // 2
         self.clip = math.sqrt(self.L**4 + self.L**2)
-        root_n = math.sqrt(self.n)
-        self.norm_bound = self.scale * self.clip * (1 + FLOAT_SLACK) + root_n
-        pair = self.scale * report_sensitivity(self.L) * (1 + FLOAT_SLACK) + 2 * root_n
-        self.l1, self.l2 = replacement_sensitivities(self.norm_bound, self.n, pair)
-        self.mu_target = skellam_mu(epsilon, delta, self.l1, self.l2)
+        self.norm_bound, self.l1, self.l2 = rounded_sensitivities(d, self.scale, self.L)
+        self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
         self.honest = honest_shares(self.honest_fraction, self.batch_size)
         self.lam = rational_rate(self.mu_target / (2.0 * self.honest))
         self.share_variance = float(2 * self.lam)
