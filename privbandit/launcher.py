@@ -24,6 +24,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import random
 import secrets
 import signal
 import site
@@ -65,42 +66,76 @@ def import_root() -> Path | None:
     return None if root in site_dirs else root
 
 
-def free_ports(n: int = 3, host: str = LOOPBACK) -> list[int]:
-    """``n`` distinct TCP ports that were free on ``host`` a moment ago.
+# Where the kernel picks the local port of every outgoing connection (and of bind(0)); a service
+# port chosen there can be taken by a client's connection between our check and the service's
+# bind, or between a kill and a restart. Ports are chosen below it instead.
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_SERVICE_PORT = 20000
 
-    All sockets are held open until every port is chosen, so the ports are distinct; another
-    program could still grab one before the service binds it (a start then fails loudly).
-    """
-    socks = []
+
+def service_port_range() -> range:
+    """Candidate service ports: from ``LOWEST_SERVICE_PORT`` up to the kernel's ephemeral range
+    (empty where that range starts too low or cannot be read: ``free_ports`` then binds port 0)."""
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return range(0)
+    return range(LOWEST_SERVICE_PORT, low)
+
+
+def _bind(host: str, port: int) -> socket.socket | None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def free_ports(n: int = 3, host: str = LOOPBACK, *, consecutive: bool = False) -> list[int]:
+    """``n`` distinct TCP ports that were free on ``host`` a moment ago (``consecutive``: a
+    block ``p, p + 1, …``, as shuffler replicas use).
+
+    They are drawn at random below the kernel's ephemeral range, so no outgoing connection of
+    any process can take one before (or while) a service binds it; all sockets are held until
+    every port is chosen, so the ports are distinct. Another program could still bind one
+    first: a start then fails loudly, and ``wait_healthy`` never mistakes it for the service.
+    """
+    pool = service_port_range()
+    draw = random.SystemRandom()  # not a secret: independent of any seeded generator
+    for _ in range(200):
+        socks: list[socket.socket] = []
+        try:
+            if len(pool) < 2 * n:  # no room below the ephemeral range: the kernel chooses
+                first = _bind(host, 0)
+                if first is None:
+                    continue
+                socks.append(first)
+                base = first.getsockname()[1]
+                wanted = list(range(base + 1, base + n)) if consecutive else [0] * (n - 1)
+            elif consecutive:
+                base = draw.randrange(pool.start, pool.stop - n + 1)
+                wanted = list(range(base, base + n))
+            else:
+                wanted = draw.sample(pool, n)
+            for port in wanted:
+                sock = _bind(host, port)
+                if sock is None:
+                    break
+                socks.append(sock)
+            else:
+                return [sock.getsockname()[1] for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+    raise LaunchError(f"no {n} free{' consecutive' if consecutive else ''} ports on {host}")
 
 
 def free_port_block(n: int, host: str = LOOPBACK) -> int:
     """The first of ``n`` consecutive TCP ports that were all free on ``host`` a moment ago
     (shuffler replicas listen on consecutive ports)."""
-    for _ in range(50):
-        (base,) = free_ports(1, host)
-        socks: list[socket.socket] = []
-        try:
-            for port in range(base, base + n):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind((host, port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise LaunchError(f"no {n} consecutive free ports on {host}")
+    return free_ports(n, host, consecutive=True)[0]
 
 
 def token_configured(env: dict[str, str], config: Path | None) -> bool:
@@ -131,11 +166,15 @@ def data_dir_token(data_dir: Path) -> str:
     return token
 
 
-def healthy(url: str, timeout: float = 1.0) -> bool:
-    """True when ``GET {url}/healthz`` answers 200."""
+def healthy(url: str, timeout: float = 1.0, service: str | None = None) -> bool:
+    """True when ``GET {url}/healthz`` answers 200 (and, given ``service``, names that service:
+    whatever else listens on the port is not mistaken for it)."""
     try:
-        return httpx.get(f"{url}/healthz", timeout=timeout).status_code == 200
-    except httpx.HTTPError:
+        response = httpx.get(f"{url}/healthz", timeout=timeout)
+        if response.status_code != 200:
+            return False
+        return service is None or response.json().get("service") == service
+    except (httpx.HTTPError, ValueError, AttributeError):
         return False
 
 
@@ -193,7 +232,7 @@ class ServiceProcess:
                 raise LaunchError(
                     f"{self.name} exited with status {self.proc.returncode}{self._log_tail()}"
                 )
-            if healthy(self.url, timeout=1.0):
+            if healthy(self.url, timeout=1.0, service=self.module or self.name):
                 return
             time.sleep(0.1)
         raise LaunchError(f"{self.name} did not become healthy at {self.url} within {timeout:.0f}s"
