@@ -177,7 +177,7 @@ class AnalyzerRuntime:
         else:
             decoder = ReportsDecoder(config, self.keys, policy.randomizer, row_wire_bytes(config),
                                      check_row=getattr(policy, "admit_row", None))
-        published = model_message(config.id, policy.model)
+        published = model_message(config, policy.model)
         self.metrics.model_version.labels(config.id).set(published.version)
         return TaskRuntime(
             config=config,
@@ -273,7 +273,7 @@ class AnalyzerRuntime:
         """Publish the policy's model if it is newer than the published one (event loop, after
         a commit or a rolled-back failure)."""
         if rt.policy.model.version != rt.published.version:
-            rt.published = model_message(rt.id, rt.policy.model)
+            rt.published = model_message(rt.config, rt.policy.model)
             self.metrics.model_version.labels(rt.id).set(rt.published.version)
             rt.feed.publish(rt.published)
 

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.core.design import DEFAULT_TOL
 from shared.core.policies.bco_config import (
-    BCOConfig,
     BCOOnePointConfig,
     BCOTwoPointConfig,
     LDPBCO2Config,
@@ -25,7 +24,6 @@ from shared.core.policies.mab_config import (
     HeLDPUCBBConfig,
     HeLDPUCBLConfig,
     LDPMABConfig,
-    MABConfig,
     UCBConfig,
 )
 
@@ -155,30 +153,3 @@ AnyPolicyConfig = Annotated[
     | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,
     Field(discriminator="algo"),
 ]
-
-
-def is_multi_armed(config: object) -> bool:
-    """Whether a policy config is one of the multi-armed (context-free) policies."""
-    return isinstance(config, MABConfig)
-
-
-def is_bco(config: object) -> bool:
-    """Whether a policy config is one of the bandit-convex-optimisation policies."""
-    return isinstance(config, BCOConfig)
-
-
-CONFIGS: dict[str, type[PolicyConfig]] = {
-    "linucb": LinUCBConfig,
-    "ldp-linucb": LDPLinUCBConfig,
-    "sblb": SBLBConfig,
-    "sblb-fixed": SBLBFixedConfig,
-    "adar-oful": AdaROFULConfig,
-    "ddp-linucb": DDPLinUCBConfig,
-    "ldp-glb": LDPGLBConfig,
-    "adar-gope": AdaRGOPEConfig,
-}
-
-# lplr's config lives in its own module (it subclasses PolicyConfig, hence the late import).
-from shared.core.policies.lplr_config import LPLRConfig  # noqa: E402
-
-CONFIGS["lplr"] = LPLRConfig
