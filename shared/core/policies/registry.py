@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from shared.core.policies.adar_gope import AdaRGOPE
 from shared.core.policies.adar_ucb import AdaRUCB
-from shared.core.policies.base import Policy
+from shared.core.policies.base import Policy, SumIngesting
 from shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
@@ -147,6 +147,15 @@ REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
     PolicyEntry("bco2", BCOTwoPointConfig, BCO2, BCO_FAMILY, ("none",)),
     PolicyEntry("ldp-bco2", LDPBCO2Config, LDPBCO2, BCO_FAMILY, ("ldp",)),
 )}
+
+
+for _e in REGISTRY.values():
+    # A declared capability, not a runtime surprise: a secure-sum policy learns from batch sums.
+    for _cls in (_e.policy, _e.service_policy):
+        if "secure-sum" in _e.transports and _cls is not None and \
+                not issubclass(_cls, SumIngesting):
+            raise TypeError(f"{_e.algo} declares the secure-sum transport but "
+                            f"{_cls.__name__} has no ingest_statistic")
 
 
 def entry(algo: str) -> PolicyEntry:
