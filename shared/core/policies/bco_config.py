@@ -22,8 +22,8 @@ class BCOConfig(BaseModel):
     """Parameters shared by the BCO policies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    # Points a user plays (and losses her feedback carries): 1 or 2.
-    points_per_user: ClassVar[int]
+    # Points a user plays (and losses her feedback carries): 1, or 2 for the two-point ones.
+    points_per_user: ClassVar[int] = 1
 
     d: int = Field(5, ge=1, le=10_000, description="dimension of the decision set")
     radius: float = Field(1.0, gt=0, description="R: the decision set is the ball R·𝔹")
@@ -48,14 +48,12 @@ class BCOOnePointConfig(BCOConfig):
     """Non-private one-point BCO: Saha–Tewari (μ = 0) or Hazan–Levy (μ > 0) Algorithm 1."""
 
     algo: Literal["bco"] = "bco"
-    points_per_user: ClassVar[int] = 1
 
 
 class LDPBCOConfig(BCOConfig, PrivateBCO):
     """Zheng et al. Algorithm 1 around the one-point black box."""
 
     algo: Literal["ldp-bco"] = "ldp-bco"
-    points_per_user: ClassVar[int] = 1
 
 
 class BCOTwoPointConfig(BCOConfig):

@@ -26,6 +26,7 @@ from shared.core.policies.mab_config import (
     LDPMABConfig,
     UCBConfig,
 )
+from shared.core.policies.privacy_params import RenyiDP
 
 Regularizer = Literal["paper", "clip"]
 
@@ -82,13 +83,10 @@ class SBLBFixedConfig(SBLBConfig):
     algo: Literal["sblb-fixed"] = "sblb-fixed"  # type: ignore[assignment]
 
 
-class AdaROFULConfig(PolicyConfig):
+class AdaROFULConfig(RenyiDP, PolicyConfig):
     """Azize & Basu Alg. 4: (α, ε)-RDP via Gaussian noise per adaptive episode."""
 
     algo: Literal["adar-oful"] = "adar-oful"
-    alpha: float = Field(2.0, gt=1, description="Rényi order α")
-    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
-    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
     switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
 
 
@@ -117,7 +115,7 @@ class LDPGLBConfig(LDPLinUCBConfig):
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 
 
-class AdaRGOPEConfig(PolicyConfig):
+class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     """Azize & Basu Alg. 3: phased elimination with G-optimal designs, (α, ε)-RDP
     (``policies.adar_gope``).
 
@@ -126,9 +124,6 @@ class AdaRGOPEConfig(PolicyConfig):
     construction (``policies.adar_gope.seeded_arms``), public like every task parameter."""
 
     algo: Literal["adar-gope"] = "adar-gope"
-    alpha: float = Field(2.0, gt=1, description="Rényi order α")
-    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
-    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
     design_tol: float = Field(DEFAULT_TOL, gt=0, le=1,
                               description="G-optimal design tolerance: g(π) ≤ d (1 + tol)")
     K: int | None = Field(None, ge=2, le=1024,

@@ -25,6 +25,7 @@ import numpy as np
 
 from shared.core.policies.adar_gope import PhaseModel
 from shared.core.policies.arm_model import ArmModel
+from shared.core.policies.base import PublishedModel
 from shared.core.policies.bco_model import BCOModel
 from shared.core.policies.model import GLBModel, Model
 from shared.protocol.messages import (
@@ -36,7 +37,7 @@ from shared.protocol.messages import (
     PhaseModelMessage,
 )
 
-ModelT = TypeVar("ModelT")
+ModelT = TypeVar("ModelT", bound=PublishedModel)
 MessageT = TypeVar("MessageT", bound=AnyModelMessage)
 
 
@@ -55,9 +56,16 @@ class Family(ABC, Generic[ModelT, MessageT]):
     # The environment the demo's simulated users of such a task live in.
     demo_env: ClassVar[str]
 
-    @abstractmethod
+    def __init_subclass__(cls, *, name: str, message: type[AnyModelMessage],
+                          takes_features: bool, demo_env: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.name, cls.message = name, message
+        cls.takes_features, cls.demo_env = takes_features, demo_env
+
     def publish(self, task: str, model: ModelT) -> MessageT:
-        """The wire message of a published model."""
+        """The wire message of a published model (by default the model's ``to_dict`` fields)."""
+        # ``message`` is the MessageT of the subclass; a ClassVar cannot be generic.
+        return self.message(task=task, **model.to_dict())  # type: ignore[return-value]
 
     @abstractmethod
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ModelT:
@@ -74,11 +82,8 @@ def _mismatch(msg: AnyModelMessage, what: str) -> ModelMismatch:
     return ModelMismatch(what)
 
 
-class LinearFamily(Family[Model, ModelMessage]):
-    name = "linear"
-    message = ModelMessage
-    takes_features = True
-    demo_env = "linear"
+class LinearFamily(Family[Model, ModelMessage], name="linear", message=ModelMessage,
+                   takes_features=True, demo_env="linear"):
 
     def publish(self, task: str, model: Model) -> ModelMessage:
         return ModelMessage(
@@ -114,11 +119,8 @@ class LinearFamily(Family[Model, ModelMessage]):
             raise _mismatch(msg, "lacks θ̂" if glb else "carries an unexpected θ̂")
 
 
-class GLBFamily(LinearFamily):
-    name = "glb"
-    message = GLBModelMessage
-    demo_env = "logistic"
-
+class GLBFamily(LinearFamily, name="glb", message=GLBModelMessage, takes_features=True,
+                demo_env="logistic"):
     def publish(self, task: str, model: Model) -> GLBModelMessage:
         assert isinstance(model, GLBModel)
         return GLBModelMessage(task=task, **model.to_dict())
@@ -134,11 +136,8 @@ class GLBFamily(LinearFamily):
         return GLBModel.from_dict(msg.model_dump())
 
 
-class PhaseFamily(Family[PhaseModel, PhaseModelMessage]):
-    name = "phase"
-    message = PhaseModelMessage
-    takes_features = False
-    demo_env = "fixed-linear"
+class PhaseFamily(Family[PhaseModel, PhaseModelMessage], name="phase", message=PhaseModelMessage,
+                  takes_features=False, demo_env="fixed-linear"):
 
     def publish(self, task: str, model: PhaseModel) -> PhaseModelMessage:
         """What devices need of an AdaR-GOPE phase: no play order (they sample from π_ℓ)."""
@@ -159,15 +158,8 @@ class PhaseFamily(Family[PhaseModel, PhaseModelMessage]):
                           reports=msg.reports, weights=np.asarray(msg.weights, dtype=float))
 
 
-class ArmsFamily(Family[ArmModel, ArmModelMessage]):
-    name = "arms"
-    message = ArmModelMessage
-    takes_features = False
-    demo_env = "mab"
-
-    def publish(self, task: str, model: ArmModel) -> ArmModelMessage:
-        return ArmModelMessage(task=task, **model.to_dict())
-
+class ArmsFamily(Family[ArmModel, ArmModelMessage], name="arms", message=ArmModelMessage,
+                 takes_features=False, demo_env="mab"):
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ArmModel:
         if not isinstance(msg, ArmModelMessage) or msg.arms() not in (None, K) or (
                 msg.arm is not None and msg.arm >= K):
@@ -175,15 +167,8 @@ class ArmsFamily(Family[ArmModel, ArmModelMessage]):
         return ArmModel.from_dict(msg.model_dump())
 
 
-class BCOFamily(Family[BCOModel, BCOModelMessage]):
-    name = "bco"
-    message = BCOModelMessage
-    takes_features = False
-    demo_env = "bco-quadratic"
-
-    def publish(self, task: str, model: BCOModel) -> BCOModelMessage:
-        return BCOModelMessage(task=task, **model.to_dict())
-
+class BCOFamily(Family[BCOModel, BCOModelMessage], name="bco", message=BCOModelMessage,
+                takes_features=False, demo_env="bco-quadratic"):
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> BCOModel:
         """The dimension, the radius and the one- or two-point kind must be the task's."""
         if (not isinstance(msg, BCOModelMessage) or len(msg.y) != policy.d
