@@ -83,6 +83,13 @@ class SBLBFixedConfig(SBLBConfig):
     algo: Literal["sblb-fixed"] = "sblb-fixed"  # type: ignore[assignment]
 
 
+class AdaROFULConfig(RenyiDP, PolicyConfig):
+    """Azize & Basu Alg. 4: (α, ε)-RDP via Gaussian noise per adaptive episode."""
+
+    algo: Literal["adar-oful"] = "adar-oful"
+    switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
+
+
 class DDPLinUCBConfig(PolicyConfig):
     """Distributed DP over the secure sum: devices add Skellam shares to their rounded statistics
     (``randomizers.skellam``); the batch sum is central (ε, δ)-DP (``accounting.skellam``)."""
@@ -135,7 +142,7 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
 # Every policy a task can run: the linear ones, the multi-armed ones (``mab_config``) and the
 # bandit-convex-optimisation ones (``bco_config``).
 AnyPolicyConfig = Annotated[
-    LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | DDPLinUCBConfig
+    LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig | DDPLinUCBConfig
     | LDPGLBConfig | AdaRGOPEConfig
     | UCBConfig | HeLDPUCBLConfig | HeLDPUCBBConfig | LDPMABConfig | AdaRUCBConfig
     | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,

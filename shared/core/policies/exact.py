@@ -26,8 +26,8 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.confidence import logdet_pd
-from shared.core.policies.config import PolicyConfig
+from shared.core.confidence import logdet_pd, time_uniform
+from shared.core.policies.config import AdaROFULConfig, PolicyConfig
 from shared.core.policies.linear import LinearPolicy
 from shared.core.randomizers.identity import IdentityRandomizer
 
@@ -122,3 +122,52 @@ class LinUCB(ExactPolicy):
         from shared.core.accounting import ledgers
 
         return ledgers.none_ledger()
+
+
+class AdaROFUL(ExactPolicy):
+    algo = "adar-oful"
+    threat_model = "central"
+    config: AdaROFULConfig
+
+    def __init__(self, config: AdaROFULConfig, rng=None) -> None:
+        super().__init__(config, rng)
+        self.episodes = 0
+        self.noise = np.zeros(config.d)
+
+    @property
+    def noise_sigma(self) -> float:
+        """σ_Y = √(α Δ² / (2ε)) with Δ = L (rewards in [0, 1])."""
+        c = self.config
+        return math.sqrt(c.alpha * c.L**2 / (2 * c.epsilon))
+
+    def noise_norm_bound(self, episodes: int, delta: float) -> float:
+        """‖Σ_{m≤ℓ} Y_m‖ ≤ √(σ_Y² ℓ (d + 2√(d ln(1/δ)) + 2 ln(1/δ))) (Laurent–Massart)."""
+        d = self.config.d
+        lg = math.log(1 / delta)
+        return math.sqrt(self.noise_sigma**2 * episodes * (d + 2 * math.sqrt(d * lg) + 2 * lg))
+
+    def _publish_exact(self) -> None:
+        c = self.config
+        self.episodes += 1
+        self.noise += self.rng.normal(0.0, self.noise_sigma, size=c.d)
+        factor = cho_factor(self.V, lower=True)
+        theta = cho_solve(factor, self.u + self.noise)
+        half = c.failure_prob / 2
+        lam_min = float(np.linalg.eigvalsh(self.V)[0])
+        gamma = self.noise_norm_bound(self.episodes, time_uniform(half, self.episodes))
+        beta = self.oful_radius(half) + gamma / math.sqrt(lam_min)
+        self._publish(theta, self.V.copy(), beta)
+
+    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+        from shared.core.accounting import ledgers
+
+        c = self.config
+        return ledgers.central_ledger(c.alpha, c.epsilon, c.delta)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {**super()._extra_state(), "episodes": self.episodes, "noise": self.noise.tolist()}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        super()._load_extra_state(state)
+        self.episodes = int(state["episodes"])
+        self.noise = np.asarray(state["noise"], dtype=float)

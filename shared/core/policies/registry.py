@@ -32,6 +32,7 @@ from shared.core.policies.bco_config import (
 from shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBCO2
 from shared.core.policies.config import (
     AdaRGOPEConfig,
+    AdaROFULConfig,
     DDPLinUCBConfig,
     LDPGLBConfig,
     LDPLinUCBConfig,
@@ -40,7 +41,7 @@ from shared.core.policies.config import (
     SBLBFixedConfig,
 )
 from shared.core.policies.ddp_linucb import DDPLinUCB
-from shared.core.policies.exact import LinUCB
+from shared.core.policies.exact import AdaROFUL, LinUCB
 from shared.core.policies.families import ARMS, BCO_FAMILY, GLB, LINEAR, PHASE, Family
 from shared.core.policies.gope_service import AdaRGOPEService
 from shared.core.policies.ldp_glb import LDPGLB
@@ -124,6 +125,8 @@ REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
     PolicyEntry("ddp-linucb", DDPLinUCBConfig, DDPLinUCB, LINEAR, ("shuffle",), ("secure-sum",),
                 transport_reason="a report alone is not private: it carries only a share of "
                                  "the noise"),
+    # Azize–Basu Alg. 4 (AdaR-OFUL): Gaussian noise per adaptive episode, trusted analyzer.
+    PolicyEntry("adar-oful", AdaROFULConfig, AdaROFUL, LINEAR, ("central",)),
     # Zheng et al. Alg. 3 on logistic rewards: (ε, δ)-LDP reports anchored at the broadcast θ̂.
     PolicyEntry("ldp-glb", LDPGLBConfig, LDPGLB, GLB, ("ldp",)),
     # Azize–Basu Alg. 3 on the task's fixed arms: raw (arm, phase, reward) to a trusted analyzer.
