@@ -23,6 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import cast
 
 import httpx
 
@@ -60,7 +61,7 @@ class ModelCache:
         self.tasks: dict[str, TaskConfig] = {t.id: t for t in settings.tasks}
         # Version-0 fallback: exactly what the analyzer publishes before any report is counted.
         self._models: dict[str, AnyModel] = {
-            t.id: build_policy(t.policy).model for t in settings.tasks
+            t.id: cast(AnyModel, build_policy(t.policy).model) for t in settings.tasks
         }
         self._etags: dict[str, str] = {}
         self.fetched: set[str] = set()  # tasks whose model came from the analyzer at least once

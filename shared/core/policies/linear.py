@@ -68,7 +68,7 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, RandomizerT]):
     width — a practical setting with no coverage guarantee (post-processing; privacy unchanged).
     """
 
-    def __init__(self, config: PolicyConfig, rng: np.random.Generator | None = None) -> None:
+    def __init__(self, config: ConfigT, rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)
         d = config.d
         self.G = np.zeros((d, d))

@@ -159,12 +159,11 @@ for _e in REGISTRY.values():
                             f"{_cls.__name__} has no ingest_statistic")
 
 
-def entry(algo: str) -> PolicyEntry:
+def entry(algo: object) -> PolicyEntry:
     """The registry entry of ``algo``; ``ValueError`` naming the known ids if there is none."""
-    try:
-        return REGISTRY[algo]
-    except KeyError:
-        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(REGISTRY)}") from None
+    if not isinstance(algo, str) or algo not in REGISTRY:
+        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(REGISTRY)}")
+    return REGISTRY[algo]
 
 
 def family_of(algo: str) -> Family[Any, Any]:
