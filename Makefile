@@ -24,6 +24,8 @@ simulate: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	# Type check of shared/, services/ and privbandit/ (scope and strictness: [tool.mypy]).
+	$(BIN)/mypy
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

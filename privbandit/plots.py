@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # matplotlib is imported lazily (module load stays fast for the CLI)
+    from matplotlib.figure import Figure
 
 
 def regret_plot(result: dict[str, Any], path: Path, title: str | None = None) -> None:
@@ -40,7 +44,7 @@ def regret_plot(result: dict[str, Any], path: Path, title: str | None = None) ->
     plt.close(fig)
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -102,7 +106,7 @@ def xy_plot(panels: list[dict[str, Any]], path: Path, title: str) -> None:
     _save(fig, plt, path)
 
 
-def _save(fig, plt, path: Path) -> None:
+def _save(fig: Figure, plt: ModuleType, path: Path) -> None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

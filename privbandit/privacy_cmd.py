@@ -155,6 +155,11 @@ def _shuffle_ledger(
 ) -> tuple[PrivacyLedger, dict[str, Any] | None]:
     from shared.core.accounting import ledgers, shuffle, sum_only
 
+    # (ε0, l, δ, ...) → ledger; (target ε, l, δ) → the largest ε0; (ε0, target ε, δ) → the
+    # smallest l (None: none up to the cap)
+    build: Callable[..., PrivacyLedger]
+    max_eps0: Callable[[float, int, float], float]
+    min_batch: Callable[[float, float, float], int | None]
     if args.aggregation == "secure-sum":
         build = functools.partial(ledgers.shuffle_ledger, aggregation="secure-sum")
         cap = sum_only.MAX_BATCH_SIZE

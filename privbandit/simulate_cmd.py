@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privbandit.bco_cmd import add_bco_arguments, run_simulate_bco
 from privbandit.summary import fmt, ledger_lines
@@ -15,6 +16,11 @@ from shared.core.environments import BCO_ENVIRONMENTS, ENVIRONMENTS
 from shared.core.environments.mab import REWARD_DISTS
 from shared.core.policies.families import ARMS, BCO_FAMILY, PHASE
 from shared.core.policies.registry import REGISTRY
+
+if TYPE_CHECKING:  # imported where used (the CLI starts without loading them)
+    from rich.progress import Progress
+
+    from shared.core.simulator import RunResult
 
 ALL_CONFIGS = {algo: e.config for algo, e in REGISTRY.items()}
 BCO_ALGOS = [algo for algo, e in REGISTRY.items() if e.family is BCO_FAMILY]
@@ -166,14 +172,18 @@ def run_simulate(args: argparse.Namespace) -> int:
         print("error: ddp-linucb is private only over the secure sum (--aggregation secure-sum)",
               file=sys.stderr)
         return 2
-    if args.algo == "lplr":  # its own simulator loop (per-layer block sums, docs/lplr.md)
-        from shared.core.lplr_simulator import simulate_lplr as simulate
+    # simulate's contract; lplr has its own simulator loop (per-layer block sums, docs/lplr.md)
+    run: Callable[..., tuple[list[RunResult], dict[str, Any]]] = simulate
+    if args.algo == "lplr":
+        from shared.core.lplr_simulator import simulate_lplr
+
+        run = simulate_lplr
 
     started = time.perf_counter()
     total = args.T * args.runs
     with _progress(total, f"{args.algo} on {args.env}", disable=args.no_progress) as advance:
-        results, env_params = simulate(config, args.env, K, args.T, args.runs, args.seed,
-                                       on_progress=advance)
+        results, env_params = run(config, args.env, K, args.T, args.runs, args.seed,
+                                  on_progress=advance)
     wall = time.perf_counter() - started
 
     from shared.core.policies import build_policy
@@ -275,9 +285,9 @@ class _progress:
 
     def __init__(self, total: int, label: str, disable: bool = False) -> None:
         self.total, self.label, self.disable = total, label, disable
-        self._bar = None
+        self._bar: Progress | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[int], None]:
         if self.disable:
             return lambda n: None
         try:
@@ -291,12 +301,13 @@ class _progress:
             )
         except ImportError:  # pragma: no cover
             return lambda n: None
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                             MofNCompleteColumn(), TimeRemainingColumn(),
-                             console=Console(stderr=True), transient=True)
-        self._bar.start()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda n: self._bar.advance(task, n)
+        bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                       MofNCompleteColumn(), TimeRemainingColumn(),
+                       console=Console(stderr=True), transient=True)
+        self._bar = bar
+        bar.start()
+        task = bar.add_task(self.label, total=self.total)
+        return lambda n: bar.advance(task, n)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

@@ -125,7 +125,7 @@ def reconcile(sent: int, before: Snapshot, after: Snapshot) -> dict[str, Any]:
     identity is  counted + refused + pending == accepted + pending_before  (pending_before = 0
     for fresh services, which is the spec's  counted + refused + pending == accepted).
     """
-    rec = {
+    rec: dict[str, Any] = {
         "feedbacks_sent": sent,
         "reports_accepted": after.accepted - before.accepted,
         "reports_counted": after.counted - before.counted,

@@ -35,7 +35,7 @@ def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
     if task.algo == "adar-gope":
         # The simulator's AdaR-GOPE (fixed play order) on the task's arms: the services' devices
         # sample from the design instead, so a phase's counts vary around the plan.
-        arms = seeded_arms(task.K, int(task.d), int(task.policy["arm_seed"]))  # type: ignore[arg-type]
+        arms = seeded_arms(task.K, int(task.d), int(task.policy["arm_seed"]))
         config = make_config("adar-gope", **{k: v for k, v in params.items()
                                             if k not in ("K", "arm_seed")})
     finals = same_users_regret(config, demo_env_name(task), task.K, opts.users, opts.seed, reps,

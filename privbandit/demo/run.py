@@ -135,7 +135,7 @@ def main_demo(
                 console.print(f"--paper: task {task_id} with confidence_scale = 1 and the "
                               f"paper's regularizer ({cfg_file})")
             if override:
-                configured = settings.task(task_id).aggregation  # type: ignore[union-attr]
+                configured = settings.task(task_id).aggregation  # type: ignore[union-attr]  # demo_task's
                 console.print(f"--aggregation {aggregation}: task {task_id} runs with "
                               f"{aggregation} aggregation instead of its configured "
                               f"{configured} ({cfg_file})")

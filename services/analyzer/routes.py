@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Response
@@ -139,8 +139,9 @@ class _SlotStream(StreamingResponse):
     """A streaming response holding one of the analyzer's stream slots: released when the
     response ends, however it ends (finished, client gone, cancelled, failed)."""
 
-    def __init__(self, *args: object, release: Callable[[], None], **kw: object) -> None:
-        super().__init__(*args, **kw)  # type: ignore[arg-type]
+    def __init__(self, content: AsyncIterator[str], *, media_type: str,
+                 headers: Mapping[str, str], release: Callable[[], None]) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
         self._release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -27,7 +27,7 @@ def task_info(config: TaskConfig) -> TaskInfo:
         id=config.id,
         threat_model=config.threat_model,
         algo=config.policy.algo,
-        d=None if config.multi_armed else config.policy.d,  # type: ignore[union-attr]
+        d=None if config.multi_armed else config.policy.d,  # type: ignore[union-attr]  # MAB: no d
         K=config.K,
         batch_size=config.batch_size,
         aggregation=config.aggregation,

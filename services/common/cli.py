@@ -8,13 +8,22 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol, TypeVar
 
 import uvicorn
+from fastapi import FastAPI
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from services.common.datadir import StartupRefused
 from shared.settings import Settings
+
+Built = TypeVar("Built")
+
+
+class AppFactory(Protocol):
+    """A service's ``create_app``: its app from the settings, ``init`` as ``--init`` says."""
+
+    def __call__(self, settings: Settings | None = None, *, init: bool = False) -> FastAPI: ...
 
 
 def service_args(
@@ -52,7 +61,7 @@ def setup_logging(settings: Settings) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
-def build_or_exit(name: str, create: Callable[[], Any]) -> Any:
+def build_or_exit(name: str, create: Callable[[], Built]) -> Built:
     """``create()``, or, if the service refuses to start (``StartupRefused``: lost state, no
     usable credential), its one message on stderr and exit status 2."""
     try:
@@ -76,11 +85,13 @@ def single_threaded_blas() -> ThreadpoolController:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def serve(app: Any, args: argparse.Namespace, settings: Settings, graceful_timeout: float) -> None:
+def serve(
+    app: FastAPI, args: argparse.Namespace, settings: Settings, graceful_timeout: int
+) -> None:
     """Run ``app`` with uvicorn at the parsed address until SIGINT/SIGTERM; open responses get
-    ``graceful_timeout`` seconds to finish. The objects alive once the service has started are
-    frozen out of the garbage collector (``build_app``'s lifespan), and BLAS runs on one thread
-    (``single_threaded_blas``)."""
+    ``graceful_timeout`` whole seconds to finish (uvicorn takes an int). The objects alive once
+    the service has started are frozen out of the garbage collector (``build_app``'s lifespan),
+    and BLAS runs on one thread (``single_threaded_blas``)."""
     app.state.freeze_gc = True
     single_threaded_blas()
     uvicorn.run(
@@ -96,10 +107,10 @@ def serve(app: Any, args: argparse.Namespace, settings: Settings, graceful_timeo
 def run_service(
     name: str,
     description: str | None,
-    create_app: Callable[[Settings], Any],
+    create_app: AppFactory,
     argv: list[str] | None = None,
     *,
-    graceful_timeout: float,
+    graceful_timeout: int,
 ) -> None:
     """``python -m services.<name>``: settings from the config file and the environment, the
     command line, logging, then the app from ``create_app(settings, init=...)`` served until

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 import anyio.to_thread
 
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-Outcome = R | BaseException
+# One item's outcome: its value, or the exception that fails that item alone.
+Outcome: TypeAlias = R | BaseException
 
 
 class ShuttingDown(Unavailable):

@@ -15,6 +15,7 @@ import numpy as np
 
 from services.device.errors import EpsilonOutOfRange, RewardOutOfRange, UnexpectedEpsilon
 from shared.core.policies.arm_model import ArmModel
+from shared.core.policies.mab_config import HeLDPConfig
 from shared.core.randomizers.arms import ArmRandomizer
 from shared.settings import TaskConfig
 
@@ -44,7 +45,9 @@ def user_level(cfg: TaskConfig, randomizer: object, epsilon: float | None) -> fl
                 "omit epsilon")
         return None
     if epsilon is None:
-        return float(cfg.policy.epsilon)  # type: ignore[union-attr]
+        policy = cfg.policy
+        assert isinstance(policy, HeLDPConfig)  # per-user levels are HeLDP's
+        return float(policy.epsilon)
     eps_max = float(getattr(randomizer, "eps_max", 0.0))
     if not 0.0 <= epsilon <= eps_max:
         raise EpsilonOutOfRange(

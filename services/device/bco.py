@@ -20,6 +20,7 @@ from services.device.errors import (
     UnexpectedLosses,
     WrongLossCount,
 )
+from shared.core.policies.bco_config import BCOConfig
 from shared.core.policies.bco_model import BCOModel
 from shared.core.randomizers.bco_rows import BCORowRandomizer
 from shared.settings import TaskConfig
@@ -58,7 +59,9 @@ def check_feedback(cfg: TaskConfig, reward: float | None, losses: list[float] | 
     if len(losses) != points:
         raise WrongLossCount(f"task {cfg.id} plays {points} point(s) per user; got "
                              f"{len(losses)} losses")
-    B = float(cfg.policy.loss_bound)  # type: ignore[union-attr]
+    policy = cfg.policy
+    assert isinstance(policy, BCOConfig)  # cfg.bco
+    B = float(policy.loss_bound)
     for f in losses:
         if not 0.0 <= f <= B:  # the schema already refuses NaN and ±inf
             raise LossOutOfRange(f"task {cfg.id}'s losses lie in [0, {B:g}]; got {f!r}")

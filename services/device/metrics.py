@@ -4,10 +4,17 @@ tests, or several devices — never share or clash on counters)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from services.common.metrics import GROUP_SIZES, ServiceMetrics
 from services.device.secure_sum import TaskKey
-from shared.core.policies import Model
+
+
+class Versioned(Protocol):
+    """Any published model of any policy family: the metrics read only its version."""
+
+    @property
+    def version(self) -> int: ...
 
 
 class DeviceMetrics(ServiceMetrics):
@@ -68,7 +75,7 @@ class DeviceMetrics(ServiceMetrics):
         refiller = key.refiller
         self.paillier_computed.labels(task).set_function(lambda: refiller.computed)
 
-    def on_model(self, task: str, model: Model, source: str) -> None:
+    def on_model(self, task: str, model: Versioned, source: str) -> None:
         self.model_version.labels(task).set(model.version)
         self.model_updates.labels(task, source).inc()
 

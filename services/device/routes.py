@@ -3,7 +3,7 @@ work is in ``decisions`` and ``runtime``."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
@@ -27,7 +27,7 @@ RuntimeDep = Annotated[DeviceRuntime, Depends(get_runtime)]
 _DECIDE_BODY = parse_body(DecideRequest)
 _FEEDBACK_BODY = parse_body(FeedbackRequest)
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {  # FastAPI's ``responses`` type
     404: {"model": ErrorBody, "description": "unknown task or decision"},
     409: {"model": ErrorBody, "description": "feedback already given for this decision"},
     422: {"model": ErrorBody, "description": "malformed request"},

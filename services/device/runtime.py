@@ -132,17 +132,8 @@ async def open_runtime(
     samplers = warm_share_samplers(randomizers)
     readiness.require("the noise samplers",
                       lambda: [f"skellam-table:{t}" for t, th in samplers.items() if th.is_alive()])
-    runtime = DeviceRuntime(
-        settings=settings,
-        store=store,
-        decision_ids=decision_ids,
-        cache=cache,
-        keys=keys,
-        uploader=uploader,
-        metrics=metrics,
-        randomizers=randomizers,
-        readiness=readiness,
-    )
+    runtime = DeviceRuntime(settings, store, decision_ids, cache, keys, uploader, metrics,
+                            randomizers, readiness)
     store.start()
     cache.start()
     keys.start()

@@ -25,6 +25,7 @@ and not yet acknowledged by the analyzer (counting uploads being committed) is r
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -107,7 +108,7 @@ class Intake:
         # Reports of uploads between the backpressure check and their commit, per task.
         self._committing: dict[str, int] = {}
         for task in store.batch_sizes:
-            metrics.stored.labels(task).set_function(lambda t=task: store.stored(t))
+            metrics.stored.labels(task).set_function(functools.partial(store.stored, task))
         self._committer: GroupCommitter[Upload, Committed] = GroupCommitter(
             "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after,
             in_loop=store.accept_in_loop,

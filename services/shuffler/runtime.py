@@ -134,7 +134,7 @@ async def open_runtime(
     async def paillier_adopted(config: PaillierConfig) -> None:
         await forwarder.on_new_key(config.key_id)
 
-    fetchers = []
+    fetchers: list[asyncio.Task[None]] = []
     for fetcher, hook in ((hpke_fetcher, None),
                           (ConfigFetcher(paillier, client, settings), paillier_adopted)):
         if fetcher.state.needed:
@@ -148,10 +148,10 @@ async def open_runtime(
             settings, store, tasks, intake, forwarder, metrics, paillier, readiness
         )
     finally:
-        for fetcher in fetchers:
-            fetcher.cancel()
+        for following in fetchers:
+            following.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await fetcher
+                await following
         await intake.stop()
         await forwarder.stop()
         await client.aclose()

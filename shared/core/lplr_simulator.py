@@ -65,17 +65,10 @@ def run_lplr_once(policy: LPLR, env: Environment, T: int, reward_rng: np.random.
         t += group
         if on_progress is not None:
             on_progress(group)
-    return RunResult(
-        checkpoints=checkpoints,
-        regret=np.cumsum(inst)[checkpoints - 1],
-        random_regret=np.cumsum(inst_random)[checkpoints - 1],
-        model_updates=policy.model.version,
-        repairs=0,
-        reports_ingested=ingested,
-        wall_seconds=time.perf_counter() - start,
-        extra={"epochs_finished": len(policy.finished),
-               "mean_arms_eliminated": eliminated / T},
-    )
+    return RunResult.of_users(
+        checkpoints, inst, np.cumsum(inst_random)[checkpoints - 1], policy.model.version,
+        ingested, start,
+        extra={"epochs_finished": len(policy.finished), "mean_arms_eliminated": eliminated / T})
 
 
 def simulate_lplr(config: LPLRConfig, env_name: str, K: int, T: int, runs: int, seed: int,

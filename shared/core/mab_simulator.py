@@ -30,6 +30,7 @@ import numpy as np
 from shared.core.environments.mab import MABEnvironment
 from shared.core.policies import build_policy
 from shared.core.policies.mab_base import MABPolicy
+from shared.core.policies.mab_config import HeLDPConfig
 from shared.core.privacy_levels import PrivacyLevels
 from shared.core.simulator import RunResult, run_plan
 
@@ -40,7 +41,9 @@ def levels_of(policy: MABPolicy) -> PrivacyLevels | None:
     """The users' privacy levels a policy's config describes (None: no per-user levels)."""
     if not policy.randomizer.per_user_epsilon:
         return None
-    return policy.config.levels  # type: ignore[attr-defined,no-any-return]
+    config = policy.config
+    assert isinstance(config, HeLDPConfig), "per-user levels are HeLDP's"
+    return config.levels
 
 
 def check_compatible(policy: MABPolicy, env: MABEnvironment) -> None:
@@ -78,16 +81,10 @@ def run_mab_once(
         t += n
         if on_progress is not None:
             on_progress(n)
-    return RunResult(
-        checkpoints=checkpoints,
-        regret=np.cumsum(inst)[checkpoints - 1],
-        random_regret=checkpoints * float(env.gaps.mean()),
-        model_updates=policy.model.version,
-        repairs=0,
-        reports_ingested=policy.reports,
-        wall_seconds=time.perf_counter() - start,
-        extra={"used": policy.used, "declined": policy.declined, "reports": policy.reports},
-    )
+    return RunResult.of_users(
+        checkpoints, inst, checkpoints * float(env.gaps.mean()), policy.model.version,
+        policy.reports, start,
+        extra={"used": policy.used, "declined": policy.declined, "reports": policy.reports})
 
 
 def play_by_rows(policy: MABPolicy, values: np.ndarray, eps: np.ndarray | None,
@@ -105,7 +102,7 @@ def play_by_rows(policy: MABPolicy, values: np.ndarray, eps: np.ndarray | None,
         if policy.randomizer.per_user_epsilon:
             cols.append(np.asarray(eps)[i:i + k])
         if policy.randomizer.carries_probability:
-            cols.append(policy.model.probabilities[chosen])  # type: ignore[index]
+            cols.append(policy.model.probabilities[chosen])  # type: ignore[index]  # rows carry p: a sampling model
         rows = np.stack(cols + [vals], axis=1)
         used = 0
         while used < k:
@@ -115,15 +112,9 @@ def play_by_rows(policy: MABPolicy, values: np.ndarray, eps: np.ndarray | None,
     return arms
 
 
-def simulate_mab(
-    config: Any,
-    env: MABEnvironment,
-    T: int,
-    runs: int,
-    seed: int,
-    on_progress: Callable[[int], None] | None = None,
-    points: int = 200,
-) -> list[RunResult]:
+def simulate_mab(config: Any, env: MABEnvironment, T: int, runs: int, seed: int,
+                 on_progress: Callable[[int], None] | None = None, points: int = 200
+                 ) -> list[RunResult]:
     """``runs`` independent runs of one policy on one environment."""
     checkpoints, children = run_plan(T, runs, seed, points)
     results = []
@@ -141,4 +132,5 @@ def simulate_mab(
 def per_user_fractions(results: list[RunResult]) -> tuple[int, int, int]:
     """(used, declined, reports) summed over runs."""
     keys = ("used", "declined", "reports")
-    return tuple(sum(int(r.extra[k]) for r in results) for k in keys)  # type: ignore[return-value]
+    used, declined, reports = (sum(int(r.extra[k]) for r in results) for k in keys)
+    return used, declined, reports

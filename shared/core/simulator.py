@@ -37,6 +37,18 @@ class RunResult:
     wall_seconds: float
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of_users(cls, checkpoints: np.ndarray, inst: np.ndarray, random_regret: np.ndarray,
+                 model_updates: int, reports_ingested: int, started: float,
+                 extra: dict[str, Any]) -> RunResult:
+        """The result of a run that kept every user's instantaneous pseudo-regret ``inst``
+        (shape (T,)): the cumulative regret Σ_{s≤t} inst_s at each checkpoint t, no repairs, and
+        the wall time since ``started`` (a ``time.perf_counter()`` reading)."""
+        return cls(checkpoints=checkpoints, regret=np.cumsum(inst)[checkpoints - 1],
+                   random_regret=random_regret, model_updates=model_updates, repairs=0,
+                   reports_ingested=reports_ingested, wall_seconds=time.perf_counter() - started,
+                   extra=extra)
+
 
 def run_plan(
     T: int, runs: int, seed: int, points: int
@@ -218,7 +230,7 @@ def same_users_regret(
         env_rng, reward_rng = user_streams(seed)
         env = make_environment(env_name, config.d, K, env_rng)
         if arms is not None:
-            env.use_arms(arms)  # type: ignore[attr-defined]
+            env.use_arms(arms)  # type: ignore[attr-defined]  # arms: a fixed-linear env's
         device_rng, policy_rng = (
             np.random.default_rng(s) for s in np.random.SeedSequence([seed, rep, 0x5EED]).spawn(2)
         )

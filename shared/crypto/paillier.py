@@ -39,7 +39,7 @@ import hashlib
 import threading
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import gmpy2
 import numpy as np
@@ -67,7 +67,7 @@ DEFAULT_KEY_BITS = 2048
 MIN_KEY_BITS = 2048
 MIN_TEST_KEY_BITS = 512
 MAX_KEY_BITS = 8192
-SCHEME = "paillier-g=n+1"
+SCHEME: Final = "paillier-g=n+1"  # its type is the literal the wire message declares
 
 
 class CiphertextError(ValueError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -52,7 +53,7 @@ def b64decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def _check_b64(max_bytes: int):
+def _check_b64(max_bytes: int) -> Callable[[str], str]:
     def check(text: str) -> str:
         raw = b64decode(text)
         if len(raw) == 0 or len(raw) > max_bytes:

@@ -91,14 +91,7 @@ def eq3_slack(
 
 
 def theorem5_epsilon(
-    eps0: float,
-    l: int,
-    delta: float,
-    T: int,
-    d: int,
-    m: int,
-    *,
-    variant: Variant = "derived",
+    eps0: float, l: int, delta: float, T: int, d: int, m: int, *, variant: Variant = "derived"
 ) -> float | None:
     """Smallest ε ∈ (0, 1) for which Garcelon et al. Thm 5 certifies central (ε, δ)-DP.
 

@@ -93,7 +93,7 @@ def adar_ucb_ledger(alpha: float, rdp_eps: float, delta: float) -> PrivacyLedger
     known and dp-accounting's RDP accountant converts it (never above the single-order bound at α).
     """
     base = ledgers.central_ledger(alpha, rdp_eps, delta)
-    single = base.central_epsilon_single_order  # type: ignore[attr-defined]
+    single = (base.model_extra or {})["central_epsilon_single_order"]  # central_ledger's extra
     ratio = (alpha / (2 * rdp_eps)) ** 0.5
     return base.model_copy(update={
         "accounting": (

@@ -48,6 +48,9 @@ def uniform_in_ball(n: int, d: int, radius: float, rng: np.random.Generator) -> 
     return v * (radius * rng.random(n) ** (1.0 / d))[:, None]
 
 
+# (kind, B(1−ν), Bν, κ, denominator, optima, period): what the compiled loops read.
+KernelParams = tuple[int, float, float, float, float, np.ndarray, int]
+
 class BCOEnvironment:
     """Losses f_t(x) = B((1 − ν) g(x − x*_t) + ν ζ_t) on the ball of radius R (module doc)."""
 
@@ -159,7 +162,7 @@ class BCOEnvironment:
         played = np.array([self.counts(int(t)) @ per_point for t in checkpoints])
         return played - self.best_fixed_cumulative(checkpoints)
 
-    def kernel_params(self) -> tuple[int, float, float, float, float, np.ndarray, int]:
+    def kernel_params(self) -> KernelParams:
         """(kind, B(1−ν), Bν, κ, denominator, optima, period) for the compiled loops."""
         return (self.kind, self.scale, self.B * self.noise, self.kappa, self.denom,
                 np.ascontiguousarray(self.points), self.period)

@@ -253,12 +253,14 @@ class AdaRGOPE(Policy[AdaRGOPEConfig, IdentityRandomizer]):
 
         c = self.config
         ledger = ledgers.central_ledger(c.alpha, c.epsilon, c.delta)
+        # an extra field (not part of every ledger) that central_ledger sets
+        single_order = (ledger.model_extra or {})["central_epsilon_single_order"]
         return ledger.model_copy(update={"accounting": (
             f"(α, ε)-RDP of the Gaussian mechanism on each phase's per-arm reward sums "
             f"(Azize–Basu Alg. 3, Thm 7), α={c.alpha:g}, ε={c.epsilon:g}, "
             f"σ_N={self.noise_sigma:.4g} (Δ = 1, rewards in [0, 1]); (ε, δ) from the full RDP "
             f"curve by dp-accounting "
-            f"(single-order conversion at α: {ledger.central_epsilon_single_order:.4g}); "
+            f"(single-order conversion at α: {single_order:.4g}); "
             f"trusted analyzer, no local guarantee; each reward enters one phase (parallel "
             f"composition); active arms, designs and actions are post-processing")})
 

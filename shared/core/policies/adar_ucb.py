@@ -119,10 +119,12 @@ class AdaRUCB(MABPolicy):
             self._publish_current()
         return k
 
-    def _observe(self, arm: int, value: float, eps, prob=None) -> None:  # pragma: no cover
+    def _observe(self, arm: int, value: float, eps: np.ndarray | None,
+                 prob: float | None = None) -> None:  # pragma: no cover
         raise NotImplementedError("adar-ucb ingests whole windows")
 
-    def _play(self, values, eps, u):
+    def _play(self, values: np.ndarray, eps: np.ndarray | None, u: np.ndarray
+              ) -> tuple[np.ndarray, int]:
         n = u.shape[0]
         arms = np.empty(n, dtype=np.int64)
         i = published = 0

@@ -46,6 +46,7 @@ class ArmModel:
             return np.full(u.shape[0], self.arm, dtype=np.int64)
         if self.indices is not None:
             return np.full(u.shape[0], int(np.argmax(self.indices)), dtype=np.int64)
+        assert self.probabilities is not None  # exactly one of the three is set
         cum = np.cumsum(self.probabilities)
         pick = np.searchsorted(cum, u * cum[-1], side="right")
         return np.minimum(pick, cum.shape[0] - 1).astype(np.int64)

@@ -29,7 +29,7 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, RandomizerT]):
 
     @property
     def batch_size(self) -> int:
-        return self.config.batch_size  # type: ignore[attr-defined, no-any-return]
+        return self.config.batch_size  # type: ignore[attr-defined]  # SBLB's, ddp-linucb's l
 
     def window(self) -> int:
         return self.batch_size
@@ -51,7 +51,7 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, RandomizerT]):
             return
         V, theta, beta = cand
         logdet = logdet_pd(V)
-        eta = self.config.eta  # type: ignore[attr-defined]
+        eta = self.config.eta  # type: ignore[attr-defined]  # SBLB's, ddp-linucb's η
         if self.publish_every_batch or logdet >= self._logdet_published + math.log1p(eta):
             self._publish(theta, V, beta)
             self._logdet_published = logdet

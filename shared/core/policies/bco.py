@@ -47,8 +47,8 @@ import numpy as np
 from shared.core.accounting.bco_ledgers import ldp_bco_ledger
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.ledgers import none_ledger
-from shared.core.environments.bco import BCOEnvironment
-from shared.core.policies.bco_config import BCOConfig
+from shared.core.environments.bco import BCOEnvironment, KernelParams
+from shared.core.policies.bco_config import BCOConfig, LDPBCO2Config, LDPBCOConfig, PrivateBCO
 from shared.core.policies.bco_kernels import one_point_loop, two_point_loop
 from shared.core.randomizers.bco import one_point_sigma, two_point_sigma
 
@@ -65,7 +65,7 @@ class BCOPolicy:
         if runs < 1:
             raise ValueError("runs must be >= 1")
         self.config = config
-        self.algo = config.algo  # type: ignore[attr-defined]
+        self.algo = config.algo  # type: ignore[attr-defined]  # each concrete config's literal
         self.runs, self.d = int(runs), config.d
         self.y = np.zeros((self.runs, self.d))  # y_1 = argmin ℛ = 0
         self.t = 0
@@ -75,6 +75,13 @@ class BCOPolicy:
 
     def _sigma(self) -> float:
         raise NotImplementedError
+
+    def privacy(self) -> PrivateBCO:
+        """The config's (ε, δ, calibration); only a private policy (``self.private``) asks."""
+        # the concrete classes: mypy deems a BCOConfig & PrivateBCO intersection impossible
+        # (their generated __init__ differ) and would skip what follows
+        assert isinstance(self.config, LDPBCOConfig | LDPBCO2Config), "a private BCO config"
+        return self.config
 
     def _sensitivity(self) -> float:
         raise NotImplementedError
@@ -97,17 +104,16 @@ class BCOPolicy:
         self.t += U.shape[0]
         return inst
 
-    def _loop(self, env_params: tuple[Any, ...], U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
+    def _loop(self, env_params: KernelParams, U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
               inst: np.ndarray) -> None:
         raise NotImplementedError
 
     def ledger(self) -> PrivacyLedger:
         if not self.private:
             return none_ledger()
-        c = self.config
-        return ldp_bco_ledger(self.algo, c.epsilon, c.delta,  # type: ignore[attr-defined]
-                              self.sigma / self._sensitivity(),
-                              c.calibration)  # type: ignore[attr-defined]
+        p = self.privacy()
+        return ldp_bco_ledger(self.algo, p.epsilon, p.delta, self.sigma / self._sensitivity(),
+                              p.calibration)
 
     def params(self) -> dict[str, Any]:
         """The step sizes and noise in use (for the JSON)."""
@@ -139,21 +145,21 @@ class OnePointBCO(BCOPolicy):
         self.c = np.zeros((self.runs, self.d))  # Σ_τ (g_τ − μ y_τ)
 
     def _sigma(self) -> float:
-        c = self.config
-        return one_point_sigma(c.epsilon, c.delta, c.loss_bound,  # type: ignore[attr-defined]
-                               c.calibration)  # type: ignore[attr-defined]
+        p = self.privacy()
+        return one_point_sigma(p.epsilon, p.delta, self.config.loss_bound, p.calibration)
 
     def _sensitivity(self) -> float:
         return self.config.loss_bound
 
-    def _loop(self, env_params, U, zeta, z, inst):
+    def _loop(self, env_params: KernelParams, U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
+              inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
         one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale, bnoise,
                        kappa, denom, points, period, c.radius, c.loss_bound, self.eta,
                        c.strong_convexity, self.delta, inst, self.maxnorm)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         black_box = "hazan-levy" if self.config.strong_convexity > 0 else "saha-tewari"
         return {"sigma": self.sigma, "eta": self.eta, "exploration_delta": self.delta,
                 "loss_range": self.loss_range, "black_box": black_box}
@@ -175,21 +181,21 @@ class TwoPointBCO(BCOPolicy):
         self.eta0 = c.step_scale if c.strong_convexity > 0 else c.step_scale / math.sqrt(T)
 
     def _sigma(self) -> float:
-        c = self.config
-        return two_point_sigma(c.epsilon, c.delta, c.lipschitz,  # type: ignore[attr-defined]
-                               c.calibration)  # type: ignore[attr-defined]
+        p = self.privacy()
+        return two_point_sigma(p.epsilon, p.delta, self.config.lipschitz, p.calibration)
 
     def _sensitivity(self) -> float:
         return 2.0 * self.config.lipschitz
 
-    def _loop(self, env_params, U, zeta, z, inst):
+    def _loop(self, env_params: KernelParams, U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
+              inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
         two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom, bnoise,
                        points, period, c.radius, c.lipschitz, self.eta0, c.strong_convexity,
                        self.rho, self.shrink, inst, self.maxnorm)
 
-    def params(self):
+    def params(self) -> dict[str, Any]:
         schedule = "1/(μt)" if self.config.strong_convexity > 0 else "1/√T"
         return {"sigma": self.sigma, "eta0": self.eta0, "eta_schedule": schedule,
                 "rho": self.rho, "xi": self.xi}

@@ -19,13 +19,14 @@ root of  k s + 2s/(R² − s²) = ‖c‖  (increasing in s), found by bisection
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 try:  # the ``fast`` extra
     from numba import njit
 except ImportError:  # pragma: no cover - exercised only without numba
-    def njit(*args, **kwargs):  # type: ignore[no-redef]
+    def njit(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]  # stand-in for numba.njit
         if args and callable(args[0]):
             return args[0]
         return lambda f: f
@@ -120,8 +121,11 @@ def one_point_gradient(y: np.ndarray, u: np.ndarray, value: float, R: float, lam
 
 
 @njit(cache=True)
-def one_point_loop(y, c, t0, U, zeta, z, sigma, kind, scale, bnoise, kappa, denom, points,
-                   period, R, B, eta, mu, delta, inst, maxnorm):
+def one_point_loop(y: np.ndarray, c: np.ndarray, t0: int, U: np.ndarray, zeta: np.ndarray,
+                   z: np.ndarray, sigma: float, kind: int, scale: float, bnoise: float,
+                   kappa: float, denom: float, points: np.ndarray, period: int, R: float,
+                   B: float, eta: float, mu: float, delta: float, inst: np.ndarray,
+                   maxnorm: np.ndarray) -> None:
     """Users t0 … t0+n−1 of ``runs`` independent copies (arrays (runs, d) y, c updated in place).
 
     Per user (0-based round t, run r): play x = y + δAu (A with λ = ημ(t+1)); the user's loss
@@ -167,8 +171,10 @@ def two_point_gradient(diff: float, u: np.ndarray, rho: float, out: np.ndarray) 
 
 
 @njit(cache=True)
-def two_point_loop(y, t0, U, z, sigma, kind, scale, kappa, denom, bnoise, points, period, R, G,
-                   eta0, mu, rho, shrink, inst, maxnorm):
+def two_point_loop(y: np.ndarray, t0: int, U: np.ndarray, z: np.ndarray, sigma: float,
+                   kind: int, scale: float, kappa: float, denom: float, bnoise: float,
+                   points: np.ndarray, period: int, R: float, G: float, eta0: float, mu: float,
+                   rho: float, shrink: float, inst: np.ndarray, maxnorm: np.ndarray) -> None:
     """Zheng Alg. 2 around Alg. 4: play y ± ρu, report diff + σ z ‖x1 − x2‖ (z standard normal:
     n_tᵀ(x1 − x2) = 2ρ n_tᵀu ~ N(0, 4ρ²σ²) for ‖u‖ = 1, the same law), step η_t = η0
     (μ = 0) or η0/(μ(t+1)), project onto (1 − ξ)K, the ball of radius ``shrink``.

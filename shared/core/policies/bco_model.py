@@ -44,7 +44,8 @@ class BCOModel:
         """The point(s) a user with direction u plays, shape (1, d) or (2, d)."""
         u = np.asarray(u, dtype=float)
         if self.rho is None:
-            return (self.y + float(self.delta) * (self.A @ u))[None]  # type: ignore[operator]
+            assert self.A is not None and self.delta is not None  # one point: (A, δ) are set
+            return (self.y + float(self.delta) * (self.A @ u))[None]
         return np.stack([self.y + self.rho * u, self.y - self.rho * u])
 
     def to_dict(self) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def exploration_matrix(y: np.ndarray, R: float, lam: float) -> np.ndarray:
 class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
     """Base of the four BCO task policies; ``inner`` holds the simulator's parameters."""
 
-    model: BCOModel  # type: ignore[assignment]
+    model: BCOModel
     inner_class: ClassVar[type[OnePointBCO] | type[TwoPointBCO]]
 
     def __init__(self, config: BCOConfig, rng: np.random.Generator | None = None) -> None:
@@ -99,7 +99,8 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         c = self.config
         report: OnePointReport | TwoPointReport | None = None
         if self.inner.private:
-            eps, delta, cal = c.epsilon, c.delta, c.calibration  # type: ignore[attr-defined]
+            p = self.inner.privacy()
+            eps, delta, cal = p.epsilon, p.delta, p.calibration
             report = (OnePointReport(eps, delta, c.loss_bound, cal) if self.points_per_user == 1
                       else TwoPointReport(eps, delta, c.lipschitz, cal))
         return BCORowRandomizer(c.d, self.points_per_user, loss_bound=c.loss_bound,

@@ -80,7 +80,7 @@ class SBLBConfig(PolicyConfig):
 class SBLBFixedConfig(SBLBConfig):
     """Garcelon et al. Alg. 4 (App. C): the model is updated after every shuffler batch."""
 
-    algo: Literal["sblb-fixed"] = "sblb-fixed"  # type: ignore[assignment]
+    algo: Literal["sblb-fixed"] = "sblb-fixed"  # type: ignore[assignment]  # its own policy id
 
 
 class AdaROFULConfig(RenyiDP, PolicyConfig):
@@ -110,7 +110,7 @@ class LDPGLBConfig(LDPLinUCBConfig):
     """Zheng et al. Alg. 3: GLOC with (ε, δ)-LDP reports and noisy online gradient descent
     (``policies.ldp_glb``)."""
 
-    algo: Literal["ldp-glb"] = "ldp-glb"  # type: ignore[assignment]
+    algo: Literal["ldp-glb"] = "ldp-glb"  # type: ignore[assignment]  # its own policy id
     S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 

@@ -27,7 +27,7 @@ from scipy.linalg import cho_factor, cho_solve
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.confidence import logdet_pd, time_uniform
-from shared.core.policies.config import AdaROFULConfig, PolicyConfig
+from shared.core.policies.config import AdaROFULConfig, LinUCBConfig
 from shared.core.policies.linear import LinearPolicy
 from shared.core.randomizers.identity import IdentityRandomizer
 
@@ -36,12 +36,13 @@ MAX_WINDOW = 8192
 MAX_WINDOW_FLOATS = 1 << 22
 
 
-class ExactPolicy(LinearPolicy):
+class ExactPolicy(LinearPolicy[LinUCBConfig | AdaROFULConfig, IdentityRandomizer]):
     """Rarely-switching OFUL on exact statistics; subclasses add privacy noise at publication."""
 
     randomizer: IdentityRandomizer
 
-    def __init__(self, config: PolicyConfig, rng=None) -> None:
+    def __init__(self, config: LinUCBConfig | AdaROFULConfig,
+                 rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)
         d = config.d
         self.V = config.lam * np.eye(d)
@@ -55,7 +56,7 @@ class ExactPolicy(LinearPolicy):
 
     @property
     def switching(self) -> float:
-        return float(self.config.switching)  # type: ignore[attr-defined]
+        return float(self.config.switching)
 
     def window(self) -> int:
         return self._window
@@ -129,7 +130,7 @@ class AdaROFUL(ExactPolicy):
     threat_model = "central"
     config: AdaROFULConfig
 
-    def __init__(self, config: AdaROFULConfig, rng=None) -> None:
+    def __init__(self, config: AdaROFULConfig, rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)
         self.episodes = 0
         self.noise = np.zeros(config.d)

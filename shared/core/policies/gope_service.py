@@ -93,7 +93,7 @@ class PhaseRowRandomizer:
 class AdaRGOPEService(AdaRGOPE):
     """``adar-gope`` in the services (module doc): arms from the task, rows ``[a, ℓ', r]``."""
 
-    randomizer: PhaseRowRandomizer  # type: ignore[assignment]
+    randomizer: PhaseRowRandomizer  # type: ignore[assignment]  # phase rows, not linear ones
 
     def __init__(self, config: AdaRGOPEConfig, rng: np.random.Generator | None = None) -> None:
         if config.K is None or config.arm_seed is None:
@@ -103,7 +103,7 @@ class AdaRGOPEService(AdaRGOPE):
         super().__init__(config, rng)
         self.bind_arms(seeded_arms(config.K, config.d, config.arm_seed))
 
-    def _make_randomizer(self) -> PhaseRowRandomizer:  # type: ignore[override]
+    def _make_randomizer(self) -> PhaseRowRandomizer:  # type: ignore[override]  # as above
         c = self.config
         assert c.K is not None
         return PhaseRowRandomizer(c.K, c.d, c.L)

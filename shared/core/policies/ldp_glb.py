@@ -58,7 +58,7 @@ class LDPGLB(LDPLinUCB):
     algo = "ldp-glb"
     threat_model = "ldp"
     config: LDPGLBConfig
-    randomizer: VersionedGLBRandomizer  # type: ignore[assignment]
+    randomizer: VersionedGLBRandomizer  # type: ignore[assignment]  # wraps, not subclasses
     model: GLBModel
 
     def __init__(self, config: LDPGLBConfig, rng: np.random.Generator | None = None) -> None:
@@ -67,7 +67,7 @@ class LDPGLB(LDPLinUCB):
         # Reports whose θ̂ was older than the one current when they were fed (delayed OGD).
         self.stale = 0
 
-    def _make_randomizer(self) -> VersionedGLBRandomizer:  # type: ignore[override]
+    def _make_randomizer(self) -> VersionedGLBRandomizer:  # type: ignore[override]  # as above
         c = self.config
         return VersionedGLBRandomizer(c.d, c.epsilon, c.delta, c.L, c.S)
 

@@ -26,6 +26,7 @@ p_{t,a} there is the current one, and the two paths agree.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,12 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
                                     c.confidence_scale)
         self.model = self._current_model(0)
 
+    @property
+    def _ucb(self) -> IndexState:
+        """The index learner: the black box unless it is Tsallis-INF."""
+        assert self.index is not None, "the black box is Tsallis-INF"
+        return self.index
+
     def _make_randomizer(self) -> GaussianArmRandomizer:
         c = self.config
         return GaussianArmRandomizer(c.K, c.epsilon, c.delta,
@@ -84,14 +91,15 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
         if self.tsallis is not None:
             self.tsallis.observe(arm, x, prob)
         else:
-            self.index.observe(arm, x, 0.0)  # type: ignore[union-attr]
+            self._ucb.observe(arm, x, 0.0)
 
-    def _play(self, values, eps, u):
+    def _play(self, values: np.ndarray, eps: np.ndarray | None, u: np.ndarray
+              ) -> tuple[np.ndarray, int]:
         x = self.feedback(values)
         if self.tsallis is not None:
             arms = self.tsallis.play(x, u)
         else:
-            arms = self.index.play(x, [0.0] * u.shape[0])  # type: ignore[union-attr]
+            arms = self._ucb.play(x, [0.0] * u.shape[0])
         return np.asarray(arms, dtype=np.int64), len(arms)
 
     def _current_model(self, version: int) -> ArmModel:
@@ -99,17 +107,17 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
             return ArmModel(version=version, reports=self.reports,
                             probabilities=self.tsallis.probabilities())
         return ArmModel(version=version, reports=self.reports,
-                        indices=self.index.indices())  # type: ignore[union-attr]
+                        indices=self._ucb.indices())
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         c = self.config
         return ldp_mab_ledger(levels_for(c.epsilon, None), c.epsilon, c.delta, self.used,
                               self.reports)
 
-    def _extra_state(self):
-        learner = self.tsallis if self.tsallis is not None else self.index
-        return {"learner": learner.state()}  # type: ignore[union-attr]
+    def _extra_state(self) -> dict[str, Any]:
+        learner = self.tsallis if self.tsallis is not None else self._ucb
+        return {"learner": learner.state()}
 
-    def _load_extra_state(self, state) -> None:
-        learner = self.tsallis if self.tsallis is not None else self.index
-        learner.load(state["learner"])  # type: ignore[union-attr]
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        learner = self.tsallis if self.tsallis is not None else self._ucb
+        learner.load(state["learner"])

@@ -129,7 +129,7 @@ class LPLR(LinearPolicy[LPLRConfig, LPLRRandomizer]):
             rho = tree.rho[node]
             block[rows] = offset[act] + pos[node]
             u[rows] = route.phi[hit] / rho[:, None]
-            z[rows] = (route.y[hit] / (rho * Y))[:, None] * route.phi[hit]  # type: ignore[index]
+            z[rows] = (route.y[hit] / (rho * Y))[:, None] * route.phi[hit]  # type: ignore[index]  # routed with its y
         # Rounding can leave a norm a hair above its bin's bound: project back (≤ 1e-12).
         for arr in (u, z):
             norms = np.linalg.norm(arr, axis=1)

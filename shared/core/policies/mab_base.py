@@ -25,18 +25,20 @@ import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.base import ConfigT, Policy
+from shared.core.policies.base import Policy
+from shared.core.policies.mab_config import MABConfig
 from shared.core.randomizers.arms import ArmRandomizer
 
+MABConfigT = TypeVar("MABConfigT", bound=MABConfig)
 ArmRandomizerT = TypeVar("ArmRandomizerT", bound=ArmRandomizer)
 
 
-class MABPolicy(Policy[ConfigT, ArmRandomizerT]):
+class MABPolicy(Policy[MABConfigT, ArmRandomizerT]):
     """Base of ``ucb``, ``heldp-ucb-l``, ``heldp-ucb-b``, ``ldp-mab`` and ``adar-ucb``."""
 
-    model: ArmModel  # type: ignore[assignment]
+    model: ArmModel
 
-    def __init__(self, config: Any, rng: np.random.Generator | None = None) -> None:
+    def __init__(self, config: MABConfigT, rng: np.random.Generator | None = None) -> None:
         self.used = 0
         self.declined = 0
         super().__init__(config, rng)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.core.policies.privacy_params import RenyiDP
-from shared.core.privacy_levels import EPS_MAX, choose_eps_min, levels_for
+from shared.core.privacy_levels import EPS_MAX, PrivacyLevels, choose_eps_min, levels_for
 
 
 class MABConfig(BaseModel):
@@ -47,7 +47,8 @@ class HeLDPConfig(MABConfig):
 
     epsilon: float = Field(1.0, gt=0, le=EPS_MAX, description="users' level when homogeneous")
     epsilon_dist: str | None = Field(None, description="fixed:E | choice:e1,... | normal:M,SD")
-    eps_min: float = Field(None, gt=0, description="responses with ε_t < ε_min are discarded")  # type: ignore[assignment]
+    # None only before the "before" validator fills in the default: always a float afterwards.
+    eps_min: float = Field(None, gt=0, description="responses with ε_t < ε_min are discarded")  # type: ignore[assignment]  # see above
     sigmoid: bool = Field(False, description="map rewards through s(r) = 1/(1+e^-r) first")
 
     @model_validator(mode="before")
@@ -69,7 +70,7 @@ class HeLDPConfig(MABConfig):
         return self
 
     @property
-    def levels(self):
+    def levels(self) -> PrivacyLevels:
         return levels_for(self.epsilon, self.epsilon_dist)
 
 

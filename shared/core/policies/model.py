@@ -30,7 +30,8 @@ class Model:
     V: np.ndarray
     beta: float
     reports: int
-    chol: np.ndarray = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    # None only until __post_init__ computes it: a cached factor, not an optional one.
+    chol: np.ndarray = field(repr=False, compare=False, default=None)  # type: ignore[arg-type]  # set in __post_init__
 
     def __post_init__(self) -> None:
         if self.chol is None:
@@ -100,7 +101,8 @@ class GLBModel(Model):
     iterate θ̂ (‖θ̂‖ ≤ S) the device anchors its report at (z = ⟨x, θ̂⟩ and ∇ℓ(θ̂)); θ̂ and the
     rest are published together, under one version."""
 
-    theta_hat: np.ndarray = field(default=None)  # type: ignore[assignment]
+    # A default only because it follows Model's defaulted field; __post_init__ refuses None.
+    theta_hat: np.ndarray = field(default=None)  # type: ignore[arg-type]  # required, see above
 
     def __post_init__(self) -> None:
         super().__post_init__()

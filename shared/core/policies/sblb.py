@@ -58,7 +58,7 @@ class SBLB(BatchedNoisyPolicy[SBLBConfig, BinaryRandomizer]):
         if c.batch_size <= 1:
             return ledgers.ldp_binary_ledger(c.eps0)
         return ledgers.shuffle_ledger(
-            c.eps0, c.batch_size, c.delta, T=T, d=c.d, m=c.m, aggregation=aggregation  # type: ignore[arg-type]
+            c.eps0, c.batch_size, c.delta, T=T, d=c.d, m=c.m, aggregation=aggregation  # type: ignore[arg-type]  # a str in Policy.ledger
         )
 
 

@@ -27,6 +27,7 @@ the indices estimate E[s(R_a)].
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from shared.core.accounting.mab_ledgers import heldp_ledger, no_local_levels
 from shared.core.policies.arm_model import ArmModel
 from shared.core.policies.index import IndexState
 from shared.core.policies.mab_base import MABPolicy
-from shared.core.policies.mab_config import HeLDPConfig, UCBConfig
+from shared.core.policies.mab_config import HeLDPConfig, MABConfig, UCBConfig
 from shared.core.privacy_levels import bernoulli_factor, laplace_factor
 from shared.core.randomizers.arms import ArmRandomizer, IdentityArmRandomizer
 from shared.core.randomizers.heldp import CTBRandomizer, CTLRandomizer, debias_bernoulli
@@ -45,7 +46,7 @@ from shared.core.randomizers.heldp import CTBRandomizer, CTLRandomizer, debias_b
 class IndexPolicy(MABPolicy):
     """A policy whose state is an ``IndexState``; subclasses say how reports become (x, w)."""
 
-    def __init__(self, config, rng: np.random.Generator | None = None) -> None:
+    def __init__(self, config: MABConfig, rng: np.random.Generator | None = None) -> None:
         super().__init__(config, rng)
         self.index = self._make_index()
 
@@ -62,7 +63,8 @@ class IndexPolicy(MABPolicy):
         x, w = self._prepare(np.array([[value]]), eps)
         self.index.observe(arm, x.item(0, 0), w[0])
 
-    def _play(self, values, eps, u):
+    def _play(self, values: np.ndarray, eps: np.ndarray | None, u: np.ndarray
+              ) -> tuple[np.ndarray, int]:
         x, w = self._prepare(values, eps)
         arms = self.index.play(x, w)
         return np.asarray(arms, dtype=np.int64), len(arms)
@@ -70,10 +72,10 @@ class IndexPolicy(MABPolicy):
     def _current_model(self, version: int) -> ArmModel:
         return ArmModel(version=version, reports=self.reports, indices=self.index.indices())
 
-    def _extra_state(self):
+    def _extra_state(self) -> dict[str, Any]:
         return {"index": self.index.state()}
 
-    def _load_extra_state(self, state) -> None:
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
         self.index.load(state["index"])
 
 
@@ -138,7 +140,8 @@ class HeLDPUCBL(HeLDPPolicy):
     k1, k2 = math.sqrt(0.5), math.sqrt(8.0)
     warm_up = True
 
-    def _prepare(self, values, eps):
+    def _prepare(self, values: np.ndarray, eps: np.ndarray | None
+                 ) -> tuple[np.ndarray, list[float | None]]:
         ok = self._usable(np.asarray(eps))
         return values, self._weights(np.asarray(eps), ok)
 
@@ -151,7 +154,8 @@ class HeLDPUCBB(HeLDPPolicy):
     curator = CTBRandomizer
     k1, k2 = 0.0, math.sqrt(0.5)
 
-    def _prepare(self, values, eps):
+    def _prepare(self, values: np.ndarray, eps: np.ndarray | None
+                 ) -> tuple[np.ndarray, list[float | None]]:
         eps = np.asarray(eps)
         ok = self._usable(eps)
         safe = np.where(ok, eps, 1.0)[:, None]

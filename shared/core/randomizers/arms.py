@@ -143,7 +143,8 @@ class IdentityArmRandomizer(ArmRandomizer):
 
     exact = True
 
-    def values(self, r, eps, rng):
+    def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator
+               ) -> np.ndarray:
         return check_rewards(r, self.bounded)
 
     def _check_value(self, row: np.ndarray) -> None:
@@ -164,9 +165,11 @@ class GaussianArmRandomizer(ArmRandomizer):
         tail = float(norm.isf(HONEST_REFUSAL / 2))
         self.report_bound = 0.5 + tail * self.sigma
 
-    def values(self, r, eps, rng):
+    def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator
+               ) -> np.ndarray:
         r = check_rewards(r, True)
-        z = rng.standard_normal(r.shape[0])
+        n: int = r.shape[0]  # typed, so that numpy's stubs pick the array-valued overload
+        z = rng.standard_normal(n)
         return r - 0.5 + self.sigma * user_axis(z, r)
 
     def _check_value(self, row: np.ndarray) -> None:

@@ -67,12 +67,13 @@ class BCORowRandomizer:
         if self.points == 1:
             if self.report is None:
                 return float(np.clip(losses[0], 0.0, self.B))
-            return float(self.report.report(losses[:1], rng)[0])  # type: ignore[call-arg]
+            assert isinstance(self.report, OnePointReport), "one point, one-point report"
+            return float(self.report.report(losses[:1], rng)[0])
         if self.report is None:
             bound = self.G * float(np.linalg.norm(points[0] - points[1]))
             return float(np.clip(losses[0] - losses[1], -bound, bound))
-        return float(self.report.report(  # type: ignore[call-arg]
-            losses[:1], losses[1:2], points[:1], points[1:2], rng)[0])
+        assert isinstance(self.report, TwoPointReport), "two points, two-point report"
+        return float(self.report.report(losses[:1], losses[1:2], points[:1], points[1:2], rng)[0])
 
     def row(self, version: int, u: np.ndarray, value: float) -> np.ndarray:
         return np.concatenate([[float(version)], np.asarray(u, dtype=float), [value]])

@@ -48,7 +48,7 @@ def glb_sensitivity(L: float, S: float) -> float:
 class GLBEstimate(Estimate):
     """Estimate of Σ x xᵀ (G), Σ z x (u) and Σ ∇ℓ_t(θ̂) (grad)."""
 
-    grad: np.ndarray = None  # type: ignore[assignment]
+    grad: np.ndarray = None  # type: ignore[assignment]  # estimate() always sets it
 
 
 class GLBRandomizer(GaussianRandomizer):
@@ -133,6 +133,14 @@ class VersionedGLBRandomizer:
     @property
     def anchor(self) -> np.ndarray:
         return self.inner.anchor
+
+    # The two of inner's attributes the policy reads, typed (``__getattr__`` gives ``object``).
+    @property
+    def sigma(self) -> float:
+        return self.inner.sigma
+
+    def estimate(self, stat: np.ndarray, n: int) -> GLBEstimate:
+        return self.inner.estimate(stat, n)
 
     def set_anchor(self, theta_hat: np.ndarray, version: int | None = None) -> None:
         """θ̂ of the model the next rows name (and that model's version)."""

@@ -70,7 +70,8 @@ class HeLDPRandomizer(ArmRandomizer):
         r = check_rewards(r, self.bounded)
         return sigmoid(r) if self.sigmoid else r
 
-    def values(self, r, eps, rng):
+    def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator
+               ) -> np.ndarray:
         r = np.asarray(r, dtype=float)
         eps = check_levels(eps, r.shape[0], self.eps_max)
         v = self._mechanism(self.clean(r), eps, rng)
@@ -96,7 +97,8 @@ class CTLRandomizer(HeLDPRandomizer):
 
     mechanism = "laplace"
 
-    def _mechanism(self, s, eps, rng):
+    def _mechanism(self, s: np.ndarray, eps: np.ndarray, rng: np.random.Generator
+                   ) -> np.ndarray:
         lap = rng.laplace(0.0, 1.0, size=eps.shape[0])
         with np.errstate(divide="ignore"):
             scale = np.where(eps > 0, 1.0 / np.where(eps > 0, eps, 1.0), 0.0)
@@ -131,8 +133,10 @@ class CTBRandomizer(HeLDPRandomizer):
         eps = np.asarray(eps, dtype=float)
         return 0.5 + (2 * np.asarray(mu) - 1) * np.tanh(eps / 2.0) / 2.0
 
-    def _mechanism(self, s, eps, rng):
-        u = rng.random(eps.shape[0])
+    def _mechanism(self, s: np.ndarray, eps: np.ndarray, rng: np.random.Generator
+                   ) -> np.ndarray:
+        n: int = eps.shape[0]  # typed, so that numpy's stubs pick the array-valued overload
+        u = rng.random(n)
         p = self.one_probability(s, user_axis(eps, s))
         return (user_axis(u, s) < p).astype(float)
 
