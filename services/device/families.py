@@ -8,7 +8,7 @@ One handler per family name; ``handler`` refuses a task whose family has none (a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -16,7 +16,8 @@ from services.device import arms, bco, glb
 from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.settings import TaskConfig
 
-# Feedback values: a reward, or a BCO task's losses (one per point played).
+# Feedback values: a reward, or a BCO task's losses (one per point played); ``give_feedback``
+# passes the one the task's family takes, so each handler casts to its own.
 Value = float | list[float]
 
 
@@ -61,7 +62,7 @@ class Linear:
         if isinstance(randomizer, SkellamRandomizer):
             # Distributed DP: rounded statistics plus an exact Skellam share, every coin from the
             # OS CSPRNG (the ledger covers only this sampler, not the numpy one); ~0.2 ms.
-            return np.array(randomizer.device_report(state, float(value)),  # type: ignore[arg-type]
+            return np.array(randomizer.device_report(state, float(cast(float, value))),
                             dtype=np.int64)
         return randomizer.randomize(state[None, :], np.array([value]), rng)[0]
 
@@ -72,7 +73,7 @@ class GLB(Linear):
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:
-        return glb.report_row(randomizer, state, value, rng)  # type: ignore[arg-type]
+        return glb.report_row(randomizer, state, cast(float, value), rng)
 
 
 class Phase:
@@ -97,7 +98,7 @@ class Arms:
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:
-        return arms.report_row(randomizer, state, value, eps, rng)  # type: ignore[arg-type]
+        return arms.report_row(randomizer, state, cast(float, value), eps, rng)
 
 
 class BCO:
@@ -109,7 +110,7 @@ class BCO:
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:
-        return bco.report_row(randomizer, state, value, rng)  # type: ignore[arg-type]
+        return bco.report_row(randomizer, state, cast("list[float]", value), rng)
 
 
 HANDLERS: dict[str, DeviceFamily] = {

@@ -19,7 +19,7 @@ errors; they live in ``services.device.families``, one handler per family named 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -64,8 +64,8 @@ class Family(ABC, Generic[ModelT, MessageT]):
 
     def publish(self, task: str, model: ModelT) -> MessageT:
         """The wire message of a published model (by default the model's ``to_dict`` fields)."""
-        # ``message`` is the MessageT of the subclass; a ClassVar cannot be generic.
-        return self.message(task=task, **model.to_dict())  # type: ignore[return-value]
+        # ``message`` is the subclass's MessageT (a ClassVar cannot be generic).
+        return cast(MessageT, self.message(task=task, **model.to_dict()))
 
     @abstractmethod
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ModelT:
