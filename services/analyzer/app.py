@@ -11,33 +11,19 @@ from fastapi import FastAPI
 
 from services.analyzer.routes import router
 from services.analyzer.runtime import AnalyzerRuntime, claim_tasks, open_store, state_dir
-from services.analyzer.tasks import row_wire_bytes
+from services.analyzer.transports import transport_for
 from services.common.app import build_app
-from services.common.web import report_json_bytes
-from shared.crypto.hpke import ciphertext_length
 from shared.crypto.paillier import DEFAULT_KEY_BITS
-from shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES
-from shared.protocol.messages import MAX_CIPHERTEXT_BYTES
 from shared.settings import Settings
-
-# Upper bound on the JSON of one ``SumMember`` of a batch sum: a tag (an ``EncryptedReport``) and
-# a digest, each bounded like a report (generously, see ``report_json_bytes``).
-SUM_MEMBER_JSON_BYTES = report_json_bytes(TAG_CIPHERTEXT_BYTES) + report_json_bytes(DIGEST_BYTES)
 
 
 def max_body_bytes(settings: Settings) -> int:
-    """Largest acceptable request body: a batch of l reports of the task's exact ciphertext
-    length, with room for formatting; anything larger is refused with 413 before parsing."""
+    """Largest acceptable request body: one batch of any task as its transport posts it
+    (``AnalyzerTransport.max_body``: e.g. l reports of the task's exact ciphertext length),
+    with room for formatting; anything larger is refused with 413 before parsing."""
     largest = 64 * 1024
     for task in settings.tasks:
-        if task.aggregation == "secure-sum":
-            # One EncryptedBatchSum: a few ciphertexts, whatever l is (base64 of at most
-            # MAX_CIPHERTEXT_BYTES, the bound its ``ct`` field enforces), and l members.
-            sum_bytes = 4 * MAX_CIPHERTEXT_BYTES // 3 + task.batch_size * SUM_MEMBER_JSON_BYTES
-            largest = max(largest, sum_bytes + 64 * 1024)
-            continue
-        per_report = report_json_bytes(ciphertext_length(row_wire_bytes(task)))
-        largest = max(largest, task.batch_size * per_report + 64 * 1024)
+        largest = max(largest, transport_for(task).max_body(task) + 64 * 1024)
     return largest
 
 

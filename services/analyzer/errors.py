@@ -25,7 +25,8 @@ class BatchRefused(Invalid):
     Only for what is wrong with the deployment (the shuffler's view of a task or key differs
     from the analyzer's), which re-sending after a fix can cure. What is wrong with a batch's
     content is never refused this way: bad reports are rejected alone, and a secure-sum batch
-    that cannot be counted is quarantined and acknowledged (``services.analyzer.decoders``)."""
+    that cannot be counted is quarantined and acknowledged
+    (``services.analyzer.transports.secure_sum``)."""
 
 
 class BatchSizeMismatch(BatchRefused, code="batch_size_mismatch"):

@@ -4,7 +4,7 @@
 
 It is the ``commit`` of the task's ``GroupCommitter``: it runs in a worker thread, one group at
 a time per task, so a task's policy is only ever mutated here. The transport is the task's
-``Decoder`` (``services.analyzer.decoders``).
+``Decoder`` (``services.analyzer.transports``).
 
 - Replay: a batch id already committed, or repeated within the group, is acknowledged as
   ``replayed`` and counts nothing. Only a decoded batch claims its id within the group, so a
@@ -31,11 +31,11 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from services.analyzer.decoders import Decoded, Item
 from services.analyzer.errors import BatchRefused
 from services.analyzer.metrics import AnalyzerMetrics
 from services.analyzer.store import BatchResult, Store
 from services.analyzer.tasks import TaskRuntime
+from services.analyzer.transports.base import Decoded, Item
 from shared.protocol.messages import BatchAck
 
 # Bounds on one group commit: batches waiting for the same task are ingested together (one fsync

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.metrics import ServiceMetrics
+from services.common.metrics import ServiceMetrics, TxMetrics
 
 # Seconds to ingest one group: up to 20,000 HPKE reports can take seconds.
 INGEST_SECONDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -52,3 +52,5 @@ class AnalyzerMetrics(ServiceMetrics):
             "limits.model_streams)")
         self.streams_refused = self.counter(
             "model_streams_refused", "Model streams refused with 503 too_many_streams", task)
+        # The PostgreSQL store's transactions (none on SQLite).
+        self.transactions = TxMetrics(self)

@@ -10,23 +10,24 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from services.analyzer.errors import NotSecureSum, NotShuffler, TooManyStreams
+from services.analyzer.errors import NotShuffler, TooManyStreams
 from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import TaskRuntime, task_info
+from services.analyzer.transports import TRANSPORTS
+from services.analyzer.transports.base import AnalyzerTransport
 from services.common.deps import get_runtime, task_dependency
 from services.common.health import health
 from services.common.web import error_responses
 from shared.protocol.messages import (
     AnyModelMessage,
     BatchAck,
-    BatchUpload,
     HpkeConfig,
     PrivacyReport,
     TaskInfo,
 )
-from shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
 
 log = logging.getLogger(__name__)
 
@@ -75,28 +76,9 @@ async def hpke_config(runtime: RuntimeDep) -> HpkeConfig:
     return runtime.keys.hpke_config()
 
 
-@router.get("/v1/paillier-config")
-async def paillier_config(runtime: RuntimeDep) -> PaillierConfig:
-    """The Paillier public key of the secure-sum transport (no task layout)."""
-    # In a thread: the key is generated here if no secure-sum task created it at start-up.
-    keys = await run_in_threadpool(runtime.paillier_keys)
-    return keys.paillier_config()
-
-
 @router.get("/v1/tasks/{task}", responses=ERRORS)
 async def get_task_info(rt: TaskDep) -> TaskInfo:
     return task_info(rt.config)
-
-
-@router.get("/v1/tasks/{task}/secure-sum", responses=ERRORS)
-async def secure_sum_config(rt: TaskDep, runtime: RuntimeDep) -> PaillierConfig:
-    """The Paillier public key with the task's slot layout: everything a device needs to pack
-    and encrypt its counts (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits)."""
-    if rt.layout is None:
-        raise NotSecureSum(
-            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum"
-        )
-    return runtime.paillier_keys().paillier_config(rt.layout)
 
 
 def _etag_matches(if_none_match: str | None, etag: str) -> bool:
@@ -195,30 +177,26 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
     )
 
 
-@router.post(
-    "/v1/tasks/{task}/batches",
-    responses={**ERRORS, **error_responses(503)},
-    dependencies=[Depends(require_shuffler)],
-)
-async def post_batch(upload: BatchUpload, rt: TaskDep, runtime: RuntimeDep) -> BatchAck:
-    """One shuffled batch of exactly l reports from the shuffler; idempotent on batch id."""
-    return await runtime.submit(rt, upload)
+def add_batch_route(transport: AnalyzerTransport) -> None:
+    """``POST /v1/tasks/{task}/<endpoint>``: what the shuffler forwards for the transport's
+    tasks, parsed as its ``upload`` message and submitted to the task's decoder (which refuses
+    another transport's upload with 409)."""
+
+    async def post(upload: BaseModel, rt: TaskDep, runtime: RuntimeDep) -> BatchAck:
+        return await runtime.submit(rt, upload)
+
+    # The body's model is the transport's (the annotation FastAPI parses the body with).
+    post.__annotations__ = {**post.__annotations__, "upload": transport.upload}
+    router.add_api_route(
+        f"/v1/tasks/{{task}}/{transport.endpoint}", post, methods=["POST"],
+        name=f"post_{transport.endpoint.replace('-', '_')}", description=transport.summary,
+        responses={**ERRORS, **error_responses(503)}, dependencies=[Depends(require_shuffler)],
+    )
 
 
-@router.post(
-    "/v1/tasks/{task}/batch-sums",
-    responses={**ERRORS, **error_responses(503)},
-    dependencies=[Depends(require_shuffler)],
-)
-async def post_batch_sum(
-    upload: EncryptedBatchSum, rt: TaskDep, runtime: RuntimeDep
-) -> BatchAck:
-    """The encrypted sum of one batch of exactly l secure-sum reports from the shuffler, with
-    its members' tags; idempotent on batch id. A sum that cannot be counted (out of range, bad
-    ciphertext, tag or digest, a report id seen before) is quarantined: 200 with
-    ``quarantined``, its reports refused. A 422 (wrong l or Paillier key) changes no state and
-    leaves the id unprocessed."""
-    return await runtime.submit(rt, upload)
+for _transport in TRANSPORTS.values():
+    add_batch_route(_transport)
+    _transport.add_routes(router)  # e.g. the public parameters devices fetch
 
 
 @router.get("/v1/tasks/{task}/privacy", responses=ERRORS)

@@ -14,29 +14,23 @@ import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
-from services.analyzer.decoders import Decoder, ReportsDecoder, SumDecoder, Upload
 from services.analyzer.feed import ModelFeed, StreamSlots, model_message
 from services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, IngestPipeline
 from services.analyzer.metrics import AnalyzerMetrics
 from services.analyzer.store import AnalyzerStore, Store
-from services.analyzer.tasks import TaskRuntime, row_wire_bytes
+from services.analyzer.tasks import TaskRuntime
+from services.analyzer.transports import transport_for, used
 from services.common.datadir import StateDir
 from services.common.group_commit import GroupCommitter, ShuttingDown
 from services.common.health import Readiness
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies import build_policy
-from shared.crypto.keystore import (
-    HPKE_KEY_FILE,
-    PAILLIER_KEY_FILE,
-    HpkeKeyStore,
-    PaillierKeyStore,
-)
+from shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
-from shared.crypto.slots import SlotLayout, layout_for
 from shared.protocol.messages import BatchAck
 from shared.settings import Settings, TaskConfig
 
@@ -47,14 +41,15 @@ DB_FILE = "analyzer.sqlite3"
 
 def state_dir(settings: Settings) -> StateDir:
     """The analyzer's data directory and the files its state lives in: the database (unless
-    it is in PostgreSQL), the HPKE key and, when a task uses secure-sum, the Paillier key."""
+    it is in PostgreSQL), the HPKE key and the keys of the transports the tasks use (the
+    Paillier key when a task uses secure-sum)."""
     files = {
         HPKE_KEY_FILE: "the analyzer's HPKE private key, which every device's report is sealed to",
     }
     if not settings.analyzer.postgres:
         files[DB_FILE] = "the analyzer's database: models, counts, processed batches and report ids"
-    if any(t.aggregation == "secure-sum" for t in settings.tasks):
-        files[PAILLIER_KEY_FILE] = "the analyzer's Paillier private key (secure-sum tasks)"
+    for transport in used(settings):
+        files.update(transport.key_files)
     return StateDir("analyzer", Path(settings.data_dir) / "analyzer", files)
 
 
@@ -62,7 +57,7 @@ def open_store(settings: Settings) -> Store:
     """The store the settings name (``analyzer.store``): the SQLite file in the data directory,
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
     if settings.analyzer.postgres:
-        from services.analyzer.pg_store import PgAnalyzerStore  # psycopg only when used
+        from services.analyzer.store.postgres import PgAnalyzerStore  # psycopg only when used
 
         return PgAnalyzerStore(settings.analyzer.store)
     return AnalyzerStore(Path(settings.data_dir) / "analyzer" / DB_FILE)
@@ -121,15 +116,16 @@ class AnalyzerRuntime:
         self._paillier_key_bits = paillier_key_bits
         self._paillier: PaillierKeyStore | None = None
         self._paillier_lock = threading.Lock()
-        if any(t.aggregation == "secure-sum" for t in settings.tasks):
-            # Created (or loaded) before the first request: devices and the shuffler need it.
-            self.paillier_keys()
+        for transport in used(settings):
+            # Created (or loaded) before the first request: devices and the shuffler need them.
+            transport.open_keys(self)
         if store is None:
             store = open_store(settings)
             if held := store.try_claim([t.id for t in settings.tasks]):
                 store.close()
                 raise RuntimeError(f"task(s) {held} are served by another analyzer")
         self.store = store
+        store.observe(self.metrics.transactions)
         self.tasks: dict[str, TaskRuntime] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # /healthz: 200 once every task ingests (keys and tasks are loaded below).
@@ -168,15 +164,7 @@ class AnalyzerRuntime:
             raise RuntimeError(
                 f"task {config.id!r}: stored policy state is unusable: {exc}"
             ) from exc
-        task_layout = None
-        decoder: Decoder[Any]
-        if config.aggregation == "secure-sum":
-            task_layout = self._task_layout(config)
-            decoder = SumDecoder(config, self.paillier_keys(), task_layout, self.keys,
-                                 sum_bound=getattr(policy.randomizer, "sum_bound", None))
-        else:
-            decoder = ReportsDecoder(config, self.keys, policy.randomizer, row_wire_bytes(config),
-                                     check_row=getattr(policy, "admit_row", None))
+        decoder = transport_for(config).decoder(config, policy, self)
         published = model_message(config, policy.model)
         self.metrics.model_version.labels(config.id).set(published.version)
         return TaskRuntime(
@@ -185,17 +173,13 @@ class AnalyzerRuntime:
             decoder=decoder,
             published=published,
             feed=ModelFeed(published),
-            **record.counters,
+            reports_counted=record.counters["reports_counted"],
+            rejected=record.counters["rejected"],
+            duplicates=record.counters["duplicates"],
+            batches=record.counters["batches"],
+            quarantined=record.counters["quarantined"],
             skipped=policy.skipped,
-            layout=task_layout,
         )
-
-    def _task_layout(self, config: TaskConfig) -> SlotLayout:
-        """c = d(d+3)/2 counts of 0..m per report, batch size l, under the Paillier key."""
-        try:
-            return layout_for(config, self.paillier_keys().key_bits)
-        except ValueError as exc:
-            raise RuntimeError(f"task {config.id!r}: no secure-sum slot layout: {exc}") from exc
 
     def paillier_keys(self) -> PaillierKeyStore:
         """The analyzer's Paillier key store, created on first use (at start-up when a task uses
@@ -260,7 +244,7 @@ class AnalyzerRuntime:
             if rt.committer is not None:
                 await rt.committer.stop()
 
-    async def submit(self, rt: TaskRuntime, upload: Upload) -> BatchAck:
+    async def submit(self, rt: TaskRuntime, upload: BaseModel) -> BatchAck:
         """Check an upload against its task's transport, queue it for the task's committer and
         wait for its (committed) ack; raises the ``BatchRefused`` of a batch that cannot be
         counted and ``ShuttingDown`` (503) when ingest is not running."""

@@ -6,20 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.analyzer.decoders import Decoder, Item
 from services.analyzer.feed import ModelFeed
+from services.analyzer.transports.base import Decoder, Item
 from services.common.group_commit import GroupCommitter
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies import Policy, randomizer_for
-from shared.crypto.hpke import row_length
-from shared.crypto.slots import SlotLayout
+from shared.core.policies import Policy
 from shared.protocol.messages import AnyModelMessage, BatchAck, TaskInfo
 from shared.settings import TaskConfig
-
-
-def row_wire_bytes(config: TaskConfig) -> int:
-    """Length of one report row's wire form (``Randomizer.to_bytes``) for a task."""
-    return row_length(randomizer_for(config.policy))
 
 
 def task_info(config: TaskConfig) -> TaskInfo:
@@ -54,8 +47,6 @@ class TaskRuntime:
     # ``policy.skipped`` as last exported to the ``updates_skipped`` metric.
     skipped: int = 0
     ledger_cache: PrivacyLedger | None = None
-    # Secure-sum tasks only: the slot layout of the task under the analyzer's Paillier key.
-    layout: SlotLayout | None = None
     # Coalesces the task's batches into group commits; set by ``AnalyzerRuntime.start``.
     committer: GroupCommitter[Item, BatchAck] | None = None
 

@@ -5,6 +5,9 @@
 - ``group_commit``: ``GroupCommitter``, the one group-commit loop
 - ``retry``: ``Backoff``, the one retry schedule
 - ``sqlite``: opening a database, ``transaction()``, ``savepoint()`` and numbered migrations
+- ``pg``: PostgreSQL connections and pools, migrations, and ``Database.run_tx``, the one
+  transaction runner (retries, ``TxMetrics``)
+- ``migrations``: the stores' released migration scripts (``<store>/migrations/*.sql``)
 - ``cli``: ``python -m services.<name>`` command line, logging and serving (``run_service``)
 - ``app``: ``build_app``, how a service's FastAPI app is put together (lifespan, limits, errors)
 - ``deps``: the ``get_runtime`` and task-lookup dependencies behind each service's typed aliases

@@ -45,3 +45,18 @@ class ServiceMetrics:
     def response(self) -> Response:
         """The ``/metrics`` answer: every metric in the text exposition format."""
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+class TxMetrics:
+    """A store's PostgreSQL transactions (``services.common.pg.Database.run_tx``):
+    ``db_transactions_total{name, outcome}`` (``ok``, ``failed``, and ``retried`` per attempt
+    run again after a serialisation failure, a deadlock or a dropped connection) and
+    ``db_transaction_seconds{name}`` (a call, its retries included)."""
+
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.transactions = metrics.counter(
+            "db_transactions", "PostgreSQL transactions by name and outcome (ok, retried, failed)",
+            ["name", "outcome"])
+        self.seconds = metrics.histogram(
+            "db_transaction_seconds", "Time of one PostgreSQL transaction, retries included",
+            SECONDS, ["name"])

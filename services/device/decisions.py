@@ -9,7 +9,6 @@ every check has passed."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import numpy as np
@@ -22,8 +21,6 @@ from services.device.errors import (
     FeatureNorm,
     InvalidReport,
     MissingFeatures,
-    NoHpkeKey,
-    NoPaillierKey,
     NotFinite,
     OutboxFull,
     UnexpectedFeatures,
@@ -33,9 +30,6 @@ from services.device.errors import (
 )
 from services.device.families import handler
 from services.device.runtime import DeviceRuntime
-from services.device.store import REPORTS, SECURE_SUM
-from shared.core.randomizers.skellam import SkellamRandomizer
-from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import DecideResponse, FeedbackResponse
 from shared.settings import TaskConfig
 
@@ -161,40 +155,20 @@ async def _give_feedback(
     reward: float | list[float], eps: float | None,
 ) -> FeedbackResponse:
     """``reward``: the reward, or a BCO task's losses."""
-    secure = cfg.aggregation == "secure-sum"
-    key = rt.keys.get(task) if secure else None
-    hpke, public_key = rt.cache.hpke, rt.cache.hpke_public_key
-    if secure and key is None:
-        raise NoPaillierKey(
-            f"the analyzer's Paillier key for task {task} is not known yet; retry soon"
-        )
-    if hpke is None or public_key is None:
-        raise NoHpkeKey("the analyzer's HPKE key is not known yet; retry soon")
+    # The keys the task's transport encrypts under, as they are now (503 while one is unknown).
+    sealer = rt.transports.of(task).sealer(task)
     opened = await open_decision(rt, task, decision_id)
     x = opened.state
     randomizer = rt.randomizers[task]
     try:
         row = handler(cfg).report_row(randomizer, x, reward, eps, rt.rng)
-        if key is not None:
-            # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs; a
-            # Skellam row is already the signed integers to sum.
-            counts = row if isinstance(randomizer, SkellamRandomizer) else (
-                randomizer.counts(row[None, :])[0])  # type: ignore[attr-defined]
-            if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
-                wire = key.encrypt(counts, task, public_key, hpke.key_id)
-            else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
-                wire = await asyncio.to_thread(
-                    key.encrypt_in_thread, counts, task, public_key, hpke.key_id)
-            report_json, transport, key_id = wire.model_dump_json(), SECURE_SUM, wire.key_id
-        else:
-            _, plaintext = pack_report(randomizer.to_bytes(row))
-            report = seal(public_key, hpke.key_id, task, plaintext)
-            report_json, transport, key_id = report.model_dump_json(), REPORTS, None
+        encoded = await sealer.seal(randomizer, row)
     except ValueError as exc:  # cannot happen for a vector accepted by decide; stay a 4xx anyway
         raise InvalidReport(str(exc)) from None
     # Re-checks the decision: of two concurrent feedbacks exactly one gets here first.
     await rt.store.complete_feedback(
-        opened.uid, task, report_json, transport=transport, key_id=key_id
+        opened.uid, task, encoded.report_json, transport=encoded.transport,
+        key_id=encoded.key_id,
     )
     rt.uploader.wake()
     rt.metrics.feedbacks.labels(task).inc()

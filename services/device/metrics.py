@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from services.common.metrics import GROUP_SIZES, ServiceMetrics
-from services.device.secure_sum import TaskKey
+from services.device.transports.secure_sum import TaskKey
 
 
 class Versioned(Protocol):

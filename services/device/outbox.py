@@ -2,10 +2,10 @@
 
 At-least-once delivery with backoff per (task, transport) group:
 
-- items are read oldest first, up to ``upload_batch`` of one task and one transport per upload:
-  HPKE reports as a ``ReportUpload`` to ``POST /v1/tasks/{task}/reports``, Paillier-encrypted
-  counts of a secure-sum task as a ``SecureSumUpload`` to
-  ``POST /v1/tasks/{task}/encrypted-counts``;
+- items are read oldest first, up to ``upload_batch`` of one task and one transport per upload,
+  to that transport's endpoint (``services.device.transports``): HPKE reports as a
+  ``ReportUpload`` to ``POST /v1/tasks/{task}/reports``, Paillier-encrypted counts of a
+  secure-sum task as a ``SecureSumUpload`` to ``POST /v1/tasks/{task}/encrypted-counts``;
 - they are deleted from the outbox only after the shuffler answers 202 (it answers 202 only once
   the reports are durable), so a crash of either side at any moment loses nothing;
 - a retry after a lost 202 re-sends the byte-identical stored ciphertexts, which the shuffler
@@ -15,10 +15,11 @@ At-least-once delivery with backoff per (task, transport) group:
 - transport errors, 5xx, 408, 429 and configuration errors (401/403/404, 409 for a transport the
   shuffler's task does not take) are retried with exponential backoff per group, so one task's
   trouble does not stall another's; a ``Retry-After`` header sets a lower bound on the wait;
-- a secure-sum upload refused with 422 ``unknown_key`` makes the device re-fetch the task's
-  Paillier config: items under a key the analyzer no longer has are dropped and counted (they
-  can never be counted nor re-encrypted, see ``DeviceStore.drop_stale``); if the key is still
-  current, the shuffler is behind and the upload is retried later;
+- an upload refused with 422 ``unknown_key`` makes the device re-fetch the key of a transport
+  that has one (``DeviceTransport.refresh_key``: a secure-sum task's Paillier config): items
+  under a key the analyzer no longer has are dropped and counted (they can never be counted
+  nor re-encrypted, see ``DeviceStore.drop_stale``); if the key is still current, the shuffler
+  is behind and the upload is retried later;
 - other 400/413/422 mean the shuffler refuses these very bytes: retrying cannot help, so the
   offending items (found by splitting the upload) go to a dead-letter table (kept on disk,
   logged, exported as a metric) instead of blocking the queue.
@@ -30,26 +31,23 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from services.common.retry import Backoff
 from services.device.background import stop_task
-from services.device.store import SECURE_SUM, DeviceStore, OutboxItem
+from services.device.store import DeviceStore, OutboxItem
+from services.device.transports.base import DeviceTransport, KeyRefresher
 from shared.protocol.messages import ErrorBody, ReportsAccepted
 from shared.settings import DeviceTiming
 
 log = logging.getLogger(__name__)
 
 PERMANENT = {400, 413, 422}
-# Shuffler endpoint per transport; both take {"reports": [...]} of the stored JSON items.
-ENDPOINTS = {"reports": "reports", SECURE_SUM: "encrypted-counts"}
 
 Group = tuple[str, str]  # (task, transport)
-# Re-fetch a task's Paillier config; the current key id, or None if the analyzer is unreachable.
-KeyRefresher = Callable[[str], Awaitable[int | None]]
 
 
 def _error_code(resp: httpx.Response) -> str | None:
@@ -88,18 +86,19 @@ class Spread:
 class Uploader:
     """Drains the outbox to the shuffler; ``wake()`` after queuing a report.
 
-    ``refresh_key`` is called when the shuffler does not know a secure-sum report's key."""
+    ``transports``: the device's transports by name, the ones the outbox's items name (where
+    each uploads, and how to re-fetch its key when the shuffler does not know a report's)."""
 
     def __init__(
         self,
         store: DeviceStore,
         client: httpx.AsyncClient | Spread,
         timing: DeviceTiming,
+        transports: Mapping[str, DeviceTransport],
         metrics: object | None = None,
-        refresh_key: KeyRefresher | None = None,
     ) -> None:
         self.store, self.client, self.timing = store, client, timing
-        self.metrics, self.refresh_key = metrics, refresh_key
+        self.transports, self.metrics = transports, metrics
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         # Per-group backoff: group -> (its schedule, monotonic time before which not to retry).
@@ -151,12 +150,13 @@ class Uploader:
 
     async def _upload(self, items: list[OutboxItem]) -> None:
         group = _group(items[0])
-        task, transport = group
+        task, name = group
+        transport = self.transports[name]
         # The stored JSON goes out verbatim: a retry sends exactly the bytes of the first try.
         body = '{"reports":[' + ",".join(it.report for it in items) + "]}"
         try:
             resp = await self.client.post(
-                f"/v1/tasks/{task}/{ENDPOINTS[transport]}",
+                f"/v1/tasks/{task}/{transport.endpoint}",
                 content=body.encode(),
                 headers={"Content-Type": "application/json"},
             )
@@ -177,8 +177,9 @@ class Uploader:
             self._count("uploaded", len(items))
             return
         detail = resp.text[:300]
-        if status == 422 and transport == SECURE_SUM and _error_code(resp) == "unknown_key":
-            await self._unknown_key(group, items, detail)
+        refresh = transport.refresh_key
+        if status == 422 and refresh is not None and _error_code(resp) == "unknown_key":
+            await self._unknown_key(group, items, detail, refresh)
             return
         if status in PERMANENT:
             if len(items) > 1:
@@ -193,11 +194,14 @@ class Uploader:
             return
         self._backoff(group, f"shuffler answered {status}: {detail}", _retry_after(resp))
 
-    async def _unknown_key(self, group: Group, items: list[OutboxItem], detail: str) -> None:
-        """The shuffler does not know the Paillier key of (some of) these items: ask the analyzer
-        for its current key, drop what was encrypted under another one, retry the rest."""
-        task = group[0]
-        current = await self.refresh_key(task) if self.refresh_key is not None else None
+    async def _unknown_key(
+        self, group: Group, items: list[OutboxItem], detail: str, refresh: KeyRefresher
+    ) -> None:
+        """The shuffler does not know the key (e.g. Paillier) of (some of) these items: ask the
+        analyzer for its current key, drop what was encrypted under another one, retry the
+        rest."""
+        task, name = group
+        current = await refresh(task)
         if current is None:
             self._backoff(group, f"unknown_key and the analyzer's key is unknown: {detail}")
             return
@@ -209,7 +213,7 @@ class Uploader:
             return
         # Items sealed under an old key cannot be re-sent (no analyzer can decrypt them) nor
         # re-encrypted (the device keeps no plaintext): they are lost, and say so.
-        dropped = await self.store.drop_stale(task, current)
+        dropped = await self.store.drop_stale(task, current, name)
         log.error("task %s: dropped %d report(s) encrypted under a Paillier key the analyzer no "
                   "longer has (its key is now %d); they cannot be counted", task, dropped, current)
         self._count("dropped", dropped)

@@ -1,5 +1,5 @@
-"""The device's runtime: storage, model cache, secure-sum keys and uploader, opened for the app's
-lifespan (``open_runtime``) and handed to the routes as ``RuntimeDep``.
+"""The device's runtime: storage, model cache, transports (with the secure-sum keys) and uploader,
+opened for the app's lifespan (``open_runtime``) and handed to the routes as ``RuntimeDep``.
 
 The device is ready (``/healthz`` 200) once every key and model it needs has come from the
 analyzer; until then 503 ``starting`` (decide still answers, from the version-0 models).
@@ -26,8 +26,9 @@ from services.device.cache import ModelCache
 from services.device.decision_ids import KEY_FILE, DecisionIds
 from services.device.metrics import DeviceMetrics
 from services.device.outbox import Spread, Uploader
-from services.device.secure_sum import SecureSumKeys
 from services.device.store import DeviceStore
+from services.device.transports import Transports
+from services.device.transports.base import Context
 from shared.core.policies import randomizer_for
 from shared.core.randomizers.base import Randomizer
 from shared.core.randomizers.skellam import SkellamRandomizer
@@ -60,7 +61,7 @@ class DeviceRuntime:
     store: DeviceStore
     decision_ids: DecisionIds
     cache: ModelCache
-    keys: SecureSumKeys
+    transports: Transports
     uploader: Uploader
     metrics: DeviceMetrics
     randomizers: dict[str, Randomizer]
@@ -83,8 +84,7 @@ class DeviceRuntime:
             "streaming": sorted(self.cache.streaming),
             "outbox_pending": counters.outbox_pending,
             "dropped": counters.dropped,
-            "paillier_keys": {t: k.key_id for t in self.keys.tasks
-                              if (k := self.keys.get(t)) is not None},
+            **self.transports.health(),  # e.g. the Paillier key id of each secure-sum task
             "last_upload_error": self.uploader.last_error,
         }
 
@@ -97,8 +97,8 @@ async def open_runtime(
     shuffler_transport: httpx.AsyncBaseTransport | None = None,
     paillier_min_bits: int = MIN_KEY_BITS,
 ) -> AsyncIterator[DeviceRuntime]:
-    """Open the store, start the cache, the secure-sum key fetchers, the uploader and the
-    decision pruner; stop and close them all on exit."""
+    """Open the store, start the cache, the transports (the secure-sum key fetchers), the
+    uploader and the decision pruner; stop and close them all on exit."""
     timing = settings.device_timing
     metrics = DeviceMetrics()
     store = DeviceStore(data_path(settings), on_group=metrics.commit_group.observe)
@@ -115,10 +115,9 @@ async def open_runtime(
     # never return: with one, follow the model by polling only.
     stream = not isinstance(analyzer_transport, httpx.ASGITransport)
     cache = ModelCache(settings, analyzer, stream=stream, on_update=metrics.on_model)
-    keys = SecureSumKeys(
-        settings, analyzer, min_key_bits=paillier_min_bits, on_change=metrics.on_paillier_key
-    )
-    uploader = Uploader(store, shuffler, timing, metrics, refresh_key=keys.refresh)
+    transports = Transports(
+        settings, Context(settings, analyzer, cache, metrics, paillier_min_bits))
+    uploader = Uploader(store, shuffler, timing, transports.by_name, metrics)
     metrics.bind_store(
         lambda: store.counters.outbox_pending,
         lambda: store.counters.dead_letters,
@@ -127,16 +126,16 @@ async def open_runtime(
     for task, m in cache.versions().items():
         metrics.model_version.labels(task).set(m)
     readiness = Readiness()
-    readiness.require("the analyzer", lambda: cache.missing() + keys.missing())
+    readiness.require("the analyzer", lambda: cache.missing() + transports.missing())
     randomizers = {t.id: randomizer_for(t.policy) for t in settings.tasks}
     samplers = warm_share_samplers(randomizers)
     readiness.require("the noise samplers",
                       lambda: [f"skellam-table:{t}" for t, th in samplers.items() if th.is_alive()])
-    runtime = DeviceRuntime(settings, store, decision_ids, cache, keys, uploader, metrics,
+    runtime = DeviceRuntime(settings, store, decision_ids, cache, transports, uploader, metrics,
                             randomizers, readiness)
     store.start()
     cache.start()
-    keys.start()
+    transports.start()
     uploader.start()
     if store.counters.outbox_pending:
         log.info("outbox holds %d earlier reports; uploading", store.counters.outbox_pending)
@@ -147,7 +146,7 @@ async def open_runtime(
     finally:
         await pruner.stop()
         await uploader.stop()
-        await keys.stop()
+        await transports.stop()
         await cache.stop()
         await analyzer.aclose()
         await shuffler.aclose()

@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from services.common.group_commit import GroupCommitter, Outcome
 from services.common.sqlite import (
+    Migration,
     WalSync,
     add_columns,
     migrate,
@@ -90,7 +91,7 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 """
 
-MIGRATIONS = [
+MIGRATIONS: list[Migration] = [
     SCHEMA_V1,
     # Columns added with secure-sum; an unversioned store (version 1) from an older device lacks
     # them, and gets them with the defaults that describe its rows (HPKE reports).
@@ -269,8 +270,9 @@ class DeviceStore:
                 "INSERT INTO outbox (task, report, transport, key_id) VALUES (?, ?, ?, ?)",
                 (task, report_json, transport, key_id),
             ).lastrowid
+            assert seq is not None  # an INSERT always sets lastrowid
             _bump(conn, "feedbacks", 1)
-            return int(seq)
+            return seq
 
         seq = await self.run(op)
         self.counters.feedbacks += 1
@@ -342,9 +344,11 @@ class DeviceStore:
         self.counters.outbox_pending -= moved
         self.counters.dead_letters += moved
 
-    async def drop_stale(self, task: str, current_key_id: int) -> int:
-        """Delete the task's secure-sum outbox items encrypted under any Paillier key other than
-        ``current_key_id``; returns how many (counted in ``dropped``).
+    async def drop_stale(
+        self, task: str, current_key_id: int, transport: str = SECURE_SUM
+    ) -> int:
+        """Delete the task's outbox items of ``transport`` (secure-sum) encrypted under any key
+        (Paillier) other than ``current_key_id``; returns how many (counted in ``dropped``).
 
         Only for keys the analyzer no longer holds: such an item can never be counted, and it
         cannot be re-encrypted either, since the device keeps no plaintext (the randomized
@@ -356,7 +360,7 @@ class DeviceStore:
             n = conn.execute(
                 "DELETE FROM outbox WHERE task = ? AND transport = ? "
                 "AND (key_id IS NULL OR key_id != ?)",
-                (task, SECURE_SUM, current_key_id),
+                (task, transport, current_key_id),
             ).rowcount
             if n:
                 _bump(conn, "dropped", n)

@@ -15,8 +15,9 @@ from fastapi import FastAPI
 from services.common.app import build_app
 from services.shuffler.routes import router
 from services.shuffler.runtime import open_runtime, state_dir
-from services.shuffler.tasks import BodyLimits, task_specs
-from shared.crypto.paillier import DEFAULT_KEY_BITS
+from services.shuffler.tasks import task_specs
+from services.shuffler.transports import NO_TASK_CT_BYTES
+from services.shuffler.transports.base import upload_limit
 from shared.settings import Settings
 
 
@@ -41,15 +42,16 @@ def create_app(
 
         pg.check(settings.shuffler.store, service="shuffler")
     specs = task_specs(settings)
-    limits = BodyLimits(specs)
 
     def max_body() -> int:
-        """The body limit, per request: a secure-sum report's length depends on the analyzer's
-        key, known once fetched (until then uploads are refused with 503 anyway, and the limit
-        assumes the default key size)."""
+        """The body limit, per request, from the tasks' transports: e.g. a secure-sum report's
+        length depends on the analyzer's key, known once fetched (until then uploads are
+        refused with 503 anyway, and the limit assumes the default key size). No request is
+        served before the lifespan opened the runtime."""
         runtime = getattr(app.state, "runtime", None)
-        config = runtime.paillier.config if runtime is not None else None
-        return limits.for_key(config.key_bits if config is not None else DEFAULT_KEY_BITS)
+        if runtime is None:
+            return upload_limit(NO_TASK_CT_BYTES)
+        return runtime.transports.max_body()
 
     app = build_app(
         "shuffler",

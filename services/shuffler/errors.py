@@ -53,6 +53,16 @@ class StorageError(Unavailable, code="storage_error"):
     """The group commit failed; none of the upload was accepted."""
 
 
-class SumUnavailable(Exception):
-    """(Not an HTTP error.) A batch's encrypted sum cannot be formed now (key unknown, or members
-    under another key); the forwarder reports it and retries with backoff."""
+class Undeliverable(Exception):
+    """(Not an HTTP error.) What a transport forwards for a batch cannot be formed now; the
+    forwarder reports it (``forward_failures`` with the class's ``reason``, logged at ERROR)
+    and retries with backoff."""
+
+    reason = "undeliverable"
+
+
+class SumUnavailable(Undeliverable):
+    """A batch's encrypted sum cannot be formed now (key unknown, or members under another
+    key)."""
+
+    reason = "secure_sum"

@@ -1,9 +1,11 @@
 """Delivery of formed batches to the analyzer.
 
-``Forwarder`` runs one delivery loop per task: it posts the oldest unacknowledged batches (batch
-id and ciphertexts in the stored shuffled order — nothing else) with the shuffler's bearer token
-and retries each with exponential backoff until it gets a 200 ``BatchAck`` for that batch id, then
-marks it acknowledged. For a ``secure-sum`` task it first multiplies the batch's Paillier
+``Forwarder`` runs one delivery loop per task: it posts what the task's transport
+(``services.shuffler.transports``) forwards for each of the oldest unacknowledged batches with
+the shuffler's bearer token and retries each with exponential backoff until it gets a 200
+``BatchAck`` for that batch id, then marks it acknowledged. For a ``reports`` task that is the
+batch id and the ciphertexts in the stored shuffled order — nothing else. For a ``secure-sum``
+task the transport first multiplies the batch's Paillier
 ciphertexts into one encrypted sum (in a worker thread), stores that durably in place of the
 members, and posts only ``EncryptedBatchSum`` to ``/batch-sums`` (the sum, and each member's tag
 and ciphertext digest); an individual report of such a task never leaves the shuffler. Before each
@@ -29,36 +31,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-import time
-from dataclasses import dataclass
 
 import anyio.to_thread
 import httpx
 from pydantic import ValidationError
 
 from services.common.retry import Backoff
-from services.shuffler.errors import SumUnavailable
+from services.shuffler.errors import Undeliverable
 from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.secure_sum import PaillierState, batch_sum, sum_message
 from services.shuffler.store import Store
-from shared.protocol.messages import BatchAck, BatchUpload
+from services.shuffler.transports import Transports
+from services.shuffler.transports.base import Delivery
+from shared.protocol.messages import BatchAck
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT = 60.0  # seconds; a batch of l = 100 000 reports takes a while to ingest
 WINDOW = 16  # batches of one task in flight at once
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One batch ready to post: where to, and the exact body (re-sent unchanged on retries)."""
-
-    batch_id: str
-    task: str
-    path: str
-    body: str
 
 
 async def _wait(event: asyncio.Event, timeout: float | None) -> None:
@@ -86,15 +78,14 @@ class Forwarder:
         store: Store,
         metrics: ShufflerMetrics,
         client: httpx.AsyncClient,
-        paillier: PaillierState | None = None,
+        transports: Transports,
     ) -> None:
         self.settings = settings
         self.store = store
         self.metrics = metrics
         self.client = client
-        self.paillier = paillier if paillier is not None else PaillierState(settings.tasks)
+        self.transports = transports
         self.tasks = [t.id for t in settings.tasks]
-        self.secure = {t.id for t in settings.tasks if t.aggregation == "secure-sum"}
         self.last_error: dict[str, str | None] = {t: None for t in self.tasks}
         self._wake = {t: asyncio.Event() for t in self.tasks}
         self._loops: list[asyncio.Task[None]] = []
@@ -139,9 +130,8 @@ class Forwarder:
             slots.release()
             event.set()
 
-        if task in self.secure:
-            # Sums need the analyzer's public key (batches stored before a restart wait too).
-            await self.paillier.ready.wait()
+        # E.g. sums need the analyzer's public key (batches stored before a restart wait too).
+        await self.transports.of(task).delivery_ready()
         while True:
             # Clear before looking: a batch formed (or a slot freed) after the look sets it again.
             event.clear()
@@ -159,20 +149,21 @@ class Forwarder:
                 delivery = asyncio.create_task(self._deliver_until_acked(task, batch_id))
                 self._deliveries.add(delivery)
                 delivery.add_done_callback(self._deliveries.discard)
-                delivery.add_done_callback(lambda t, b=batch_id: finished(t, b))
+                delivery.add_done_callback(functools.partial(finished, batch_id=batch_id))
 
     async def _deliver_until_acked(self, task: str, batch_id: str) -> None:
         # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
         backoff = Backoff(self.settings.retry_initial, self.settings.retry_max)
+        transport = self.transports.of(task)
         delivery: Delivery | None = None
         while True:
-            # A secure-sum batch is loaded again before every attempt: checked against the
-            # analyzer's current key (a stale one is dissolved, see ``_load_sum``).
-            if delivery is None or task in self.secure:
+            # Some transports load a batch again before every attempt (a secure-sum batch is
+            # checked against the analyzer's current key; a stale one is dissolved).
+            if delivery is None or transport.reload:
                 try:
-                    delivery = await self._load(task, batch_id)
-                except SumUnavailable as exc:
-                    self._failed(task, batch_id, "secure_sum", str(exc))
+                    delivery = await anyio.to_thread.run_sync(transport.load, task, batch_id)
+                except Undeliverable as exc:
+                    self._failed(task, batch_id, exc.reason, str(exc), loud=True)
                     await backoff.sleep()
                     continue
                 if delivery is None:  # acknowledged or dissolved meanwhile
@@ -183,61 +174,6 @@ class Forwarder:
         await anyio.to_thread.run_sync(self.store.acknowledge, batch_id)
         self.metrics.batches_acknowledged.labels(task).inc()
         self.last_error[task] = None
-
-    async def _load(self, task: str, batch_id: str) -> Delivery | None:
-        """The delivery of a stored unacknowledged batch, or None if it was acknowledged."""
-        if task in self.secure:
-            return await anyio.to_thread.run_sync(self._load_sum, batch_id)
-        batch = await anyio.to_thread.run_sync(self.store.load_batch, batch_id)
-        if batch is None:
-            return None
-        body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
-        return Delivery(batch_id, task, f"/v1/tasks/{task}/batches", body)
-
-    def _load_sum(self, batch_id: str) -> Delivery | None:
-        """(Worker thread.) The stored encrypted sum of a secure-sum batch, computed and stored
-        first if needed: the product is deterministic, so a crash between storing and posting
-        re-sends the same sum under the same batch id and the analyzer counts it once."""
-        batch = self.store.load_secure_batch(batch_id)
-        if batch is None:
-            return None
-        keys = {batch.key_id} if batch.sum_ct is not None else {m[0] for m in batch.members}
-        if self.paillier.config is not None and not all(map(self.paillier.is_current, keys)):
-            # Under a key the analyzer no longer has: it can never be counted, and a sum over
-            # two keys decrypts to nothing. Dissolve it (this and any other such batch).
-            self.refuse_stale_key(batch.task, self.paillier.config.key_id)
-            return None
-        if batch.sum_ct is None:
-            started = time.perf_counter()
-            key_id, ct, members = batch_sum(self.paillier, batch)
-            self.metrics.sum_seconds.observe(time.perf_counter() - started)
-            if not self.store.save_sum(batch_id, key_id, batch.size, ct, members):
-                return None
-            batch = self.store.load_secure_batch(batch_id)
-            if batch is None or batch.sum_ct is None:
-                return None
-        body = sum_message(batch).model_dump_json()
-        return Delivery(batch_id, batch.task, f"/v1/tasks/{batch.task}/batch-sums", body)
-
-    def refuse_stale_key(self, task: str, key_id: int) -> None:
-        """(Worker thread.) Drop what ``task`` holds under another Paillier key than ``key_id``
-        (``ShufflerStore.refuse_stale_key``), count and log it."""
-        done = self.store.refuse_stale_key(task, key_id)
-        if done.refused or done.dissolved:
-            self.metrics.reports_refused_stale_key.labels(task).inc(done.refused)
-            self.metrics.batches_formed.labels(task).inc(done.formed)
-            log.error(
-                "task %s: refused %d accepted report(s) encrypted under a Paillier key the "
-                "analyzer no longer has (its key is %d); %d unacknowledged batch(es) dissolved, "
-                "%d formed again", task, done.refused, key_id, done.dissolved, done.formed,
-            )
-
-    async def on_new_key(self, key_id: int) -> None:
-        """The analyzer's Paillier key is ``key_id`` (newly adopted): refuse what every
-        secure-sum task holds under another key, then let delivery look again."""
-        for task in sorted(self.secure):
-            await anyio.to_thread.run_sync(self.refuse_stale_key, task, key_id)
-            self.wake(task)
 
     async def _deliver(self, d: Delivery) -> bool:
         """One delivery attempt; True iff the analyzer acknowledged this batch id."""
@@ -257,8 +193,8 @@ class Forwarder:
             reason = "client_error" if 400 <= resp.status_code < 500 else "server_error"
             try:
                 detail = resp.json()
-                if detail.get("code") == "unknown_key":  # the analyzer's key changed?
-                    self.paillier.request_refresh()
+                # E.g. ``unknown_key``: the analyzer's key changed? (the transport looks again)
+                self.transports.of(task).refused(detail.get("code"))
                 detail = f"{detail.get('code')}: {detail.get('message')}"
             except (ValueError, AttributeError):
                 detail = resp.text[:200]
@@ -283,11 +219,14 @@ class Forwarder:
             self.metrics.batches_quarantined.labels(task).inc()
         return True
 
-    def _failed(self, task: str, batch_id: str, reason: str, detail: str) -> bool:
+    def _failed(
+        self, task: str, batch_id: str, reason: str, detail: str, loud: bool = False
+    ) -> bool:
         message = f"batch {batch_id}: {detail}"
         self.last_error[task] = message
         self.metrics.forward_failures.labels(task, reason).inc()
-        # A 4xx will not fix itself (wrong token, configs that disagree): say so loudly.
-        level = logging.ERROR if reason in ("client_error", "secure_sum") else logging.WARNING
+        # A 4xx will not fix itself (wrong token, configs that disagree), nor will a batch its
+        # transport cannot form (``loud``) without someone looking: say so loudly.
+        level = logging.ERROR if loud or reason == "client_error" else logging.WARNING
         log.log(level, "task %s: delivery failed, will retry: %s", task, message)
         return False

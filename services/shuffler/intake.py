@@ -1,7 +1,8 @@
 """Intake: an upload is checked against its task and made durable by group commit.
 
 Checks come first and refuse the whole upload (nothing stored): the transport must be the
-task's (HPKE ``reports`` or ``secure-sum`` counts); every HPKE report must be sealed to the key id
+task's (HPKE ``reports`` or ``secure-sum`` counts), whose ``check`` then runs
+(``services.shuffler.transports``): every HPKE report must be sealed to the key id
 the analyzer publishes, with a well-formed encapsulated key and the task's one public length
 (anything else cannot be a report of this task, and equal lengths leak nothing in the batch;
 ``services.shuffler.hpke``); encrypted counts must be under the analyzer's Paillier key and in
@@ -28,21 +29,18 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-import anyio.to_thread
 
 from services.common.group_commit import GroupCommitter, Outcome, ShuttingDown
 from services.shuffler.errors import AggregationMismatch, QueueFull, StorageError
 from services.shuffler.forwarder import Forwarder
 from services.shuffler.hpke import HpkeState, Refresh
 from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.secure_sum import PaillierState
 from services.shuffler.store import AcceptResult, Store, Upload
 from services.shuffler.tasks import TaskSpec
-from shared.protocol.messages import EncryptedReport
-from shared.protocol.secure_sum import EncryptedCounts
+from services.shuffler.transports import Transports
+from services.shuffler.transports.base import Reports, ShufflerTransport
 from shared.settings import Limits
 
 log = logging.getLogger(__name__)
@@ -61,15 +59,12 @@ class Committed:
     formed: Mapping[str, int]
 
 
-def require_transport(spec: TaskSpec, aggregation: str) -> None:
-    """409 unless the task takes uploads of this transport."""
-    if spec.config.aggregation == aggregation:
+def require_transport(spec: TaskSpec, transport: ShufflerTransport, own: ShufflerTransport
+                      ) -> None:
+    """409 unless the task takes uploads of this transport (``own`` is the task's)."""
+    if spec.config.aggregation == transport.name:
         return
-    if spec.secure_sum:
-        hint = (f"it takes Paillier-encrypted counts (SecureSumUpload) at "
-                f"POST /v1/tasks/{spec.id}/encrypted-counts")
-    else:
-        hint = f"it takes HPKE reports (ReportUpload) at POST /v1/tasks/{spec.id}/reports"
+    hint = f"it takes {own.takes} at POST /v1/tasks/{spec.id}/{own.endpoint}"
     raise AggregationMismatch(
         f"task {spec.id!r} uses {spec.config.aggregation} aggregation: {hint}; "
         "no report was stored"
@@ -82,11 +77,10 @@ async def _answered() -> bool:
 
 @dataclass(frozen=True)
 class AnalyzerKeys:
-    """What intake checks reports against: the analyzer's published Paillier and HPKE configs,
-    and how to ask for the HPKE one again (a report names a key id this shuffler does not know:
-    the analyzer may have a new key)."""
+    """What intake checks reports against beyond its transport's own configs: the analyzer's
+    published HPKE config, and how to ask for it again (a report names a key id this shuffler
+    does not know: the analyzer may have a new key)."""
 
-    paillier: PaillierState
     hpke: HpkeState
     refresh_hpke: Refresh = _answered
 
@@ -101,7 +95,7 @@ class Intake:
         self.store = store
         self.metrics = metrics
         self.forwarder = forwarder
-        self.paillier = keys.paillier
+        self.transports: Transports = forwarder.transports
         self.hpke = keys.hpke
         self.refresh_hpke = keys.refresh_hpke
         self.limits = limits if limits is not None else Limits()
@@ -141,22 +135,12 @@ class Intake:
             None, self.store.checkpoint)
         self._checkpointing.add_done_callback(_log_failure)
 
-    async def accept_reports(
-        self, spec: TaskSpec, reports: Sequence[EncryptedReport]
-    ) -> AcceptResult:
-        """HPKE reports of a ``reports`` task, durable once this returns."""
-        require_transport(spec, "reports")
-        await self.hpke.check_reports(spec.id, reports, spec.ct_bytes, self.refresh_hpke)
-        return await self._submit(spec, reports)
-
-    async def accept_counts(
-        self, spec: TaskSpec, reports: Sequence[EncryptedCounts]
-    ) -> AcceptResult:
-        """Paillier-encrypted counts of a secure-sum task, durable once this returns."""
-        require_transport(spec, "secure-sum")
-        await self.hpke.check_tags(spec.id, reports, self.refresh_hpke)
-        # CPU (base64 and one gcd per ciphertext): off the event loop.
-        await anyio.to_thread.run_sync(self.paillier.check_upload, spec.id, reports)
+    async def accept(self, transport: str, spec: TaskSpec, reports: Reports) -> AcceptResult:
+        """An upload of ``transport`` (its name) for a task, checked by the task's transport
+        (409 if it is another), durable once this returns."""
+        own = self.transports.of(spec.id)
+        require_transport(spec, self.transports[transport], own)
+        await own.check(spec.id, reports, self.hpke, self.refresh_hpke)
         return await self._submit(spec, reports)
 
     def _check_room(self, task: str) -> None:
@@ -172,9 +156,7 @@ class Intake:
                 self.limits.retry_after,
             )
 
-    async def _submit(
-        self, spec: TaskSpec, reports: Sequence[EncryptedReport] | Sequence[EncryptedCounts]
-    ) -> AcceptResult:
+    async def _submit(self, spec: TaskSpec, reports: Reports) -> AcceptResult:
         self._check_room(spec.id)
         self._committing[spec.id] = self._committing.get(spec.id, 0) + len(reports)
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.metrics import GROUP_SIZES, SECONDS, ServiceMetrics
+from services.common.metrics import GROUP_SIZES, SECONDS, ServiceMetrics, TxMetrics
 
 
 class ShufflerMetrics(ServiceMetrics):
@@ -38,3 +38,5 @@ class ShufflerMetrics(ServiceMetrics):
             "batch_sum_seconds",
             "Time to multiply one secure-sum batch's ciphertexts into its encrypted sum", SECONDS)
         self.commit_seconds = self.histogram("commit_seconds", "Time of one group commit", SECONDS)
+        # The PostgreSQL store's transactions (none on SQLite).
+        self.transactions = TxMetrics(self)

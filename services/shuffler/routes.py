@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -15,15 +15,13 @@ from services.common.web import error_responses
 from services.shuffler.runtime import ShufflerRuntime
 from services.shuffler.store import AcceptResult
 from services.shuffler.tasks import TaskSpec
-from shared.protocol.messages import ReportsAccepted, ReportUpload, ShufflerStatus
-from shared.protocol.secure_sum import SecureSumUpload
+from services.shuffler.transports import TRANSPORTS
+from services.shuffler.transports.base import ShufflerTransport
+from shared.protocol.messages import ReportsAccepted, ShufflerStatus
 
 router = APIRouter()
 
 RuntimeDep = Annotated[ShufflerRuntime, Depends(get_runtime)]
-U = TypeVar("U", ReportUpload, SecureSumUpload)
-_REPORTS_BODY = parse_body(ReportUpload)
-_COUNTS_BODY = parse_body(SecureSumUpload)
 
 ERRORS = error_responses(404, 409, 413, 422, 429, 503)
 
@@ -51,8 +49,8 @@ def _accepted(result: AcceptResult) -> Response:
 
 
 async def _upload(
-    task: str, request: Request, parse: Callable[[Request], Awaitable[U]]
-) -> tuple[U, TaskSpec, ShufflerRuntime]:
+    task: str, request: Request, parse: Callable[[Request], Awaitable[Any]]
+) -> tuple[Any, TaskSpec, ShufflerRuntime]:
     """An upload route's body, task and runtime, read without FastAPI dependencies
     (``runtime_of``) and in the order the dependencies had: a malformed body is refused before
     an unknown task."""
@@ -61,18 +59,23 @@ async def _upload(
     return upload, lookup_task(runtime.tasks, task, "shuffler"), runtime
 
 
-@router.post("/v1/tasks/{task}/reports", status_code=202, responses=ERRORS,
-             openapi_extra=body_openapi(ReportUpload))
-async def post_reports(task: str, request: Request) -> Response:
-    """Accept ciphertexts; 202 only once they are durable. Identical ciphertexts are dropped."""
-    upload, spec, runtime = await _upload(task, request, _REPORTS_BODY)
-    return _accepted(await runtime.intake.accept_reports(spec, upload.reports))
+def add_upload_route(transport: type[ShufflerTransport]) -> None:
+    """``POST /v1/tasks/{task}/<endpoint>``: a device's upload of the transport's reports,
+    parsed as its ``upload`` message and accepted by intake (409 for a task of another
+    transport)."""
+    parse = parse_body(transport.upload)
+    name = transport.name
+
+    async def post(task: str, request: Request) -> Response:
+        upload, spec, runtime = await _upload(task, request, parse)
+        return _accepted(await runtime.intake.accept(name, spec, upload.reports))
+
+    router.add_api_route(
+        f"/v1/tasks/{{task}}/{transport.endpoint}", post, methods=["POST"], status_code=202,
+        name=f"post_{transport.endpoint.replace('-', '_')}", description=transport.summary,
+        responses=ERRORS, openapi_extra=body_openapi(transport.upload),
+    )
 
 
-@router.post("/v1/tasks/{task}/encrypted-counts", status_code=202, responses=ERRORS,
-             openapi_extra=body_openapi(SecureSumUpload))
-async def post_encrypted_counts(task: str, request: Request) -> Response:
-    """Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable.
-    Identical ciphertexts are dropped. Each batch of l is released only as its encrypted sum."""
-    upload, spec, runtime = await _upload(task, request, _COUNTS_BODY)
-    return _accepted(await runtime.intake.accept_counts(spec, upload.reports))
+for _transport in TRANSPORTS.values():
+    add_upload_route(_transport)

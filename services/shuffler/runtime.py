@@ -1,19 +1,23 @@
-"""The shuffler's runtime: its store, intake, forwarder, secure-sum key state and metrics, opened
-for the app's lifespan (``open_runtime``) and handed to the routes as ``RuntimeDep``.
+"""The shuffler's runtime: its store, intake, forwarder, transports (with the analyzer configs
+they follow, e.g. the secure-sum Paillier key) and metrics, opened for the app's lifespan
+(``open_runtime``) and handed to the routes as ``RuntimeDep``.
 
 The shuffler is ready (``/healthz`` 200) once intake and delivery run and the analyzer's HPKE
-config and, if a task uses secure summation, its Paillier key have been fetched (or read from the
-last copy kept in the data directory); until then 503 ``starting``.
+config and whatever its tasks' transports need (if a task uses secure summation, the Paillier
+key) have been fetched (or read from the last copy kept in the data directory); until then 503
+``starting``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -24,15 +28,14 @@ from services.shuffler.hpke import HpkeState
 from services.shuffler.intake import AnalyzerKeys, Intake
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.published import ConfigFetcher
-from services.shuffler.secure_sum import PaillierState
 from services.shuffler.store import ShufflerStore, Store
 from services.shuffler.tasks import TaskSpec
+from services.shuffler.transports import Transports
+from services.shuffler.transports.base import Context, OnAdopted
 from shared.protocol.messages import ShufflerStatus, TaskQueueStatus
-from shared.protocol.secure_sum import PaillierConfig
 from shared.settings import Settings
 
 DB_FILE = "shuffler.sqlite3"
-PAILLIER_CACHE = "paillier-config.json"
 HPKE_CACHE = "hpke-config.json"
 
 
@@ -50,7 +53,7 @@ def open_store(settings: Settings) -> Store:
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
     sizes = {t.id: t.batch_size for t in settings.tasks}
     if settings.shuffler.postgres:
-        from services.shuffler.pg_store import PgShufflerStore  # psycopg only when used
+        from services.shuffler.store.postgres import PgShufflerStore  # psycopg only when used
 
         return PgShufflerStore(
             settings.shuffler.store, sizes, dead_after=settings.shuffler.replica_timeout
@@ -68,16 +71,12 @@ class ShufflerRuntime:
     intake: Intake
     forwarder: Forwarder
     metrics: ShufflerMetrics
-    paillier: PaillierState
+    transports: Transports
     readiness: Readiness
 
     def health(self) -> dict[str, object]:
-        """What ``/healthz`` says once ready."""
-        body: dict[str, object] = {"tasks": sorted(self.tasks)}
-        if self.paillier.needed:
-            # Secure-sum intake opens once the analyzer's Paillier key is known.
-            body["secure_sum_ready"] = self.paillier.config is not None
-        return body
+        """What ``/healthz`` says once ready (and what each transport adds)."""
+        return {"tasks": sorted(self.tasks), **self.transports.health()}
 
     def status(self) -> ShufflerStatus:
         """Every task's queue (reads the store: call it in a worker thread); refreshes the
@@ -109,34 +108,37 @@ async def open_runtime(
     analyzer_transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[ShufflerRuntime]:
     """Open the store and the analyzer client, start intake, delivery and the fetches of the
-    analyzer's HPKE config and (for secure-sum tasks) Paillier key; stop and close them all on
-    exit."""
+    analyzer's HPKE config and of what the transports need (for secure-sum tasks the Paillier
+    key); stop and close them all on exit."""
     metrics = ShufflerMetrics()
     store = open_store(settings)
+    store.observe(metrics.transactions)
     client = httpx.AsyncClient(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=HTTP_TIMEOUT
     )
-    paillier = PaillierState(
-        settings.tasks, cache=Path(settings.data_dir) / "shuffler" / PAILLIER_CACHE
+    transports = Transports(
+        settings, Context(store, metrics, cache_dir=Path(settings.data_dir) / "shuffler")
     )
     hpke = HpkeState(bool(settings.tasks), cache=Path(settings.data_dir) / "shuffler" / HPKE_CACHE)
     hpke_fetcher = ConfigFetcher(hpke, client, settings)
-    forwarder = Forwarder(settings, store, metrics, client, paillier)
-    keys = AnalyzerKeys(paillier, hpke, hpke_fetcher.refresh)
+    forwarder = Forwarder(settings, store, metrics, client, transports)
+    keys = AnalyzerKeys(hpke, hpke_fetcher.refresh)
     intake = Intake(store, metrics, forwarder, keys, settings.limits)
     readiness = Readiness()
-    readiness.require("the analyzer", lambda: hpke.missing() + paillier.missing())
+    readiness.require("the analyzer", lambda: hpke.missing() + transports.missing())
     readiness.require_that("intake", lambda: intake.running)
     readiness.require_that("batch delivery", lambda: forwarder.running)
     # Each config the tasks need: one attempt now (so a shuffler whose analyzer is up is ready
-    # when it starts), then followed in the background; a new Paillier key refuses what is held
-    # under the old one (batches never mix keys).
-    async def paillier_adopted(config: PaillierConfig) -> None:
-        await forwarder.on_new_key(config.key_id)
-
+    # when it starts), then followed in the background; a transport acts on a new one (a new
+    # Paillier key refuses what is held under the old one: batches never mix keys).
+    followed: list[tuple[ConfigFetcher, Callable[[Any], Awaitable[None]] | None]] = [
+        (hpke_fetcher, None)]
+    for state, on_adopted in transports.published():
+        act: Callable[[Any], Awaitable[None]] | None = None if on_adopted is None else (
+            functools.partial(_adopted, on_adopted, forwarder.wake))
+        followed.append((ConfigFetcher(state, client, settings), act))
     fetchers: list[asyncio.Task[None]] = []
-    for fetcher, hook in ((hpke_fetcher, None),
-                          (ConfigFetcher(paillier, client, settings), paillier_adopted)):
+    for fetcher, hook in followed:
         if fetcher.state.needed:
             fetched = await fetcher.first()
             name = f"fetch-{fetcher.state.name}"
@@ -145,7 +147,7 @@ async def open_runtime(
     forwarder.start()
     try:
         yield ShufflerRuntime(
-            settings, store, tasks, intake, forwarder, metrics, paillier, readiness
+            settings, store, tasks, intake, forwarder, metrics, transports, readiness
         )
     finally:
         for following in fetchers:
@@ -156,3 +158,8 @@ async def open_runtime(
         await forwarder.stop()
         await client.aclose()
         store.close()
+
+
+async def _adopted(on_adopted: OnAdopted, wake: Callable[[str], None], config: Any) -> None:
+    """A transport's action on a newly adopted analyzer config, waking delivery of its tasks."""
+    await on_adopted(config, wake)

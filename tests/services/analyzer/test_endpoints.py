@@ -61,7 +61,7 @@ async def test_privacy_ledgers(settings: Settings) -> None:
         assert cen.threat_model == "central" and cen.rdp_alpha == 2.0
 
 
-async def test_metrics(settings: Settings) -> None:
+async def test_metrics(settings: Settings, store: str) -> None:
     async with running(create_app(settings)) as client:
         make = report_maker(await hpke_of(client))
         body = batch(make(SHUF, 5))
@@ -75,6 +75,10 @@ async def test_metrics(settings: Settings) -> None:
         assert 'privbandit_analyzer_reports_counted_total{task="shuf"} 5.0' in text
         assert 'privbandit_analyzer_batch_ingest_seconds_count{task="shuf"} 1.0' in text
         assert 'privbandit_analyzer_model_version{task="shuf"} 1.0' in text
+        # The PostgreSQL store's transactions, by name and outcome (SQLite has none to count).
+        committed = ('privbandit_analyzer_db_transactions_total{name="commit_batches",'
+                     'outcome="ok"} 1.0')
+        assert (committed in text) == (store == "postgresql")
 
 
 async def test_healthz_is_503_until_ingest_runs(settings: Settings) -> None:

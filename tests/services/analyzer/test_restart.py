@@ -10,7 +10,7 @@ import pytest
 
 from services.analyzer.app import create_app
 from services.analyzer.runtime import DB_FILE
-from services.analyzer.store import MIGRATIONS
+from services.analyzer.store.sqlite import MIGRATIONS
 from services.common.sqlite import schema_version
 from shared.core.policies import randomizer_for
 from shared.crypto.hpke import seal

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from phe import paillier
 
-from services.device.refiller import WORKER_NICE, start_refiller, start_workers
+from services.device.transports.refiller import WORKER_NICE, start_refiller, start_workers
 from shared.crypto.paillier import PaillierEncryptor, decrypt_sum
 
 

@@ -228,7 +228,7 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
             async with running(app) as device:
                 await eventually(lambda: ok(device.get("/healthz")), what="device ready")
                 s = Stack(device, a_client, dev_settings, FakeShuffler(), app)
-                keys = app.state.runtime.keys
+                keys = app.state.runtime.transports["secure-sum"].keys
                 assert keys.get("sum").key_id == key_a.key_id
                 await secure_feedbacks(s, 3, rng)
                 fetched = keys.fetches
@@ -268,7 +268,7 @@ async def _dropped(client: httpx.AsyncClient, n: int) -> bool:
 def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
     """A config whose layout differs from what the device derives (c, m, l), a task the
     analyzer does not run as secure-sum, or a key below the minimum is refused."""
-    from services.device.secure_sum import ConfigMismatch, check_config
+    from services.device.transports.secure_sum import ConfigMismatch, check_config
     from shared.crypto.paillier import generate_keypair
     from shared.crypto.slots import layout
     from shared.protocol.messages import TaskInfo
@@ -300,8 +300,8 @@ async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop
     """With the pool empty, a report is still encrypted correctly (r^n computed on the spot, in
     a worker thread that releases the GIL) and counted as a fallback; its tag binds a fresh
     report id to its ciphertext bytes."""
-    from services.device.refiller import PoolRefiller
-    from services.device.secure_sum import TaskKey
+    from services.device.transports.refiller import PoolRefiller
+    from services.device.transports.secure_sum import TaskKey
     from shared.crypto.paillier import generate_keypair
     from shared.crypto.slots import layout
     from shared.protocol.secure_sum import paillier_config

@@ -212,7 +212,7 @@ async def test_an_out_of_range_sum_is_quarantined_without_a_state_change(
     async with ddp_stack(settings) as s:
         before = json.dumps(s.state(), sort_keys=True)
         model_before = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
-        with caplog.at_level(logging.WARNING, logger="services.analyzer.decoders"):
+        with caplog.at_level(logging.WARNING, logger="services.analyzer.transports.secure_sum"):
             accepted = await upload(s.shuffler, lying_reports(s, RANDOMIZER.offset), "ddp")
             assert accepted.accepted == L
             await eventually(
@@ -240,7 +240,7 @@ async def _outbox_empty(device: httpx.AsyncClient) -> bool:
 def test_the_device_checks_the_signed_layout() -> None:
     """A ddp-linucb device derives its own offset O from the task's parameters: a published
     layout with another O (or the unsigned layout of the same c, l) is refused."""
-    from services.device.secure_sum import ConfigMismatch, check_config
+    from services.device.transports.secure_sum import ConfigMismatch, check_config
     from shared.crypto.paillier import generate_keypair
     from shared.crypto.slots import layout
     from shared.protocol.messages import TaskInfo

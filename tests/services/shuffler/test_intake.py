@@ -32,7 +32,9 @@ from tests.helpers import (
 from .support import BIG, LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app
 
 
-async def test_health_status_and_unknown_task(tmp_path: Path, keys: HpkeKeyStore) -> None:
+async def test_health_status_and_unknown_task(
+    tmp_path: Path, keys: HpkeKeyStore, store: str
+) -> None:
     fake = FakeAnalyzer(keys)
     app = shuffler_app(settings_for(tmp_path), fake)
     async with running(app) as client:
@@ -52,6 +54,9 @@ async def test_health_status_and_unknown_task(tmp_path: Path, keys: HpkeKeyStore
         error(await client.get("/v1/tasks/shuf/reports"), 405, "method_not_allowed")
         r = await client.get("/metrics")
         assert r.status_code == 200 and "privbandit_shuffler_pending_reports" in r.text
+        # The PostgreSQL store's transactions (the status read the counts), none on SQLite.
+        counted = 'privbandit_shuffler_db_transactions_total{name="counts",outcome="ok"}'
+        assert (counted in r.text) == (store == "postgresql")
 
 
 async def test_upload_errors_store_nothing(tmp_path: Path, keys: HpkeKeyStore) -> None:
@@ -131,8 +136,8 @@ async def test_sqlite_intake_commits_on_the_loop_and_checkpoints_in_a_worker(
     thread checkpoints every ``CHECKPOINT_EVERY`` groups, so the reports reach the database file
     itself (read without the WAL: ``immutable=1``). A PostgreSQL commit stays in a worker."""
     from services.shuffler import intake as intake_mod
-    from services.shuffler.pg_store import PgShufflerStore
     from services.shuffler.store import ShufflerStore
+    from services.shuffler.store.postgres import PgShufflerStore
 
     assert ShufflerStore.accept_in_loop and not PgShufflerStore.accept_in_loop
     threads: dict[str, set[int]] = {"accept": set(), "checkpoint": set()}

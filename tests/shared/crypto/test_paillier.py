@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from phe import paillier
 from pydantic import ValidationError
-
 from services.device.refiller import start_refiller
+
 from shared.core.policies import build_policy, make_config
 from shared.core.policies.sblb import SBLB
 from shared.core.randomizers.binary import BinaryRandomizer, n_coords

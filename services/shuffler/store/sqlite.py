@@ -1,9 +1,9 @@
-"""The shuffler's durable state: one SQLite file in WAL mode with ``synchronous=FULL``.
+"""The shuffler's SQLite store: one file in WAL mode with ``synchronous=FULL``.
 
 Tables
 - ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task, and of every secure-sum
-  report's tag (domain-separated, ``tag_hash``): duplicate detection, the only trace kept of a
-  report once its batch is acknowledged.
+  report's tag (domain-separated, ``base.tag_hash``): duplicate detection (``base.admit``), the
+  only trace kept of a report once its batch is acknowledged.
 - ``pending``: accepted reports waiting for their task's batch to fill (ciphertext bytes, and a
   secure-sum report's tag).
 - ``batches`` / ``batch_reports``: formed batches with their members in shuffled order. Members are
@@ -17,7 +17,7 @@ Tables
   because the analyzer's Paillier key changed, see ``refuse_stale_key``).
 
 Secure-sum reports (``EncryptedCounts``) use the same ``pending`` / ``batch_reports`` rows as HPKE
-reports, with an empty ``enc`` and their tag in ``tag`` (``tag_bytes``: key id ‖ enc ‖ ct).
+reports, with an empty ``enc`` and their tag in ``tag`` (``base.tag_bytes``: key id ‖ enc ‖ ct).
 
 ``accept`` makes uploads durable and forms every batch that became full in the SAME transaction,
 so a report is, at every instant on disk, in exactly one of: pending, an unacknowledged batch, or
@@ -26,63 +26,25 @@ an acknowledged batch (counted by the analyzer).
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from services.common.sqlite import WalSync, add_columns, migrate, open_db, transaction
-from shared.protocol.messages import EncryptedReport, b64decode, b64encode
-from shared.protocol.secure_sum import EncryptedCounts
+from services.common.metrics import TxMetrics
+from services.common.migrations import script
+from services.common.sqlite import (
+    Migration,
+    WalSync,
+    add_columns,
+    migrate,
+    open_db,
+    transaction,
+)
+from services.shuffler.store import base
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
-SCHEMA_V1 = """
-CREATE TABLE IF NOT EXISTS counters (
-    task TEXT PRIMARY KEY,
-    accepted INTEGER NOT NULL DEFAULT 0,
-    duplicates INTEGER NOT NULL DEFAULT 0,
-    batches_formed INTEGER NOT NULL DEFAULT 0,
-    batches_acknowledged INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS seen (
-    task TEXT NOT NULL,
-    hash BLOB NOT NULL,
-    PRIMARY KEY (task, hash)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS pending (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    task TEXT NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BLOB NOT NULL,
-    ct BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pending_by_task ON pending (task, seq);
-CREATE TABLE IF NOT EXISTS batches (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    batch_id TEXT NOT NULL UNIQUE,
-    task TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    acked INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS unacked_by_task ON batches (task, acked, seq);
-CREATE TABLE IF NOT EXISTS batch_reports (
-    batch_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BLOB NOT NULL,
-    ct BLOB NOT NULL,
-    PRIMARY KEY (batch_id, position)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS batch_sums (
-    batch_id TEXT PRIMARY KEY,
-    key_id INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    ct BLOB NOT NULL
-) WITHOUT ROWID;
-"""
+SCHEMA_V1 = script("services.shuffler.store", "sqlite", 1)
 
 # Secure-sum report tags: with each pending or batched report, and with each stored sum.
 SCHEMA_V3 = add_columns(
@@ -91,157 +53,11 @@ SCHEMA_V3 = add_columns(
     ("batch_sums", "members", "TEXT"),
 )
 
-MIGRATIONS = [
+MIGRATIONS: list[Migration] = [
     SCHEMA_V1,
     add_columns(("counters", "refused_stale_key", "INTEGER NOT NULL DEFAULT 0")),
     SCHEMA_V3,
 ]
-
-# Shuffling uses the OS CSPRNG: the permutation is what hides arrival order from the analyzer.
-_CSPRNG = secrets.SystemRandom()
-
-
-def _wire(report: EncryptedReport | EncryptedCounts) -> tuple[int, bytes, bytes]:
-    """(key id, enc, ct) as stored; a secure-sum report has no encapsulated key (enc = b"")."""
-    enc = b64decode(report.enc) if isinstance(report, EncryptedReport) else b""
-    return report.key_id, enc, b64decode(report.ct)
-
-
-def report_hash(report: EncryptedReport | EncryptedCounts) -> bytes:
-    """sha256(enc ‖ ct): identical ciphertexts are the same report."""
-    _, enc, ct = _wire(report)
-    return hashlib.sha256(enc + ct).digest()
-
-
-def tag_bytes(tag: EncryptedReport) -> bytes:
-    """A secure-sum report's tag as stored: key id (one byte) ‖ enc ‖ ct."""
-    return bytes([tag.key_id]) + b64decode(tag.enc) + b64decode(tag.ct)
-
-
-def tag_from_bytes(raw: bytes) -> EncryptedReport:
-    """Inverse of ``tag_bytes`` (X25519 encapsulated keys are 32 bytes)."""
-    return EncryptedReport(key_id=raw[0], enc=b64encode(raw[1:33]), ct=b64encode(raw[33:]))
-
-
-def tag_hash(raw_tag: bytes) -> bytes:
-    """The ``seen`` entry of a tag: its enc ‖ ct (not its key id, which intake pins to the
-    analyzer's), domain-separated from ciphertext hashes."""
-    return hashlib.sha256(b"privbandit/tag|" + raw_tag[1:]).digest()
-
-
-@dataclass(frozen=True)
-class Upload:
-    """One device upload: reports for one task (HPKE reports, or Paillier-encrypted counts for a
-    secure-sum task; never both)."""
-
-    task: str
-    reports: Sequence[EncryptedReport | EncryptedCounts]
-
-
-@dataclass(frozen=True)
-class AcceptResult:
-    accepted: int
-    duplicates: int
-
-
-@dataclass(frozen=True)
-class Batch:
-    batch_id: str
-    task: str
-    reports: list[EncryptedReport]
-
-
-@dataclass(frozen=True)
-class SecureBatch:
-    """An unacknowledged batch of a secure-sum task: its encrypted sum once computed
-    (``sum_ct``, with ``key_id`` and ``sum_members``, the JSON list of its ``SumMember``s),
-    otherwise its members' (key id, ciphertext bytes, tag bytes or None)."""
-
-    batch_id: str
-    task: str
-    size: int
-    key_id: int | None
-    sum_ct: bytes | None
-    members: list[tuple[int, bytes, bytes | None]]
-    sum_members: str | None = None
-
-
-def secure_batch(
-    batch_id: str,
-    row: tuple[str, int],
-    stored: tuple[Any, ...] | None,
-    members: list[tuple[int, bytes, bytes | None]],
-) -> SecureBatch:
-    """A ``SecureBatch`` from its (task, size) row, its stored (key id, sum, members JSON) if
-    any, and otherwise its members."""
-    return SecureBatch(
-        batch_id=batch_id,
-        task=row[0],
-        size=row[1],
-        key_id=None if stored is None else stored[0],
-        sum_ct=None if stored is None else bytes(stored[1]),
-        members=members,
-        sum_members=None if stored is None else stored[2],
-    )
-
-
-@dataclass(frozen=True)
-class TaskCounts:
-    pending: int
-    accepted: int
-    duplicates: int
-    batches_formed: int
-    batches_acknowledged: int
-    refused_stale_key: int = 0
-
-
-@dataclass(frozen=True)
-class StaleKeyRefusal:
-    """What ``refuse_stale_key`` did: reports dropped, batches dissolved, batches formed anew."""
-
-    refused: int
-    dissolved: int
-    formed: int
-
-
-class Store(Protocol):
-    """What intake, delivery and status need of the shuffler's durable state; implemented by
-    ``ShufflerStore`` (SQLite, one process) and ``services.shuffler.pg_store.PgShufflerStore``
-    (PostgreSQL, N replicas). Every method may block: call it in a worker thread.
-
-    ``poll_interval``: None if every batch this process must deliver is formed by this process
-    (it is woken for them); else the seconds after which delivery looks again (batches formed
-    by another replica's sweep, or taken over from a dead one).
-
-    ``accept_in_loop``: True if ``accept`` is quick enough, apart from one local fsync, to run on
-    the event loop's thread (intake then makes no thread hand-off per group commit), in which
-    case ``checkpoint`` must be called in a worker thread now and then (``Intake``)."""
-
-    batch_sizes: dict[str, int]
-    poll_interval: float | None
-    accept_in_loop: bool
-
-    def checkpoint(self) -> None: ...
-
-    def close(self) -> None: ...
-    def stored(self, task: str) -> int: ...
-    def accept(
-        self, uploads: Sequence[Upload]
-    ) -> tuple[list[AcceptResult], dict[str, int]]: ...
-    def unacked(
-        self, task: str, limit: int, exclude: frozenset[str] = frozenset()
-    ) -> list[str]: ...
-    def load_batch(self, batch_id: str) -> Batch | None: ...
-    def load_secure_batch(self, batch_id: str) -> SecureBatch | None: ...
-    def save_sum(
-        self, batch_id: str, key_id: int, count: int, ct: bytes, members: str
-    ) -> bool: ...
-    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal: ...
-    def has_sum(self, batch_id: str) -> bool: ...
-    def next_unacked(self, task: str) -> Batch | None: ...
-    def acknowledge(self, batch_id: str) -> bool: ...
-    def counts(self, task: str) -> TaskCounts: ...
-    def batch_members(self, batch_id: str) -> int: ...
 
 
 class ShufflerStore:
@@ -281,6 +97,9 @@ class ShufflerStore:
             self._conn.close()
         self._wal.close()
 
+    def observe(self, metrics: TxMetrics) -> None:
+        """Nothing to count: a SQLite transaction is never retried."""
+
     def checkpoint(self) -> None:
         """(Worker thread.) A PASSIVE checkpoint of the WAL (``WalSync.checkpoint``): copies
         what it can into the database file without waiting for, or blocking, the writer."""
@@ -301,54 +120,53 @@ class ShufflerStore:
         batch to fill, or in a batch in flight), as committed. Cheap: no SQL."""
         return self._stored.get(task, 0)
 
-    def accept(self, uploads: Sequence[Upload]) -> tuple[list[AcceptResult], dict[str, int]]:
+    def accept(
+        self, uploads: Sequence[base.Upload]
+    ) -> tuple[list[base.AcceptResult], dict[str, int]]:
         """Make a group of uploads durable in one transaction (group commit) and form every batch
         that became full. Returns one result per upload and the batches formed per task."""
-        results: list[AcceptResult] = []
+        results: list[base.AcceptResult] = []
         touched: set[str] = set()
-        with self._lock, transaction(self._conn) as conn:
+        with self._lock, transaction(self._conn):
             for upload in uploads:
-                accepted = duplicates = 0
-                for report in upload.reports:
-                    key_id, enc, ct = _wire(report)
-                    ct_hash = hashlib.sha256(enc + ct).digest()
-                    cur = conn.execute(
-                        "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
-                        (upload.task, ct_hash),
-                    )
-                    if cur.rowcount == 0:
-                        duplicates += 1
-                        continue
-                    tag = tag_bytes(report.tag) if isinstance(report, EncryptedCounts) else None
-                    if tag is not None and conn.execute(
-                        "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)",
-                        (upload.task, tag_hash(tag)),
-                    ).rowcount == 0:
-                        # Another ciphertext under a tag already held: a re-randomised copy
-                        # of a report (c·rⁿ), or a device re-encrypting. Not this ciphertext.
-                        conn.execute(
-                            "DELETE FROM seen WHERE task = ? AND hash = ?", (upload.task, ct_hash)
-                        )
-                        duplicates += 1
-                        continue
-                    conn.execute(
-                        "INSERT INTO pending (task, key_id, enc, ct, tag) VALUES (?, ?, ?, ?, ?)",
-                        (upload.task, key_id, enc, ct, tag),
-                    )
-                    accepted += 1
-                conn.execute(
+                done = self._admit(upload)
+                accepted = len(done.rows)
+                self._conn.executemany(
+                    "INSERT INTO pending (task, key_id, enc, ct, tag) VALUES (?, ?, ?, ?, ?)",
+                    [(upload.task, *row) for row in done.rows],
+                )
+                self._conn.execute(
                     "UPDATE counters SET accepted = accepted + ?, duplicates = duplicates + ? "
                     "WHERE task = ?",
-                    (accepted, duplicates, upload.task),
+                    (accepted, done.duplicates, upload.task),
                 )
                 if accepted:
                     touched.add(upload.task)
-                results.append(AcceptResult(accepted, duplicates))
+                results.append(base.AcceptResult(accepted, done.duplicates))
             formed = {task: self._form_batches(task) for task in sorted(touched)}
         # Committed (the transaction above raised otherwise).
         for upload, result in zip(uploads, results, strict=True):
             self._stored[upload.task] = self._stored.get(upload.task, 0) + result.accepted
         return results, {t: n for t, n in formed.items() if n}
+
+    def _admit(self, upload: base.Upload) -> base.Admission:
+        """Apply the duplicate rule (``base.admit``) to one upload, in the caller's transaction:
+        every ``seen`` entry it may add is inserted, those already present are ``known``, and
+        the new ones the rule does not keep are deleted again."""
+        candidates = [base.Candidate.of(r) for r in upload.reports]
+        entries = base.seen_entries(candidates)
+        inserted = {
+            h for h in entries
+            if self._conn.execute(
+                "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)", (upload.task, h)
+            ).rowcount == 1
+        }
+        done = base.admit(candidates, set(entries) - inserted)
+        self._conn.executemany(
+            "DELETE FROM seen WHERE task = ? AND hash = ?",
+            [(upload.task, h) for h in inserted - done.recorded],
+        )
+        return done
 
     def _form_batches(self, task: str) -> int:
         """While ``task`` has ≥ l pending reports, move the oldest l into a new batch in a
@@ -365,13 +183,11 @@ class ShufflerStore:
                 (task, l - 1),
             ).fetchone() is None:
                 return formed
-            rows = conn.execute(
+            batch_id, rows = base.shuffled(conn.execute(
                 "SELECT seq, key_id, enc, ct, tag FROM pending WHERE task = ? ORDER BY seq "
                 "LIMIT ?",
                 (task, l),
-            ).fetchall()
-            _CSPRNG.shuffle(rows)
-            batch_id = secrets.token_hex(16)
+            ).fetchall())
             conn.execute(
                 "INSERT INTO batches (batch_id, task, size) VALUES (?, ?, ?)", (batch_id, task, l)
             )
@@ -414,20 +230,16 @@ class ShufflerStore:
             (batch_id,),
         ).fetchall()
 
-    def load_batch(self, batch_id: str) -> Batch | None:
+    def load_batch(self, batch_id: str) -> base.Batch | None:
         """A stored unacknowledged batch with its members in their stored (shuffled) order."""
         with self._lock:
             row = self._unacked_batch(batch_id)
             if row is None:
                 return None
             members = self._members(batch_id, "key_id, enc, ct")
-        reports = [
-            EncryptedReport(key_id=key_id, enc=b64encode(enc), ct=b64encode(ct))
-            for key_id, enc, ct in members
-        ]
-        return Batch(batch_id=batch_id, task=row[0], reports=reports)
+        return base.batch(batch_id, row[0], members)
 
-    def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
+    def load_secure_batch(self, batch_id: str) -> base.SecureBatch | None:
         """A stored unacknowledged secure-sum batch: its sum if computed, else its members."""
         with self._lock:
             row = self._unacked_batch(batch_id)
@@ -436,13 +248,8 @@ class ShufflerStore:
             stored = self._conn.execute(
                 "SELECT key_id, ct, members FROM batch_sums WHERE batch_id = ?", (batch_id,)
             ).fetchone()
-            members: list[tuple[int, bytes, bytes | None]] = []
-            if stored is None:
-                members = [
-                    (k, bytes(ct), None if tag is None else bytes(tag))
-                    for k, ct, tag in self._members(batch_id, "key_id, ct, tag")
-                ]
-        return secure_batch(batch_id, row, stored, members)
+            members = [] if stored is not None else self._members(batch_id, "key_id, ct, tag")
+        return base.secure_batch(batch_id, row, stored, members)
 
     def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes, members: str) -> bool:
         """Store the encrypted sum of an unacknowledged batch with its ``members`` (JSON) and
@@ -460,7 +267,7 @@ class ShufflerStore:
                 conn.execute("DELETE FROM batch_reports WHERE batch_id = ?", (batch_id,))
         return live
 
-    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal:
+    def refuse_stale_key(self, task: str, key_id: int) -> base.StaleKeyRefusal:
         """A secure-sum task once the analyzer's Paillier key is ``key_id``: a report held under
         another key can never be counted (no analyzer holds that key any more) and must never
         share a batch with reports under ``key_id`` (their product decrypts to nothing). In ONE
@@ -473,42 +280,31 @@ class ShufflerStore:
             refused = conn.execute(
                 "DELETE FROM pending WHERE task = ? AND key_id != ?", (task, key_id)
             ).rowcount
-            dissolved = 0
-            for batch_id, size in conn.execute(
-                "SELECT batch_id, size FROM batches WHERE task = ? AND acked = 0 ORDER BY seq",
-                (task,),
-            ).fetchall():
-                stored = conn.execute(
-                    "SELECT key_id FROM batch_sums WHERE batch_id = ?", (batch_id,)
-                ).fetchone()
-                if stored is not None:
-                    if stored[0] == key_id:
-                        continue
-                    refused += size  # the sum replaced its members: all under the old key
-                else:
-                    stale = conn.execute(
-                        "SELECT count(*) FROM batch_reports WHERE batch_id = ? AND key_id != ?",
-                        (batch_id, key_id),
-                    ).fetchone()[0]
-                    if stale == 0:
-                        continue
-                    refused += stale
+            doomed = base.dissolutions(conn.execute(
+                "SELECT b.batch_id, b.size, s.key_id, (SELECT count(*) FROM batch_reports r "
+                "WHERE r.batch_id = b.batch_id AND r.key_id != ?) FROM batches b LEFT JOIN "
+                "batch_sums s ON s.batch_id = b.batch_id WHERE b.task = ? AND b.acked = 0 "
+                "ORDER BY b.seq",
+                (key_id, task),
+            ).fetchall(), key_id)
+            for gone in doomed:
+                if not gone.has_sum:  # its members under key_id go back to pending
                     conn.execute(
-                        "INSERT INTO pending (task, key_id, enc, ct, tag) "
-                        "SELECT ?, key_id, enc, ct, tag FROM batch_reports "
-                        "WHERE batch_id = ? AND key_id = ? ORDER BY position",
-                        (task, batch_id, key_id),
+                        "INSERT INTO pending (task, key_id, enc, ct, tag) SELECT ?, key_id, enc, "
+                        "ct, tag FROM batch_reports WHERE batch_id = ? AND key_id = ? "
+                        "ORDER BY position",
+                        (task, gone.batch_id, key_id),
                     )
                 for table in ("batch_reports", "batch_sums", "batches"):
-                    conn.execute(f"DELETE FROM {table} WHERE batch_id = ?", (batch_id,))
-                dissolved += 1
+                    conn.execute(f"DELETE FROM {table} WHERE batch_id = ?", (gone.batch_id,))
+            refused += sum(gone.refused for gone in doomed)
             conn.execute(
                 "UPDATE counters SET refused_stale_key = refused_stale_key + ?, "
                 "batches_formed = batches_formed - ? WHERE task = ?",
-                (refused, dissolved, task),
+                (refused, len(doomed), task),
             )
-            formed = self._form_batches(task) if dissolved else 0
-        return StaleKeyRefusal(refused, dissolved, formed)
+            formed = self._form_batches(task) if doomed else 0
+        return base.StaleKeyRefusal(refused, len(doomed), formed)
 
     def has_sum(self, batch_id: str) -> bool:
         """Whether the encrypted sum of a batch is stored (False once acknowledged)."""
@@ -517,7 +313,7 @@ class ShufflerStore:
                 "SELECT 1 FROM batch_sums WHERE batch_id = ?", (batch_id,)
             ).fetchone() is not None
 
-    def next_unacked(self, task: str) -> Batch | None:
+    def next_unacked(self, task: str) -> base.Batch | None:
         """The oldest batch of ``task`` the analyzer has not acknowledged."""
         ids = self.unacked(task, 1)
         return self.load_batch(ids[0]) if ids else None
@@ -558,7 +354,7 @@ class ShufflerStore:
                 self._stored[task] = self._stored.get(task, 0) - int(size)
         return done
 
-    def counts(self, task: str) -> TaskCounts:
+    def counts(self, task: str) -> base.TaskCounts:
         with self._lock:
             pending = self._conn.execute(
                 "SELECT count(*) FROM pending WHERE task = ?", (task,)
@@ -568,7 +364,7 @@ class ShufflerStore:
                 "refused_stale_key FROM counters WHERE task = ?",
                 (task,),
             ).fetchone()
-        return TaskCounts(pending, *(row or (0, 0, 0, 0, 0)))
+        return base.TaskCounts(pending, *(row or (0, 0, 0, 0, 0)))
 
     def batch_members(self, batch_id: str) -> int:
         """How many ciphertexts of a batch are still stored (0 once acknowledged)."""

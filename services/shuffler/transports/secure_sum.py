@@ -1,6 +1,6 @@
 """The shuffler's side of the ``secure-sum`` transport (spec §3): it learns the analyzer's Paillier
 public key, checks encrypted counts at intake, and turns each formed batch into ONE encrypted
-batch sum, which is all it ever forwards for such a task.
+batch sum, which is all it ever forwards for such a task (``SecureSumTransport``).
 
 The shuffler holds no Paillier private key. It needs the public modulus n for two things: to check
 at intake that every ciphertext lies in Z*_{n²} (a ciphertext sharing a factor with n would make
@@ -29,28 +29,49 @@ stale member before its sum is formed is dissolved the same way.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, ClassVar, cast
 
+import anyio.to_thread
 import gmpy2
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
+from services.common.web import report_json_bytes
 from services.shuffler.errors import BadCiphertext, NotReady, SumUnavailable, UnknownKey
+from services.shuffler.hpke import HpkeState, Refresh
 from services.shuffler.published import PublishedConfig
 from services.shuffler.store import SecureBatch, tag_from_bytes
-from shared.crypto.paillier import CiphertextError, decode_ciphertexts, homomorphic_sum
+from services.shuffler.transports.base import (
+    Context,
+    Delivery,
+    OnAdopted,
+    Reports,
+    upload_limit,
+)
+from shared.crypto.paillier import (
+    DEFAULT_KEY_BITS,
+    CiphertextError,
+    decode_ciphertexts,
+    homomorphic_sum,
+)
 from shared.crypto.slots import SlotLayout, ciphertext_width, layout_for
-from shared.crypto.tags import ciphertext_digest
-from shared.protocol.messages import b64encode
+from shared.crypto.tags import TAG_CIPHERTEXT_BYTES, ciphertext_digest
+from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, b64encode
 from shared.protocol.secure_sum import (
     EncryptedBatchSum,
     EncryptedCounts,
     PaillierConfig,
+    SecureSumUpload,
     SumMember,
 )
 from shared.settings import TaskConfig
 
 log = logging.getLogger(__name__)
+
+# The last Paillier config adopted, in the shuffler's data directory (``Context.cache_dir``).
+PAILLIER_CACHE = "paillier-config.json"
 
 
 class PaillierState(PublishedConfig[PaillierConfig]):
@@ -63,7 +84,7 @@ class PaillierState(PublishedConfig[PaillierConfig]):
     model = PaillierConfig
 
     def __init__(self, tasks: Sequence[TaskConfig], cache: Path | None = None) -> None:
-        self.task_configs = {t.id: t for t in tasks if t.aggregation == "secure-sum"}
+        self.task_configs = {t.id: t for t in tasks}
         self.n = 0
         self.n_squared = 0
         self.layouts: dict[str, SlotLayout] = {}
@@ -170,3 +191,120 @@ def sum_message(batch: SecureBatch) -> EncryptedBatchSum:
         batch_id=batch.batch_id, key_id=batch.key_id, count=batch.size, ct=b64encode(batch.sum_ct),
         members=_MEMBERS.validate_json(batch.sum_members),
     )
+
+
+class SecureSumTransport:
+    """Paillier-encrypted counts in, one encrypted sum per batch of exactly l out."""
+
+    name: ClassVar[str] = "secure-sum"
+    endpoint: ClassVar[str] = "encrypted-counts"
+    upload: ClassVar[type[BaseModel]] = SecureSumUpload
+    takes: ClassVar[str] = "Paillier-encrypted counts (SecureSumUpload)"
+    summary: ClassVar[str] = (
+        "Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable. "
+        "Identical ciphertexts are dropped. Each batch of l is released only as its encrypted "
+        "sum.")
+    # Loaded again before every attempt: checked against the analyzer's current key (a stale
+    # batch is dissolved, see ``load``).
+    reload: ClassVar[bool] = True
+
+    def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
+        self.tasks = {t.id: t for t in tasks}
+        self.context = context
+        cache = context.cache_dir / PAILLIER_CACHE if context.cache_dir is not None else None
+        self.paillier = PaillierState(tasks, cache)
+        self._tags = MAX_REPORTS_PER_UPLOAD * report_json_bytes(TAG_CIPHERTEXT_BYTES)
+        self._limits: dict[int, int] = {}
+
+    @staticmethod
+    def ct_bytes(config: TaskConfig) -> int:
+        """0: the length depends on the analyzer's Paillier key."""
+        return 0
+
+    def published(self) -> list[tuple[PublishedConfig[Any], OnAdopted | None]]:
+        return [(self.paillier, self.adopted)]
+
+    def missing(self) -> list[str]:
+        return self.paillier.missing()
+
+    def health(self) -> dict[str, object]:
+        if not self.paillier.needed:
+            return {}
+        # Secure-sum intake opens once the analyzer's Paillier key is known.
+        return {"secure_sum_ready": self.paillier.config is not None}
+
+    def upload_limit(self) -> int:
+        """The largest upload of a task's reports under the analyzer's key (each also carries a
+        tag); until the key is known (uploads are refused with 503 anyway), under a key of the
+        default size."""
+        config = self.paillier.config
+        key_bits = config.key_bits if config is not None else DEFAULT_KEY_BITS
+        limit = self._limits.get(key_bits)
+        if limit is None:
+            limit = self._limits[key_bits] = max(
+                [upload_limit(layout_for(t, key_bits).ciphertext_bytes) + self._tags
+                 for t in self.tasks.values()], default=0)
+        return limit
+
+    async def check(self, task: str, reports: Reports, hpke: HpkeState, refresh: Refresh
+                    ) -> None:
+        counts = cast("Sequence[EncryptedCounts]", reports)
+        await hpke.check_tags(task, counts, refresh)
+        # CPU (base64 and one gcd per ciphertext): off the event loop.
+        await anyio.to_thread.run_sync(self.paillier.check_upload, task, counts)
+
+    async def delivery_ready(self) -> None:
+        # Sums need the analyzer's public key (batches stored before a restart wait too).
+        await self.paillier.ready.wait()
+
+    def load(self, task: str, batch_id: str) -> Delivery | None:
+        """The stored encrypted sum of a secure-sum batch, computed and stored first if needed:
+        the product is deterministic, so a crash between storing and posting re-sends the same
+        sum under the same batch id and the analyzer counts it once."""
+        store, paillier = self.context.store, self.paillier
+        batch = store.load_secure_batch(batch_id)
+        if batch is None:
+            return None
+        keys = {batch.key_id} if batch.sum_ct is not None else {m[0] for m in batch.members}
+        if paillier.config is not None and not all(map(paillier.is_current, keys)):
+            # Under a key the analyzer no longer has: it can never be counted, and a sum over
+            # two keys decrypts to nothing. Dissolve it (this and any other such batch).
+            self.refuse_stale_key(batch.task, paillier.config.key_id)
+            return None
+        if batch.sum_ct is None:
+            started = time.perf_counter()
+            key_id, ct, members = batch_sum(paillier, batch)
+            self.context.metrics.sum_seconds.observe(time.perf_counter() - started)
+            if not store.save_sum(batch_id, key_id, batch.size, ct, members):
+                return None
+            batch = store.load_secure_batch(batch_id)
+            if batch is None or batch.sum_ct is None:
+                return None
+        body = sum_message(batch).model_dump_json()
+        return Delivery(batch_id, batch.task, f"/v1/tasks/{batch.task}/batch-sums", body)
+
+    def refused(self, code: str | None) -> None:
+        if code == "unknown_key":  # the analyzer's key changed?
+            self.paillier.request_refresh()
+
+    def refuse_stale_key(self, task: str, key_id: int) -> None:
+        """(Worker thread.) Drop what ``task`` holds under another Paillier key than ``key_id``
+        (``ShufflerStore.refuse_stale_key``), count and log it."""
+        done = self.context.store.refuse_stale_key(task, key_id)
+        if done.refused or done.dissolved:
+            metrics = self.context.metrics
+            metrics.reports_refused_stale_key.labels(task).inc(done.refused)
+            metrics.batches_formed.labels(task).inc(done.formed)
+            log.error(
+                "task %s: refused %d accepted report(s) encrypted under a Paillier key the "
+                "analyzer no longer has (its key is %d); %d unacknowledged batch(es) dissolved, "
+                "%d formed again", task, done.refused, key_id, done.dissolved, done.formed,
+            )
+
+    async def adopted(self, config: PaillierConfig, wake: Callable[[str], None]) -> None:
+        """The analyzer's Paillier key is ``config``'s (newly adopted): refuse what every
+        secure-sum task holds under another key, then let delivery look again (batches never
+        mix keys)."""
+        for task in sorted(self.tasks):
+            await anyio.to_thread.run_sync(self.refuse_stale_key, task, config.key_id)
+            wake(task)

@@ -1,5 +1,5 @@
 """The shuffler's state in PostgreSQL: the same tables and guarantees as the SQLite store
-(``services.shuffler.store``), shared by N shuffler replicas on one database.
+(``services.shuffler.store.sqlite``), shared by N shuffler replicas on one database.
 
 Its tables are named ``shuffler_*`` (the analyzer's ``analyzer_*``), so both services can share
 one database schema.
@@ -24,105 +24,31 @@ What changes with several writers:
 - ``stored`` (backpressure) is refreshed from the shared counters after every commit and every
   sweep: accepted − acknowledged − refused, over all replicas.
 
-A commit deadlock between two replicas (the same reports uploaded to both) rolls one back;
-``accept`` retries it (``_RETRIES`` times), so it is invisible to clients.
+Every transaction goes through ``services.common.pg.Database.run_tx``: a commit deadlock between
+two replicas (the same reports uploaded to both) rolls one back and it is run again, as is one
+whose connection dropped, so neither is visible to clients.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from services.common import pg
-from services.shuffler.store import (
-    _CSPRNG,
-    AcceptResult,
-    Batch,
-    SecureBatch,
-    StaleKeyRefusal,
-    TaskCounts,
-    Upload,
-    _wire,
-    secure_batch,
-    tag_bytes,
-    tag_hash,
-)
-from shared.protocol.messages import EncryptedReport, b64encode
-from shared.protocol.secure_sum import EncryptedCounts
+from services.common.metrics import TxMetrics
+from services.common.migrations import scripts
+from services.shuffler.store import base
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-SCHEMA_V1 = """
-CREATE TABLE shuffler_replicas (
-    id TEXT PRIMARY KEY,
-    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    seen_at TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE shuffler_counters (
-    task TEXT NOT NULL,
-    shard TEXT NOT NULL,
-    accepted BIGINT NOT NULL DEFAULT 0,
-    duplicates BIGINT NOT NULL DEFAULT 0,
-    batches_formed BIGINT NOT NULL DEFAULT 0,
-    batches_acknowledged BIGINT NOT NULL DEFAULT 0,
-    reports_acknowledged BIGINT NOT NULL DEFAULT 0,
-    refused_stale_key BIGINT NOT NULL DEFAULT 0,
-    PRIMARY KEY (task, shard)
-);
-CREATE TABLE shuffler_seen (
-    task TEXT NOT NULL,
-    hash BYTEA NOT NULL,
-    PRIMARY KEY (task, hash)
-);
-CREATE TABLE shuffler_pending (
-    seq BIGSERIAL PRIMARY KEY,
-    task TEXT NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BYTEA NOT NULL,
-    ct BYTEA NOT NULL,
-    tag BYTEA
-);
-CREATE INDEX shuffler_pending_by_task ON shuffler_pending (task, seq);
-CREATE TABLE shuffler_batches (
-    seq BIGSERIAL PRIMARY KEY,
-    batch_id TEXT NOT NULL UNIQUE,
-    task TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    acked BOOLEAN NOT NULL DEFAULT false,
-    owner TEXT
-);
-CREATE INDEX shuffler_unacked_by_task ON shuffler_batches (task, seq) WHERE NOT acked;
-CREATE TABLE shuffler_batch_reports (
-    batch_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    key_id INTEGER NOT NULL,
-    enc BYTEA NOT NULL,
-    ct BYTEA NOT NULL,
-    tag BYTEA,
-    PRIMARY KEY (batch_id, position)
-);
-CREATE TABLE shuffler_batch_sums (
-    batch_id TEXT PRIMARY KEY,
-    key_id INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    ct BYTEA NOT NULL,
-    members TEXT
-);
-"""
-
-# Append only: a released migration never changes.
-MIGRATIONS = [SCHEMA_V1]
-
-_RETRIES = 5  # attempts of a transaction that lost a deadlock or a serialisation race
+# Append only: a released migration never changes (a new one is a new file).
+MIGRATIONS = scripts("services.shuffler.store", "postgres")
 
 
 class PgShufflerStore:
@@ -147,30 +73,37 @@ class PgShufflerStore:
         self.poll_interval: float | None = poll
         self.dead_after = dead_after
         self.replica = secrets.token_hex(8)
-        self._pool = pg.open_pool(url, service="shuffler", max_size=6)
+        self.db = pg.PooledDatabase(url, service="shuffler", max_size=6)
         self._stored: dict[str, int] = {t: 0 for t in batch_sizes}
         self._stop = threading.Event()
         try:
-            with self._pool.connection() as conn:
-                pg.migrate(conn, MIGRATIONS, store="shuffler")
-                with conn.transaction():
-                    conn.execute("INSERT INTO shuffler_replicas (id) VALUES (%s)", (self.replica,))
-                    conn.cursor().executemany(
-                        "INSERT INTO shuffler_counters (task, shard) VALUES (%s, %s) "
-                        "ON CONFLICT DO NOTHING",
-                        [(t, self.replica) for t in batch_sizes],
-                    )
-                self._refresh_stored(conn)
+            self.db.run_tx("migrate", lambda conn: pg.migrate(conn, MIGRATIONS, store="shuffler"),
+                           transaction=False)
+            self.db.run_tx("register", self._register)
+            self._refresh_stored()
         except BaseException:
-            self._pool.close()
+            self.db.close()
             raise
         self._sweeper = threading.Thread(
             target=self._sweep_forever, name="shuffler-pg-sweep", daemon=True
         )
         self._sweeper.start()
 
+    def _register(self, conn: psycopg.Connection) -> None:
+        # Idempotent: run_tx runs it again if the connection dropped before the answer to its
+        # COMMIT came back.
+        conn.execute("INSERT INTO shuffler_replicas (id) VALUES (%s) ON CONFLICT DO NOTHING",
+                     (self.replica,))
+        conn.cursor().executemany(
+            "INSERT INTO shuffler_counters (task, shard) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            [(t, self.replica) for t in self.batch_sizes],
+        )
+
     def checkpoint(self) -> None:
         """Nothing to do: the server checkpoints its own log."""
+
+    def observe(self, metrics: TxMetrics) -> None:
+        self.db.metrics = metrics
 
     def close(self) -> None:
         """Stop the sweep and sign off: a replica that stops cleanly leaves its unacknowledged
@@ -178,28 +111,15 @@ class PgShufflerStore:
         self._stop.set()
         self._sweeper.join(timeout=10)
         try:
-            with self._pool.connection() as conn:
-                conn.execute("DELETE FROM shuffler_replicas WHERE id = %s", (self.replica,))
+            self.db.run_tx("sign_off", lambda conn: conn.execute(
+                "DELETE FROM shuffler_replicas WHERE id = %s", (self.replica,)),
+                transaction=False, retry=False)
         except psycopg.Error:  # the database is away: the others wait out dead_after
             log.warning("shuffler store: could not sign off replica %s", self.replica)
-        self._pool.close()
+        self.db.close()
 
     # -----------------------------------------------------------------------------------------
     # Plumbing
-
-    def _tx(self, fn: Callable[[psycopg.Connection], T], *, retry: bool = True) -> T:
-        """``fn(conn)`` in one transaction on a pooled connection, retried if PostgreSQL
-        rolled it back for a deadlock or a serialisation failure (nothing of it committed)."""
-        for attempt in range(_RETRIES):
-            try:
-                with self._pool.connection() as conn, conn.transaction():
-                    return fn(conn)
-            except (psycopg.errors.DeadlockDetected,
-                    psycopg.errors.SerializationFailure) as exc:
-                if not retry or attempt == _RETRIES - 1:
-                    raise
-                log.info("shuffler store: transaction retried after %s", type(exc).__name__)
-        raise AssertionError("unreachable")
 
     def _bump(self, conn: psycopg.Connection, task: str, **by: int) -> None:
         """Add to this replica's counter shard of ``task``."""
@@ -212,12 +132,12 @@ class PgShufflerStore:
             (task, self.replica),
         )
 
-    def _refresh_stored(self, conn: psycopg.Connection) -> None:
+    def _refresh_stored(self) -> None:
         """Reports stored and not acknowledged, per task, over every replica's counters."""
-        rows = conn.execute(
+        rows = self.db.run_tx("refresh_stored", lambda conn: conn.execute(
             "SELECT task, sum(accepted - reports_acknowledged - refused_stale_key) "
             "FROM shuffler_counters GROUP BY task"
-        ).fetchall()
+        ).fetchall(), transaction=False)
         for task, n in rows:
             if task in self.batch_sizes:
                 self._stored[task] = int(n or 0)
@@ -229,18 +149,16 @@ class PgShufflerStore:
                 self.heartbeat()
                 for task in self.batch_sizes:
                     self.form_batches(task)
-                with self._pool.connection() as conn:
-                    self._refresh_stored(conn)
+                self._refresh_stored()
             except Exception:  # the database may be briefly away: try again next round
                 log.warning("shuffler store: sweep failed", exc_info=True)
 
     def heartbeat(self) -> None:
-        with self._pool.connection() as conn:
-            conn.execute(
-                "INSERT INTO shuffler_replicas (id) VALUES (%s) "
-                "ON CONFLICT (id) DO UPDATE SET seen_at = now()",
-                (self.replica,),
-            )
+        self.db.run_tx("heartbeat", lambda conn: conn.execute(
+            "INSERT INTO shuffler_replicas (id) VALUES (%s) "
+            "ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+            (self.replica,),
+        ), transaction=False)
 
     # -----------------------------------------------------------------------------------------
     # Intake
@@ -250,89 +168,60 @@ class PgShufflerStore:
         or sweep (all replicas together). Cheap: no SQL."""
         return self._stored.get(task, 0)
 
-    def accept(self, uploads: Sequence[Upload]) -> tuple[list[AcceptResult], dict[str, int]]:
+    def accept(
+        self, uploads: Sequence[base.Upload]
+    ) -> tuple[list[base.AcceptResult], dict[str, int]]:
         """The uploads durable in one transaction, with every batch that became full formed
         in it; then one more formation pass per task (see the module docstring)."""
 
-        def run(conn: psycopg.Connection) -> tuple[list[AcceptResult], dict[str, int]]:
+        def run(conn: psycopg.Connection) -> tuple[list[base.AcceptResult], dict[str, int]]:
             results = [self._accept_one(conn, upload) for upload in uploads]
             touched = sorted({u.task for u, r in zip(uploads, results, strict=True)
                               if r.accepted})
             formed = {task: self._form(conn, task) for task in touched}
             return results, formed
 
-        results, formed = self._tx(run)
+        results, formed = self.db.run_tx("accept", run)
         for task in sorted({u.task for u in uploads}):
             formed[task] = formed.get(task, 0) + self.form_batches(task)
-        with self._pool.connection() as conn:
-            self._refresh_stored(conn)
+        self._refresh_stored()
         return results, {t: n for t, n in formed.items() if n}
 
-    def _accept_one(self, conn: psycopg.Connection, upload: Upload) -> AcceptResult:
-        """One upload, in the caller's transaction. HPKE reports are inserted in bulk; a
-        secure-sum report (its tag checked after its ciphertext) one at a time."""
+    def _accept_one(self, conn: psycopg.Connection, upload: base.Upload) -> base.AcceptResult:
+        """One upload, in the caller's transaction: the duplicate rule (``base.admit``) on the
+        ``seen`` entries inserted in one statement (those it returns were new; the new ones the
+        rule does not keep are deleted again), then its accepted reports."""
         task = upload.task
-        rows: list[tuple[int, bytes, bytes, bytes | None]] = []
-        duplicates = 0
-        hpke = [r for r in upload.reports if not isinstance(r, EncryptedCounts)]
-        if len(hpke) == len(upload.reports):
-            wires = [_wire(r) for r in hpke]
-            hashes = [hashlib.sha256(enc + ct).digest() for _, enc, ct in wires]
-            fresh = {bytes(h) for (h,) in conn.execute(
-                "INSERT INTO shuffler_seen (task, hash) SELECT %s, unnest(%s::bytea[]) "
-                "ON CONFLICT DO NOTHING RETURNING hash", (task, hashes)).fetchall()}
-            for (key_id, enc, ct), h in zip(wires, hashes, strict=True):
-                if h in fresh:
-                    fresh.discard(h)  # a second copy in the same upload is a duplicate
-                    rows.append((key_id, enc, ct, None))
-                else:
-                    duplicates += 1
-        else:
-            for report in upload.reports:
-                key_id, enc, ct = _wire(report)
-                ct_hash = hashlib.sha256(enc + ct).digest()
-                if not self._see(conn, task, ct_hash):
-                    duplicates += 1
-                    continue
-                tag = tag_bytes(report.tag) if isinstance(report, EncryptedCounts) else None
-                if tag is not None and not self._see(conn, task, tag_hash(tag)):
-                    # Another ciphertext under a tag already held (see the SQLite store).
-                    conn.execute("DELETE FROM shuffler_seen WHERE task = %s AND hash = "
-                                 "%s", (task, ct_hash))
-                    duplicates += 1
-                    continue
-                rows.append((key_id, enc, ct, tag))
-        if rows:
+        candidates = [base.Candidate.of(r) for r in upload.reports]
+        entries = base.seen_entries(candidates)
+        inserted = {bytes(h) for (h,) in conn.execute(
+            "INSERT INTO shuffler_seen (task, hash) SELECT %s, unnest(%s::bytea[]) "
+            "ON CONFLICT DO NOTHING RETURNING hash", (task, entries)).fetchall()}
+        done = base.admit(candidates, set(entries) - inserted)
+        if forget := list(inserted - done.recorded):
+            conn.execute("DELETE FROM shuffler_seen WHERE task = %s AND hash = ANY(%s)",
+                         (task, forget))
+        if done.rows:
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) VALUES (%s, %s, "
                     "%s, %s, %s)",
-                    [(task, *row) for row in rows],
+                    [(task, *row) for row in done.rows],
                 )
-        self._bump(conn, task, accepted=len(rows), duplicates=duplicates)
-        return AcceptResult(len(rows), duplicates)
-
-    @staticmethod
-    def _see(conn: psycopg.Connection, task: str, h: bytes) -> bool:
-        """Record a hash in ``seen``; False if it was there."""
-        cur = conn.execute(
-            "INSERT INTO shuffler_seen (task, hash) VALUES (%s, %s) ON CONFLICT DO "
-            "NOTHING", (task, h)
-        )
-        return cur.rowcount == 1
+        self._bump(conn, task, accepted=len(done.rows), duplicates=done.duplicates)
+        return base.AcceptResult(len(done.rows), done.duplicates)
 
     def form_batches(self, task: str) -> int:
         """Form every batch of ``task`` that is full, in a transaction of its own (a plain
         count first: claiming locks rows, which costs a write)."""
         l = self.batch_sizes[task]
-        with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM shuffler_pending WHERE task = %s LIMIT %s) s",
-                (task, l),
-            ).fetchone()
+        row = self.db.run_tx("count_pending", lambda conn: conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM shuffler_pending WHERE task = %s LIMIT %s) s",
+            (task, l),
+        ).fetchone(), transaction=False)
         if row is None or row[0] < l:
             return 0
-        return self._tx(lambda conn: self._form(conn, task))
+        return self.db.run_tx("form_batches", lambda conn: self._form(conn, task))
 
     def _form(self, conn: psycopg.Connection, task: str) -> int:
         """Claim exactly l pending reports of ``task`` at a time (``FOR UPDATE SKIP LOCKED``:
@@ -342,16 +231,15 @@ class PgShufflerStore:
         l = self.batch_sizes[task]
         formed = 0
         while True:
-            rows = conn.execute(
+            claimed = conn.execute(
                 "SELECT seq, key_id, enc, ct, tag FROM shuffler_pending WHERE task = %s ORDER BY "
                 "seq "
                 "LIMIT %s FOR UPDATE SKIP LOCKED",
                 (task, l),
             ).fetchall()
-            if len(rows) < l:
+            if len(claimed) < l:
                 return formed
-            _CSPRNG.shuffle(rows)
-            batch_id = secrets.token_hex(16)
+            batch_id, rows = base.shuffled(claimed)
             conn.execute(
                 "INSERT INTO shuffler_batches (batch_id, task, size, owner) VALUES (%s, %s, %s, "
                 "%s)",
@@ -399,7 +287,7 @@ class PgShufflerStore:
             ).fetchall()
             return [r[0] for r in rows]
 
-        return [b for b in self._tx(run) if b not in exclude][:limit]
+        return [b for b in self.db.run_tx("unacked", run) if b not in exclude][:limit]
 
     def _unacked_batch(self, conn: psycopg.Connection, batch_id: str) -> tuple[str, int] | None:
         row = conn.execute(
@@ -414,20 +302,17 @@ class PgShufflerStore:
             (batch_id,),
         ).fetchall()
 
-    def load_batch(self, batch_id: str) -> Batch | None:
-        with self._pool.connection() as conn, conn.transaction():
+    def load_batch(self, batch_id: str) -> base.Batch | None:
+        def run(conn: psycopg.Connection) -> base.Batch | None:
             row = self._unacked_batch(conn, batch_id)
             if row is None:
                 return None
-            members = self._members(conn, batch_id, "key_id, enc, ct")
-        reports = [
-            EncryptedReport(key_id=key_id, enc=b64encode(bytes(enc)), ct=b64encode(bytes(ct)))
-            for key_id, enc, ct in members
-        ]
-        return Batch(batch_id=batch_id, task=row[0], reports=reports)
+            return base.batch(batch_id, row[0], self._members(conn, batch_id, "key_id, enc, ct"))
 
-    def load_secure_batch(self, batch_id: str) -> SecureBatch | None:
-        with self._pool.connection() as conn, conn.transaction():
+        return self.db.run_tx("load_batch", run)
+
+    def load_secure_batch(self, batch_id: str) -> base.SecureBatch | None:
+        def run(conn: psycopg.Connection) -> base.SecureBatch | None:
             row = self._unacked_batch(conn, batch_id)
             if row is None:
                 return None
@@ -435,95 +320,81 @@ class PgShufflerStore:
                 "SELECT key_id, ct, members FROM shuffler_batch_sums WHERE batch_id = "
                 "%s", (batch_id,)
             ).fetchone()
-            members: list[tuple[int, bytes, bytes | None]] = []
-            if stored is None:
-                members = [
-                    (k, bytes(ct), None if tag is None else bytes(tag))
-                    for k, ct, tag in self._members(conn, batch_id, "key_id, ct, tag")
-                ]
-        return secure_batch(batch_id, row, stored, members)
+            members = [] if stored is not None else self._members(conn, batch_id,
+                                                                    "key_id, ct, tag")
+            return base.secure_batch(batch_id, row, stored, members)
+
+        return self.db.run_tx("load_secure_batch", run)
 
     def save_sum(self, batch_id: str, key_id: int, count: int, ct: bytes, members: str) -> bool:
         """As ``ShufflerStore.save_sum`` (the batch row locked: another replica that took the
         batch over computes the same deterministic sum, and the first one stored stays)."""
 
         def run(conn: psycopg.Connection) -> bool:
-            live = conn.execute(
-                "SELECT 1 FROM shuffler_batches WHERE batch_id = %s AND NOT acked FOR "
-                "UPDATE", (batch_id,)
-            ).fetchone() is not None
-            if live:
-                conn.execute(
-                    "INSERT INTO shuffler_batch_sums (batch_id, key_id, count, ct, members) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (batch_id, key_id, count, ct, members),
-                )
-                conn.execute("DELETE FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,))
-            return live
+            # One round trip: lock the batch row if unacknowledged, and only then store the sum
+            # (the first stored stays) and delete the members it replaces.
+            row = conn.execute(
+                "WITH live AS (SELECT batch_id FROM shuffler_batches WHERE batch_id = %(id)s "
+                "AND NOT acked FOR UPDATE), "
+                "saved AS (INSERT INTO shuffler_batch_sums (batch_id, key_id, count, ct, members) "
+                "SELECT batch_id, %(key)s, %(count)s, %(ct)s, %(members)s FROM live "
+                "ON CONFLICT DO NOTHING), "
+                "replaced AS (DELETE FROM shuffler_batch_reports WHERE batch_id IN "
+                "(SELECT batch_id FROM live)) "
+                "SELECT count(*) FROM live",
+                {"id": batch_id, "key": key_id, "count": count, "ct": ct, "members": members},
+            ).fetchone()
+            return row is not None and row[0] == 1
 
-        return self._tx(run)
+        return self.db.run_tx("save_sum", run)
 
-    def refuse_stale_key(self, task: str, key_id: int) -> StaleKeyRefusal:
+    def refuse_stale_key(self, task: str, key_id: int) -> base.StaleKeyRefusal:
         """As ``ShufflerStore.refuse_stale_key``, with the task's unacknowledged batches
         locked for the transaction."""
 
-        def run(conn: psycopg.Connection) -> StaleKeyRefusal:
+        def run(conn: psycopg.Connection) -> base.StaleKeyRefusal:
             refused = conn.execute(
                 "DELETE FROM shuffler_pending WHERE task = %s AND key_id <> %s", (task, key_id)
             ).rowcount
-            dissolved = 0
-            for batch_id, size in conn.execute(
-                "SELECT batch_id, size FROM shuffler_batches WHERE task = %s AND NOT acked ORDER "
-                "BY seq "
-                "FOR UPDATE",
-                (task,),
-            ).fetchall():
-                stored = conn.execute(
-                    "SELECT key_id FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
-                ).fetchone()
-                if stored is not None:
-                    if stored[0] == key_id:
-                        continue
-                    refused += size
-                else:
-                    stale_row = conn.execute(
-                        "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s AND "
-                        "key_id <> %s",
-                        (batch_id, key_id),
-                    ).fetchone()
-                    stale = int(stale_row[0]) if stale_row else 0
-                    if stale == 0:
-                        continue
-                    refused += stale
-                    conn.execute(
-                        "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) "
-                        "SELECT %s, key_id, enc, ct, tag FROM shuffler_batch_reports "
-                        "WHERE batch_id = %s AND key_id = %s ORDER BY position",
-                        (task, batch_id, key_id),
-                    )
-                for table in ("shuffler_batch_reports", "shuffler_batch_sums", "shuffler_batches"):
-                    conn.execute(
-                        sql.SQL("DELETE FROM {} WHERE batch_id = %s").format(
-                            sql.Identifier(table)),
-                        (batch_id,),
-                    )
-                dissolved += 1
-            self._bump(conn, task, refused_stale_key=refused, batches_formed=-dissolved)
-            formed = self._form(conn, task) if dissolved else 0
-            return StaleKeyRefusal(refused, dissolved, formed)
+            # Lock first, then read the sums and members in a statement of its own: its snapshot
+            # is taken after the locks, so it sees a sum another replica committed meanwhile.
+            locked = [r[0] for r in conn.execute(
+                "SELECT batch_id FROM shuffler_batches WHERE task = %s AND NOT acked ORDER BY seq "
+                "FOR UPDATE", (task,)).fetchall()]
+            doomed = base.dissolutions(conn.execute(
+                "SELECT b.batch_id, b.size, s.key_id, (SELECT count(*) FROM "
+                "shuffler_batch_reports r WHERE r.batch_id = b.batch_id AND r.key_id <> %s) "
+                "FROM shuffler_batches b LEFT JOIN shuffler_batch_sums s USING (batch_id) "
+                "WHERE b.batch_id = ANY(%s) ORDER BY b.seq",
+                (key_id, locked),
+            ).fetchall(), key_id)
+            ids = [gone.batch_id for gone in doomed]
+            # Members under key_id back to pending, batch by batch in formation order.
+            conn.execute(
+                "INSERT INTO shuffler_pending (task, key_id, enc, ct, tag) "
+                "SELECT %s, r.key_id, r.enc, r.ct, r.tag FROM shuffler_batch_reports r "
+                "JOIN shuffler_batches b USING (batch_id) WHERE r.batch_id = ANY(%s) "
+                "AND r.key_id = %s ORDER BY b.seq, r.position",
+                (task, [gone.batch_id for gone in doomed if not gone.has_sum], key_id),
+            )
+            for table in ("shuffler_batch_reports", "shuffler_batch_sums", "shuffler_batches"):
+                conn.execute(sql.SQL("DELETE FROM {} WHERE batch_id = ANY(%s)").format(
+                    sql.Identifier(table)), (ids,))
+            refused += sum(gone.refused for gone in doomed)
+            self._bump(conn, task, refused_stale_key=refused, batches_formed=-len(doomed))
+            formed = self._form(conn, task) if doomed else 0
+            return base.StaleKeyRefusal(refused, len(doomed), formed)
 
-        done = self._tx(run)
-        with self._pool.connection() as conn:
-            self._refresh_stored(conn)
+        done = self.db.run_tx("refuse_stale_key", run)
+        self._refresh_stored()
         return done
 
     def has_sum(self, batch_id: str) -> bool:
-        with self._pool.connection() as conn:
-            return conn.execute(
-                "SELECT 1 FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
-            ).fetchone() is not None
+        return self.db.run_tx("has_sum", lambda conn: conn.execute(
+            "SELECT 1 FROM shuffler_batch_sums WHERE batch_id = %s", (batch_id,)
+        ).fetchone(), transaction=False) is not None
 
-    def next_unacked(self, task: str) -> Batch | None:
+    def next_unacked(self, task: str) -> base.Batch | None:
         ids = self.unacked(task, 1)
         return self.load_batch(ids[0]) if ids else None
 
@@ -546,13 +417,13 @@ class PgShufflerStore:
             self._bump(conn, row[0], batches_acknowledged=1, reports_acknowledged=row[1])
             return row[0], int(row[1])
 
-        done = self._tx(run)
+        done = self.db.run_tx("acknowledge", run)
         if done is not None:
             self._stored[done[0]] = self._stored.get(done[0], 0) - done[1]
         return done is not None
 
-    def counts(self, task: str) -> TaskCounts:
-        with self._pool.connection() as conn, conn.transaction():
+    def counts(self, task: str) -> base.TaskCounts:
+        def run(conn: psycopg.Connection) -> base.TaskCounts:
             pending = conn.execute(
                 "SELECT count(*) FROM shuffler_pending WHERE task = %s", (task,)
             ).fetchone()
@@ -562,12 +433,13 @@ class PgShufflerStore:
                 "coalesce(sum(refused_stale_key), 0) FROM shuffler_counters WHERE task = %s",
                 (task,),
             ).fetchone()
-        values = [int(v) for v in (row or (0, 0, 0, 0, 0))]
-        return TaskCounts(int(pending[0]) if pending else 0, *values)
+            values = [int(v) for v in (row or (0, 0, 0, 0, 0))]
+            return base.TaskCounts(int(pending[0]) if pending else 0, *values)
+
+        return self.db.run_tx("counts", run)
 
     def batch_members(self, batch_id: str) -> int:
-        with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,)
-            ).fetchone()
+        row = self.db.run_tx("batch_members", lambda conn: conn.execute(
+            "SELECT count(*) FROM shuffler_batch_reports WHERE batch_id = %s", (batch_id,)
+        ).fetchone(), transaction=False)
         return int(row[0]) if row else 0

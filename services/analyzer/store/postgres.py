@@ -1,5 +1,5 @@
 """The analyzer's state in PostgreSQL: the same tables and the same one-transaction rule as the
-SQLite store (``services.analyzer.store``), plus one active analyzer per task. Its tables are
+SQLite store (``services.analyzer.store.sqlite``), plus one active analyzer per task. Its tables are
 named ``analyzer_*`` (the shuffler's ``shuffler_*``), so both services can share one schema.
 
 ``commit_batches`` writes a group's batch ids, their report ids (``COPY``), the counters and the
@@ -14,91 +14,62 @@ listens; when the first dies (even by SIGKILL) its connection closes, PostgreSQL
 locks, and the standby loads the committed state and starts within a poll (0.2 s) plus its
 start-up. Since the commits go through the connection
 that holds the locks, an analyzer that lost them (its connection broke) cannot commit anything
-any more: it stops itself (SIGTERM) so that the standby can take its port.
+any more: it stops itself (SIGTERM) so that the standby can take its port. Every statement runs
+through ``services.common.pg.Database.run_tx`` on that one connection (``SessionDatabase``);
+before any task is claimed a dropped connection is simply replaced.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
 
-from services.analyzer.store import (
-    TASK_COUNTERS,
-    BatchResult,
-    OneConnection,
-    TaskRecord,
-    _dumps,
-    update_task,
-)
+from services.analyzer.store import base
 from services.common import pg
+from services.common.metrics import TxMetrics
+from services.common.migrations import scripts
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
-SCHEMA_V1 = """
-CREATE TABLE analyzer_tasks (
-    task TEXT PRIMARY KEY,
-    config TEXT NOT NULL,
-    state TEXT NOT NULL,
-    reports_counted BIGINT NOT NULL DEFAULT 0,
-    rejected BIGINT NOT NULL DEFAULT 0,
-    duplicates BIGINT NOT NULL DEFAULT 0,
-    batches BIGINT NOT NULL DEFAULT 0,
-    quarantined BIGINT NOT NULL DEFAULT 0
-);
-CREATE TABLE analyzer_batches (
-    task TEXT NOT NULL,
-    batch_id TEXT NOT NULL,
-    counted INTEGER NOT NULL,
-    rejected INTEGER NOT NULL,
-    duplicates INTEGER NOT NULL,
-    model_version INTEGER NOT NULL,
-    quarantined INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (task, batch_id)
-);
-CREATE TABLE analyzer_report_ids (
-    task TEXT NOT NULL,
-    report_id BYTEA NOT NULL,
-    PRIMARY KEY (task, report_id)
-);
-"""
-
-# Append only: a released migration never changes.
-MIGRATIONS = [SCHEMA_V1]
+# Append only: a released migration never changes (a new one is a new file).
+MIGRATIONS = scripts("services.analyzer.store", "postgres")
 
 
-class PgAnalyzerStore(OneConnection):
+class PgAnalyzerStore:
     """The analyzer store on PostgreSQL: one connection behind a lock (it also holds the task
     locks, see the module docstring)."""
 
     def __init__(self, url: str) -> None:
         self.path = pg.redact(url)  # what error messages name
         self.claimed: set[str] = set()
-        super().__init__(pg.connect(url, service="analyzer"),
-                         lambda conn: pg.migrate(conn, MIGRATIONS, store="analyzer"))
+        self.db = pg.SessionDatabase(url, service="analyzer", lost=self._lost)
+        try:
+            self.db.run_tx("migrate", lambda conn: pg.migrate(conn, MIGRATIONS, store="analyzer"),
+                           transaction=False)
+        except BaseException:
+            self.db.close()
+            raise
 
-    def _run(self, fn: Callable[[psycopg.Connection], T], *, tx: bool = True) -> T:
-        """``fn(conn)`` under the lock (in a transaction unless ``tx`` is False). A broken
-        connection has lost the task locks: stop this analyzer, a standby takes over."""
-        with self._lock:
-            try:
-                if not tx:
-                    return fn(self._conn)
-                with self._conn.transaction():
-                    return fn(self._conn)
-            except psycopg.OperationalError:
-                if self._conn.broken and self.claimed:
-                    log.critical("analyzer store: the connection holding the task locks broke; "
-                                 "stopping so that a standby can take over")
-                    os.kill(os.getpid(), signal.SIGTERM)
-                raise
+    def close(self) -> None:
+        self.db.close()
+
+    def observe(self, metrics: TxMetrics) -> None:
+        self.db.metrics = metrics
+
+    def _lost(self) -> bool:
+        """The connection dropped. Holding task locks, it lost them: stop this analyzer, a
+        standby takes over (False: no new connection). Else a new one may be made."""
+        if not self.claimed:
+            return True
+        log.critical("analyzer store: the connection holding the task locks broke; "
+                     "stopping so that a standby can take over")
+        os.kill(os.getpid(), signal.SIGTERM)
+        return False
 
     # -----------------------------------------------------------------------------------------
     # One active analyzer per task
@@ -120,28 +91,22 @@ class PgAnalyzerStore(OneConnection):
                     waiting.append(task)
             return waiting
 
-        return self._run(run, tx=False)
+        return self.db.run_tx("try_claim", run, transaction=False)
 
     # -----------------------------------------------------------------------------------------
     # As ``AnalyzerStore``
 
-    def load_task(self, task: str) -> TaskRecord | None:
-        row = self._run(lambda conn: conn.execute(
-            f"SELECT config, state, {', '.join(TASK_COUNTERS)} FROM analyzer_tasks WHERE task = %s",
-            (task,),
-        ).fetchone(), tx=False)
-        if row is None:
-            return None
-        return TaskRecord(
-            json.loads(row[0]), json.loads(row[1]),
-            {k: int(v) for k, v in zip(TASK_COUNTERS, row[2:], strict=True)},
-        )
+    def load_task(self, task: str) -> base.TaskRecord | None:
+        row = self.db.run_tx("load_task", lambda conn: conn.execute(
+            f"SELECT {base.TASK_COLUMNS} FROM analyzer_tasks WHERE task = %s", (task,)
+        ).fetchone(), transaction=False)
+        return None if row is None else base.task_record(row)
 
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None:
-        self._run(lambda conn: conn.execute(
+        self.db.run_tx("init_task", lambda conn: conn.execute(
             "INSERT INTO analyzer_tasks (task, config, state) VALUES (%s, %s, %s) ON CONFLICT DO "
             "NOTHING",
-            (task, _dumps(config), _dumps(state)),
+            (task, base.dumps(config), base.dumps(state)),
         ))
 
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]:
@@ -157,20 +122,15 @@ class PgAnalyzerStore(OneConnection):
         table and column are constants of this module)."""
         if not values:
             return []
-        return self._run(lambda conn: [r[0] for r in conn.execute(
+        return self.db.run_tx(f"present_{column}", lambda conn: [r[0] for r in conn.execute(
             f"SELECT {column} FROM {table} WHERE task = %s AND {column} = ANY(%s)",
             (task, values),
-        )], tx=False)
+        )], transaction=False)
 
-    def commit_batches(
-        self,
-        task: str,
-        batches: Sequence[tuple[BatchResult, Sequence[bytes]]],
-        state: dict[str, Any],
-    ) -> None:
+    def commit_batches(self, task: str, batches: base.Group, state: dict[str, Any]) -> None:
         """Batch ids, their new report ids, the counters and the policy state, in ONE
         transaction (durable when this returns: ``synchronous_commit`` is on)."""
-        state_json = _dumps(state)
+        state_json = base.dumps(state)
 
         def run(conn: psycopg.Connection) -> None:
             with conn.cursor() as cur:
@@ -184,6 +144,6 @@ class PgAnalyzerStore(OneConnection):
                     for _, report_ids in batches:
                         for rid in report_ids:
                             copy.write_row((task, rid))
-            update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
+            base.update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
 
-        self._run(run)
+        self.db.run_tx("commit_batches", run)

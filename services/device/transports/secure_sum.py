@@ -1,6 +1,7 @@
 """The device's side of the ``secure-sum`` transport (spec §3): the analyzer's Paillier public key
 per secure-sum task, and the encryption of one report's randomized counts (``sblb``) or noisy
-signed statistics (``ddp-linucb``, a signed slot layout) under it.
+signed statistics (``ddp-linucb``, a signed slot layout) under it (``SecureSumTransport``),
+uploaded to ``POST /v1/tasks/{task}/encrypted-counts``.
 
 For each secure-sum task the device fetches, at start-up and retrying until the analyzer answers
 (like the HPKE config),
@@ -26,6 +27,7 @@ import secrets
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import ClassVar
 
 import gmpy2
 import httpx
@@ -33,13 +35,18 @@ import numpy as np
 
 from services.common.retry import Backoff
 from services.device.background import Loops
-from services.device.refiller import PoolRefiller, start_refiller, start_workers
+from services.device.errors import NoPaillierKey
+from services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
+from services.device.transports.refiller import PoolRefiller, start_refiller, start_workers
+from shared.core.randomizers.base import Randomizer
+from shared.core.randomizers.binary import BinaryRandomizer
+from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
 from shared.crypto.slots import layout_for
 from shared.crypto.tags import make_tag
 from shared.protocol.messages import REPORT_ID_BYTES, TaskInfo, b64decode
 from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSumLayout
-from shared.settings import Settings, TaskConfig
+from shared.settings import DeviceTiming, TaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -122,20 +129,21 @@ class SecureSumKeys:
 
     def __init__(
         self,
-        settings: Settings,
+        tasks: list[TaskConfig],
+        timing: DeviceTiming,
         client: httpx.AsyncClient,
         *,
         min_key_bits: int = MIN_KEY_BITS,
         on_change: Callable[[str, TaskKey], None] | None = None,
     ) -> None:
         self.client = client
-        self.timing = settings.device_timing
+        self.timing = timing
         self.min_key_bits = min_key_bits
         # Precomputed obfuscators kept per task (a report of a task with d <= 19 under a
         # 2048-bit key needs one).
         self.pool_target = self.timing.paillier_pool
         self.on_change = on_change
-        self.tasks = {t.id: t for t in settings.tasks if t.aggregation == "secure-sum"}
+        self.tasks = {t.id: t for t in tasks}
         self._keys: dict[str, TaskKey] = {}
         # The refillers' worker processes (all keys), started with the first key.
         self._workers: ProcessPoolExecutor | None = None
@@ -232,3 +240,70 @@ class SecureSumKeys:
                 continue
             backoff.reset()
             await asyncio.sleep(self.timing.paillier_refresh)
+
+
+@dataclass(frozen=True)
+class SumSealer:
+    """One feedback's encryption under the task's Paillier key, its tag sealed to the
+    analyzer's HPKE key."""
+
+    task: str
+    key: TaskKey
+    hpke_key_id: int
+    hpke_public_key: bytes
+
+    async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
+        # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs; a
+        # Skellam row is already the signed integers to sum.
+        if isinstance(randomizer, SkellamRandomizer):
+            counts = row
+        elif isinstance(randomizer, BinaryRandomizer):
+            counts = randomizer.counts(row[None, :])[0]
+        else:  # the registry offers secure-sum only to these two randomizers' policies
+            raise TypeError(f"secure-sum cannot sum the rows of {type(randomizer).__name__}")
+        key, args = self.key, (counts, self.task, self.hpke_public_key, self.hpke_key_id)
+        if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
+            wire = key.encrypt(*args)
+        else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
+            wire = await asyncio.to_thread(key.encrypt_in_thread, *args)
+        return Encoded(wire.model_dump_json(), SecureSumTransport.name, wire.key_id)
+
+
+class SecureSumTransport:
+    """Paillier-encrypted counts, uploaded to ``POST /v1/tasks/{task}/encrypted-counts``; the
+    tasks' keys are fetched and their pools refilled in the background (``SecureSumKeys``)."""
+
+    name: ClassVar[str] = "secure-sum"
+    endpoint: ClassVar[str] = "encrypted-counts"
+
+    def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
+        self.tasks = {t.id: t for t in tasks}
+        self.cache = context.cache
+        self.keys = SecureSumKeys(
+            tasks, context.settings.device_timing, context.analyzer,
+            min_key_bits=context.paillier_min_bits, on_change=context.metrics.on_paillier_key,
+        )
+        # The shuffler does not know a report's key: fetch the task's config again.
+        self.refresh_key: KeyRefresher | None = self.keys.refresh
+
+    def sealer(self, task: str) -> SumSealer:
+        key = self.keys.get(task)
+        if key is None:
+            raise NoPaillierKey(
+                f"the analyzer's Paillier key for task {task} is not known yet; retry soon"
+            )
+        return SumSealer(task, key, *hpke_key(self.cache))
+
+    def missing(self) -> list[str]:
+        return self.keys.missing()
+
+    def health(self) -> dict[str, object]:
+        keys = self.keys
+        return {"paillier_keys": {t: k.key_id for t in keys.tasks
+                                  if (k := keys.get(t)) is not None}}
+
+    def start(self) -> None:
+        self.keys.start()
+
+    async def stop(self) -> None:
+        await self.keys.stop()

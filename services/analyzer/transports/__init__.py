@@ -1,0 +1,34 @@
+"""The analyzer's side of each shuffle transport, by the name tasks give it
+(``TaskConfig.aggregation``; the names are on the wire too):
+
+- ``reports`` (``services.analyzer.transports.reports``): batches of l HPKE reports, each
+  decrypted and fed as a row;
+- ``secure-sum`` (``services.analyzer.transports.secure_sum``): one Paillier-encrypted sum per
+  batch, fed as a statistic; a batch failing a check is quarantined whole.
+
+Each is an ``AnalyzerTransport`` (``base``): the route the shuffler posts to, the keys it needs,
+and a ``Decoder`` per task, which the one ingest pipeline runs. A new transport is one module
+defining its transport object, registered in ``TRANSPORTS`` below.
+"""
+
+from __future__ import annotations
+
+from services.analyzer.transports.base import AnalyzerTransport
+from services.analyzer.transports.reports import ReportsTransport
+from services.analyzer.transports.secure_sum import SecureSumTransport
+from services.common.transports import lookup
+from shared.settings import Settings, TaskConfig
+
+_REGISTERED: tuple[AnalyzerTransport, ...] = (ReportsTransport(), SecureSumTransport())
+TRANSPORTS: dict[str, AnalyzerTransport] = {t.name: t for t in _REGISTERED}
+
+
+def transport_for(config: TaskConfig) -> AnalyzerTransport:
+    """The transport the task is configured with (``ValueError`` for an unknown name)."""
+    return lookup(TRANSPORTS, config, "analyzer")
+
+
+def used(settings: Settings) -> list[AnalyzerTransport]:
+    """The transports the settings' tasks use, in registration order."""
+    names = {t.aggregation for t in settings.tasks}
+    return [t for name, t in TRANSPORTS.items() if name in names]

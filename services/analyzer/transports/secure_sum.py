@@ -1,0 +1,294 @@
+"""The analyzer's side of the ``secure-sum`` transport: one Paillier-encrypted batch sum.
+
+``SumDecoder``: every member's tag is opened (``open_tag``) and checked against the digest of
+the ciphertext the shuffler multiplied, the Paillier-encrypted batch sum is opened with a range
+check (``open_batch_sum``; for ``ddp-linucb``'s signed layout also a bound on every coordinate
+sum), and the batch is fed as its counts or signed sums (``Policy.ingest_statistic``) with its
+members' report ids. One report cannot be taken out of a sum, so a batch that fails any check —
+a bad ciphertext, a sum out of range, a tag that does not open, a digest that does not match, a
+report id repeated or already counted — is **quarantined** as a whole: acknowledged, recorded
+as processed, nothing fed, its reports counted as refused (``Fed.quarantined``). The shuffler
+then moves on instead of re-sending it forever.
+
+``SecureSumTransport`` holds the analyzer's Paillier key (created at start-up when a task uses
+the transport) and the slot layout of each task under it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar
+
+import numpy as np
+from fastapi import APIRouter, Depends
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
+
+from services.analyzer.errors import NotSecureSum, UnknownKey
+from services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
+from services.common.deps import get_runtime, task_dependency
+from services.common.web import error_responses, report_json_bytes
+from shared.core.policies import Policy
+from shared.crypto.hpke import CryptoError
+from shared.crypto.keystore import PAILLIER_KEY_FILE, HpkeKeyStore, PaillierKeyStore
+from shared.crypto.paillier import CiphertextError, decode_ciphertexts
+from shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError, layout_for
+from shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES, open_tag
+from shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
+from shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
+from shared.settings import TaskConfig
+
+log = logging.getLogger(__name__)
+
+# Upper bound on the JSON of one ``SumMember`` of a batch sum: a tag (an ``EncryptedReport``) and
+# a digest, each bounded like a report (generously, see ``report_json_bytes``).
+SUM_MEMBER_JSON_BYTES = report_json_bytes(TAG_CIPHERTEXT_BYTES) + report_json_bytes(DIGEST_BYTES)
+
+
+@dataclass(frozen=True)
+class BatchSumJob:
+    """An encrypted batch sum whose wire form has been checked (count, key id);
+    ``ciphertexts`` are the decoded integers, one per plaintext of the task layout, or empty
+    with ``bad_ciphertext`` saying why they are not elements of Z*_{n²} (the batch will be
+    quarantined)."""
+
+    upload: EncryptedBatchSum
+    ciphertexts: list[int]
+    bad_ciphertext: str | None = None
+
+    @property
+    def batch_id(self) -> str:
+        return self.upload.batch_id
+
+
+
+
+class Quarantine(Exception):
+    """(Not an HTTP error.) Why a secure-sum batch is refused as a whole: ``code`` is one of
+    ``bad_ciphertext``, ``slot_out_of_range``, ``sum_out_of_range`` (a signed sum beyond what an
+    honest batch reaches), ``bad_tag``, ``digest_mismatch``,
+    ``repeated_report_id``, ``duplicate_report_id``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def quarantine_log(task: str, batch_id: str, count: int, reason: Quarantine) -> None:
+    log.warning("task %s: batch %s quarantined, its %d reports refused (%s)",
+                task, batch_id, count, reason)
+
+
+@dataclass
+class DecodedSum:
+    """A batch sum that passed every check: its counts and its members' report ids."""
+
+    task: str
+    batch_id: str
+    stat: np.ndarray
+    count: int
+    ids: list[bytes]
+    rejected: int = 0
+
+    @property
+    def report_ids(self) -> Sequence[bytes]:
+        return self.ids
+
+    def feed(self, policy: Policy, known: set[bytes]) -> Fed:
+        if any(rid in known for rid in self.ids):
+            # Counted before (or earlier in this group): the whole sum would count it again.
+            reason = Quarantine("duplicate_report_id", "a member's report id was already counted")
+            quarantine_log(self.task, self.batch_id, self.count, reason)
+            return Fed(0, quarantined=self.count)
+        policy.ingest_statistic(self.stat, self.count)
+        known.update(self.ids)
+        return Fed(self.count, new_ids=list(self.ids))
+
+
+@dataclass
+class QuarantinedSum:
+    """A batch sum refused as a whole when decoded; feeding it changes nothing."""
+
+    batch_id: str
+    count: int
+    rejected: int = 0
+
+    @property
+    def report_ids(self) -> Sequence[bytes]:
+        return ()
+
+    def feed(self, policy: Policy, known: set[bytes]) -> Fed:
+        return Fed(0, quarantined=self.count)
+
+
+@dataclass
+class SumDecoder(TaskDecoder):
+    """Encrypted batch sums of l reports under the analyzer's Paillier key, packed as the task's
+    slot ``layout``, with one tag per member sealed to the analyzer's HPKE key (``hpke``). Only
+    the batch counts (Z, U) are ever decrypted, never a single report."""
+
+    keys: PaillierKeyStore
+    layout: SlotLayout
+    hpke: HpkeKeyStore
+    # A signed layout (``ddp-linucb``): the largest |coordinate sum| an honest batch of n reports
+    # reaches (``SkellamRandomizer.sum_bound``, exceeded with probability below 2⁻⁶⁴).
+    sum_bound: Callable[[int], float] | None = None
+    report_level: ClassVar[bool] = False
+    kind: ClassVar[type] = EncryptedBatchSum
+    takes: ClassVar[str] = "sums of exactly l = {l} reports, got count = {n}"
+    hint: ClassVar[str] = "it takes only encrypted batch sums (POST /v1/tasks/{task}/batch-sums)"
+
+    @staticmethod
+    def count(upload: EncryptedBatchSum) -> int:
+        return upload.count
+
+    def accept(self, upload: BaseModel) -> BatchSumJob:
+        return self._job(self.admit(upload))
+
+    def _job(self, upload: EncryptedBatchSum) -> BatchSumJob:
+        keys = self.keys
+        if upload.key_id != keys.key_id:
+            raise UnknownKey(
+                f"batch {upload.batch_id} is encrypted under Paillier key {upload.key_id}; this "
+                f"analyzer's key is {keys.key_id}"
+            )
+        try:
+            ciphertexts = decode_ciphertexts(upload.ct, keys.n, self.layout.plaintexts)
+        except CiphertextError as exc:
+            # The shuffler checks every member is a unit mod n², so their product is one: this
+            # sum was corrupted after that. It cannot be counted; quarantine it (in ``decode``).
+            return BatchSumJob(upload, [], str(exc))
+        return BatchSumJob(upload, ciphertexts)
+
+    def weight(self, item: BatchSumJob) -> int:
+        # One HPKE open per member's tag, one decryption per plaintext (at most a few).
+        return item.upload.count + len(item.ciphertexts)
+
+    def decode(self, item: BatchSumJob) -> DecodedSum | QuarantinedSum:
+        """Open the tags, then the sum: pure, so nothing is fed before every check passed; a
+        batch failing any check is quarantined (``QuarantinedSum``)."""
+        count = item.upload.count
+        task = self.config.id
+        try:
+            if item.bad_ciphertext is not None:
+                raise Quarantine("bad_ciphertext", item.bad_ciphertext)
+            ids = self._open_tags(item.upload)
+            bound = self.sum_bound(count) if self.sum_bound is not None else None
+            try:
+                stat = self.keys.open_batch_sum(item.ciphertexts, self.layout, count, bound)
+            except SumRangeError as exc:
+                raise Quarantine(
+                    "sum_out_of_range",
+                    f"the decrypted sum of {count} reports has a coordinate beyond the "
+                    f"±{bound:.0f} an honest batch stays within ({exc})",
+                ) from exc
+            except SlotRangeError as exc:
+                raise Quarantine(
+                    "slot_out_of_range",
+                    f"the decrypted sum is not one of {count} reports with digits in "
+                    f"0..{self.layout.m} ({exc})",
+                ) from exc
+            except CiphertextError as exc:
+                raise Quarantine("bad_ciphertext", str(exc)) from exc
+        except Quarantine as reason:
+            quarantine_log(task, item.batch_id, count, reason)
+            return QuarantinedSum(item.batch_id, count)
+        return DecodedSum(task, item.batch_id, stat, count, ids)
+
+    def _open_tags(self, upload: EncryptedBatchSum) -> list[bytes]:
+        """The members' report ids, or ``Quarantine`` if a tag does not open, does not hold the
+        digest of the ciphertext the shuffler multiplied (a re-randomised copy reusing another
+        report's tag), or repeats a report id of the batch."""
+        hpke, task = self.hpke, self.config.id
+        ids: list[bytes] = []
+        seen: set[bytes] = set()
+        for i, member in enumerate(upload.members):
+            try:
+                report_id, digest = open_tag(hpke.private_key, hpke.key_id, task, member.tag)
+            except CryptoError as exc:
+                raise Quarantine("bad_tag", f"members[{i}]: {exc}") from exc
+            if not hmac.compare_digest(digest, b64decode(member.digest)):
+                raise Quarantine(
+                    "digest_mismatch",
+                    f"members[{i}]: the tag was made for another ciphertext than the one "
+                    "multiplied into the sum",
+                )
+            if report_id in seen:
+                raise Quarantine("repeated_report_id", f"members[{i}] repeats a report id")
+            seen.add(report_id)
+            ids.append(report_id)
+        return ids
+
+
+class SecureSumTransport:
+    """``secure-sum``: the shuffler forwards only the encrypted sum of each batch of l, with its
+    members' tags; the analyzer decrypts only that sum."""
+
+    name = "secure-sum"
+    endpoint = "batch-sums"
+    upload: type[BaseModel] = EncryptedBatchSum
+    summary = (
+        "The encrypted sum of one batch of exactly l secure-sum reports from the shuffler, with "
+        "its members' tags; idempotent on batch id. A sum that cannot be counted (out of range, "
+        "bad ciphertext, tag or digest, a report id seen before) is quarantined: 200 with "
+        "``quarantined``, its reports refused. A 422 (wrong l or Paillier key) changes no state "
+        "and leaves the id unprocessed."
+    )
+    key_files = {PAILLIER_KEY_FILE: "the analyzer's Paillier private key (secure-sum tasks)"}
+
+    def add_routes(self, router: APIRouter) -> None:
+        """``GET /v1/paillier-config`` (the shuffler) and ``GET /v1/tasks/{task}/secure-sum``
+        (devices)."""
+        router.add_api_route("/v1/paillier-config", paillier_config, methods=["GET"])
+        router.add_api_route("/v1/tasks/{task}/secure-sum", secure_sum_config, methods=["GET"],
+                             responses=error_responses(401, 404, 409, 413, 422))
+
+    def open_keys(self, keys: AnalyzerKeys) -> None:
+        """Create or load the Paillier key: devices and the shuffler fetch it."""
+        keys.paillier_keys()
+
+    def decoder(self, config: TaskConfig, policy: Policy, keys: AnalyzerKeys) -> SumDecoder:
+        paillier = keys.paillier_keys()
+        return SumDecoder(config, paillier, task_layout(config, paillier), keys.keys,
+                          sum_bound=getattr(policy.randomizer, "sum_bound", None))
+
+    def max_body(self, config: TaskConfig) -> int:
+        """One ``EncryptedBatchSum``: a few ciphertexts, whatever l is (base64 of at most
+        ``MAX_CIPHERTEXT_BYTES``, the bound its ``ct`` field enforces), and l members."""
+        return 4 * MAX_CIPHERTEXT_BYTES // 3 + config.batch_size * SUM_MEMBER_JSON_BYTES
+
+
+def task_layout(config: TaskConfig, keys: PaillierKeyStore) -> SlotLayout:
+    """c = d(d+3)/2 counts of 0..m per report, batch size l, under the Paillier key."""
+    try:
+        return layout_for(config, keys.key_bits)
+    except ValueError as exc:
+        raise RuntimeError(f"task {config.id!r}: no secure-sum slot layout: {exc}") from exc
+
+
+# The analyzer's runtime (``AnalyzerRuntime``) and a task's (``TaskRuntime``), as the routes
+# below get them (typed loosely: the runtime module imports this one).
+RuntimeDep = Annotated[Any, Depends(get_runtime)]
+TaskDep = Annotated[Any, Depends(task_dependency("analyzer"))]
+
+
+async def paillier_config(runtime: RuntimeDep) -> PaillierConfig:
+    """The Paillier public key of the secure-sum transport (no task layout)."""
+    # In a thread: the key is generated here if no secure-sum task created it at start-up.
+    keys: PaillierKeyStore = await run_in_threadpool(runtime.paillier_keys)
+    return keys.paillier_config()
+
+
+async def secure_sum_config(rt: TaskDep, runtime: RuntimeDep) -> PaillierConfig:
+    """The Paillier public key with the task's slot layout: everything a device needs to pack
+    and encrypt its counts (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits)."""
+    decoder = rt.decoder
+    if not isinstance(decoder, SumDecoder):
+        raise NotSecureSum(
+            f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum"
+        )
+    keys: PaillierKeyStore = runtime.paillier_keys()
+    return keys.paillier_config(decoder.layout)

@@ -1,0 +1,106 @@
+"""The device's side of a shuffle transport: the ``DeviceTransport`` a task's configured
+transport name (``TaskConfig.aggregation``) is looked up by (``services.device.transports``).
+
+A transport turns the randomized row of one feedback into what the device queues durably and
+uploads verbatim (``Encoded``): ``sealer(task)`` takes the keys it needs as they are now, or
+refuses (503) before the decision is even opened, and the sealer's ``seal`` encrypts the row.
+The transport also says where its uploads go on the shuffler (``endpoint``) and, if it encrypts
+under a key of its own, how to fetch that key again when the shuffler does not know it
+(``refresh_key``: the outbox then drops what is under a key the analyzer no longer has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+import httpx
+import numpy as np
+
+from services.device.cache import ModelCache
+from services.device.errors import NoHpkeKey
+from shared.core.randomizers.base import Randomizer
+from shared.settings import Settings, TaskConfig
+
+if TYPE_CHECKING:  # the metrics module imports the secure-sum transport's key type
+    from services.device.metrics import DeviceMetrics
+
+# Re-fetch a task's key; the current key id, or None if the analyzer is unreachable.
+KeyRefresher = Callable[[str], Awaitable[int | None]]
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One report as the outbox stores and uploads it: its JSON (sent verbatim, so a retry
+    sends exactly the bytes of the first try), its transport's name (the outbox groups uploads
+    by it) and the id of the transport's own key it is encrypted under, if any."""
+
+    report_json: str
+    transport: str
+    key_id: int | None = None
+
+
+class Sealer(Protocol):
+    """The keys one feedback is encrypted under, taken when the feedback began."""
+
+    async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
+        """The randomized ``row`` of ``randomizer`` encrypted to the analyzer; ValueError for a
+        row that cannot be encoded."""
+        ...
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a transport may use of the device: its settings, the analyzer client, the model
+    cache (which holds the analyzer's HPKE config) and its metrics; ``paillier_min_bits``: the
+    smallest Paillier key accepted (below 2048 bits only in tests)."""
+
+    settings: Settings
+    analyzer: httpx.AsyncClient
+    cache: ModelCache
+    metrics: DeviceMetrics
+    paillier_min_bits: int
+
+
+class DeviceTransport(Protocol):
+    """One shuffle transport as the device runs it: one object per device, for the tasks
+    configured with it (``tasks``, possibly none)."""
+
+    # The transport's name in task configs, on the wire and in the outbox's ``transport``.
+    name: ClassVar[str]
+    # The shuffler's upload route: ``POST /v1/tasks/{task}/<endpoint>`` with
+    # ``{"reports": [...]}`` of the stored JSON items.
+    endpoint: ClassVar[str]
+    # See the module docstring; None when the transport has no key of its own.
+    refresh_key: KeyRefresher | None
+
+    tasks: dict[str, TaskConfig]
+
+    def __init__(self, tasks: list[TaskConfig], context: Context) -> None: ...
+
+    def sealer(self, task: str) -> Sealer:
+        """The task's sealer with the keys as they are now; ``NoPaillierKey``/``NoHpkeKey``
+        (503) while a key has not come from the analyzer yet."""
+        ...
+
+    def missing(self) -> list[str]:
+        """What has not come from the analyzer yet (readiness)."""
+        ...
+
+    def health(self) -> dict[str, object]:
+        """What ``/healthz`` says of the transport once ready."""
+        ...
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def hpke_key(cache: ModelCache) -> tuple[int, bytes]:
+    """The analyzer's HPKE (key id, public key), which every report or tag is sealed to;
+    ``NoHpkeKey`` until it is known."""
+    hpke, public_key = cache.hpke, cache.hpke_public_key
+    if hpke is None or public_key is None:
+        raise NoHpkeKey("the analyzer's HPKE key is not known yet; retry soon")
+    return hpke.key_id, public_key

@@ -1,0 +1,78 @@
+"""The shuffler's side of the ``reports`` transport: HPKE reports, each sealed to the analyzer,
+checked at intake for the analyzer's key id, a well-formed encapsulated key and the task's one
+public length (``HpkeState.check_reports``); each formed batch is forwarded as it is stored —
+its id and its l ciphertexts in the shuffled order, nothing else (``BatchUpload``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, cast
+
+from pydantic import BaseModel
+
+from services.shuffler.hpke import HpkeState, Refresh
+from services.shuffler.published import PublishedConfig
+from services.shuffler.transports.base import (
+    Context,
+    Delivery,
+    OnAdopted,
+    Reports,
+    upload_limit,
+)
+from shared.core.policies import randomizer_for
+from shared.crypto.hpke import ciphertext_length, row_length
+from shared.protocol.messages import BatchUpload, EncryptedReport, ReportUpload
+from shared.settings import TaskConfig
+
+
+class ReportsTransport:
+    """HPKE reports in, shuffled batches of exactly l of them out."""
+
+    name: ClassVar[str] = "reports"
+    endpoint: ClassVar[str] = "reports"
+    upload: ClassVar[type[BaseModel]] = ReportUpload
+    takes: ClassVar[str] = "HPKE reports (ReportUpload)"
+    summary: ClassVar[str] = (
+        "Accept ciphertexts; 202 only once they are durable. Identical ciphertexts are dropped.")
+    reload: ClassVar[bool] = False
+
+    def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
+        self.tasks = {t.id: t for t in tasks}
+        self.context = context
+        self._ct_bytes = {t.id: self.ct_bytes(t) for t in tasks}
+        self._limit = upload_limit(max(self._ct_bytes.values())) if tasks else 0
+
+    @staticmethod
+    def ct_bytes(config: TaskConfig) -> int:
+        """Report id + the randomizer's row + AEAD tag: one public length per task."""
+        return ciphertext_length(row_length(randomizer_for(config.policy)))
+
+    def published(self) -> list[tuple[PublishedConfig[Any], OnAdopted | None]]:
+        return []  # the HPKE config, which every transport needs, is the runtime's
+
+    def missing(self) -> list[str]:
+        return []
+
+    def health(self) -> dict[str, object]:
+        return {}
+
+    def upload_limit(self) -> int:
+        return self._limit
+
+    async def check(self, task: str, reports: Reports, hpke: HpkeState, refresh: Refresh
+                    ) -> None:
+        sealed = cast("Sequence[EncryptedReport]", reports)
+        await hpke.check_reports(task, sealed, self._ct_bytes[task], refresh)
+
+    async def delivery_ready(self) -> None:
+        """At once: a batch is forwarded as stored."""
+
+    def load(self, task: str, batch_id: str) -> Delivery | None:
+        batch = self.context.store.load_batch(batch_id)
+        if batch is None:
+            return None
+        body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
+        return Delivery(batch_id, task, f"/v1/tasks/{task}/batches", body)
+
+    def refused(self, code: str | None) -> None:
+        """Nothing of the transport's own to look at again."""

@@ -1,0 +1,57 @@
+"""The three services' transport registries (``services/*/transports``) agree with each other and
+with the configuration, and a name none of them knows is an error, never a silent default."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from services.analyzer.transports import TRANSPORTS as ANALYZER
+from services.analyzer.transports import transport_for
+from services.common.transports import lookup, tasks_by_transport
+from services.device.transports import TRANSPORTS as DEVICE
+from services.shuffler.transports import TRANSPORTS as SHUFFLER
+from services.shuffler.transports import transport_class
+from shared.protocol.messages import TaskInfo
+from shared.settings import Settings, TaskConfig
+from tests.helpers import central_task, ldp_task, shuffle_task
+
+
+def test_every_configurable_transport_is_registered_on_every_side_in_one_order() -> None:
+    names = list(typing.get_args(TaskConfig.model_fields["aggregation"].annotation))
+    assert names == list(typing.get_args(TaskInfo.model_fields["aggregation"].annotation))
+    for registry in (DEVICE, SHUFFLER, ANALYZER):
+        assert list(registry) == names
+        assert all(t.name == name for name, t in registry.items())
+
+
+def test_the_endpoints_of_each_transport_are_distinct() -> None:
+    for registry in (DEVICE, SHUFFLER, ANALYZER):
+        endpoints = [t.endpoint for t in registry.values()]
+        assert len(set(endpoints)) == len(endpoints)
+
+
+@pytest.mark.parametrize("name", ["reports", "secure-sum"])
+def test_a_task_gets_the_transport_it_names(name: str) -> None:
+    task = shuffle_task(aggregation=name)
+    assert transport_class(task) is SHUFFLER[name]
+    assert transport_for(task) is ANALYZER[name]
+    assert lookup(DEVICE, task, "device") is DEVICE[name]
+
+
+def test_an_unknown_transport_is_an_error_naming_the_known_ones() -> None:
+    # Not a configurable name: built without validation, as a newer config might carry it.
+    task = shuffle_task().model_copy(update={"aggregation": "mixnet"})
+    for lookup_one in (transport_class, transport_for,
+                       lambda t: lookup(DEVICE, t, "device")):
+        with pytest.raises(ValueError, match=r"'mixnet' \(known: reports, secure-sum\)"):
+            lookup_one(task)
+
+
+def test_tasks_are_grouped_by_transport_with_every_name_present() -> None:
+    settings = Settings.model_construct(tasks=[shuffle_task("a", aggregation="secure-sum"),
+                                               ldp_task(), central_task()])
+    grouped = tasks_by_transport(SHUFFLER, settings, "shuffler")
+    assert {name: [t.id for t in tasks] for name, tasks in grouped.items()} == {
+        "reports": ["loc", "cen"], "secure-sum": ["a"]}
