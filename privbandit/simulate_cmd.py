@@ -14,16 +14,16 @@ from privbandit.bco_cmd import add_bco_arguments, run_simulate_bco
 from privbandit.summary import fmt, ledger_lines
 from shared.core.environments import BCO_ENVIRONMENTS, ENVIRONMENTS
 from shared.core.environments.mab import REWARD_DISTS
-from shared.core.policies.bco_config import BCO_CONFIGS
-from shared.core.policies.config import CONFIGS
-from shared.core.policies.mab_config import MAB_CONFIGS
+from shared.core.policies.families import ARMS, BCO_FAMILY, PHASE
+from shared.core.policies.registry import REGISTRY
 
 if TYPE_CHECKING:  # imported where used (the CLI starts without loading them)
     from rich.progress import Progress
 
     from shared.core.simulator import RunResult
 
-ALL_CONFIGS = {**CONFIGS, **MAB_CONFIGS, **BCO_CONFIGS}
+ALL_CONFIGS = {algo: e.config for algo, e in REGISTRY.items()}
+BCO_ALGOS = [algo for algo, e in REGISTRY.items() if e.family is BCO_FAMILY]
 
 # Command-line flag → config field. A flag the chosen policy does not use is reported, not silently
 # dropped, so a user never believes a parameter was applied when it was not.
@@ -170,18 +170,19 @@ def run_simulate(args: argparse.Namespace) -> int:
     from shared.core.environments import environment_dimensions
     from shared.core.simulator import simulate
 
-    if (args.algo in BCO_CONFIGS) != (args.env in BCO_ENVIRONMENTS):
-        print(f"error: use the BCO policies ({', '.join(BCO_CONFIGS)}) with the BCO "
+    family = REGISTRY[args.algo].family
+    if (family is BCO_FAMILY) != (args.env in BCO_ENVIRONMENTS):
+        print(f"error: use the BCO policies ({', '.join(BCO_ALGOS)}) with the BCO "
               f"environments ({', '.join(BCO_ENVIRONMENTS)}) and only there", file=sys.stderr)
         return 2
     if args.env in BCO_ENVIRONMENTS:
         return run_simulate_bco(args, _checked_config, _progress, _finish)
-    if (args.algo in MAB_CONFIGS) != (args.env == "mab"):
-        kind = "multi-armed" if args.algo in MAB_CONFIGS else "linear"
+    if (family is ARMS) != (args.env == "mab"):
+        kind = "multi-armed" if family is ARMS else "linear"
         print(f"error: {args.algo} is a {kind} policy; use --env "
               f"{'mab' if kind == 'multi-armed' else 'linear or digits'}", file=sys.stderr)
         return 2
-    if _fixed_arms_only(args.algo) and args.env != "fixed-linear":
+    if family is PHASE and args.env != "fixed-linear":
         print(f"error: {args.algo} eliminates arms of a fixed arm set; use --env fixed-linear",
               file=sys.stderr)
         return 2
@@ -278,12 +279,6 @@ def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any]
     out["wall_seconds"] = wall
     out["privacy"] = privacy
     return _emit(out, args)
-
-
-def _fixed_arms_only(algo: str) -> bool:
-    from shared.core.policies import POLICIES
-
-    return bool(getattr(POLICIES.get(algo), "fixed_arms_only", False))
 
 
 def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:

@@ -13,7 +13,7 @@ import os
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import (
@@ -23,37 +23,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from shared.core.policies.config import AnyPolicyConfig, is_bco, is_multi_armed
+from shared.core.policies.config import AnyPolicyConfig
+from shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
+from shared.core.policies.registry import PolicyEntry, entry
 from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
 DEFAULT_CONFIG = Path(str(resources.files("shared").joinpath("defaults", "privbandit.toml")))
-
-# Which threat model each policy serves (spec §3, §5).
-POLICY_THREAT_MODELS: dict[str, tuple[str, ...]] = {
-    "linucb": ("none",),
-    "ldp-linucb": ("ldp",),
-    "sblb": ("shuffle", "ldp"),
-    "sblb-fixed": ("shuffle", "ldp"),
-    "adar-oful": ("central",),
-    # Zheng et al. Alg. 3 on logistic rewards: (ε, δ)-LDP reports anchored at the broadcast θ̂.
-    "ldp-glb": ("ldp",),
-    # Azize–Basu Alg. 3 on the task's fixed arms: raw (arm, phase, reward) to a trusted analyzer.
-    "adar-gope": ("central",),
-    # Multi-armed (context-free) tasks: K arms, no features; LDP ones are pass-through (l = 1).
-    "ucb": ("none",),
-    "heldp-ucb-l": ("ldp",),
-    "heldp-ucb-b": ("ldp",),
-    "ldp-mab": ("ldp",),
-    "adar-ucb": ("central",),
-    "ddp-linucb": ("shuffle",),
-    # Bandit convex optimisation: no features, the device plays the point(s) of the model; the
-    # reports are sequential (each moves the point), so only pass-through threat models.
-    "bco": ("none",),
-    "ldp-bco": ("ldp",),
-    "bco2": ("none",),
-    "ldp-bco2": ("ldp",),
-}
 
 
 class TaskConfig(BaseModel):
@@ -69,22 +45,10 @@ class TaskConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskConfig:
-        allowed = POLICY_THREAT_MODELS[self.policy.algo]
-        if self.threat_model not in allowed:
-            raise ValueError(
-                f"policy {self.policy.algo} serves threat model(s) {allowed}, "
-                f"not {self.threat_model!r}"
-            )
+        # The registry says which threat models and transports the policy serves (spec §3, §5).
+        self.entry.check_task(self.threat_model, self.aggregation)
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
-        if self.aggregation == "secure-sum" and self.policy.algo not in (
-            "sblb", "sblb-fixed", "ddp-linucb"
-        ):
-            raise ValueError("secure-sum aggregation applies to sblb/sblb-fixed/ddp-linucb only")
-        if self.policy.algo == "ddp-linucb" and self.aggregation != "secure-sum":
-            # Private only over the secure sum: one report carries a 1/⌈γ l⌉ share of the noise.
-            raise ValueError("ddp-linucb needs secure-sum aggregation (a report alone is not "
-                             "private: it carries only a share of the noise)")
         if getattr(self.policy, "batch_schedule", None) is not None:
             # Issue 22: the shuffler forms fixed batches only, until it learns schedules.
             raise ValueError(f"task {self.id}: the services run fixed batches only; set "
@@ -101,32 +65,44 @@ class TaskConfig(BaseModel):
         return self
 
     @property
+    def entry(self) -> PolicyEntry:
+        """The task's policy in the registry (``shared.core.policies.registry``)."""
+        return entry(self.policy.algo)
+
+    @property
+    def family(self) -> Family[Any, Any]:
+        """How the task's model is published, read back and decided from
+        (``shared.core.policies.families``)."""
+        return self.entry.family
+
+    @property
     def multi_armed(self) -> bool:
         """A context-free task: K arms, decide takes no features (``policies.mab_config``)."""
-        return is_multi_armed(self.policy)
+        return self.family is ARMS
 
     @property
     def fixed_arms(self) -> bool:
-        """An ``adar-gope`` task: K fixed arms of its own (``policy.arm_seed``), decide takes no
-        features and the device draws the arm from the phase's design."""
-        return self.policy.algo == "adar-gope"
+        """A phased-elimination task (``adar-gope``): K fixed arms of its own
+        (``policy.arm_seed``), decide takes no features and the device draws the arm from the
+        phase's design."""
+        return self.family is PHASE
 
     @property
     def glb(self) -> bool:
         """An ``ldp-glb`` task: its model carries θ̂, its reports name the model version."""
-        return self.policy.algo == "ldp-glb"
+        return self.family is GLB
 
     @property
     def bco(self) -> bool:
         """A bandit-convex-optimisation task: decide takes no features and returns the point(s)
         to play; feedback carries the loss(es) (``policies.bco_config``)."""
-        return is_bco(self.policy)
+        return self.family is BCO_FAMILY
 
     @property
     def bco_points(self) -> int:
         """Points a user of a BCO task plays: 1 (``bco``, ``ldp-bco``) or 2 (``bco2``,
         ``ldp-bco2``)."""
-        return 1 if self.policy.algo in ("bco", "ldp-bco") else 2
+        return int(self.policy.points_per_user)  # type: ignore[union-attr]
 
     @property
     def batch_size(self) -> int:

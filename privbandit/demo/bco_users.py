@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 
 from shared.core.environments.bco import BCOEnvironment
-from shared.core.policies.bco_config import BCO_CONFIGS
+from shared.core.policies.families import BCO_FAMILY
+from shared.core.policies.registry import family_of
 from shared.protocol.messages import TaskInfo
 
-DEMO_ENV = "bco-quadratic"
+DEMO_ENV = BCO_FAMILY.demo_env
 
 
 def is_bco_task(task: TaskInfo) -> bool:
-    return task.algo in BCO_CONFIGS
+    return family_of(task.algo) is BCO_FAMILY
 
 
 def demo_environment(task: TaskInfo, env_rng: np.random.Generator) -> BCOEnvironment:

@@ -142,16 +142,14 @@ def derived_config(
       policy has a regularizer);
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
     """
-    from shared.core.policies.bco_config import BCO_CONFIGS
-    from shared.core.policies.config import CONFIGS
-    from shared.core.policies.mab_config import MAB_CONFIGS
+    from shared.core.policies.registry import entry
 
     data = tomllib.loads(base.read_text())
     for task in data.get("tasks", []):
         if task.get("id") == task_id:
             policy = task.setdefault("policy", {})
             if paper:
-                known = {**CONFIGS, **MAB_CONFIGS, **BCO_CONFIGS}[policy["algo"]].model_fields
+                known = entry(policy["algo"]).config.model_fields
                 if "confidence_scale" in known:  # BCO tasks have the paper's steps already
                     policy["confidence_scale"] = 1.0
                 if "regularizer" in known:

@@ -25,11 +25,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from privbandit.demo.bco_users import DEMO_ENV, BCOUsers, is_bco_task
+from privbandit.demo.bco_users import BCOUsers, is_bco_task
 from privbandit.demo.config import DemoError
 from shared.core.environments import Environment, make_environment
 from shared.core.environments.mab import default_means
+from shared.core.policies.families import ARMS, PHASE
 from shared.core.policies.gope_service import seeded_arms
+from shared.core.policies.registry import family_of
 from shared.core.privacy_levels import levels_for
 from shared.core.simulator import user_streams
 from shared.protocol.messages import TaskInfo
@@ -52,25 +54,21 @@ async def fetch_task(analyzer_url: str, task_id: str) -> TaskInfo:
 
 
 def demo_environment(task: TaskInfo, env_rng: np.random.Generator) -> Environment:
-    """The users of a task with features: ``linear``; ``logistic`` for ``ldp-glb`` (it learns a
-    generalized linear model); ``fixed-linear`` on the task's own seeded arms for ``adar-gope``
-    (θ* from the demo's seed)."""
+    """The users of a task with features: its family's demo environment (``linear``;
+    ``logistic`` for ``ldp-glb``, which learns a generalized linear model; ``fixed-linear`` on
+    the task's own seeded arms for a phase task, θ* from the demo's seed)."""
     d, K = int(task.d), task.K  # type: ignore[arg-type]
-    if task.algo == "adar-gope":
-        env = make_environment("fixed-linear", d, K, env_rng)
+    family = family_of(task.algo)
+    env = make_environment(family.demo_env, d, K, env_rng)
+    if family is PHASE:
         env.use_arms(seeded_arms(K, d, int(task.policy["arm_seed"])))  # type: ignore[attr-defined]
-        return env
-    return make_environment(demo_env_name(task), d, K, env_rng)
+    return env
 
 
 def demo_env_name(task: TaskInfo) -> str:
     """The environment a demo of ``task`` plays (``demo_environment``; BCO and MAB tasks have
     their own)."""
-    if is_bco_task(task):
-        return DEMO_ENV
-    if task.d is None:
-        return "mab"
-    return {"ldp-glb": "logistic", "adar-gope": "fixed-linear"}.get(task.algo, "linear")
+    return family_of(task.algo).demo_env
 
 
 @dataclass
@@ -106,14 +104,15 @@ class Driver:
     # Tries per request on transport errors and 5xx (backoff doubling to 2 s): the default rides
     # out a device restart of a few seconds; fault campaigns that kill it often raise it.
     request_retries: int = REQUEST_RETRIES
-    # live state (read by progress displays and tests)
+    # Live state (read by progress displays and tests): users done and their regret so far...
     done: int = 0
     regret: float = 0.0
     random_regret: float = 0.0
+    curve: list[list[float]] = field(default_factory=list)
+    # ... and the traffic: feedbacks accepted, the newest model version seen, retried requests.
     feedbacks_sent: int = 0
     model_version: int = 0
     errors: int = 0
-    curve: list[list[float]] = field(default_factory=list)
     # Seconds per successful request, by endpoint ("decide", "feedback").
     latencies: dict[str, list[float]] = field(
         default_factory=lambda: {"decide": [], "feedback": []}
@@ -123,7 +122,8 @@ class Driver:
         if self.users < 1 or self.concurrency < 1:
             raise ValueError("users and concurrency must be >= 1")
         env_rng, self._reward_rng = user_streams(self.seed)
-        self.multi_armed = self.task.d is None
+        family = family_of(self.task.algo)
+        self.multi_armed = family is ARMS
         self._levels = None
         self.bco = BCOUsers(self.task, env_rng, self._reward_rng) if is_bco_task(self.task) \
             else None
@@ -138,7 +138,7 @@ class Driver:
                 self._level_rng = env_rng  # the mab instance is fixed: env_rng is free
         else:
             self.env = demo_environment(self.task, env_rng)
-        self.fixed_arms = self.task.algo == "adar-gope"
+        self.fixed_arms = family is PHASE
         # Features are drawn with ||x|| <= 1; a task with a smaller bound L gets them scaled.
         self._scale = min(1.0, float(self.task.policy.get("L", 1.0)))
         self._next = 0

@@ -4,53 +4,17 @@ the analyzer-wide bound on open streams."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from shared.core.policies.adar_gope import PhaseModel
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.bco_model import BCOModel
-from shared.core.policies.model import GLBModel, Model
-from shared.protocol.messages import (
-    AnyModelMessage,
-    ArmModelMessage,
-    BCOModelMessage,
-    GLBModelMessage,
-    ModelMessage,
-    PhaseModelMessage,
-)
+from shared.protocol.messages import AnyModelMessage
+from shared.settings import TaskConfig
 
 
-def model_message(task: str, model: Model | ArmModel | BCOModel | PhaseModel
-                  ) -> AnyModelMessage:
-    """The wire form of a published model: (θ̃, V, β) for a linear task, the device's arm rule
-    (``ArmModel.to_dict``: indices, probabilities or the episode's arm) for a multi-armed one,
-    the point and its exploration (``BCOModel.to_dict``) for a BCO one; an ``ldp-glb`` model
-    carries θ̂ besides (θ̃, V, β); an ``adar-gope`` phase its arms and design (``phase_message``)."""
-    if isinstance(model, PhaseModel):
-        return phase_message(task, model)
-    if isinstance(model, GLBModel):
-        return GLBModelMessage(task=task, **model.to_dict())
-    if isinstance(model, BCOModel):
-        return BCOModelMessage(task=task, **model.to_dict())
-    if isinstance(model, ArmModel):
-        return ArmModelMessage(task=task, **model.to_dict())
-    return ModelMessage(
-        task=task,
-        version=model.version,
-        theta=[float(v) for v in model.theta],
-        V=[[float(v) for v in row] for row in model.V],
-        beta=float(model.beta),
-        reports=int(model.reports),
-    )
-
-
-def phase_message(task: str, model: PhaseModel) -> PhaseModelMessage:
-    """What devices need of an AdaR-GOPE phase: no play order (they sample from π_ℓ)."""
-    assert model.weights is not None
-    return PhaseModelMessage(
-        task=task, version=model.version, reports=model.reports, phase=model.phase,
-        beta=model.beta, active=model.active.tolist(), support=model.support.tolist(),
-        weights=model.weights.tolist(), counts=model.counts.tolist(),
-        length=None if model.active.size == 1 else int(model.counts.sum()))
+def model_message(config: TaskConfig, model: Any) -> AnyModelMessage:
+    """The wire form of a task's published model: its policy family's message
+    (``shared.core.policies.families``: (θ̃, V, β) for a linear task, with θ̂ for ``ldp-glb``,
+    the arm rule of a multi-armed task, a phase's arms and design, a BCO task's point)."""
+    return config.family.publish(config.id, model)
 
 
 class ModelFeed:

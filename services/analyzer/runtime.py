@@ -165,7 +165,7 @@ class AnalyzerRuntime:
                 f"task {config.id!r}: stored policy state is unusable: {exc}"
             ) from exc
         decoder = transport_for(config).decoder(config, policy, self)
-        published = model_message(config.id, policy.model)
+        published = model_message(config, policy.model)
         self.metrics.model_version.labels(config.id).set(published.version)
         return TaskRuntime(
             config=config,
@@ -257,7 +257,7 @@ class AnalyzerRuntime:
         """Publish the policy's model if it is newer than the published one (event loop, after
         a commit or a rolled-back failure)."""
         if rt.policy.model.version != rt.published.version:
-            rt.published = model_message(rt.id, rt.policy.model)
+            rt.published = model_message(rt.config, rt.policy.model)
             self.metrics.model_version.labels(rt.id).set(rt.published.version)
             rt.feed.publish(rt.published)
 

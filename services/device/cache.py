@@ -23,9 +23,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import cast
 
 import httpx
-import numpy as np
 
 from services.common.retry import Backoff
 from services.device.background import Loops
@@ -33,17 +33,8 @@ from shared.core.policies import Model, build_policy
 from shared.core.policies.adar_gope import PhaseModel
 from shared.core.policies.arm_model import ArmModel
 from shared.core.policies.bco_model import BCOModel
-from shared.core.policies.model import GLBModel
-from shared.protocol.messages import (
-    AnyModelMessage,
-    ArmModelMessage,
-    BCOModelMessage,
-    GLBModelMessage,
-    HpkeConfig,
-    ModelMessage,
-    PhaseModelMessage,
-    b64decode,
-)
+from shared.core.policies.families import ModelMismatch
+from shared.protocol.messages import AnyModelMessage, HpkeConfig, b64decode
 from shared.settings import Settings, TaskConfig
 
 AnyModel = Model | ArmModel | BCOModel | PhaseModel
@@ -70,7 +61,7 @@ class ModelCache:
         self.tasks: dict[str, TaskConfig] = {t.id: t for t in settings.tasks}
         # Version-0 fallback: exactly what the analyzer publishes before any report is counted.
         self._models: dict[str, AnyModel] = {
-            t.id: build_policy(t.policy).model for t in settings.tasks
+            t.id: cast(AnyModel, build_policy(t.policy).model) for t in settings.tasks
         }
         self._etags: dict[str, str] = {}
         self.fetched: set[str] = set()  # tasks whose model came from the analyzer at least once
@@ -87,12 +78,7 @@ class ModelCache:
     def parse(self, task: str, data: bytes | str) -> AnyModelMessage:
         """A model message of the kind the task publishes (arm models for multi-armed tasks,
         BCO models for BCO tasks)."""
-        cfg = self.tasks[task]
-        kind: type[AnyModelMessage] = (BCOModelMessage if cfg.bco else ArmModelMessage
-                                       if cfg.multi_armed else GLBModelMessage if cfg.glb
-                                       else PhaseModelMessage if cfg.fixed_arms
-                                       else ModelMessage)
-        return kind.model_validate_json(data)
+        return self.tasks[task].family.parse(data)
 
     def versions(self) -> dict[str, int]:
         return {task: m.version for task, m in self._models.items()}
@@ -134,42 +120,14 @@ class ModelCache:
 
     @staticmethod
     def _build(cfg: TaskConfig, msg: AnyModelMessage) -> AnyModel | None:
-        """The model a message describes, or None (logged) if it does not fit the task."""
-        if isinstance(msg, BCOModelMessage) or cfg.bco:
-            return _bco_model(cfg, msg)
-        if isinstance(msg, PhaseModelMessage) or cfg.fixed_arms:
-            return _phase_model(cfg, msg)
-        if isinstance(msg, ArmModelMessage):
-            K = msg.arms()
-            if not cfg.multi_armed or K not in (None, cfg.K) or (
-                    msg.arm is not None and msg.arm >= cfg.K):
-                log.warning("arm model v%d for %s does not fit its K = %d arms; ignored",
-                            msg.version, cfg.id, cfg.K)
-                return None
-            return ArmModel.from_dict(msg.model_dump())
-        d = cfg.policy.d  # type: ignore[union-attr]
-        if cfg.multi_armed or len(msg.theta) != d or len(msg.V) != d or any(
-                len(row) != d for row in msg.V):
-            log.warning("model v%d for %s has wrong dimensions; ignored", msg.version, cfg.id)
-            return None
-        if cfg.glb != isinstance(msg, GLBModelMessage):
-            log.warning("model v%d for %s: θ̂ %s; ignored", msg.version, cfg.id,
-                        "missing" if cfg.glb else "unexpected")
-            return None
+        """The model a message describes, or None (logged) if it does not fit the task (its
+        family's ``read_back``)."""
         try:
-            if isinstance(msg, GLBModelMessage):
-                return _glb_model(cfg, msg)
-            return Model(
-                version=msg.version,
-                theta=np.asarray(msg.theta, dtype=float),
-                V=np.asarray(msg.V, dtype=float),
-                beta=float(msg.beta),
-                reports=msg.reports,
-            )
-        except np.linalg.LinAlgError:
-            log.warning("model v%d for %s: V is not positive definite; ignored", msg.version,
-                        cfg.id)
+            model: AnyModel = cfg.family.read_back(cfg.policy, cfg.K, msg)
+        except ModelMismatch as exc:
+            log.warning("model v%d for %s %s; ignored", msg.version, cfg.id, exc)
             return None
+        return model
 
     # -- background loops -----------------------------------------------------------------------
 
@@ -281,40 +239,3 @@ class ModelCache:
             backoff.reset()
             await asyncio.sleep(self.timing.hpke_refresh)
 
-
-def _bco_model(cfg: TaskConfig, msg: AnyModelMessage) -> BCOModel | None:
-    """A BCO task's model from its message, or None (logged) if it does not fit the task: the
-    dimension, the radius and the one- or two-point kind must be the task's."""
-    c = cfg.policy
-    if (not isinstance(msg, BCOModelMessage) or not cfg.bco or len(msg.y) != c.d  # type: ignore[union-attr]
-            or msg.radius != c.radius  # type: ignore[union-attr]
-            or (msg.rho is None) != (cfg.bco_points == 1)):
-        log.warning("model v%d for %s does not fit the BCO task; ignored", msg.version, cfg.id)
-        return None
-    return BCOModel.from_dict(msg.model_dump())
-
-
-def _glb_model(cfg: TaskConfig, msg: GLBModelMessage) -> GLBModel | None:
-    """An ``ldp-glb`` task's model, or None (logged) if θ̂ is not a d-vector in the ball W of
-    radius S: the device's report is calibrated for ‖θ̂‖ ≤ S only."""
-    theta_hat = np.asarray(msg.theta_hat, dtype=float)
-    S = float(cfg.policy.S)  # type: ignore[union-attr]
-    if theta_hat.shape != (cfg.policy.d,) or np.linalg.norm(theta_hat) > S * (1 + 1e-9):  # type: ignore[union-attr]
-        log.warning("model v%d for %s: θ̂ is not in the ball of radius S = %g; ignored",
-                    msg.version, cfg.id, S)
-        return None
-    return GLBModel.from_dict(msg.model_dump())
-
-
-def _phase_model(cfg: TaskConfig, msg: AnyModelMessage) -> PhaseModel | None:
-    """An ``adar-gope`` task's phase, or None (logged) if it does not fit the task's K arms."""
-    if (not isinstance(msg, PhaseModelMessage) or not cfg.fixed_arms
-            or max(msg.active) >= cfg.K):
-        log.warning("model v%d for %s is not a phase of its K = %d arms; ignored", msg.version,
-                    cfg.id, cfg.K)
-        return None
-    return PhaseModel(version=msg.version, phase=msg.phase, beta=msg.beta,
-                      active=np.asarray(msg.active, dtype=np.int64),
-                      support=np.asarray(msg.support, dtype=np.int64),
-                      counts=np.asarray(msg.counts, dtype=np.int64), order_seed=0,
-                      reports=msg.reports, weights=np.asarray(msg.weights, dtype=float))

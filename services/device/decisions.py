@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from services.common.deps import lookup_task
-from services.device import arms, bco, glb
+from services.device import arms, bco
 from services.device.decision_ids import OpenDecision, short
 from services.device.errors import (
     DecisionUsed,
@@ -28,8 +28,8 @@ from services.device.errors import (
     WrongArms,
     WrongDimension,
 )
+from services.device.families import handler
 from services.device.runtime import DeviceRuntime
-from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.protocol.messages import DecideResponse, FeedbackResponse
 from shared.settings import TaskConfig
 
@@ -78,28 +78,17 @@ async def decide(
     started = time.perf_counter()
     cfg = lookup_task(rt.tasks, task, "device")
     model = rt.cache.model(task)
-    points = None
-    if cfg.bco:
-        if features is not None:
-            raise UnexpectedFeatures(
-                f"task {cfg.id} is a BCO task ({cfg.policy.algo}): decide takes no features")
-        state, played = bco.decide_points(model, rt.rng)  # type: ignore[arg-type]
-        action, points = 0, played.tolist()
-    elif cfg.multi_armed or cfg.fixed_arms:
-        if features is not None:
-            raise UnexpectedFeatures(
-                f"task {cfg.id} plays fixed arms ({cfg.policy.algo}): decide takes no features")
-        if cfg.fixed_arms:  # [arm, phase]: the arm drawn from π_ℓ, the phase it names
-            state = np.array([model.sample(rt.rng.random()), model.phase])  # type: ignore[union-attr]
-        else:
-            state = arms.decide_arm(model, rt.rng)  # type: ignore[arg-type]
-        action = int(state[0])
-    else:
+    family = handler(cfg)
+    X = None
+    if cfg.family.takes_features:
         if features is None:
             raise MissingFeatures(f"task {cfg.id} needs K = {cfg.K} feature vectors")
         X = check_features(cfg, features)
-        action = model.decide_one(X)  # type: ignore[union-attr]
-        state = glb.decision_state(model, X[action]) if cfg.glb else X[action]  # type: ignore[arg-type]
+    elif features is not None:
+        raise UnexpectedFeatures(f"task {cfg.id} {family.no_features} ({cfg.policy.algo}): "
+                                 "decide takes no features")
+    decision = family.decide(model, X, rt.rng)
+    state, action, points = decision.state, decision.action, decision.points
     # Durable without a write: the state is sealed in the id under the device's persisted key.
     decision_id = rt.decision_ids.issue(task, state)
     rt.metrics.decisions.labels(task).inc()
@@ -172,21 +161,7 @@ async def _give_feedback(
     x = opened.state
     randomizer = rt.randomizers[task]
     try:
-        if isinstance(randomizer, SkellamRandomizer):
-            # Distributed DP: rounded statistics plus an exact Skellam share, every coin from the
-            # OS CSPRNG (the ledger covers only this sampler, not the numpy one); ~0.2 ms.
-            row = np.array(randomizer.device_report(x, float(reward)),  # type: ignore[arg-type]
-                           dtype=np.int64)
-        elif cfg.bco:
-            row = bco.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
-        elif cfg.multi_armed:
-            row = arms.report_row(randomizer, x, reward, eps, rt.rng)  # type: ignore[arg-type]
-        elif cfg.glb:
-            row = glb.report_row(randomizer, x, reward, rt.rng)  # type: ignore[arg-type]
-        elif cfg.fixed_arms:
-            row = randomizer.row(int(x[0]), int(x[1]), reward)  # type: ignore[attr-defined]
-        else:
-            row = randomizer.randomize(x[None, :], np.array([reward]), rt.rng)[0]
+        row = handler(cfg).report_row(randomizer, x, reward, eps, rt.rng)
         encoded = await sealer.seal(randomizer, row)
     except ValueError as exc:  # cannot happen for a vector accepted by decide; stay a 4xx anyway
         raise InvalidReport(str(exc)) from None

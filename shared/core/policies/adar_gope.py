@@ -139,7 +139,6 @@ class UnboundModel:
 class AdaRGOPE(Policy[AdaRGOPEConfig, IdentityRandomizer]):
     algo = "adar-gope"
     threat_model = "central"
-    fixed_arms_only = True
 
     def __init__(self, config: AdaRGOPEConfig, rng: np.random.Generator | None = None) -> None:
         if config.confidence_scale <= 0:

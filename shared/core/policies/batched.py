@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shared.core.confidence import logdet_pd
-from shared.core.policies.base import ConfigT, NoisyStatisticsPolicy, RandomizerT
+from shared.core.policies.base import RandomizerT
+from shared.core.policies.linear import ConfigT, NoisyStatisticsPolicy
 
 
 class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, RandomizerT]):

@@ -11,7 +11,7 @@ post-processing of the reports, so it never changes a report or a ledger.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +22,8 @@ class BCOConfig(BaseModel):
     """Parameters shared by the BCO policies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    # Points a user plays (and losses her feedback carries): 1, or 2 for the two-point ones.
+    points_per_user: ClassVar[int] = 1
 
     d: int = Field(5, ge=1, le=10_000, description="dimension of the decision set")
     radius: float = Field(1.0, gt=0, description="R: the decision set is the ball R·𝔹")
@@ -58,12 +60,14 @@ class BCOTwoPointConfig(BCOConfig):
     """Non-private two-point BCO: Agarwal–Dekel–Xiao (Zheng et al. Algorithm 4, Appendix C)."""
 
     algo: Literal["bco2"] = "bco2"
+    points_per_user: ClassVar[int] = 2
 
 
 class LDPBCO2Config(BCOConfig, PrivateBCO):
     """Zheng et al. Algorithm 2 around Algorithm 4."""
 
     algo: Literal["ldp-bco2"] = "ldp-bco2"
+    points_per_user: ClassVar[int] = 2
 
 
 BCO_CONFIGS: dict[str, type[BCOConfig]] = {

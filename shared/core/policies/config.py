@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.core.design import DEFAULT_TOL
 from shared.core.policies.bco_config import (
-    BCOConfig,
     BCOOnePointConfig,
     BCOTwoPointConfig,
     LDPBCO2Config,
@@ -26,9 +25,9 @@ from shared.core.policies.mab_config import (
     HeLDPUCBBConfig,
     HeLDPUCBLConfig,
     LDPMABConfig,
-    MABConfig,
     UCBConfig,
 )
+from shared.core.policies.privacy_params import RenyiDP
 from shared.core.policies.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
@@ -86,13 +85,10 @@ class SBLBFixedConfig(SBLBConfig):
     algo: Literal["sblb-fixed"] = "sblb-fixed"  # type: ignore[assignment]  # its own policy id
 
 
-class AdaROFULConfig(PolicyConfig):
+class AdaROFULConfig(RenyiDP, PolicyConfig):
     """Azize & Basu Alg. 4: (α, ε)-RDP via Gaussian noise per adaptive episode."""
 
     algo: Literal["adar-oful"] = "adar-oful"
-    alpha: float = Field(2.0, gt=1, description="Rényi order α")
-    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
-    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
     switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
 
 
@@ -180,7 +176,7 @@ class LDPGLBConfig(LDPLinUCBConfig):
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 
 
-class AdaRGOPEConfig(PolicyConfig):
+class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     """Azize & Basu Alg. 3: phased elimination with G-optimal designs, (α, ε)-RDP
     (``policies.adar_gope``).
 
@@ -189,9 +185,6 @@ class AdaRGOPEConfig(PolicyConfig):
     construction (``policies.adar_gope.seeded_arms``), public like every task parameter."""
 
     algo: Literal["adar-gope"] = "adar-gope"
-    alpha: float = Field(2.0, gt=1, description="Rényi order α")
-    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
-    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
     design_tol: float = Field(DEFAULT_TOL, gt=0, le=1,
                               description="G-optimal design tolerance: g(π) ≤ d (1 + tol)")
     K: int | None = Field(None, ge=2, le=1024,
@@ -216,30 +209,3 @@ AnyPolicyConfig = Annotated[
     | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,
     Field(discriminator="algo"),
 ]
-
-
-def is_multi_armed(config: object) -> bool:
-    """Whether a policy config is one of the multi-armed (context-free) policies."""
-    return isinstance(config, MABConfig)
-
-
-def is_bco(config: object) -> bool:
-    """Whether a policy config is one of the bandit-convex-optimisation policies."""
-    return isinstance(config, BCOConfig)
-
-
-CONFIGS: dict[str, type[PolicyConfig]] = {
-    "linucb": LinUCBConfig,
-    "ldp-linucb": LDPLinUCBConfig,
-    "sblb": SBLBConfig,
-    "sblb-fixed": SBLBFixedConfig,
-    "adar-oful": AdaROFULConfig,
-    "ddp-linucb": DDPLinUCBConfig,
-    "ldp-glb": LDPGLBConfig,
-    "adar-gope": AdaRGOPEConfig,
-}
-
-# lplr's config lives in its own module (it subclasses PolicyConfig, hence the late import).
-from shared.core.policies.lplr_config import LPLRConfig  # noqa: E402
-
-CONFIGS["lplr"] = LPLRConfig

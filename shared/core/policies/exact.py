@@ -27,8 +27,8 @@ from scipy.linalg import cho_factor, cho_solve
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.confidence import logdet_pd, time_uniform
-from shared.core.policies.base import Policy
 from shared.core.policies.config import AdaROFULConfig, LinUCBConfig
+from shared.core.policies.linear import LinearPolicy
 from shared.core.randomizers.identity import IdentityRandomizer
 
 MAX_WINDOW = 8192
@@ -36,7 +36,7 @@ MAX_WINDOW = 8192
 MAX_WINDOW_FLOATS = 1 << 22
 
 
-class ExactPolicy(Policy[LinUCBConfig | AdaROFULConfig, IdentityRandomizer]):
+class ExactPolicy(LinearPolicy[LinUCBConfig | AdaROFULConfig, IdentityRandomizer]):
     """Rarely-switching OFUL on exact statistics; subclasses add privacy noise at publication."""
 
     randomizer: IdentityRandomizer

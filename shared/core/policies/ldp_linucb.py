@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.base import NoisyStatisticsPolicy
 from shared.core.policies.config import LDPLinUCBConfig
+from shared.core.policies.linear import NoisyStatisticsPolicy
 from shared.core.randomizers.gaussian import GaussianRandomizer
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.base import Policy
+from shared.core.policies.linear import LinearPolicy
 from shared.core.policies.lplr_config import LPLRConfig
 from shared.core.policies.lplr_tree import OracleTree
 from shared.core.randomizers.lplr import BlockSums, LPLRRandomizer
@@ -35,7 +35,7 @@ MAX_EPOCHS = 64  # union bound of the failure probability over epochs (τ_1·2^6
 INEQUALITIES_PER_BIN = 6  # count, sampling (u, Σ), noise (u, Σ) and one spare, per bin
 
 
-class LPLR(Policy[LPLRConfig, LPLRRandomizer]):
+class LPLR(LinearPolicy[LPLRConfig, LPLRRandomizer]):
     algo = "lplr"
     threat_model = "ldp"
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared.core.policies.privacy_params import RenyiDP
 from shared.core.privacy_levels import EPS_MAX, PrivacyLevels, choose_eps_min, levels_for
 
 
@@ -98,13 +99,10 @@ class LDPMABConfig(MABConfig):
     horizon: int = Field(1_000_000, ge=1, description="T in the loss range B + σ√(2 ln 2T²)")
 
 
-class AdaRUCBConfig(MABConfig):
+class AdaRUCBConfig(RenyiDP, MABConfig):
     """Azize & Basu Alg. 2 (AdaR-UCB): (α, ε)-RDP, trusted analyzer."""
 
     algo: Literal["adar-ucb"] = "adar-ucb"
-    alpha: float = Field(2.0, gt=1, description="Rényi order α")
-    epsilon: float = Field(1.0, gt=0, description="RDP ε at order α")
-    delta: float = Field(1e-6, gt=0, lt=1, description="δ of the (ε, δ) conversion")
     beta: float = Field(4.0, gt=3, description="optimism parameter β > 3 (Thm 5)")
 
 

@@ -127,10 +127,23 @@ class TsallisState:
         return arms
 
     def state(self) -> dict[str, Any]:
-        return {"t": self.t, "L": list(self.L), "floor": list(self.floor)}
+        # The solver's point (p, its cumulative sums, x, the moments) as well: it was reached by
+        # O(1) corrections, and solving afresh on load would differ in the last bits, so the
+        # restored learner would not publish exactly the model the saved one would.
+        return {"t": self.t, "L": list(self.L), "floor": list(self.floor),
+                "solver": {"p": list(self.p), "cum": list(self.cum), "x": self.x,
+                           "moments": list(self.moments)}}
 
     def load(self, state: dict[str, Any]) -> None:
         self.t = int(state["t"])
         self.L = [float(v) for v in state["L"]]
         self.floor = [float(v) for v in state.get("floor", [1.0] * self.K)]
-        self._solve(None, None)
+        solver = state.get("solver")
+        if solver is None:  # a state saved before the solver's point was kept
+            self._solve(None, None)
+        else:
+            self.p = [float(v) for v in solver["p"]]
+            self.cum = [float(v) for v in solver["cum"]]
+            self.x = float(solver["x"])
+            m = solver["moments"]
+            self.moments = (float(m[0]), float(m[1]), float(m[2]))

@@ -50,7 +50,9 @@ class BCORowRandomizer:
             lo, hi = 0.0, self.B
             slack = TAIL * self.sigma
         else:
-            hi = 2.0 * self.rho * self.G  # |f(x₁) − f(x₂)| ≤ G‖x₁ − x₂‖ = 2ρG
+            # |f(x₁) − f(x₂)| ≤ G‖x₁ − x₂‖ = 2ρG‖u‖: the device clips at G‖x₁ − x₂‖ computed
+            # from its u, whose norm is 1 only up to UNIT_TOLERANCE (as ``check_row`` accepts).
+            hi = 2.0 * self.rho * self.G * (1.0 + UNIT_TOLERANCE)
             lo = -hi
             slack = TAIL * 2.0 * self.rho * self.sigma  # nᵀ(x₁ − x₂) ~ N(0, 4ρ²σ²)
         self.value_range = (lo - slack, hi + slack)

@@ -17,7 +17,7 @@ import pytest
 
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
-from shared.core.policies import base as policy_base
+from shared.core.policies import linear as policy_linear
 from shared.core.policies import randomizer_for
 from shared.crypto.hpke import pack_report, seal
 from shared.protocol.messages import BatchAck, EncryptedReport, HpkeConfig, ModelMessage, b64decode
@@ -136,7 +136,7 @@ async def test_an_update_the_policy_cannot_solve_is_skipped_with_a_metric(
         def unsolvable(*args: object, **kwargs: object) -> None:
             raise np.linalg.LinAlgError("singular")
 
-        monkeypatch.setattr(policy_base, "ridge_solve", unsolvable)
+        monkeypatch.setattr(policy_linear, "ridge_solve", unsolvable)
         acks = await post(2)
         assert [a.counted for a in acks] == [1, 1]
         p = await privacy(client, LOC.id)

@@ -1,0 +1,127 @@
+"""The device's half of each policy family (``shared.core.policies.families``): what a decision
+keeps sealed in its id, and the report row made from that state and the user's feedback.
+
+One handler per family name; ``handler`` refuses a task whose family has none (a family added in
+``shared`` without its device half is an error at start-up, never a silent linear default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import numpy as np
+
+from services.device import arms, bco, glb
+from shared.core.randomizers.skellam import SkellamRandomizer
+from shared.settings import TaskConfig
+
+# Feedback values: a reward, or a BCO task's losses (one per point played); ``give_feedback``
+# passes the one the task's family takes, so each handler casts to its own.
+Value = float | list[float]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What decide answers and seals: the state, the arm (0 for BCO) and the points played."""
+
+    state: np.ndarray
+    action: int
+    points: list[list[float]] | None = None
+
+
+class DeviceFamily(Protocol):
+    # How decide refuses features sent to a task of a family that takes none.
+    no_features: str
+
+    def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
+        """The decision of one user: X the checked K×d features (None if the family takes
+        none)."""
+        ...
+
+    def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
+                   rng: np.random.Generator) -> np.ndarray:
+        """The randomized report row of a decision's state and the user's feedback."""
+        ...
+
+
+class Linear:
+    no_features = ""
+
+    def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
+        assert X is not None
+        action = model.decide_one(X)
+        return Decision(self.state(model, X[action]), action)
+
+    def state(self, model: Any, x: np.ndarray) -> np.ndarray:
+        """The chosen arm's features."""
+        return x
+
+    def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
+                   rng: np.random.Generator) -> np.ndarray:
+        if isinstance(randomizer, SkellamRandomizer):
+            # Distributed DP: rounded statistics plus an exact Skellam share, every coin from the
+            # OS CSPRNG (the ledger covers only this sampler, not the numpy one); ~0.2 ms.
+            return np.array(randomizer.device_report(state, float(cast(float, value))),
+                            dtype=np.int64)
+        return randomizer.randomize(state[None, :], np.array([value]), rng)[0]
+
+
+class GLB(Linear):
+    def state(self, model: Any, x: np.ndarray) -> np.ndarray:
+        return glb.decision_state(model, x)
+
+    def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
+                   rng: np.random.Generator) -> np.ndarray:
+        return glb.report_row(randomizer, state, cast(float, value), rng)
+
+
+class Phase:
+    no_features = "plays fixed arms"
+
+    def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
+        # [arm, phase]: the arm drawn from π_ℓ, the phase it names.
+        state = np.array([model.sample(rng.random()), model.phase])
+        return Decision(state, int(state[0]))
+
+    def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
+                   rng: np.random.Generator) -> np.ndarray:
+        return randomizer.row(int(state[0]), int(state[1]), value)
+
+
+class Arms:
+    no_features = "plays fixed arms"
+
+    def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
+        state = arms.decide_arm(model, rng)
+        return Decision(state, int(state[0]))
+
+    def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
+                   rng: np.random.Generator) -> np.ndarray:
+        return arms.report_row(randomizer, state, cast(float, value), eps, rng)
+
+
+class BCO:
+    no_features = "is a BCO task"
+
+    def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
+        state, played = bco.decide_points(model, rng)
+        return Decision(state, 0, played.tolist())
+
+    def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
+                   rng: np.random.Generator) -> np.ndarray:
+        return bco.report_row(randomizer, state, cast("list[float]", value), rng)
+
+
+HANDLERS: dict[str, DeviceFamily] = {
+    "linear": Linear(), "glb": GLB(), "phase": Phase(), "arms": Arms(), "bco": BCO(),
+}
+
+
+def handler(cfg: TaskConfig) -> DeviceFamily:
+    """The device's handler of a task's family."""
+    name = cfg.family.name
+    if name not in HANDLERS:
+        raise ValueError(f"task {cfg.id}: the device has no handler for policy family {name!r} "
+                         f"({cfg.policy.algo})")
+    return HANDLERS[name]

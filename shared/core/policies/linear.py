@@ -1,0 +1,162 @@
+"""The linear policies' common ground: the published model (θ̃, V, β) of ``policies.model`` and
+its defaults (``LinearPolicy``), the OFUL radius, and the machinery of the policies that learn
+from noisy (G̃, ũ) (``NoisyStatisticsPolicy``)."""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from typing import Any, TypeVar
+
+import numpy as np
+
+from shared.core.confidence import (
+    clip_eigenvalues,
+    matrix_noise_bound,
+    noisy_ridge_beta,
+    ridge_solve,
+    self_normalized,
+    time_uniform,
+    vector_noise_bound,
+)
+from shared.core.policies.base import Policy, RandomizerT
+from shared.core.policies.config import PolicyConfig
+from shared.core.policies.model import Model
+
+# A linear policy's config: the parameters of ``PolicyConfig`` (d, L, S, σ, δ, λ, the scale).
+ConfigT = TypeVar("ConfigT", bound=PolicyConfig)
+
+
+class LinearPolicy(Policy[ConfigT, RandomizerT]):
+    """A policy that publishes a linear ``Model``: devices choose argmax ⟨x, θ̃⟩ + β ‖x‖_{V⁻¹}
+    (the ``linear`` and ``glb`` families)."""
+
+    model: Model
+
+    def _initial_model(self) -> Model:
+        """Version 0 of the published model: θ̃ = 0, V = λI, the initial β."""
+        c = self.config
+        return Model.initial(c.d, c.lam, self._initial_beta())
+
+    def _model_from_dict(self, data: dict[str, Any]) -> Model:
+        return Model.from_dict(data)
+
+    def _initial_beta(self) -> float:
+        c = self.config
+        return c.confidence_scale * oful_beta(c, 0, c.lam)
+
+    def _publish(self, theta: np.ndarray, V: np.ndarray, beta: float) -> None:
+        self.model = Model(
+            version=self.model.version + 1,
+            theta=theta,
+            V=V,
+            beta=self.config.confidence_scale * beta,
+            reports=self.reports,
+        )
+
+
+def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:
+    """OFUL radius σ √(2 ln(1/δ) + d ln(1 + t L²/(d λ))) + √λ S (Abbasi-Yadkori 2011, Thm 2)."""
+    return self_normalized(c.reward_sigma, c.d, t, c.L, lam, c.failure_prob) + math.sqrt(lam) * c.S
+
+
+class NoisyStatisticsPolicy(LinearPolicy[ConfigT, RandomizerT]):
+    """Shared machinery of the policies that learn from noisy (G̃, ũ): SBLB and LDP-LinUCB.
+
+    Subclasses define the paper's regularizer ``paper_regularizer(t)`` and the noise bounds;
+    ``regularizer = "clip"`` replaces them by Ṽ = eigen-clip(G̃ + λI, λ) and the non-private OFUL
+    width — a practical setting with no coverage guarantee (post-processing; privacy unchanged).
+    """
+
+    def __init__(self, config: ConfigT, rng: np.random.Generator | None = None) -> None:
+        super().__init__(config, rng)
+        d = config.d
+        self.G = np.zeros((d, d))
+        self.u = np.zeros(d)
+
+    def _accumulate(self, stat: np.ndarray, n: int) -> bool:
+        """Add a batch's (G̃, ũ) increments; False (and nothing changed, ``skipped`` counted) if
+        they would leave the state non-finite. The services refuse such reports when they decode
+        them; this keeps any statistic that slips through from making the state unsolvable."""
+        est = self.randomizer.estimate(stat, n)
+        G, u = self.G + est.G, self.u + est.u
+        if not (np.isfinite(G).all() and np.isfinite(u).all()):
+            self.skipped += 1
+            return False
+        self.G, self.u = G, u
+        self.reports += n
+        return True
+
+    @abstractmethod
+    def paper_regularizer(self, t: int) -> float: ...
+
+    def noise_bound(self, t: int) -> float:
+        """Υ_t: our high-probability bound on ‖H_t‖ (1/3 of δ, uniform over update times)."""
+        cfg = self.config
+        dt = time_uniform(cfg.failure_prob / 3, t)
+        return matrix_noise_bound(self.noise_proxy(t, "matrix"), cfg.d, dt)
+
+    def noise_proxy(self, t: int, kind: str) -> float:
+        """Σ of the per-entry noise proxies of t reports in H_t (``kind`` "matrix") or h_t
+        ("vector"): t times one report's, unless a policy's noise varies by batch."""
+        r = self.randomizer
+        return t * (r.matrix_proxy() if kind == "matrix" else r.vector_proxy())
+
+    def regularizer(self, t: int) -> float:
+        """The paper's regularizer, raised to Υ_t + λ where it falls below our noise bound.
+
+        The papers size c_t so that H_t + c_t I ⪰ (c_t − ‖H_t‖) I stays positive definite, but
+        their bounds on ‖H_t‖ hold for one fixed direction (Garcelon Eq. 13) or hide constants
+        (Zheng Alg. 5); for large d·m at the first few reports they are smaller than the operator
+        norm. Raising c_t keeps ρ_min = c_t − Υ_t ≥ λ > 0 so the width stays finite and valid;
+        where the paper's value is larger (the usual case, tested) it is used unchanged.
+        """
+        return max(self.paper_regularizer(t), self.noise_bound(t) + self.config.lam)
+
+    def paper_beta(self, t: int, c: float) -> float:
+        """β at t reports for regularizer c, with our derived noise bounds (``core.confidence``).
+
+        ρ_min = c − Υ_t and ρ_max = c + Υ_t where Υ_t bounds ‖H_t‖, and χ_t bounds ‖h_t‖; the
+        failure probability is split in three (reward noise, H, h), each uniform over update times.
+        """
+        cfg = self.config
+        third = cfg.failure_prob / 3
+        ups = self.noise_bound(t)
+        chi = vector_noise_bound(self.noise_proxy(t, "vector"), cfg.d, time_uniform(third, t))
+        return noisy_ridge_beta(
+            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
+            rho_min=c - ups, rho_max=c + ups, chi=chi, delta=third,
+        )
+
+    def candidate(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """(Ṽ, θ̃, β) that would be published now, or None (``skipped`` counted) if the linear
+        algebra fails even after the eigenvalue repair: the update is skipped, the published
+        model stays, and a later batch tries again."""
+        try:
+            return self._candidate()
+        except (np.linalg.LinAlgError, ValueError):
+            self.skipped += 1
+            return None
+
+    def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
+        cfg = self.config
+        t = self.reports
+        if getattr(cfg, "regularizer", "paper") == "clip":
+            V, clipped = clip_eigenvalues(self.G + cfg.lam * np.eye(cfg.d), cfg.lam)
+            solved = ridge_solve(V, self.u, cfg.lam)
+            beta = oful_beta(cfg, t, cfg.lam)
+        else:
+            c = self.regularizer(t)
+            solved = ridge_solve(self.G + c * np.eye(cfg.d), self.u, cfg.lam)
+            clipped = solved.repaired
+            beta = self.paper_beta(t, c)
+        if clipped:
+            self.repairs += 1
+        return solved.V, solved.theta, beta
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"G": self.G.tolist(), "u": self.u.tolist()}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        self.G = np.asarray(state["G"], dtype=float)
+        self.u = np.asarray(state["u"], dtype=float)
