@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from shared.core.policies.bco_config import BCOConfig
 from shared.core.policies.config import AnyPolicyConfig
 from shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
 from shared.core.policies.registry import PolicyEntry, entry
@@ -49,17 +50,19 @@ class TaskConfig(BaseModel):
         self.entry.check_task(self.threat_model, self.aggregation)
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
-        if getattr(self.policy, "batch_schedule", None) is not None:
+        schedule = getattr(self.policy, "batch_schedule", None)
+        if schedule is not None:
             # Issue 22: the shuffler forms fixed batches only, until it learns schedules.
             raise ValueError(f"task {self.id}: the services run fixed batches only; set "
-                             f"policy.batch_size (batch_schedule {self.policy.batch_schedule!r} "
+                             f"policy.batch_size (batch_schedule {schedule!r} "
                              "is for the simulator)")
         if self.fixed_arms and getattr(self.policy, "arm_seed", None) is None:
             raise ValueError("an adar-gope task defines its fixed arms: set policy.K and "
                              "policy.arm_seed")
-        if (self.multi_armed or self.fixed_arms) and self.policy.K != self.K:  # type: ignore[union-attr]
+        policy_K = getattr(self.policy, "K", None)  # the arm-set policies' own K
+        if (self.multi_armed or self.fixed_arms) and policy_K != self.K:
             raise ValueError(
-                f"task K = {self.K} but its policy has K = {self.policy.K}: "  # type: ignore[union-attr]
+                f"task K = {self.K} but its policy has K = {policy_K}: "
                 "set both to the number of arms"
             )
         return self
@@ -102,7 +105,10 @@ class TaskConfig(BaseModel):
     def bco_points(self) -> int:
         """Points a user of a BCO task plays: 1 (``bco``, ``ldp-bco``) or 2 (``bco2``,
         ``ldp-bco2``)."""
-        return int(self.policy.points_per_user)  # type: ignore[union-attr]
+        policy = self.policy
+        if not isinstance(policy, BCOConfig):
+            raise ValueError(f"task {self.id} ({policy.algo}) is not a BCO task")
+        return policy.points_per_user
 
     @property
     def batch_size(self) -> int:

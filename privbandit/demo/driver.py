@@ -57,11 +57,11 @@ def demo_environment(task: TaskInfo, env_rng: np.random.Generator) -> Environmen
     """The users of a task with features: its family's demo environment (``linear``;
     ``logistic`` for ``ldp-glb``, which learns a generalized linear model; ``fixed-linear`` on
     the task's own seeded arms for a phase task, θ* from the demo's seed)."""
-    d, K = int(task.d), task.K  # type: ignore[arg-type]
+    d, K = int(task.d), task.K  # type: ignore[arg-type]  # a task with features has its d
     family = family_of(task.algo)
     env = make_environment(family.demo_env, d, K, env_rng)
     if family is PHASE:
-        env.use_arms(seeded_arms(K, d, int(task.policy["arm_seed"])))  # type: ignore[attr-defined]
+        env.use_arms(seeded_arms(K, d, int(task.policy["arm_seed"])))  # type: ignore[attr-defined]  # fixed-linear's
     return env
 
 

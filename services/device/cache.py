@@ -193,12 +193,12 @@ class ModelCache:
             # Catch up on anything published between our last poll and the subscription.
             with contextlib.suppress(httpx.HTTPError, ValueError):
                 await self.poll(task)
-            event, data = "message", []
+            event, data = "message", list[str]()
             async for line in resp.aiter_lines():
                 if line == "":
                     if data and event == "model":
                         self._on_event(task, "\n".join(data))
-                    event, data = "message", []
+                    event, data = "message", list[str]()
                 elif line.startswith(":"):
                     continue  # comment / keep-alive
                 else:

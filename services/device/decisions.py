@@ -30,6 +30,7 @@ from services.device.errors import (
 )
 from services.device.families import handler
 from services.device.runtime import DeviceRuntime
+from shared.core.policies.config import PolicyConfig
 from shared.protocol.messages import DecideResponse, FeedbackResponse
 from shared.settings import TaskConfig
 
@@ -44,7 +45,10 @@ def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
     The common case (K rows of d finite numbers inside the ball ‖x‖ ≤ L) costs one array
     conversion and one row-wise ⟨x, x⟩; the per-row checks that name what is wrong run only
     when something is."""
-    d, K, L = cfg.policy.d, cfg.K, cfg.policy.L
+    policy = cfg.policy
+    if not isinstance(policy, PolicyConfig):  # the linear configs: the families with features
+        raise UnexpectedFeatures(f"task {cfg.id} ({policy.algo}): decide takes no features")
+    d, K, L = policy.d, cfg.K, policy.L
     if len(features) != K:
         raise WrongArms(f"task {cfg.id} has K = {K} arms, got {len(features)} rows")
     try:
@@ -62,10 +66,10 @@ def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
     if not inside.all():
         if not np.isfinite(X).all():  # the schema already forbids NaN/inf; keep numpy honest
             raise NotFinite("features must be finite numbers")
-        row = int(np.flatnonzero(~inside)[0])
+        bad = int(np.flatnonzero(~inside)[0])
         raise FeatureNorm(
-            f"every feature vector must satisfy ||x|| <= L = {L}; row {row} has "
-            f"||x|| = {float(np.sqrt(sq[row])):.6g}"
+            f"every feature vector must satisfy ||x|| <= L = {L}; row {bad} has "
+            f"||x|| = {float(np.sqrt(sq[bad])):.6g}"
         )
     return X
 
@@ -113,9 +117,9 @@ async def give_feedback(
     cfg = lookup_task(rt.tasks, task, "device")
     randomizer = rt.randomizers[task]
     bco.check_feedback(cfg, reward, losses)
-    value: float | list[float] = losses if cfg.bco else reward  # type: ignore[assignment]
+    value: float | list[float] = losses if cfg.bco else reward  # type: ignore[assignment]  # check_feedback refused a missing one
     if not cfg.bco:
-        arms.check_reward(reward, getattr(randomizer, "bounded", True))  # type: ignore[arg-type]
+        arms.check_reward(reward, getattr(randomizer, "bounded", True))  # type: ignore[arg-type]  # not None: check_feedback
     eps = arms.user_level(cfg, randomizer, epsilon)  # BCO tasks: refuses a stated ε_t
     limits = rt.settings.limits
     if not rt.store.reserve_outbox(limits.outbox_reports):

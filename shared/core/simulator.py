@@ -17,13 +17,21 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from shared.core.environments import Environment, make_environment
 from shared.core.policies import Policy, PolicyConfig, build_policy
 from shared.core.policies.model import shared_arms
+
+
+@runtime_checkable
+class ContextDeciding(Protocol):
+    """A published model that chooses one arm per user from that user's (K, d) features: the
+    linear, GLB and phase families' models (what this simulator serves)."""
+
+    def decide(self, X: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass
@@ -95,7 +103,10 @@ def run_once(
         want = policy.window()
         n = min(want, T - t)
         X, mu = env.contexts(n)
-        a = policy.model.decide(X)
+        model = policy.model
+        if not isinstance(model, ContextDeciding):
+            raise TypeError(f"{policy.algo}'s model does not decide from contexts")
+        a = model.decide(X)
         idx = np.arange(n)
         mu_a = mu[idx, a]
         r = env.rewards(mu_a, reward_rng)

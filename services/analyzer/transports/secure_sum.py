@@ -32,6 +32,7 @@ from services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
 from services.common.deps import get_runtime, task_dependency
 from services.common.web import error_responses, report_json_bytes
 from shared.core.policies import Policy
+from shared.core.policies.base import SumIngesting
 from shared.crypto.hpke import CryptoError
 from shared.crypto.keystore import PAILLIER_KEY_FILE, HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import CiphertextError, decode_ciphertexts
@@ -103,6 +104,8 @@ class DecodedSum:
             reason = Quarantine("duplicate_report_id", "a member's report id was already counted")
             quarantine_log(self.task, self.batch_id, self.count, reason)
             return Fed(0, quarantined=self.count)
+        if not isinstance(policy, SumIngesting):  # the registry offers secure-sum only to these
+            raise TypeError(f"{policy.algo} cannot learn from batch sums")
         policy.ingest_statistic(self.stat, self.count)
         known.update(self.ids)
         return Fed(self.count, new_ids=list(self.ids))

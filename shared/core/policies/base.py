@@ -26,12 +26,13 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.randomizers.base import Randomizer
 
 # A policy's config and randomizer classes: ``class SBLB(NoisyStatisticsPolicy[SBLBConfig,
 # BinaryRandomizer])`` types its ``config`` and ``randomizer`` attributes.
 ConfigT = TypeVar("ConfigT")
-RandomizerT = TypeVar("RandomizerT", bound=Randomizer)
+# Unbounded: a policy's randomizer is whatever its family's devices run (linear statistics, arm
+# rows, BCO rows, LPLR blocks); the families that need the linear ``Randomizer`` bound it there.
+RandomizerT = TypeVar("RandomizerT")
 
 
 class PublishedModel(Protocol):

@@ -14,11 +14,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shared.core.confidence import logdet_pd
-from shared.core.policies.base import RandomizerT
-from shared.core.policies.linear import ConfigT, NoisyStatisticsPolicy
+from shared.core.policies.linear import ConfigT, NoisyStatisticsPolicy, StatisticsRandomizerT
 
 
-class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, RandomizerT]):
+class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
     """Ingests whole batches; publishes on det growth by 1 + ``config.eta`` (or every batch)."""
 
     publish_every_batch: ClassVar[bool] = False

@@ -152,7 +152,10 @@ class DDPLinUCBConfig(PolicyConfig):
         from shared.core.randomizers.skellam import batch_noise_sd
 
         def get(name: str) -> float:
-            return float(data.get(name, cls.model_fields[name].default))  # type: ignore[arg-type]
+            value = data.get(name, cls.model_fields[name].default)
+            if not isinstance(value, int | float | str):  # the field's own validation says why
+                raise ValueError(f"{name} must be a number, not {value!r}")
+            return float(value)
 
         growth, _, cap = text.removeprefix("geometric:auto,").partition(",")
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),

@@ -22,9 +22,13 @@ from shared.core.confidence import (
 from shared.core.policies.base import Policy, RandomizerT
 from shared.core.policies.config import PolicyConfig
 from shared.core.policies.model import Model
+from shared.core.randomizers.base import Randomizer
 
 # A linear policy's config: the parameters of ``PolicyConfig`` (d, L, S, σ, δ, λ, the scale).
 ConfigT = TypeVar("ConfigT", bound=PolicyConfig)
+
+# The noisy-statistics policies debias (G̃, ũ) through the linear ``Randomizer`` interface.
+StatisticsRandomizerT = TypeVar("StatisticsRandomizerT", bound=Randomizer)
 
 
 class LinearPolicy(Policy[ConfigT, RandomizerT]):
@@ -60,7 +64,7 @@ def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:
     return self_normalized(c.reward_sigma, c.d, t, c.L, lam, c.failure_prob) + math.sqrt(lam) * c.S
 
 
-class NoisyStatisticsPolicy(LinearPolicy[ConfigT, RandomizerT]):
+class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
     """Shared machinery of the policies that learn from noisy (G̃, ũ): SBLB and LDP-LinUCB.
 
     Subclasses define the paper's regularizer ``paper_regularizer(t)`` and the noise bounds;

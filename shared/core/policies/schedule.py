@@ -45,7 +45,8 @@ class BatchSchedule:
 
     @property
     def max_size(self) -> int:
-        return int(self.cap)  # type: ignore[arg-type]
+        assert self.cap is not None  # set from ``first`` in __post_init__ when not given
+        return self.cap
 
     def size(self, k: int) -> int:
         """l_k, the length of batch k (0-based)."""
