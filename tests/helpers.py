@@ -25,7 +25,15 @@ import httpx
 import numpy as np
 from fastapi import FastAPI
 
-from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
+from privbandit.demo import (
+    DemoOptions,
+    Driver,
+    fetch_task,
+    reconcile,
+    run_demo_against,
+    snapshot,
+    wait_quiescent,
+)
 from privbandit.launcher import Cluster
 from privbandit.services_cmd import add_demo_parser, add_up_parser
 from shared.core.policies import build_policy, randomizer_for
@@ -420,6 +428,21 @@ async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:
     while driver.done < n:
         assert time.monotonic() < until, f"driver stuck at {driver.done} users"
         await asyncio.sleep(0.01)
+
+
+def pass_through_demo(cluster: Cluster, task_id: str, users: int) -> dict[str, Any]:
+    """Run the demo's users on a pass-through task of ``cluster`` (4 at a time, seed 3) and check
+    its reconciliation: every feedback accepted and counted at once, each its own batch, none
+    refused or pending. Returns the demo's JSON for the task's own assertions."""
+    opts = DemoOptions("ldp", users=users, concurrency=4, seed=3, progress=False,
+                       settle_timeout=patience(60))
+    out = asyncio.run(run_demo_against(cluster.urls, task_id, opts))
+    rec = out["reconciliation"]
+    assert rec["consistent"], rec
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == rec["reports_counted"] == users
+    assert rec["reports_refused"] == rec["reports_pending"] == 0
+    assert rec["batches"] == users
+    return out
 
 
 def assert_feedback_refused(

@@ -8,14 +8,11 @@ these tasks and the multi-armed ones: ``test_restart.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import pytest
 
-from privbandit.demo import DemoOptions, run_demo_against
 from privbandit.launcher import Cluster
-from tests.helpers import assert_feedback_refused, patience
+from tests.helpers import assert_feedback_refused, pass_through_demo, patience
 
 pytestmark = pytest.mark.slow
 
@@ -25,16 +22,8 @@ BCO_TASKS = ["small-ldp-bco2", "small-ldp-bco"]
 
 @pytest.mark.parametrize("task_id", BCO_TASKS)
 def test_bco_demo_reconciles_exactly(cluster: Cluster, task_id: str) -> None:
-    opts = DemoOptions("ldp", users=USERS, concurrency=4, seed=3, progress=False,
-                       settle_timeout=patience(60))
-    out = asyncio.run(run_demo_against(cluster.urls, task_id, opts))
-    rec = out["reconciliation"]
-    assert rec["consistent"], rec
+    out = pass_through_demo(cluster, task_id, USERS)
     assert out["env"] == "bco-quadratic" and out["params"]["d"] == 2
-    # Pass-through: every report is its own batch, counted at once; honest devices only.
-    assert rec["feedbacks_sent"] == rec["reports_accepted"] == rec["reports_counted"] == USERS
-    assert rec["reports_refused"] == rec["reports_pending"] == 0
-    assert rec["batches"] == USERS
     # Each user's regret F(played) − min F is ≥ 0. (Below the uniformly random point's is not
     # asserted: at ε = 2 and 400 users ldp-bco2 is sometimes above it, and the devices' u come
     # from the OS CSPRNG, so a run cannot be seeded.)

@@ -8,14 +8,11 @@ BCO ones: ``test_restart.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import pytest
 
-from privbandit.demo import DemoOptions, run_demo_against
 from privbandit.launcher import Cluster
-from tests.helpers import assert_feedback_refused, patience
+from tests.helpers import assert_feedback_refused, pass_through_demo, patience
 
 pytestmark = pytest.mark.slow
 
@@ -25,16 +22,8 @@ MAB_TASKS = ["small-ucb", "small-heldp", "small-heldp-l", "small-ldp-mab", "smal
 
 @pytest.mark.parametrize("task_id", MAB_TASKS)
 def test_mab_demo_reconciles_exactly(cluster: Cluster, task_id: str) -> None:
-    opts = DemoOptions("ldp", users=USERS, concurrency=4, seed=3, progress=False,
-                       settle_timeout=patience(60))
-    out = asyncio.run(run_demo_against(cluster.urls, task_id, opts))
-    rec = out["reconciliation"]
-    assert rec["consistent"], rec
+    out = pass_through_demo(cluster, task_id, USERS)
     assert out["env"] == "mab" and out["params"]["d"] is None
-    # Pass-through: every report is its own batch, counted at once; honest devices only.
-    assert rec["feedbacks_sent"] == rec["reports_accepted"] == rec["reports_counted"] == USERS
-    assert rec["reports_refused"] == rec["reports_pending"] == 0
-    assert rec["batches"] == USERS
     assert 0 <= out["final_regret"] <= USERS
     per_user = out["privacy"]["per_user_epsilon"]
     if task_id == "small-heldp":  # choice:0,0.2,1,2,100 with ε_min = 1: users stated their ε_t

@@ -59,6 +59,16 @@ class Policy(ABC, Generic[ConfigT, RandomizerT]):
     randomizer: RandomizerT
     model: PublishedModel
 
+    def __init_subclass__(cls, *, algo: str | None = None, threat_model: str | None = None,
+                          **kwargs: Any) -> None:
+        """``class BCO(OnePointService, algo="bco", threat_model="none")``: a variant that
+        differs from its base only by its id and threat model is one line."""
+        super().__init_subclass__(**kwargs)
+        if algo is not None:
+            cls.algo = algo
+        if threat_model is not None:
+            cls.threat_model = threat_model
+
     def __init__(self, config: ConfigT, rng: np.random.Generator | None = None) -> None:
         self.config = config
         self.rng = rng if rng is not None else np.random.default_rng()

@@ -249,21 +249,17 @@ class TwoPointService(BCOServicePolicy):
             self.y *= inner.shrink / norm
 
 
-class BCO(OnePointService):
-    algo = "bco"
-    threat_model = "none"
+class BCO(OnePointService, algo="bco", threat_model="none"):
+    """One-point BCO, non-private."""
 
 
-class LDPBCO(OnePointService):
-    algo = "ldp-bco"
-    threat_model = "ldp"
+class LDPBCO(OnePointService, algo="ldp-bco", threat_model="ldp"):
+    """One-point BCO, noisy report rows under the ldp threat model."""
 
 
-class BCO2(TwoPointService):
-    algo = "bco2"
-    threat_model = "none"
+class BCO2(TwoPointService, algo="bco2", threat_model="none"):
+    """Two-point BCO, non-private."""
 
 
-class LDPBCO2(TwoPointService):
-    algo = "ldp-bco2"
-    threat_model = "ldp"
+class LDPBCO2(TwoPointService, algo="ldp-bco2", threat_model="ldp"):
+    """Two-point BCO, noisy report rows under the ldp threat model."""

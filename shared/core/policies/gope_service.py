@@ -33,6 +33,7 @@ import numpy as np
 from shared.core.environments.linear import biased_features, unit_directions
 from shared.core.policies.adar_gope import AdaRGOPE, PhaseModel
 from shared.core.policies.config import AdaRGOPEConfig
+from shared.core.randomizers.base import unpack_row
 
 MAX_PHASE = 2**32 - 1
 
@@ -84,10 +85,7 @@ class PhaseRowRandomizer:
         return struct.pack(self._format, int(row[0]), int(row[1]), float(row[2]))
 
     def from_bytes(self, data: bytes) -> np.ndarray:
-        size = struct.calcsize(self._format)
-        if len(data) != size:
-            raise ValueError(f"a report is {size} bytes, got {len(data)}")
-        return self.check_row(np.array(struct.unpack(self._format, data), dtype=float))
+        return self.check_row(unpack_row(self._format, data))
 
 
 class AdaRGOPEService(AdaRGOPE):

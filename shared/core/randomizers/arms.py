@@ -37,6 +37,7 @@ import numpy as np
 from scipy.stats import norm
 
 from shared.core.accounting.gaussian import gaussian_sigma
+from shared.core.randomizers.base import unpack_row
 
 HONEST_REFUSAL = 2.0**-40
 MAX_ARMS = 65_535
@@ -132,10 +133,7 @@ class ArmRandomizer(ABC):
         return struct.pack(self._format, *parts, last)
 
     def from_bytes(self, data: bytes) -> np.ndarray:
-        size = struct.calcsize(self._format)
-        if len(data) != size:
-            raise ValueError(f"a report is {size} bytes, got {len(data)}")
-        return self.check_row(np.array(struct.unpack(self._format, data), dtype=float))
+        return self.check_row(unpack_row(self._format, data))
 
 
 class IdentityArmRandomizer(ArmRandomizer):

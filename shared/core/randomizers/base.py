@@ -12,6 +12,7 @@ The analyzer never looks at rows individually for the noisy mechanisms: it sums 
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -99,3 +100,28 @@ def check_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float) -> tuple[np.nda
     if ((r < 0) | (r > 1)).any():
         raise ValueError("rewards must lie in [0, 1]")
     return x, r
+
+
+def unpack_row(fmt: str, data: bytes) -> np.ndarray:
+    """A report row from its fixed-size ``struct`` wire form ``fmt`` (ValueError if ``data`` is
+    not exactly that size); the caller validates the values."""
+    size = struct.calcsize(fmt)
+    if len(data) != size:
+        raise ValueError(f"a report is {size} bytes, got {len(data)}")
+    return np.array(struct.unpack(fmt, data), dtype=float)
+
+
+# Model versions in a report row travel as a uint32 (struct "I").
+MAX_VERSION = 2**32 - 1
+
+
+def versioned_row(row: np.ndarray, width: int, version_error: str) -> np.ndarray:
+    """``row`` as ``width`` finite floats whose first entry is a model version (an integer in
+    [0, 2³²)); ValueError (``version_error`` for a bad version) otherwise."""
+    row = np.asarray(row, dtype=float)
+    if row.shape != (width,) or not np.isfinite(row).all():
+        raise ValueError(f"a report is {width} finite numbers")
+    v = row[0]
+    if v != int(v) or not 0 <= v <= MAX_VERSION:
+        raise ValueError(version_error)
+    return row

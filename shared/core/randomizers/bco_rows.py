@@ -23,10 +23,10 @@ import numpy as np
 from scipy.stats import norm
 
 from shared.core.randomizers.arms import HONEST_REFUSAL
+from shared.core.randomizers.base import versioned_row
 from shared.core.randomizers.bco import OnePointReport, TwoPointReport
 
 UNIT_TOLERANCE = 1e-9
-MAX_VERSION = 2**32 - 1
 TAIL = float(norm.isf(HONEST_REFUSAL / 2))
 
 
@@ -80,12 +80,7 @@ class BCORowRandomizer:
 
     def check_row(self, row: np.ndarray) -> np.ndarray:
         """Validate one row (raises ValueError); returns it as floats."""
-        row = np.asarray(row, dtype=float)
-        if row.shape != (self.width,) or not np.isfinite(row).all():
-            raise ValueError(f"a report is {self.width} finite numbers")
-        v = row[0]
-        if v != int(v) or not 0 <= v <= MAX_VERSION:
-            raise ValueError("the model version must be a non-negative integer")
+        row = versioned_row(row, self.width, "the model version must be a non-negative integer")
         if abs(float(np.linalg.norm(row[1:-1])) - 1.0) > UNIT_TOLERANCE:
             raise ValueError("the direction u must be a unit vector")
         lo, hi = self.value_range

@@ -35,7 +35,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from shared.core.randomizers.base import Estimate, symmetric_from_upper
+from shared.core.randomizers.base import (
+    Estimate,
+    symmetric_from_upper,
+    versioned_row,
+)
 from shared.core.randomizers.gaussian import GaussianRandomizer
 
 
@@ -99,7 +103,6 @@ class GLBRandomizer(GaussianRandomizer):
                            grad=stat[m + d :])
 
 
-MAX_VERSION = 2**32 - 1
 
 
 class VersionedGLBRandomizer:
@@ -170,13 +173,8 @@ class VersionedGLBRandomizer:
         return self.inner.sufficient(np.asarray(rows, dtype=float)[:, 1:])
 
     def to_bytes(self, row: np.ndarray) -> bytes:
-        row = np.asarray(row, dtype=float)
-        if row.shape != (self.width,) or not np.isfinite(row).all():
-            raise ValueError(f"a report is {self.width} finite numbers")
-        v = row[0]
-        if v != int(v) or not 0 <= v <= MAX_VERSION:
-            raise ValueError("the model version must be an integer in [0, 2^32)")
-        return struct.pack(self._format, int(v), *(float(t) for t in row[1:]))
+        row = versioned_row(row, self.width, "the model version must be an integer in [0, 2^32)")
+        return struct.pack(self._format, int(row[0]), *(float(t) for t in row[1:]))
 
     def from_bytes(self, data: bytes) -> np.ndarray:
         size = struct.calcsize(self._format)
