@@ -190,7 +190,8 @@ async def test_kill_9_campaign_of_replicas_and_the_active_analyzer(
     standby on the same port takes over) while devices upload; nothing lost, nothing counted
     twice. A watchdog stops a campaign that hangs (120 s; ~35 s on this machine, most of it
     the standbys' starts), not one that is merely slow: its speed is no product claim. The
-    product's claim here is the takeover time (< 10 s), asserted below."""
+    product's claim here is the takeover time (< 10 s on a quiet machine), asserted below as a
+    deadline scaled by the suite's time factor like every other wait."""
     rng = np.random.default_rng(11)
     with make_cluster(tmp_path, pg_url, 2) as cluster:
         cluster.start(names=("analyzer", "shuffler"), timeout=patience(60))
@@ -237,7 +238,7 @@ async def test_kill_9_campaign_of_replicas_and_the_active_analyzer(
             assert sum(kills.values()) >= 20 and kills["analyzer"] >= 5, kills
             assert up.retries > 0, "the kills should have interrupted some uploads"
             # The standby was serving within seconds of each kill.
-            assert max(takeovers) < 10, takeovers
+            assert max(takeovers) < patience(10), takeovers
             await reconcile(client, cluster, pg_url, sent, timeout=30)
         # Batches of killed replicas were finished by others (same ids: counted once above).
         logs = "".join(p.read_text(errors="replace")
