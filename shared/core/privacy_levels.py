@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import integrate
 from scipy.special import ndtr, ndtri
 
 EPS_MAX = 100.0
@@ -121,6 +120,8 @@ class PrivacyLevels:
         b = min(EPS_MAX, self.loc + 12 * self.scale)
         if a >= b:
             return math.nan
+        from scipy import integrate  # here: it is only needed for the normal law
+
         val, _ = integrate.quad(lambda e: float(f(np.asarray(e))) * density(e), a, b,
                                 limit=200, epsabs=1e-13, epsrel=1e-10)
         return float(val / p)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binom
 
 # Below this success probability the pmf is computed from scipy's log-pmf (module docstring).
 TINY_PROB = 1e-290
@@ -29,6 +28,8 @@ def truncated_binomial(trials: int, prob: float, tail_mass: float) -> tuple[int,
     """(offset, pmf of Bin(trials, prob) on offset…offset+len−1, probability mass left out)."""
     if trials == 0:
         return 0, np.ones(1), 0.0
+    from scipy.stats import binom  # here: scipy.stats costs a second of start-up
+
     mean = trials * prob
     var = trials * prob * (1.0 - prob)
     log_inv = math.log(2.0 / tail_mass)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 
@@ -73,6 +72,8 @@ def gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     hi = math.log(sensitivity)
     while f(hi) > 0.0:
         hi += 2.0
+    from scipy.optimize import brentq  # here: scipy.optimize costs a second of start-up
+
     root = brentq(f, lo, hi, xtol=1e-15, rtol=4.0 * 2.0**-52, maxiter=500)
     sigma = math.exp(root)
     while _log_gaussian_delta(eps, sigma, sensitivity) > log_target:

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import math
 
-import dp_accounting
-from dp_accounting.rdp import RdpAccountant
-
 
 def _check_alpha(alpha: float) -> None:
     if not (alpha > 1 and math.isfinite(alpha)):
@@ -68,6 +65,8 @@ def gaussian_dp_epsilon_via_dp_accounting(sigma: float, sensitivity: float, delt
         raise ValueError("sigma and sensitivity must be positive")
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
-    accountant = RdpAccountant()
+    import dp_accounting  # here, not at import: it loads scipy.signal (seconds of start-up)
+
+    accountant = dp_accounting.rdp.RdpAccountant()
     accountant.compose(dp_accounting.GaussianDpEvent(noise_multiplier=sigma / sensitivity))
     return float(accountant.get_epsilon(delta))

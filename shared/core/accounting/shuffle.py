@@ -56,7 +56,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binom
 
 from shared.core.accounting.binomial import truncated_binomial
 from shared.core.accounting.search import (
@@ -95,6 +94,8 @@ def _conditional_divergence(eps: float, eps0: float, c: np.ndarray) -> np.ndarra
     # = (1 - e^{-(ε+ε0)}) / ((1 - e^{-ε0})(1 + e^{-ε})), in [1/2, 1) for 0 ≤ ε < ε0.
     frac = math.expm1(-(eps + eps0)) / (math.expm1(-eps0) * (1.0 + math.exp(-eps)))
     k_star = np.ceil(frac * (c + 1.0))
+    from scipy.stats import binom  # here: scipy.stats costs a second of start-up
+
     best = np.zeros_like(c)
     for shift in (-1.0, 0.0, 1.0):
         k = np.clip(k_star + shift, 0.0, c + 1.0)

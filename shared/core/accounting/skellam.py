@@ -39,8 +39,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
-
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.search import bisect_boundary
 
@@ -72,6 +70,9 @@ def skellam_epsilon(
     """(ε, best order): the Skellam mechanism's RDP curve converted to (ε, δ) by dp-accounting."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
+    # Imported here, not at import: dp-accounting loads scipy.signal (seconds of start-up).
+    from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
     rdp = [skellam_rdp(a, mu, l1, l2) for a in orders]
     eps, order = compute_epsilon(list(orders), rdp, delta)
     return float(eps), int(order)

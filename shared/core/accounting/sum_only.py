@@ -56,16 +56,17 @@ mass cut off, which bounds its contribution to any hockey-stick divergence, is a
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from dp_accounting.pld import pld_pmf
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from shared.core.accounting.binomial import truncated_binomial
 from shared.core.accounting.garcelon import randomizer_probability
 from shared.core.accounting.search import largest_satisfying, smallest_satisfying
 from shared.core.accounting.shuffle import shuffle_epsilon
+
+if TYPE_CHECKING:  # imported where used: dp-accounting loads scipy.signal (seconds of start-up)
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 Method = Literal["worst-case", "all-equal", "blanket"]
 
@@ -152,6 +153,9 @@ def _worst_case_profile(eps_bit: float, l: int, eps_grid: np.ndarray) -> np.ndar
 
 def _connect_dots_pld(profile: np.ndarray, rounded: np.ndarray) -> pld_lib.PrivacyLossDistribution:
     deltas = np.minimum.accumulate(np.clip(profile, 0.0, 1.0))
+    from dp_accounting.pld import pld_pmf
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     pmf = pld_pmf.create_pmf_pessimistic_connect_dots(DISCRETIZATION, rounded, deltas)
     return pld_lib.PrivacyLossDistribution(pmf)
 
@@ -211,6 +215,8 @@ def _pmf_pld(
     if cut > 0.0:
         upper = {**upper, "cut": math.log(cut)}
         lower = {**lower, "cut_lower": math.log(cut)}
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     return pld_lib.from_two_probability_mass_functions(
         lower,
         upper,

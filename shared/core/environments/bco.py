@@ -33,7 +33,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 
 BCO_ENVIRONMENTS = ("bco-quadratic", "bco-convex")
 KIND = {"bco-quadratic": 0, "bco-convex": 1}
@@ -146,6 +145,8 @@ class BCOEnvironment:
             V = x - self.points
             r = np.sqrt(self.kappa**2 + np.sum(V**2, axis=1))
             return float(w @ (r - self.kappa)), (w / r) @ V
+
+        from scipy.optimize import minimize  # here: scipy.optimize costs a second of start-up
 
         res = minimize(obj, w @ self.points, jac=True, method="BFGS",
                        options={"gtol": 1e-12, "maxiter": 500})

@@ -34,7 +34,9 @@ import struct
 from abc import ABC, abstractmethod
 
 import numpy as np
-from scipy.stats import norm
+
+# norm.isf(q) is -ndtri(q): the normal quantile without scipy.stats (a second of start-up).
+from scipy.special import ndtri
 
 from shared.core.accounting.gaussian import gaussian_sigma
 from shared.core.randomizers.base import unpack_row
@@ -160,7 +162,7 @@ class GaussianArmRandomizer(ArmRandomizer):
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.sigma = gaussian_sigma(self.epsilon, self.delta, self.SENSITIVITY)
         self.paper_sigma = 2 * 0.5 * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
-        tail = float(norm.isf(HONEST_REFUSAL / 2))
+        tail = float(-ndtri(HONEST_REFUSAL / 2))
         self.report_bound = 0.5 + tail * self.sigma
 
     def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator

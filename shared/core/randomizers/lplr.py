@@ -36,7 +36,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import wishart
 
 from shared.core.randomizers.base import symmetric_from_upper, upper_indices
 
@@ -162,6 +161,8 @@ class LPLRRandomizer:
         """Σ of n W_d(d + 1, cI) draws per block = W_d(n(d + 1), cI)."""
         if n_blocks == 0:
             return np.zeros((0, self.d, self.d))
+        from scipy.stats import wishart  # here: scipy.stats costs a second of start-up
+
         draws = wishart.rvs(df=n * self.wishart_df, scale=self.wishart_c * np.eye(self.d),
                             size=n_blocks, random_state=rng)
         return np.asarray(draws).reshape(n_blocks, self.d, self.d)
