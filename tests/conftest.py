@@ -9,11 +9,12 @@ cores (measured: a coverage simulation 6.3× faster on one thread on a busy 2-co
 the same result). The variables must be set before numpy is first imported: this conftest is
 loaded before any test module, and imports nothing that imports numpy.
 
-Under pytest-xdist (``make test``: ``-n auto --dist loadgroup``) the tests are spread one by one
-over the workers, except the modules on the e2e package's shared ``cluster``, which go to one
-worker together (it starts that cluster once). xdist's own ``xdist_group`` marks are read from a
-suffix it adds to node ids, which pytest ≥ 9.2 no longer lets it add (pytest-xdist issue 1386:
-the tests are then spread as if unmarked), so the scheduler below groups by module path.
+Under pytest-xdist (``make test``: two workers per core, ``--dist loadgroup``) the tests are spread
+one by one over the workers, slow ones first, except the modules on the e2e package's shared
+``cluster``, which go to one worker together (it starts that cluster once). xdist's own
+``xdist_group`` marks are read from a suffix it adds to node ids, which pytest ≥ 9.2 no longer lets
+it add (pytest-xdist issue 1386: the tests are then spread as if unmarked), so the scheduler below
+groups by module path.
 """
 
 from __future__ import annotations
@@ -54,3 +55,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return work_unit(nodeid)
 
     return Scheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first, each group in its collected order: the workers take work in
+    this order, so the long e2e and statistical tests start at once and the short ones fill the
+    gaps, instead of one long test starting last and running alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
