@@ -12,6 +12,10 @@ dies, the thread computes them itself (gmpy2 releases the GIL meanwhile).
 Costs, at 2048 bits on the development machine (BENCHMARKS.md): ~8 ms of CPU per obfuscator
 either way, plus ~0.1 ms to move it between processes (512 bytes); one worker process of about
 20 MB, started in the background in ~0.2 s when the first key arrives.
+
+A worker exits when its device does, however the device ends (issue 26 item 6b): a ``kill -9``
+gives the pool no chance to shut its workers down, so each worker watches its parent process
+(``_exit_with_parent``) and leaves once it is gone, instead of living on under init.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -32,6 +37,8 @@ log = logging.getLogger(__name__)
 
 # Niceness of the worker processes: the request path (niceness 0) wins a contested core.
 WORKER_NICE = 10
+# How often a worker checks that its device still runs (seconds): an orphan lingers at most this.
+PARENT_POLL = 1.0
 
 
 def start_workers(n: int) -> ProcessPoolExecutor:
@@ -39,9 +46,24 @@ def start_workers(n: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         max_workers=n,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=os.nice,
+        initializer=_init_worker,
         initargs=(WORKER_NICE,),
     )
+
+
+def _init_worker(nice: int) -> None:
+    """In each worker process: lower its priority, and leave when the device process dies."""
+    os.nice(nice)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="parent-watch",
+                     daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit this process once ``parent`` is no longer its parent (it died: the orphan is
+    re-parented to init or a subreaper). ``os._exit``: nothing of a worker needs cleaning up."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL)
+    os._exit(0)
 
 
 def start_refiller(

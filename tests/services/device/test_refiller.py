@@ -71,3 +71,46 @@ def test_a_dead_worker_leaves_the_refill_to_the_device_process(keypair, workers)
         wait_for(lambda: enc.pool_size == 4)
         assert refiller.workers is None  # computing in its own thread now
         assert decrypt_sum(sk, enc.encrypt([9] * 4, fallback=False)) == [9] * 4
+
+
+ORPHAN_PROBE = """
+import os, sys, time
+from services.device.transports.refiller import start_workers
+pool = start_workers(2)
+pids = {pool.submit(os.getpid).result() for _ in range(20)}
+print(" ".join(map(str, sorted(pids))), flush=True)
+time.sleep(600)
+"""
+
+
+def test_workers_exit_when_their_device_is_killed() -> None:
+    """kill -9 of the process that owns the pool (as a crashed device): its worker processes,
+    which no shutdown reached, leave by themselves (issue 26 item 6b)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN_PROBE], stdout=subprocess.PIPE,
+                            text=True, cwd=os.getcwd())
+    try:
+        assert proc.stdout is not None
+        workers = [int(pid) for pid in proc.stdout.readline().split()]
+        assert workers and proc.pid not in workers
+        for pid in workers:
+            os.kill(pid, 0)  # alive while their device is
+    finally:
+        proc.kill()
+        proc.wait()
+
+    def gone() -> bool:
+        for pid in workers:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            # A zombie awaiting its reaper has exited too.
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    return False
+        return True
+
+    wait_for(gone)
