@@ -67,17 +67,30 @@ def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float
                       "instance (same x*) with independent offsets and directions")
 
 
+# A spread this small relative to the mean is rounding, not variation: the runs agree (e.g. a
+# one-batch task whose every run plays before any model), and no z-score means anything.
+DEGENERATE_SPREAD = 1e-9
+
+
 def _reference(finals: np.ndarray, regret: float, what: str) -> dict[str, Any]:
-    sd = float(finals.std(ddof=1))
-    return {
+    """Mean, sd and range of the simulator's final regrets, and ``demo_z`` = (this run − mean)/sd;
+    ``demo_z`` is None, with ``demo_z_note`` saying why, when the runs' spread is degenerate."""
+    mean = float(finals.mean())
+    sd = float(finals.std(ddof=1)) if finals.shape[0] > 1 else 0.0
+    degenerate = not sd > DEGENERATE_SPREAD * max(1.0, abs(mean))
+    out: dict[str, Any] = {
         "runs": int(finals.shape[0]),
-        "mean": float(finals.mean()),
+        "mean": mean,
         "sd": sd,
         "min": float(finals.min()),
         "max": float(finals.max()),
-        "demo_z": (regret - float(finals.mean())) / sd if sd > 0 else 0.0,
+        "demo_z": None if degenerate else (regret - mean) / sd,
         "what": what,
     }
+    if degenerate:
+        out["demo_z_note"] = (f"the {out['runs']} simulator runs agree to rounding (sd {sd:.2g}): "
+                              f"no z-score; this run is {regret - mean:+.1f} from their mean")
+    return out
 
 
 class ProgressBar:
@@ -131,7 +144,8 @@ def _reference_line(ref: dict[str, Any] | None) -> list[str]:
     return [
         f"  simulator         {ref['mean']:.1f} ± {ref['sd']:.1f} (mean ± sd of {ref['runs']} "
         f"in-process runs on the same {'arms' if 'same arms' in ref['what'] else 'users'}; "
-        f"this run is {ref['demo_z']:+.1f} sd)"
+        + (f"this run is {ref['demo_z']:+.1f} sd)" if ref.get("demo_z") is not None
+           else f"{ref.get('demo_z_note', 'no z-score')})")
     ]
 
 
