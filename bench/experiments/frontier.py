@@ -1,19 +1,23 @@
-"""Issue 22 — learning at the privacy frontier: ``ddp-linucb`` with fixed batches against its
-``simulate`` defaults (growing batches, noise-calibrated ridge and width), on the same users as
-``linucb``, over ε at δ = 10⁻⁶ on ``linear`` (d = 5, K = 20, T = 10⁶).
+"""Issue 22 — learning at the privacy frontier: every private policy at its ``simulate`` defaults,
+over ε at δ = 10⁻⁶, on the same users as ``linucb``, with fixed batches beside growing ones.
 
-Policies (one ``simulate`` call each, all with the same ``--seed``, hence the same θ* and contexts
-per run):
+Each row is one ``privbandit simulate`` command, run as a subprocess exactly as a user types it
+(so a row is what the defaults give, nothing tuned here), all with the same ``--seed``: the same
+θ* (or data set order), contexts and reward noise per run for every policy.
 
-- ``linucb``: the non-private reference at its defaults (what ``privbandit simulate --algo linucb``
-  runs; the "× linucb" column divides by it) and at the practical width 0.1 of BENCHMARKS.md;
-- ``ddp-linucb fixed l=1000``: the issue's best fixed setting (eigen-clip, confidence scale 0.1);
-- ``ddp-linucb defaults``: ``DDPLinUCBConfig.PRACTICAL`` (what ``simulate`` runs without flags).
+- ``linucb``: the non-private reference at its defaults (the "× linucb" column divides by it);
+- each private policy at its defaults (``PRACTICAL`` of its config, unless ``--paper``), given
+  only ``--epsilon ε --delta 10⁻⁶`` (central ε for the shuffle/central/distributed policies, the
+  per-report ε for LDP ones: the "ε" column says which the ledger states);
+- the batched policies also with fixed batches of 1000 (``--batch-size 1000``), the papers'
+  schedule, beside their default growing schedule.
 
-    python -m bench.experiments.frontier [--T 1000000 --runs 3 --seed 1] [--epsilons 0.5,1,4]
+    python -m bench.experiments.frontier --env linear              # T = 10⁶, 3 runs, seed 1
+    python -m bench.experiments.frontier --env letter --T 100000   # the UCI letter data set
 
-writes out/experiments/frontier/frontier.json (rows appended as they finish; a rerun skips rows
-already there) and frontier.png (final regret against ε per policy, with linucb and 10 × linucb).
+writes out/experiments/frontier/<env>.json (rows added as they finish; a rerun skips rows it
+has), <env>.md (the table) and <env>.png (final regret against ε per policy, with ``linucb`` and
+10 × ``linucb`` drawn).
 """
 
 from __future__ import annotations
@@ -21,67 +25,92 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from shared.core.policies import PolicyConfig, build_policy, make_config
-from shared.core.policies.config import DDPLinUCBConfig
-from shared.core.simulator import simulate, summarize
-
 OUT = Path("out/experiments/frontier")
 DELTA = 1e-6
-REFERENCE = "linucb (defaults)"
+REFERENCE = "linucb"
+# The private policies of the linear family and how each states its guarantee.
+PRIVATE = {
+    "ddp-linucb": "central",
+    "sblb": "central",
+    "sblb-fixed": "central",
+    "adar-oful": "central",
+    "ldp-linucb": "local",
+}
+BATCHED = ("ddp-linucb", "sblb", "sblb-fixed")
+FIXED = "fixed l=1000"
 
 
-def configs(d: int, eps: float) -> dict[str, PolicyConfig]:
-    """The private policies compared at central (ε, δ = 10⁻⁶)."""
+def jobs(algos: list[str], epsilons: list[float]) -> Iterator[tuple[str, str, float | None,
+                                                                    list[str]]]:
+    """(row label, algo, ε, extra flags) of every row."""
+    yield REFERENCE, "linucb", None, []
+    for eps in epsilons:
+        for algo in algos:
+            flags = ["--epsilon", f"{eps:g}", "--delta", f"{DELTA:g}"]
+            yield algo, algo, eps, flags
+            if algo in BATCHED:
+                yield f"{algo} {FIXED}", algo, eps, [*flags, "--batch-size", "1000"]
+
+
+def run_row(label: str, algo: str, eps: float | None, flags: list[str],
+            args: argparse.Namespace) -> dict[str, Any]:
+    """One ``privbandit simulate`` command; its JSON reduced to the table's figures."""
+    cmd = ["privbandit", "simulate", "--algo", algo, "--env", args.env, "--T", str(args.T),
+           "--runs", str(args.runs), "--seed", str(args.seed), *flags]
+    if args.env != "letter":
+        cmd += ["--d", str(args.d), "--K", str(args.K)]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "privbandit.cli", *cmd[1:], "--json",
+                               str(out), "--no-progress"], capture_output=True, text=True,
+                              check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+        res = json.loads(out.read_text())
+    privacy = res.get("privacy") or {}
     return {
-        "ddp-linucb fixed l=1000": make_config(
-            "ddp-linucb", d=d, epsilon=eps, delta=DELTA, batch_size=1000, regularizer="clip",
-            confidence_scale=0.1),
-        "ddp-linucb defaults": make_config(
-            "ddp-linucb", d=d, epsilon=eps, delta=DELTA, **DDPLinUCBConfig.PRACTICAL),
-    }
-
-
-def baselines(d: int) -> dict[str, PolicyConfig]:
-    return {REFERENCE: make_config("linucb", d=d),
-            "linucb (width 0.1)": make_config("linucb", d=d, confidence_scale=0.1)}
-
-
-def run_row(name: str, config: PolicyConfig, eps: float | None, args: argparse.Namespace
-            ) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed, points=50)
-    s = summarize(results)
-    ledger = build_policy(config).ledger(args.T, aggregation="secure-sum"
-                                         if config.algo == "ddp-linucb" else "reports")
-    return {
-        "policy": name, "epsilon": eps, "T": args.T, "runs": args.runs, "seed": args.seed,
-        "d": args.d, "K": args.K, "finals": [float(r.regret[-1]) for r in results],
-        "mean": s["final_regret_mean"], "stderr": s["final_regret_stderr"],
-        "coverage": s["coverage"], "random": s["random_regret_mean"],
-        "model_updates": s["model_updates_mean"], "curve": s["regret_curve"],
-        "central_epsilon": ledger.central_epsilon, "config": config.model_dump(),
-        "seconds": time.perf_counter() - t0,
+        "label": label, "algo": algo, "epsilon": eps, "command": " ".join(cmd),
+        "T": args.T, "runs": args.runs, "seed": args.seed, "env": args.env,
+        "mean": res["final_regret_mean"],
+        "stderr": res["final_regret_stderr"], "random": res.get("random_regret_mean"),
+        "coverage": res.get("coverage"), "central_epsilon": privacy.get("central_epsilon"),
+        "ldp_epsilon": privacy.get("ldp_epsilon"), "per_batch": privacy.get("per_batch"),
+        "params": res.get("params"), "seconds": time.perf_counter() - t0,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: regret ± s.e., × linucb (defaults) with its s.e. (delta method), coverage."""
-    ref = next(r for r in rows if r["policy"] == REFERENCE)
-    lines = ["| policy | ε | central ε (ledger) | regret ± s.e. | × linucb | coverage |",
-             "|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["epsilon"] is not None, r["epsilon"] or 0,
-                                         r["policy"])):
+    """Markdown: regret ± s.e., × linucb with its s.e. (delta method), % of the random policy,
+    coverage, and the ε the ledger states."""
+    ref = next(r for r in rows if r["label"] == REFERENCE)
+    lines = ["| policy | ε | ledger: central ε / LDP ε | regret ± s.e. | × linucb "
+             "| % of random | coverage |", "|---|---|---|---|---|---|---|"]
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["epsilon"] is not None, r["epsilon"] or 0, r["label"])
+
+    for r in sorted(rows, key=key):
         ratio = r["mean"] / ref["mean"]
-        rse = ratio * math.hypot(r["stderr"] / r["mean"], ref["stderr"] / ref["mean"])
+        rse = ratio * math.hypot(r["stderr"] / r["mean"] if r["mean"] else 0.0,
+                                 ref["stderr"] / ref["mean"])
         cov = "—" if r["coverage"] is None else f"{r['coverage']:.2f}"
         eps = "—" if r["epsilon"] is None else f"{r['epsilon']:g}"
-        central = "—" if r["central_epsilon"] is None else f"{r['central_epsilon']:.3f}"
-        lines.append(f"| {r['policy']} | {eps} | {central} | {r['mean']:,.0f} ± "
-                     f"{r['stderr']:,.0f} | {ratio:.1f} ± {rse:.1f} | {cov} |")
+        stated = " / ".join("—" if v is None else f"{v:.3g}"
+                            for v in (r["central_epsilon"], r["ldp_epsilon"]))
+        random = "—" if not r["random"] else f"{100 * r['mean'] / r['random']:.2f}%"
+        lines.append(f"| {r['label']} | {eps} | {stated} | {r['mean']:,.0f} ± "
+                     f"{r['stderr']:,.0f} | {ratio:.1f} ± {rse:.1f} | {random} | {cov} |")
     return "\n".join(lines)
 
 
@@ -91,20 +120,22 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ref = next(r for r in rows if r["policy"] == REFERENCE)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name in sorted({r["policy"] for r in rows if r["epsilon"] is not None}):
-        pts = sorted((r["epsilon"], r["mean"], r["stderr"]) for r in rows if r["policy"] == name)
+    ref = next(r for r in rows if r["label"] == REFERENCE)
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    for name in sorted({r["label"] for r in rows if r["epsilon"] is not None}):
+        pts = sorted((r["epsilon"], r["mean"], r["stderr"]) for r in rows if r["label"] == name)
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
-                    marker="o", capsize=3, label=name)
-    ax.axhline(ref["mean"], color="k", lw=1, label="linucb (defaults)")
+                    marker="o", capsize=3, ls="--" if FIXED in name else "-", label=name)
+    ax.axhline(ref["mean"], color="k", lw=1, label="linucb")
     ax.axhline(10 * ref["mean"], color="k", lw=1, ls="--", label="10 × linucb")
+    if ref.get("random"):
+        ax.axhline(ref["random"], color="grey", lw=1, ls=":", label="random policy")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("central ε (δ = 10⁻⁶)")
+    ax.set_xlabel("ε (δ = 10⁻⁶; central, or per report for LDP policies)")
     ax.set_ylabel(f"final regret at T = {ref['T']:,}")
-    ax.set_title(f"linear d={ref['d']} K={ref['K']}, {ref['runs']} runs, seed {ref['seed']}")
-    ax.legend(fontsize=8)
+    ax.set_title(f"{ref['env']}, {ref['runs']} runs, seed {ref['seed']}")
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -112,33 +143,38 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="linear", choices=["linear", "letter", "digits"])
     p.add_argument("--T", type=int, default=1_000_000)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--d", type=int, default=5)
     p.add_argument("--K", type=int, default=20)
     p.add_argument("--epsilons", default="0.5,1,4")
+    p.add_argument("--algos", default=",".join(PRIVATE))
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="simulations at once (default: one per core)")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "frontier.json"
+    path = args.out / f"{args.env}.json"
     rows: list[dict[str, Any]] = json.loads(path.read_text())["rows"] if path.exists() else []
-    done = {(r["policy"], r["epsilon"]) for r in rows}
-    jobs: list[tuple[str, PolicyConfig, float | None]] = [
-        (n, c, None) for n, c in baselines(args.d).items()]
-    for eps in (float(e) for e in args.epsilons.split(",")):
-        jobs += [(n, c, eps) for n, c in configs(args.d, eps).items()]
-    for name, config, eps in jobs:
-        if (name, eps) in done:
-            continue
-        row = run_row(name, config, eps, args)
-        rows.append(row)
-        path.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-        print(f"{name} ε={eps}: {row['mean']:.1f} ± {row['stderr']:.1f} "
-              f"(coverage {row['coverage']}, {row['seconds']:.0f} s)", flush=True)
-    plot(rows, args.out / "frontier.png")
+    done = {(r["label"], r["epsilon"]) for r in rows if r["T"] == args.T}
+    todo = [j for j in jobs(args.algos.split(","), [float(e) for e in args.epsilons.split(",")])
+            if (j[0], j[2]) not in done]
+    print(f"{len(todo)} simulations to run ({len(done)} already in {path})", flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(run_row, *job, args): job for job in todo}
+        for n, fut in enumerate(as_completed(futures), 1):
+            row = fut.result()
+            rows.append(row)
+            path.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
+            print(f"[{n}/{len(todo)}] {row['label']} ε={row['epsilon']}: {row['mean']:,.1f} ± "
+                  f"{row['stderr']:,.1f} (coverage {row['coverage']}, {row['seconds']:.0f} s)",
+                  flush=True)
+    rows = [r for r in rows if r["T"] == args.T]
+    plot(rows, args.out / f"{args.env}.png")
     md = table(rows)
-    (args.out / "frontier.md").write_text(md + "\n")
+    (args.out / f"{args.env}.md").write_text(md + "\n")
     print(md)
     return 0
 
