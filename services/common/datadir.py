@@ -15,6 +15,12 @@ reports undecryptable). The rules, applied by ``services.common.app.build_app``:
   file, empty leftovers (and a lost database's ``-wal``/``-shm`` siblings) are removed, and the
   marker lists the file again once it has been created.
 
+A file that is there but unreadable is refused too, naming it (issue 26 item 5): before the
+service opens anything, each listed file's format is checked cheaply (``_corruption``): a SQLite
+database's header and length (a flipped header byte, a truncated file), a PEM key's parse, a JSON
+key's parse. ``--init`` does not replace a corrupt file: it may be the only copy of a key or of
+every count, so the operator restores it or moves it away first.
+
 Files a service starts to need later (e.g. the analyzer's Paillier key when a secure-sum task is
 added) are created and added to the marker without ``--init``: they were never lost.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +48,48 @@ SQLITE_SIBLINGS = ("-wal", "-shm", "-journal")
 class StartupRefused(RuntimeError):
     """The service must not start (lost state, no usable credential); the message says why and
     what to do. ``python -m services.<name>`` prints it and exits with status 2."""
+
+
+# The 16 bytes every SQLite 3 database file starts with (https://sqlite.org/fileformat.html §1.3).
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _sqlite_corruption(data: bytes, size: int) -> str | None:
+    """Why a SQLite file's header (its first 100 bytes) and length ``size`` cannot be a database:
+    the magic string; the page size (offset 16, a power of two in 512…65536, 1 meaning 65536); a
+    length that is not a whole number of pages, or shorter than the header's page count (offset
+    28, valid when the version-valid-for number at 92 equals the change counter at 24)."""
+    if len(data) < 100 or not data.startswith(SQLITE_MAGIC):
+        return "not a SQLite database (its header is damaged)"
+    raw = struct.unpack(">H", data[16:18])[0]
+    page = 65536 if raw == 1 else raw
+    if page < 512 or page & (page - 1):
+        return f"not a SQLite database (page size {raw} in its header)"
+    if size % page:
+        return f"truncated or damaged: {size} bytes is not a whole number of {page}-byte pages"
+    change, pages = struct.unpack(">II", data[24:32])
+    if struct.unpack(">I", data[92:96])[0] == change and pages * page > size:
+        return f"truncated: its header counts {pages} pages of {page} bytes, the file has {size}"
+    return None
+
+
+def _corruption(path: Path) -> str | None:
+    """Why the state file ``path`` (present and non-empty) cannot be used, judged by its name's
+    suffix: ``.sqlite3``, ``.pem`` (a private key) or ``.json`` (an object); None if it looks
+    sound or has no known format."""
+    try:
+        if path.suffix == ".sqlite3":
+            with path.open("rb") as fh:
+                return _sqlite_corruption(fh.read(100), path.stat().st_size)
+        if path.suffix == ".pem":
+            from cryptography.hazmat.primitives import serialization
+
+            serialization.load_pem_private_key(path.read_bytes(), password=None)
+        elif path.suffix == ".json" and not isinstance(json.loads(path.read_bytes()), dict):
+            return "not a JSON object"
+    except (ValueError, TypeError) as exc:  # JSONDecodeError and key parse errors are ValueErrors
+        return f"unreadable ({exc})"
+    return None
 
 
 def _lost(path: Path) -> bool:
@@ -96,6 +145,14 @@ class StateDir:
             return
         listed = [str(name) for name in marker["files"]]
         lost = [name for name in listed if _lost(self.path / name)]
+        corrupt = {name: why for name in listed if name not in lost
+                   and (why := _corruption(self.path / name)) is not None}
+        if corrupt:
+            what = "; ".join(f"{self.path / name} ({self.files.get(name, 'state')}) is {why}"
+                             for name, why in corrupt.items())
+            raise StartupRefused(
+                f"{self.service}: refusing to start: {what}. Restore the file(s) from a backup; "
+                f"or, to start with new state, move them away and start with --init")
         if not lost:
             return
         if not init:

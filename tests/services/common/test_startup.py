@@ -142,6 +142,71 @@ async def test_a_truncated_decision_key_refuses_to_start(tmp_path: Path) -> None
     assert len(key.read_bytes()) == 31
 
 
+def flip_header_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[3] ^= 0x20  # "SQLite format 3" → "SQlite format 3"
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 + 100])
+
+
+def truncate_to_one_page(path: Path) -> None:
+    page = int.from_bytes(path.read_bytes()[16:18], "big")
+    path.write_bytes(path.read_bytes()[:page])
+
+
+def damage_pem(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    lines[1] = ("A" if lines[1][0] != "A" else "B") + lines[1][1:]  # the key's DER header
+    path.write_text("\n".join(lines) + "\n")
+
+
+def damage_json(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-7])
+
+
+CORRUPTIONS = [
+    ("analyzer", "analyzer.sqlite3", flip_header_byte, "header is damaged"),
+    ("shuffler", "shuffler.sqlite3", truncate, "whole number of"),
+    ("device", "device.sqlite3", truncate_to_one_page, "truncated: its header counts"),
+    ("analyzer", HPKE_KEY_FILE, damage_pem, "unreadable"),
+    ("analyzer", PAILLIER_KEY_FILE, damage_json, "unreadable"),
+]
+
+
+@pytest.mark.parametrize(("service", "name", "damage", "why"), CORRUPTIONS,
+                         ids=[f"{c[1]}-{c[2].__name__}" for c in CORRUPTIONS])
+async def test_a_corrupt_file_refuses_to_start_naming_it(
+    tmp_path: Path, service: str, name: str, damage: object, why: str
+) -> None:
+    """A damaged database or key is refused before anything opens it, in one message naming the
+    file and what is wrong with it (issue 26 item 5); ``--init`` does not replace it."""
+    settings = await first_start(tmp_path, service)
+    path = directory(settings, service) / name
+    damage(path)  # type: ignore[operator]  # one of the functions above
+    damaged = path.read_bytes()
+    for init in (False, True):
+        with pytest.raises(StartupRefused) as refused:
+            create(service, settings, init=init)
+        message = str(refused.value)
+        assert f"{path} (" in message and why in message and "backup" in message, message
+    assert path.read_bytes() == damaged  # left as it was, for the operator
+
+
+async def test_cli_with_a_corrupt_database_exits_2_naming_the_file(tmp_path: Path) -> None:
+    settings = await first_start(tmp_path, "device")
+    db = directory(settings, "device") / DB["device"]
+    truncate(db)
+    result = run_service("device", Path(settings.data_dir), token=None)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(db) in lines[0] and "truncated" in lines[0]
+
+
 async def test_an_empty_file_counts_as_lost(tmp_path: Path) -> None:
     settings = await first_start(tmp_path, "analyzer")
     key = directory(settings, "analyzer") / HPKE_KEY_FILE
