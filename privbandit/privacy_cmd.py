@@ -77,7 +77,7 @@ def add_privacy_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
         "privacy",
         help="compute the privacy ledger for given parameters",
         description=(
-            "Compute the privacy ledger (spec §3, §6) for given parameters without running "
+            "Compute the privacy ledger for given parameters without running "
             "anything, or answer an inverse question (largest ε0 / smallest batch size for a "
             "target central ε)."
         ),

@@ -58,7 +58,8 @@ FLAG_FIELDS = {
 def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run the in-process simulator", description=(
         "Simulate T users of one policy on one environment, with the whole device → shuffler → "
-        "analyzer pipeline in memory. Writes the JSON of spec §6."))
+        "analyzer pipeline in memory. Writes the JSON described in docs/simulator.md "
+        "('Options and output')."))
     p.add_argument("--algo", required=True, choices=sorted(ALL_CONFIGS))
     p.add_argument("--env", default="linear", choices=[*ENVIRONMENTS, "mab", *BCO_ENVIRONMENTS])
     p.add_argument("--d", type=int, default=None,

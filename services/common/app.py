@@ -75,8 +75,11 @@ def build_app(
                 gc.freeze()
             yield
 
+    # No /docs or /redoc pages: FastAPI's load their scripts from a CDN, which a deployment
+    # without internet access cannot reach (issue 26 item 10); the schema is at /openapi.json.
     app = FastAPI(
-        title=f"privbandit {service}", version="1", lifespan=lifespan, description=description
+        title=f"privbandit {service}", version="1", lifespan=lifespan, description=description,
+        docs_url=None, redoc_url=None,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body)
     app.state.settings = settings

@@ -146,3 +146,22 @@ def test_a_service_process_runs_blas_on_one_thread() -> None:
         assert blas and all(p["num_threads"] == 1 for p in blas)
     finally:
         limiter.restore_original_limits()
+
+
+def test_no_page_loads_scripts_from_a_cdn() -> None:
+    """FastAPI's /docs and /redoc pages fetch their scripts from a CDN (nothing loads offline):
+    not served; the schema is (issue 26 item 10)."""
+    import tempfile
+    from pathlib import Path
+
+    from fastapi.testclient import TestClient
+
+    from services.shuffler.app import create_app
+    from tests.helpers import make_settings
+
+    with tempfile.TemporaryDirectory() as tmp:
+        app = create_app(make_settings(Path(tmp) / "data"))
+        client = TestClient(app)
+        assert client.get("/docs").status_code == 404
+        assert client.get("/redoc").status_code == 404
+        assert client.get("/openapi.json").json()["info"]["title"] == "privbandit shuffler"
