@@ -52,6 +52,8 @@ FLAG_FIELDS = {
     "scale": "scale",
     "batch_schedule": "batch_schedule",
     "noise_ridge": "noise_ridge",
+    "encoding": "encoding",
+    "u_weight": "u_weight",
 }
 
 
@@ -93,6 +95,11 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "ddp-linucb, noise (ridge and width from the noise added so far)")
     p.add_argument("--noise-ridge", type=float,
                    help="ddp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+    p.add_argument("--encoding", choices=["upper", "frobenius"],
+                   help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x) or frobenius "
+                        "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity)")
+    p.add_argument("--u-weight", type=float,
+                   help="ddp-linucb: weight of r x in the released vector (default 1)")
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, a policy with measured "
                         "practical defaults uses them (ddp-linucb: growing batches "

@@ -118,6 +118,14 @@ class DDPLinUCBConfig(PolicyConfig):
     noise_ridge: float = Field(
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
     )
+    encoding: Literal["upper", "frobenius"] = Field(
+        "upper", description="released statistics: 'upper' (upper(x xᵀ), r x) or 'frobenius' "
+        "(off-diagonals × √2, r x × u_weight, exact joint sensitivity; randomizers.skellam)"
+    )
+    u_weight: float = Field(
+        1.0, gt=0, le=100, description="weight w of r x in the released vector (the sensitivity "
+        "and the noise left on ũ, σ/w, follow it)"
+    )
 
     # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
     # the best measured settings (BENCHMARKS.md, "Issue 22"); the paper's are the field defaults.
@@ -158,8 +166,9 @@ class DDPLinUCBConfig(PolicyConfig):
             return float(value)
 
         growth, _, cap = text.removeprefix("geometric:auto,").partition(",")
+        encoding = str(data.get("encoding", cls.model_fields["encoding"].default))
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
-                               get("L"))
+                               get("L"), encoding, get("u_weight"))
         first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)
         return f"geometric:{first},{growth},{max(first, int(cap))}"
 
