@@ -133,6 +133,7 @@ class DDPLinUCBConfig(PolicyConfig):
         "batch_schedule": "geometric:auto,2,100000",
         "regularizer": "noise",
         "confidence_scale": 0.1,
+        "encoding": "frobenius",
     }
 
     @model_validator(mode="before")
@@ -156,7 +157,10 @@ class DDPLinUCBConfig(PolicyConfig):
         (ε, δ) (``randomizers.skellam.batch_noise_sd``): the first model is useful once its
         signal, ≈ l/d per direction, stands well above a batch's noise matrix, ≈ 2σ_b√d — a first
         batch proportional to σ_b (measured best: ≈ 600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at
-        ε = 0.5; BENCHMARKS.md, issue 22). The cap is raised to L0 if below it."""
+        ε = 0.5; BENCHMARKS.md, issue 22). With the ``"frobenius"`` encoding σ_b is that of a
+        released coordinate (the diagonal's; off-diagonal entries carry σ_b/√2): 497 at ε = 1,
+        where first batches of 350, 497 and 650 learned alike (BENCHMARKS.md, issue 22, "tighter
+        sensitivity"). The cap is raised to L0 if below it."""
         from shared.core.randomizers.skellam import batch_noise_sd
 
         def get(name: str) -> float:
