@@ -84,8 +84,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                    help="ddp-linucb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
                         "batch k of length min(CAP, L0·GROWTH^k), each with its own noise "
                         "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
-                        "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; --paper: "
-                        "fixed:1000)")
+                        "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; "
+                        "--paper: fixed:1000)")
     p.add_argument("--honest-fraction", type=float,
                    help="ddp-linucb: γ, the guarantee holds if ⌈γ l⌉ devices per batch add noise")
     p.add_argument("--scale", type=float, help="ddp-linucb: quantization scale s (default 128)")
