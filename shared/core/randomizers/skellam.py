@@ -253,9 +253,14 @@ class SkellamRandomizer:
         return self.n
 
     def ledger(self) -> PrivacyLedger:
+        encoding = None
+        if self.encoding != "upper":
+            pair = pair_sensitivity(self.L, self.encoding, self.u_weight)
+            encoding = (f"{self.encoding} (off-diagonals of x xᵀ × √2, r x × {self.u_weight:g}; "
+                        f"joint pair bound Δ_v={pair:.6g})")
         return ddp_ledger(
             self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale,
+            self.delta, scale=self.scale, encoding=encoding,
         )
 
     def statistics(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
