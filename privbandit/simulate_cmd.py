@@ -52,6 +52,8 @@ FLAG_FIELDS = {
     "scale": "scale",
     "batch_schedule": "batch_schedule",
     "noise_ridge": "noise_ridge",
+    "encoding": "encoding",
+    "u_weight": "u_weight",
 }
 
 
@@ -83,7 +85,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                    help="ddp-linucb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
                         "batch k of length min(CAP, L0·GROWTH^k), each with its own noise "
                         "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
-                        "sd, 571 at ε = 1, 160 at ε = 4; --paper: fixed:1000)")
+                        "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; "
+                        "--paper: fixed:1000)")
     p.add_argument("--honest-fraction", type=float,
                    help="ddp-linucb: γ, the guarantee holds if ⌈γ l⌉ devices per batch add noise")
     p.add_argument("--scale", type=float, help="ddp-linucb: quantization scale s (default 128)")
@@ -94,12 +97,18 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "ddp-linucb, noise (ridge and width from the noise added so far)")
     p.add_argument("--noise-ridge", type=float,
                    help="ddp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+    p.add_argument("--encoding", choices=["upper", "frobenius"],
+                   help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x) or frobenius "
+                        "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity)")
+    p.add_argument("--u-weight", type=float,
+                   help="ddp-linucb: weight of r x in the released vector (default 1)")
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, a policy with measured "
                         "practical defaults uses them (ddp-linucb: growing batches "
-                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1 — "
-                        "BENCHMARKS.md, issue 22); with it, fixed batches of 1000, confidence "
-                        "scale 1 and the paper's regularizer. Flags given explicitly win either "
+                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1, "
+                        "frobenius encoding — BENCHMARKS.md, issue 22); with it, fixed batches "
+                        "of 1000, confidence scale 1, the paper's regularizer and the upper "
+                        "encoding. Flags given explicitly win either "
                         "way; privacy is the same (the noise is sized for each batch's (ε, δ))")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
     p.add_argument("--switching", type=float, help="linucb/adar-oful: det growth C")

@@ -152,15 +152,24 @@ def secure_sum_layout(d: int, m: int, batch_size: int, key_bits: int, offset: in
 
 
 def ddp_values(x: np.ndarray, r: float, scale: float, L: float, share_variance: float,
-               rng: np.random.Generator) -> list[int]:
-    """§3.5: clip x to ‖x‖ ≤ L and r to [0, 1]; v = (upper(x xᵀ), r x) clipped to
-    ‖v‖ ≤ √(L⁴ + L²); y = s·v; each y_i to ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋); plus
+               rng: np.random.Generator, encoding: str = "upper",
+               u_weight: float = 1.0) -> list[int]:
+    """§3.5: clip x to ‖x‖ ≤ L and r to [0, 1]; v = (upper(x xᵀ), r x) — with ``encoding``
+    "frobenius" the off-diagonal entries times √2 and r x times w = ``u_weight`` — clipped to
+    ‖v‖ ≤ √(L⁴ + w²L²); y = s·v; each y_i to ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋); plus
     Poisson(λ) − Poisson(λ), λ = σ²/2 (numpy's Poisson here: a test client; a device samples it
     exactly from a CSPRNG)."""
     x = np.asarray(x, float) * min(1.0, L / max(float(np.linalg.norm(x)), 1e-300))
     r = min(max(float(r), 0.0), 1.0)
-    v = np.concatenate([upper(x), r * x])
-    v *= min(1.0, math.sqrt(L**4 + L**2) / max(float(np.linalg.norm(v)), 1e-300))
+    m = upper(x)
+    w = 1.0
+    if encoding == "frobenius":
+        d = len(x)
+        diagonal = [i == j for i in range(d) for j in range(i, d)]
+        m = np.where(diagonal, m, math.sqrt(2) * m)
+        w = u_weight
+    v = np.concatenate([m, w * r * x])
+    v *= min(1.0, math.sqrt(L**4 + w**2 * L**2) / max(float(np.linalg.norm(v)), 1e-300))
     y = scale * v
     low = np.floor(y)
     z = low + (rng.random(y.shape) < y - low)

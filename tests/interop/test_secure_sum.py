@@ -208,3 +208,21 @@ def test_independent_ddp_values_are_the_randomizers_law() -> None:
     se = np.sqrt(rz.share_variance + 0.25) / np.sqrt(n)
     assert np.abs(theirs.mean(axis=0) - want).max() < 6 * se
     assert np.abs(ours.mean(axis=0) - want).max() < 6 * se
+
+
+def test_independent_frobenius_ddp_values_are_the_randomizers_law() -> None:
+    """§3.5's ``frobenius`` encoding (off-diagonals × √2, r x × w): the independent client's
+    values and the project's randomizer's have the same mean s·v_w (6 standard errors)."""
+    rz = randomizer_for(make_config("ddp-linucb", d=D, batch_size=L_BATCH, epsilon=4.0,
+                                    encoding="frobenius", u_weight=1.3))
+    rng = np.random.default_rng(10)
+    x = rng.normal(size=D)
+    x *= 0.9 / np.linalg.norm(x)
+    r, n = 0.7, 2000
+    want = rz.scale * rz.statistics(x[None], np.array([r]))[0]
+    theirs = np.array([client.ddp_values(x, r, rz.scale, 1.0, rz.share_variance, rng,
+                                         "frobenius", 1.3) for _ in range(n)])
+    ours = rz.randomize(np.repeat(x[None], n, 0), np.full(n, r), rng)
+    se = np.sqrt(rz.share_variance + 0.25) / np.sqrt(n)
+    assert np.abs(theirs.mean(axis=0) - want).max() < 6 * se
+    assert np.abs(ours.mean(axis=0) - want).max() < 6 * se

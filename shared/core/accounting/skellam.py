@@ -134,6 +134,7 @@ def ddp_ledger(
     l2: float,
     delta: float,
     scale: float | None = None,
+    encoding: str | None = None,
 ) -> PrivacyLedger:
     """Ledger of the distributed Skellam mechanism (``ddp-linucb``): what each observer sees.
 
@@ -150,6 +151,8 @@ def ddp_ledger(
     mu = n_h * share_variance
     eps, order = skellam_epsilon(mu, l1, l2, delta)
     scale_txt = "" if scale is None else f", scale s={scale:g}"
+    if encoding is not None:
+        scale_txt += f", encoding {encoding}"
     return PrivacyLedger(
         threat_model="shuffle",
         ldp_epsilon=None,

@@ -118,6 +118,14 @@ class DDPLinUCBConfig(PolicyConfig):
     noise_ridge: float = Field(
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
     )
+    encoding: Literal["upper", "frobenius"] = Field(
+        "upper", description="released statistics: 'upper' (upper(x xᵀ), r x) or 'frobenius' "
+        "(off-diagonals × √2, r x × u_weight, exact joint sensitivity; randomizers.skellam)"
+    )
+    u_weight: float = Field(
+        1.0, gt=0, le=100, description="weight w of r x in the released vector (the sensitivity "
+        "and the noise left on ũ, σ/w, follow it)"
+    )
 
     # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
     # the best measured settings (BENCHMARKS.md, "Issue 22"); the paper's are the field defaults.
@@ -125,6 +133,7 @@ class DDPLinUCBConfig(PolicyConfig):
         "batch_schedule": "geometric:auto,2,100000",
         "regularizer": "noise",
         "confidence_scale": 0.1,
+        "encoding": "frobenius",
     }
 
     @model_validator(mode="before")
@@ -148,7 +157,10 @@ class DDPLinUCBConfig(PolicyConfig):
         (ε, δ) (``randomizers.skellam.batch_noise_sd``): the first model is useful once its
         signal, ≈ l/d per direction, stands well above a batch's noise matrix, ≈ 2σ_b√d — a first
         batch proportional to σ_b (measured best: ≈ 600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at
-        ε = 0.5; BENCHMARKS.md, issue 22). The cap is raised to L0 if below it."""
+        ε = 0.5; BENCHMARKS.md, issue 22). With the ``"frobenius"`` encoding σ_b is that of a
+        released coordinate (the diagonal's; off-diagonal entries carry σ_b/√2): 497 at ε = 1,
+        where first batches of 350, 497 and 650 learned alike (BENCHMARKS.md, issue 22, "tighter
+        sensitivity"). The cap is raised to L0 if below it."""
         from shared.core.randomizers.skellam import batch_noise_sd
 
         def get(name: str) -> float:
@@ -158,8 +170,9 @@ class DDPLinUCBConfig(PolicyConfig):
             return float(value)
 
         growth, _, cap = text.removeprefix("geometric:auto,").partition(",")
+        encoding = str(data.get("encoding", cls.model_fields["encoding"].default))
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
-                               get("L"))
+                               get("L"), encoding, get("u_weight"))
         first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)
         return f"geometric:{first},{growth},{max(first, int(cap))}"
 

@@ -77,7 +77,8 @@ class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         if size not in self._randomizers:
             c = self.config
             self._randomizers[size] = SkellamRandomizer(
-                c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L
+                c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L,
+                c.encoding, c.u_weight,
             )
         return self._randomizers[size]
 
@@ -109,7 +110,11 @@ class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         total = 0.0
         for size, n in counts.items():
             r = self.randomizer_for(size)
-            total += n * (r.matrix_proxy() if kind == "matrix" else r.vector_proxy())
+            total += n * (
+                r.matrix_proxy() if kind == "matrix"
+                else r.offdiag_proxy() if kind == "offdiag"
+                else r.vector_proxy()
+            )
         return total
 
     def paper_regularizer(self, t: int) -> float:
@@ -120,7 +125,7 @@ class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         if self.config.regularizer != "noise":
             return super()._candidate()
         cfg, t = self.config, self.reports
-        sigma_t = math.sqrt(self.noise_proxy(t, "matrix"))
+        sigma_t = math.sqrt(self.noise_proxy(t, "offdiag"))
         upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
         c = cfg.lam + cfg.noise_ridge * upsilon
         V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)

@@ -1,10 +1,12 @@
 """Device side of distributed DP (``ddp-linucb``): clip, scale, round, add a Skellam share.
 
 A user with feature x (‖x‖ ≤ L) and reward r ∈ [0, 1] holds the statistics
-v = (upper(x xᵀ), r x) ∈ ℝⁿ, n = d(d+3)/2. The device
+v = (upper(x xᵀ), r x) ∈ ℝⁿ, n = d(d+3)/2, and releases it weighted coordinate by coordinate,
+v_w (*Encodings* below; the original ``"upper"`` encoding has all weights 1). The device
 
-1. clips: x to ‖x‖ ≤ L, r to [0, 1], then v to ‖v‖₂ ≤ C = √(L⁴ + L²) (‖upper(x xᵀ)‖₂ ≤ ‖x xᵀ‖_F =
-   ‖x‖² and ‖r x‖ ≤ L, so valid inputs are never changed);
+1. clips: x to ‖x‖ ≤ L, r to [0, 1], then v_w to ‖v_w‖₂ ≤ C = √(L⁴ + w²L²) (the matrix part has
+   norm at most ‖x xᵀ‖_F = ‖x‖² in both encodings and ‖w r x‖ ≤ wL, so valid inputs are never
+   changed);
 2. scales by s and rounds each coordinate of y = s v to ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋): unbiased,
    E z = y. Norm after rounding (Kairouz–Liu–Steinke 2021, the deterministic bound of §4 / their
    ``bound_1``): every coordinate moves by less than 1, so ‖z − y‖₂ < √n and
@@ -13,16 +15,49 @@ v = (upper(x xᵀ), r x) ∈ ℝⁿ, n = d(d+3)/2. The device
    λ = σ_s²/2 a dyadic rational (``exact_poisson.rational_rate``, never below the requested rate).
 
 The analyzer learns S = Σ_i z_i + Σ_i (shares) for the l users of a batch and estimates
-Σ v_i by S / s (unbiased: rounding and noise have mean zero). Sensitivity for the accountant
-(``accounting.skellam``): replacing one user moves S by z − z' with ‖z − z'‖₂ ≤ min(2B,
-s Δ_v + 2√n), Δ_v = √(2L⁴ + 4L²) the pair bound of the clean statistics
-(``randomizers.gaussian.report_sensitivity``); Δ₁ = min(√n Δ₂, Δ₂²).
+Σ v_i by S / (s · weights) (unbiased: rounding and noise have mean zero). Sensitivity for the
+accountant (``accounting.skellam``): replacing one user moves S by z − z' with ‖z − z'‖₂ ≤
+min(2B, s Δ_v + 2√n), Δ_v the pair bound of the weighted clean statistics (``pair_sensitivity``:
+√(2L⁴ + 4L²) for ``"upper"``, as ``randomizers.gaussian.report_sensitivity``);
+Δ₁ = min(√n Δ₂, Δ₂²).
 
 Two samplers, one distribution: the simulator draws rounding and shares from an injected
 ``numpy.random.Generator`` (``randomize``: numpy's Poisson sampler, a floating-point
 approximation, fine for measuring regret); a device uses ``device_report``, which draws every bit
 from the OS CSPRNG and samples Poisson exactly (``exact_poisson``) — the only form whose output
 distribution the ledger's guarantee covers.
+
+Encodings (``encoding``, ``u_weight`` w). The device releases the weighted vector
+v_w = (diag(x xᵀ), b · offdiag_{i<j}(x xᵀ), w · r x) and the analyzer divides the weights out:
+
+- ``"upper"`` (b = 1, w = 1: the original design): Δ_v = √(2L⁴ + 4w²L²), the sum of the two
+  parts' separate bounds (‖upper(x xᵀ) − upper(y yᵀ)‖ ≤ ‖x xᵀ − y yᵀ‖_F ≤ √2 L², ‖r x − r'y‖ ≤ 2L).
+- ``"frobenius"`` (b = √2, so ‖v_G‖ = ‖x xᵀ‖_F = ‖x‖², and any w > 0): the two parts' worst
+  cases cannot happen together, and the joint bound is exact. With A = L⁴, U = w²L², p = ‖x‖,
+  q = ‖y‖ ≤ L and t = ⟨x, y⟩ (|t| ≤ pq):
+
+      ‖v_w(x, r) − v_w(y, r')‖² = ‖x xᵀ − y yᵀ‖_F² + w²‖r x − r'y‖²
+                                 = (p⁴ + q⁴ − 2t²) + w²‖r x − r'y‖²
+                                 ≤ A(2 − 2τ²) + U·max(1, 2 − 2τ),        τ = t/L² ∈ [−1, 1],
+
+  since p⁴ + q⁴ ≤ 2L⁴, and ‖r x − r'y‖² = r²p² + r'²q² − 2rr't is a convex quadratic form in
+  (r, r') ∈ [0, 1]² (its matrix [[p², −t], [−t, q²]] is PSD), so it is at most its largest vertex
+  value, max(0, p², q², p² + q² − 2t) ≤ L² max(1, 2 − 2τ). For τ ≤ 1/2 the bound is
+  h(τ) = 2A(1 − τ²) + 2U(1 − τ), concave, maximal at τ* = −U/(2A) when U ≤ 2A; for τ > 1/2 it is
+  below 1.5A + U < h(0). Hence
+
+      Δ_v² = 2A + 2U + U²/(2A)   if U ≤ 2A,        Δ_v² = 4U   otherwise,          (joint bound)
+
+  attained at ‖x‖ = ‖y‖ = L, r = r' = 1, ⟨x, y⟩ = τ* L² (``pair_sensitivity``; tested against a
+  search over inputs). At L = 1, w = 1: Δ_v² = 4.5 against 6 for ``"upper"``.
+
+  The noise the analyzer is left with, per entry and in real units, is σ² on the diagonal of G̃,
+  σ²/2 off it and σ²/w² on ũ, with σ ∝ Δ_v (one μ for the whole vector). The estimate's error is
+  driven by h − Hθ (the ridge solution θ̃ − θ ≈ Ṽ⁻¹(h − Hθ)), whose expected squared norm is
+  σ²(d/w² + ‖θ‖²(1 + (d − 1)/2)) for these variances; times Δ_v² ∝ 2 + 2w² + w⁴/2 (L = 1), this is
+  minimal near w = 1 for d = 5, ‖θ‖ ≤ 1 ((2 + 2w² + w⁴/2)(5/w² + 3): 40.6, 36.0, 44.0 at
+  w² = 0.5, 1, 2), and 36 is 40% below the ``"upper"`` encoding's 6 · (5 + 5) = 60. The off-diagonal
+  noise is also what sets the noise matrix's norm (≈ 2σ_off√d, semicircle): √2 smaller.
 
 Noise proxies (for the confidence widths of the ``paper`` regularizer): per report and entry of
 (G, u) in real units, rounding is bounded in an interval of length 1/s (Hoeffding proxy 1/(4s²)),
@@ -49,7 +84,6 @@ from shared.core.accounting.skellam import (
 )
 from shared.core.randomizers.base import Estimate, check_inputs, symmetric_from_upper, upper_indices
 from shared.core.randomizers.exact_poisson import ExactSkellam, rational_rate
-from shared.core.randomizers.gaussian import report_sensitivity
 
 # Sub-Gaussian factor of a Skellam share for |t| ≤ 1 (module docstring).
 SKELLAM_SUBGAUSSIAN = 2.0 * (math.cosh(1.0) - 1.0)
@@ -57,20 +91,58 @@ SKELLAM_SUBGAUSSIAN = 2.0 * (math.cosh(1.0) - 1.0)
 FLOAT_SLACK = 1e-9
 
 
+ENCODINGS = ("upper", "frobenius")
+
+
 def n_coords(d: int) -> int:
     """n = d(d+1)/2 + d = d(d+3)/2 coordinates of (upper(x xᵀ), r x)."""
     return d * (d + 3) // 2
 
 
-def clean_statistics(x: np.ndarray, r: np.ndarray, L: float) -> np.ndarray:
-    """Rows v = (upper(x xᵀ), r x) after clipping x to ‖x‖ ≤ L, r to [0, 1], v to √(L⁴ + L²)."""
+def coordinate_weights(d: int, encoding: str = "upper", u_weight: float = 1.0) -> np.ndarray:
+    """The weight of each released coordinate (module docstring, *Encodings*): 1 on the diagonal
+    of x xᵀ, b on its upper off-diagonal entries (b = 1 for ``"upper"``, √2 for
+    ``"frobenius"``), w = ``u_weight`` on r x."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+    if not (u_weight > 0 and math.isfinite(u_weight)):
+        raise ValueError(f"u_weight must be positive and finite, got {u_weight}")
+    iu = upper_indices(d)
+    off = math.sqrt(2.0) if encoding == "frobenius" else 1.0
+    return np.concatenate([np.where(iu[0] == iu[1], 1.0, off), np.full(d, float(u_weight))])
+
+
+def pair_sensitivity(L: float, encoding: str = "upper", u_weight: float = 1.0) -> float:
+    """Δ_v ≥ ‖v_w(x, r) − v_w(y, r')‖₂ for every ‖x‖, ‖y‖ ≤ L and r, r' ∈ [0, 1] (module
+    docstring, *Encodings*): √(2L⁴ + 4w²L²) for ``"upper"``; the exact joint bound
+    √(2A + 2U + U²/(2A)) (U ≤ 2A) or 2√U (U > 2A), A = L⁴, U = w²L², for ``"frobenius"``."""
+    coordinate_weights(1, encoding, u_weight)  # validates
+    if encoding == "upper":
+        return math.sqrt(2 * L**4 + 4 * u_weight**2 * L**2)
+    A, U = L**4, (u_weight * L) ** 2
+    if U <= 2 * A:
+        return math.sqrt(2 * A + 2 * U + U * U / (2 * A))
+    return 2.0 * math.sqrt(U)
+
+
+def clean_statistics(
+    x: np.ndarray, r: np.ndarray, L: float, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Rows v_w = weights ⊙ (upper(x xᵀ), r x) after clipping x to ‖x‖ ≤ L, r to [0, 1], v_w
+    to √(L⁴ + w²L²) (both encodings have ‖v_G‖ ≤ ‖x‖² ≤ L², so valid inputs are never changed).
+    ``weights`` None: all ones (the ``"upper"`` encoding, w = 1)."""
     x = np.asarray(x, dtype=float)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     x = x * np.minimum(1.0, L / np.maximum(norms, 1e-300))
     r = np.clip(np.asarray(r, dtype=float), 0.0, 1.0)
-    iu = upper_indices(x.shape[1])
+    d = x.shape[1]
+    iu = upper_indices(d)
     v = np.concatenate([x[:, iu[0]] * x[:, iu[1]], r[:, None] * x], axis=1)
-    clip = math.sqrt(L**4 + L**2)
+    u_weight = 1.0
+    if weights is not None:
+        v = v * weights
+        u_weight = float(weights[-1])
+    clip = math.sqrt(L**4 + u_weight**2 * L**2)
     vn = np.linalg.norm(v, axis=1, keepdims=True)
     return v * np.minimum(1.0, clip / np.maximum(vn, 1e-300))
 
@@ -92,11 +164,12 @@ def exact_bernoulli(p: float, randbelow: Callable[[int], int] = secrets.randbelo
 
 
 def batch_noise_sd(d: int, epsilon: float, delta: float, scale: float = 128.0,
-                   L: float = 1.0) -> float:
+                   L: float = 1.0, encoding: str = "upper", u_weight: float = 1.0) -> float:
     """σ_b = √μ / s: the standard deviation, in the statistics' real units, of the central
-    Skellam noise one batch's sum carries per coordinate at (ε, δ) (μ does not depend on the
-    batch length; only its split into shares does)."""
-    _, l1, l2 = rounded_sensitivities(d, scale, L)
+    Skellam noise one batch's sum carries per released coordinate at (ε, δ) (μ does not depend
+    on the batch length; only its split into shares does). After the weights are divided out,
+    an entry of weight b carries σ_b / b (``"frobenius"``: σ_b/√2 off the diagonal)."""
+    _, l1, l2 = rounded_sensitivities(d, scale, L, encoding, u_weight)
     return math.sqrt(central_mu(epsilon, delta, l1, l2)) / scale
 
 
@@ -107,13 +180,16 @@ def central_mu(epsilon: float, delta: float, l1: float, l2: float) -> float:
     return skellam_mu(epsilon, delta, l1, l2)
 
 
-def rounded_sensitivities(d: int, scale: float, L: float) -> tuple[float, float, float]:
+def rounded_sensitivities(
+    d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0
+) -> tuple[float, float, float]:
     """(B, Δ₁, Δ₂): the norm bound of one user's rounded statistics and the replacement
-    sensitivities of their sum (module docstring)."""
+    sensitivities of their sum (module docstring): B = s√(L⁴ + w²L²) + √n, Δ₂ = min(2B,
+    s Δ_v + 2√n) with Δ_v = ``pair_sensitivity``."""
     n = n_coords(d)
     root_n = math.sqrt(n)
-    norm_bound = scale * math.sqrt(L**4 + L**2) * (1 + FLOAT_SLACK) + root_n
-    pair = scale * report_sensitivity(L) * (1 + FLOAT_SLACK) + 2 * root_n
+    norm_bound = scale * math.sqrt(L**4 + u_weight**2 * L**2) * (1 + FLOAT_SLACK) + root_n
+    pair = scale * pair_sensitivity(L, encoding, u_weight) * (1 + FLOAT_SLACK) + 2 * root_n
     l1, l2 = replacement_sensitivities(norm_bound, n, pair)
     return norm_bound, l1, l2
 
@@ -136,17 +212,23 @@ class SkellamRandomizer:
         honest_fraction: float = 1.0,
         scale: float = 128.0,
         L: float = 1.0,
+        encoding: str = "upper",
+        u_weight: float = 1.0,
     ) -> None:
         if d < 1 or not L > 0 or not (scale >= 1 and math.isfinite(scale)):
             raise ValueError("need d >= 1, L > 0, scale >= 1")
         self.d, self.L, self.scale = d, float(L), float(scale)
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.batch_size, self.honest_fraction = int(batch_size), float(honest_fraction)
+        self.encoding, self.u_weight = encoding, float(u_weight)
+        self.weights = coordinate_weights(d, encoding, self.u_weight)
         self.n = n_coords(d)
         self._iu = upper_indices(d)
         self.n_upper = d * (d + 1) // 2
-        self.clip = math.sqrt(self.L**4 + self.L**2)
-        self.norm_bound, self.l1, self.l2 = rounded_sensitivities(d, self.scale, self.L)
+        self.clip = math.sqrt(self.L**4 + self.u_weight**2 * self.L**2)
+        self.norm_bound, self.l1, self.l2 = rounded_sensitivities(
+            d, self.scale, self.L, encoding, self.u_weight
+        )
         self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
         self.honest = honest_shares(self.honest_fraction, self.batch_size)
         self.lam = rational_rate(self.mu_target / (2.0 * self.honest))
@@ -171,10 +253,19 @@ class SkellamRandomizer:
         return self.n
 
     def ledger(self) -> PrivacyLedger:
+        encoding = None
+        if self.encoding != "upper":
+            pair = pair_sensitivity(self.L, self.encoding, self.u_weight)
+            encoding = (f"{self.encoding} (off-diagonals of x xᵀ × √2, r x × {self.u_weight:g}; "
+                        f"joint pair bound Δ_v={pair:.6g})")
         return ddp_ledger(
             self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale,
+            self.delta, scale=self.scale, encoding=encoding,
         )
+
+    def statistics(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """The weighted clean statistics v_w of this encoding (``clean_statistics``)."""
+        return clean_statistics(x, r, self.L, self.weights)
 
     # -- simulator path (injected numpy Generator) ------------------------------------------
     def round_rows(self, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -184,7 +275,7 @@ class SkellamRandomizer:
 
     def randomize(self, x: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x, r = check_inputs(x, r, self.d, self.L)
-        z = self.round_rows(self.scale * clean_statistics(x, r, self.L), rng)
+        z = self.round_rows(self.scale * self.statistics(x, r), rng)
         lam = float(self.lam)
         return z + rng.poisson(lam, size=z.shape) - rng.poisson(lam, size=z.shape)
 
@@ -199,7 +290,7 @@ class SkellamRandomizer:
     ) -> list[int]:
         """One user's rounded statistics z (no noise), every coin from the CSPRNG."""
         xs, rs = check_inputs(np.asarray(x, dtype=float)[None, :], np.array([r]), self.d, self.L)
-        y = self.scale * clean_statistics(xs, rs, self.L)[0]
+        y = self.scale * self.statistics(xs, rs)[0]
         out = []
         for value in y.tolist():
             low = math.floor(value)
@@ -228,23 +319,30 @@ class SkellamRandomizer:
         return np.asarray(rows, dtype=np.int64).sum(axis=0)
 
     def estimate(self, stat: np.ndarray, n: int) -> Estimate:
-        """(G, u) ≈ (Σ x xᵀ, Σ r x) from the decoded batch sum S: S / s, upper triangle mirrored."""
+        """(G, u) ≈ (Σ x xᵀ, Σ r x) from the decoded batch sum S: S / (s · weights), upper
+        triangle mirrored."""
         values = np.asarray(stat, dtype=float)
         if values.shape != (self.n,):
             raise ValueError(f"expected a statistic of length {self.n}, got {values.shape}")
-        values = values / self.scale
+        values = values / (self.scale * self.weights)
         return Estimate(
             n=n, G=symmetric_from_upper(values[: self.n_upper], self.d), u=values[self.n_upper :]
         )
 
     def _proxy(self) -> float:
+        """Per report and released coordinate, in real units before the weights are divided out."""
         return (0.25 + SKELLAM_SUBGAUSSIAN * self.share_variance) / self.scale**2
 
     def matrix_proxy(self) -> float:
+        """The largest per-entry proxy of G̃'s noise (the diagonal's: weight 1)."""
         return self._proxy()
 
+    def offdiag_proxy(self) -> float:
+        """The per-entry proxy of G̃'s off-diagonal noise (what sets ‖H‖ ≈ 2σ_off√d)."""
+        return self._proxy() / float(self.weights[1]) ** 2 if self.d > 1 else self._proxy()
+
     def vector_proxy(self) -> float:
-        return self._proxy()
+        return self._proxy() / self.u_weight**2
 
     def to_bytes(self, row: np.ndarray) -> bytes:
         row = np.asarray(row)

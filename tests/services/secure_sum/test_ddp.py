@@ -25,7 +25,7 @@ from fastapi import FastAPI
 from services.analyzer.app import create_app as create_analyzer
 from services.shuffler.app import create_app as create_shuffler
 from shared.core.policies import build_policy, randomizer_for
-from shared.core.randomizers.skellam import SkellamRandomizer, clean_statistics
+from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.crypto.keystore import PaillierKeyStore
 from shared.crypto.paillier import (
     PaillierEncryptor,
@@ -66,6 +66,8 @@ DDP = TaskConfig(
 )
 RANDOMIZER = randomizer_for(DDP.policy)
 assert isinstance(RANDOMIZER, SkellamRandomizer)
+DDP_FROBENIUS = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
+    **DDP.policy.model_dump(), "encoding": "frobenius", "u_weight": 1.3}})
 
 
 def ddp_settings(tmp_path: Path) -> Settings:
@@ -114,19 +116,24 @@ def decrypt_values(keys: PaillierKeyStore, config: PaillierConfig, ct: str, n: i
     return unpack_signed(plain, lay, math.inf, n_reports=n)
 
 
-async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("task", [DDP, DDP_FROBENIUS], ids=["upper", "frobenius"])
+async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path,
+                                                               task: TaskConfig) -> None:
     """Two batches of l = 10 device reports: every report decrypts to the user's rounded
     statistics plus a share within the packing offset; each batch sum the shuffler forwards is
     the sum of its members; the analyzer's state equals ddp-linucb fed those two sums; the ledger
-    is the Skellam one."""
-    settings = ddp_settings(tmp_path)
+    is the Skellam one. Both encodings (``frobenius``: off-diagonals × √2, r x × w, what the
+    device and the analyzer both read from the task's policy)."""
+    settings = make_settings(tmp_path / "data", tasks=[task])
+    rz = randomizer_for(task.policy)
+    assert isinstance(rz, SkellamRandomizer)
     rng = np.random.default_rng(30)
     async with ddp_stack(settings) as s:
         lay = s.config.layout
         assert lay is not None
         # The signed layout: c = 9 values as digits v + O in 0..2O, O from the randomizer.
-        assert (lay.c, lay.offset, lay.m, lay.batch_size) == (9, RANDOMIZER.offset,
-                                                             2 * RANDOMIZER.offset, L)
+        assert (lay.c, lay.offset, lay.m, lay.batch_size) == (9, rz.offset,
+                                                             2 * rz.offset, L)
         to_shuffler = Recorder(httpx.ASGITransport(s.shuffler_app))
         app = device_app(settings, httpx.ASGITransport(s.analyzer_app), to_shuffler)
         chosen = []
@@ -147,15 +154,15 @@ async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path) 
                 for rep in SecureSumUpload.model_validate(body).reports]
         assert len(sent) == 2 * L + 3
         values = np.array([decrypt_values(keys, s.config, r.ct, 1) for r in sent])
-        assert np.abs(values).max() <= RANDOMIZER.offset
+        assert np.abs(values).max() <= rz.offset
         # Each value is s·v (rounded: within 1) plus a share Sk(σ²): |share| < 8σ fails with
         # probability below 1e-14 per coordinate (Bernstein); the shares' empirical variance
         # over 23 × 9 = 207 coordinates (relative sd √(2/207) ≈ 0.1) lies within [0.5, 1.6]·σ²
         # unless it is 5 sd off. (The device draws from the OS CSPRNG: no seed to fix.)
-        clean = np.array([RANDOMIZER.scale * clean_statistics(x[None], np.array([r]), 1.0)[0]
+        clean = np.array([rz.scale * rz.statistics(x[None], np.array([r]))[0]
                           for x, r in chosen])
         noise = values - clean
-        sigma2 = RANDOMIZER.share_variance
+        sigma2 = rz.share_variance
         assert np.abs(noise).max() < 8 * math.sqrt(sigma2) + 1
         assert 0.5 < float(np.mean(noise**2)) / sigma2 < 1.6
         # What the shuffler forwarded: two sums of l reports; decrypted, they add up to the
@@ -165,7 +172,7 @@ async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path) 
         assert [b.count for b in sums] == [L, L]
         decoded = [decrypt_values(keys, s.config, b.ct, L) for b in sums]
         np.testing.assert_array_equal(decoded[0] + decoded[1], values[: 2 * L].sum(axis=0))
-        reference = build_policy(DDP.policy, np.random.default_rng(0))
+        reference = build_policy(task.policy, np.random.default_rng(0))
         for stat in decoded:
             reference.ingest_statistic(stat, L)
         assert_same_state(s.state(), reference.get_state())

@@ -65,6 +65,13 @@ def test_auto_first_batch_follows_the_noise() -> None:
         assert config.batch_schedule == f"geometric:{config.batch_size},2,100000"
         firsts[eps] = config.batch_size
     assert firsts[4.0] < firsts[1.0] < firsts[0.5]
+    # The frobenius encoding's σ_b: that of its own (smaller) μ, so a smaller first batch.
+    frob = make_config("ddp-linucb", d=5, epsilon=1.0, batch_schedule="geometric:auto,2,100000",
+                       encoding="frobenius")
+    r = build_policy(frob).randomizer
+    mu = skellam_mu(1.0, 1e-6, r.l1, r.l2)
+    assert frob.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(mu) / 128.0)
+    assert frob.batch_size < firsts[1.0]
     tiny = make_config("ddp-linucb", d=5, epsilon=0.01, batch_schedule="geometric:auto,2,1000")
     assert tiny.batch_schedule is None and tiny.batch_size > 1000  # fixed at the first batch
 
@@ -212,7 +219,7 @@ def test_simulate_defaults_paper_and_conflicting_flags(tmp_path: Path, capsys) -
     assert main([*base, "--paper", "--json", str(tmp_path / "p.json")]) == 0
     params = json.loads((tmp_path / "p.json").read_text())["params"]
     assert (params["batch_schedule"], params["batch_size"], params["regularizer"],
-            params["confidence_scale"]) == (None, 1000, "paper", 1.0)
+            params["confidence_scale"], params["encoding"]) == (None, 1000, "paper", 1.0, "upper")
     assert main([*base, "--batch-size", "500", "--json", str(tmp_path / "f.json")]) == 0
     params = json.loads((tmp_path / "f.json").read_text())["params"]
     assert (params["batch_schedule"], params["batch_size"]) == (None, 500)

@@ -1,0 +1,81 @@
+"""Paired comparison of ``ddp-linucb`` settings on the same users (issue 22 sweeps).
+
+Each setting is ``DDPLinUCBConfig.PRACTICAL`` (what ``privbandit simulate`` runs) with some fields
+replaced; every setting runs on the same seeds, hence the same θ*, contexts and reward draws per
+run, so the per-run differences to the first setting are paired (their standard error is the
+figure to compare against, not the two means' s.e.). Central ε is every setting's own (ledger).
+
+    python -m bench.experiments.ddp_settings --T 20000 --runs 48 --seed 100 \\
+        base=encoding:upper frob=encoding:frobenius frob-w1.4=encoding:frobenius,u_weight:1.4
+
+A setting is NAME=FIELD:VALUE[,FIELD:VALUE...] (``batch_schedule`` values contain commas: give
+it last, e.g. ``s=encoding:frobenius,batch_schedule:geometric:350,2,100000``). Prints one line
+per setting: its first batch, final regret ± s.e. and the paired difference to the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import numpy as np
+
+from shared.core.policies.config import DDPLinUCBConfig
+from shared.core.simulator import simulate
+
+TEXT_FIELDS = ("batch_schedule", "encoding", "regularizer")
+
+
+def parse_setting(spec: str) -> tuple[str, dict[str, Any]]:
+    """'NAME=k:v,k:v' → (NAME, {k: v}); ``batch_schedule`` takes the rest of the line."""
+    name, _, body = spec.partition("=")
+    params: dict[str, Any] = {}
+    while body:
+        key, _, rest = body.partition(":")
+        if key == "batch_schedule":
+            params[key], body = rest, ""
+            break
+        value, _, body = rest.partition(",")
+        params[key] = value if key in TEXT_FIELDS else float(value)
+    return name, params
+
+
+def paired_line(name: str, first: int, finals: np.ndarray, ref: np.ndarray | None,
+                ref_name: str) -> str:
+    n = len(finals)
+    se = finals.std(ddof=1) / math.sqrt(n)
+    text = f"{name:24s} L0={first:6d} {finals.mean():9.1f} ± {se:6.1f}"
+    if ref is not None:
+        diff = finals - ref
+        text += f"   vs {ref_name}: {diff.mean():+8.1f} ± {diff.std(ddof=1) / math.sqrt(n):6.1f}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--T", type=int, default=20_000)
+    p.add_argument("--runs", type=int, default=48)
+    p.add_argument("--seed", type=int, default=100)
+    p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--delta", type=float, default=1e-6)
+    p.add_argument("--d", type=int, default=5)
+    p.add_argument("--K", type=int, default=20)
+    p.add_argument("settings", nargs="+")
+    args = p.parse_args(argv)
+    ref: np.ndarray | None = None
+    ref_name = ""
+    for spec in args.settings:
+        name, params = parse_setting(spec)
+        config = DDPLinUCBConfig(d=args.d, epsilon=args.epsilon, delta=args.delta,
+                                 **{**DDPLinUCBConfig.PRACTICAL, **params})
+        results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed)
+        finals = np.array([r.regret[-1] for r in results])
+        print(paired_line(name, config.batch_size, finals, ref, ref_name), flush=True)
+        if ref is None:
+            ref, ref_name = finals, name
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
