@@ -9,6 +9,7 @@ for anything unexpected.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +79,21 @@ def describe_errors(errors: list[dict[str, Any]], limit: int = 5) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+# Seconds a client is asked to wait when the database is unreachable (a dropped connection is
+# replaced at the next transaction; a restarting server takes seconds).
+STORE_RETRY_AFTER = 2
+
+
+def store_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the PostgreSQL server could not be reached or its connection was lost
+    (psycopg's ``OperationalError`` or ``InterfaceError``, once ``run_tx``'s retries are spent):
+    a condition to retry later (503 + Retry-After), not a fault of the service (500). psycopg is
+    looked up, not imported: a service on SQLite never loads it, and cannot raise its errors."""
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, psycopg.OperationalError
+                                              | psycopg.InterfaceError)
+
+
 def install_error_handlers(app: FastAPI, *, on_error: ErrorHook | None = None) -> None:
     """Render every error as ``ErrorBody`` JSON. ``on_error(request, status, code)`` sees every
     error response this installs (e.g. to count rejections)."""
@@ -105,6 +121,12 @@ def install_error_handlers(app: FastAPI, *, on_error: ErrorHook | None = None) -
         return respond(request, 422, "invalid_request", describe_errors(list(exc.errors())))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if store_unreachable(exc):
+            log.warning("%s %s: the database is unreachable (%s); answered 503", request.method,
+                        request.url.path, exc)
+            return respond(request, 503, "store_unavailable",
+                           "the service's database is unreachable; retry later",
+                           {"Retry-After": str(STORE_RETRY_AFTER)})
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return respond(request, 500, "internal_error", "internal error (logged on the server)")
 

@@ -165,3 +165,31 @@ def test_no_page_loads_scripts_from_a_cdn() -> None:
         assert client.get("/docs").status_code == 404
         assert client.get("/redoc").status_code == 404
         assert client.get("/openapi.json").json()["info"]["title"] == "privbandit shuffler"
+
+
+def test_an_unreachable_database_is_a_503_with_retry_after() -> None:
+    """A lost PostgreSQL connection, once the transaction's retries are spent, is answered
+    503 store_unavailable with Retry-After, not 500 (issue 26 item 2); other errors stay 500."""
+    import psycopg
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from services.common.web import STORE_RETRY_AFTER, install_error_handlers
+
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/lost")
+    async def lost() -> None:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    @app.get("/broken")
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    client = TestClient(app, raise_server_exceptions=False)
+    r = client.get("/lost")
+    assert r.status_code == 503 and r.json()["code"] == "store_unavailable"
+    assert r.headers["Retry-After"] == str(STORE_RETRY_AFTER)
+    r = client.get("/broken")
+    assert r.status_code == 500 and "Retry-After" not in r.headers
