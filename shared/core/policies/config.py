@@ -90,6 +90,50 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
 
     algo: Literal["adar-oful"] = "adar-oful"
     switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
+    first_episode: int | Literal["auto"] = Field(
+        1, description="reports before the first release (paper: 1, switch from the start); "
+        "'auto': ⌈ADAR_AUTO_FIRST_PER_SIGMA · σ_Y/L⌉ (``AdaROFULConfig.first_episode_length``)"
+    )
+    regularizer: Literal["paper", "noise"] = Field(
+        "paper", description="paper: θ̃ = V⁻¹(u + N); noise: ridge c_ℓ = λ + κ σ_Y √(ℓ d) "
+        "from the ℓ noise draws added so far (``policies.exact``)"
+    )
+    noise_ridge: float = Field(
+        1.0, ge=0, description="regularizer 'noise': κ in c_ℓ = λ + κ σ_Y √(ℓ d)"
+    )
+
+    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
+    # the best measured settings (BENCHMARKS.md, "Issue 22", adar-oful); the field defaults
+    # are the paper's (Alg. 4: switching from the first report, θ̃ = V⁻¹(u + N), width 1).
+    PRACTICAL: ClassVar[dict[str, object]] = {
+        "confidence_scale": 0.1,
+    }
+
+    @property
+    def noise_sigma(self) -> float:
+        """σ_Y = √(α Δ² / (2ε)) with Δ = L (rewards in [0, 1]): the Gaussian mechanism's
+        (α, ε)-RDP noise per episode (RDP of the Gaussian: α Δ²/(2σ²))."""
+        return math.sqrt(self.alpha * self.L**2 / (2 * self.epsilon))
+
+    @property
+    def first_episode_length(self) -> int:
+        """Reports in the first episode: ``first_episode``, or for 'auto' ⌈A · σ_Y/L⌉ with
+        A = ``ADAR_AUTO_FIRST_PER_SIGMA``: the first release is useful once its signal u, ≈ t/d
+        per direction, stands well above the noise vector Y₁ (sd σ_Y per coordinate), i.e. t
+        proportional to σ_Y (BENCHMARKS.md, issue 22, adar-oful)."""
+        if self.first_episode == "auto":
+            return max(1, math.ceil(ADAR_AUTO_FIRST_PER_SIGMA * self.noise_sigma / self.L))
+        return self.first_episode
+
+    @model_validator(mode="after")
+    def _first_episode_positive(self) -> AdaROFULConfig:
+        if self.first_episode != "auto" and self.first_episode < 1:
+            raise ValueError("first_episode must be >= 1 or 'auto'")
+        return self
+
+
+# adar-oful's 'first_episode = auto': the first episode in units of σ_Y/L (``AdaROFULConfig``).
+ADAR_AUTO_FIRST_PER_SIGMA = 50.0
 
 
 # 'geometric:auto,…': the first batch in units of one batch's noise sd (``DDPLinUCBConfig``).
