@@ -52,6 +52,7 @@ FLAG_FIELDS = {
     "scale": "scale",
     "batch_schedule": "batch_schedule",
     "noise_ridge": "noise_ridge",
+    "first_episode": "first_episode",
 }
 
 
@@ -96,12 +97,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, a policy with measured "
                         "practical defaults uses them (ddp-linucb: growing batches "
-                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1 — "
+                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1; "
+                        "adar-oful: first episode auto, switching 8, confidence scale 0.1 — "
                         "BENCHMARKS.md, issue 22); with it, fixed batches of 1000, confidence "
-                        "scale 1 and the paper's regularizer. Flags given explicitly win either "
-                        "way; privacy is the same (the noise is sized for each batch's (ε, δ))")
+                        "scale 1 and the paper's regularizer (adar-oful: Alg. 4's episodes, "
+                        "first episode 1, C = 0.5). Flags given explicitly win either way; "
+                        "privacy is the same (the noise is sized for each batch's (ε, δ))")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
-    p.add_argument("--switching", type=float, help="linucb/adar-oful: det growth C")
+    p.add_argument("--switching", type=float,
+                   help="linucb/adar-oful: det growth C (adar-oful default 8; --paper: 0.5)")
+    p.add_argument("--first-episode", type=first_episode_arg,
+                   help="adar-oful: reports before the first noisy release, or auto = 50 σ_Y/L "
+                        "(default auto: 227 at central ε = 1, i.e. RDP (2, 0.04871); --paper: 1, "
+                        "switch from the first report)")
     p.add_argument("--eta", type=float, help="sblb: det growth η")
     p.add_argument("--failure-prob", type=float, help="δ of the confidence set")
     p.add_argument("--lam", type=float, help="base ridge regularizer λ")
@@ -127,6 +135,11 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
+
+
+def first_episode_arg(text: str) -> int | str:
+    """``--first-episode``: a number of reports, or ``auto``."""
+    return text if text == "auto" else int(text)
 
 
 def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,

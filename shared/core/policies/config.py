@@ -94,18 +94,12 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
         1, description="reports before the first release (paper: 1, switch from the start); "
         "'auto': ⌈ADAR_AUTO_FIRST_PER_SIGMA · σ_Y/L⌉ (``AdaROFULConfig.first_episode_length``)"
     )
-    regularizer: Literal["paper", "noise"] = Field(
-        "paper", description="paper: θ̃ = V⁻¹(u + N); noise: ridge c_ℓ = λ + κ σ_Y √(ℓ d) "
-        "from the ℓ noise draws added so far (``policies.exact``)"
-    )
-    noise_ridge: float = Field(
-        1.0, ge=0, description="regularizer 'noise': κ in c_ℓ = λ + κ σ_Y √(ℓ d)"
-    )
-
     # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
     # the best measured settings (BENCHMARKS.md, "Issue 22", adar-oful); the field defaults
-    # are the paper's (Alg. 4: switching from the first report, θ̃ = V⁻¹(u + N), width 1).
+    # are the paper's (Alg. 4: switching from the first report, C = 0.5 as in RS-OFUL, width 1).
     PRACTICAL: ClassVar[dict[str, object]] = {
+        "first_episode": "auto",
+        "switching": 8.0,
         "confidence_scale": 0.1,
     }
 

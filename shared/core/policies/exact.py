@@ -161,47 +161,20 @@ class AdaROFUL(ExactPolicy):
         lg = math.log(1 / delta)
         return math.sqrt(self.noise_sigma**2 * episodes * (d + 2 * math.sqrt(d * lg) + 2 * lg))
 
-    def noise_ridge(self, episodes: int) -> float:
-        """The extra ridge of ``regularizer = "noise"``: κ σ_Y √(ℓ d), κ times the typical norm
-        ‖N_ℓ‖ ≈ σ_Y √(ℓ d) of the ℓ noise draws added so far (never a function of T); 0 for
-        the paper's estimator."""
-        c = self.config
-        if c.regularizer != "noise":
-            return 0.0
-        return c.noise_ridge * self.noise_sigma * math.sqrt(episodes * c.d)
-
     def _publish_exact(self) -> None:
-        """Release episode ℓ's model (Alg. 4 lines 7–9): N_ℓ = N_{ℓ−1} + Y_ℓ, Y_ℓ ~ N(0, σ_Y² I).
-
-        paper: θ̃ = V⁻¹(u + N_ℓ), β̃ = β_OFUL(δ/2) + ‖N_ℓ‖_bound / √λ_min(V) (App. D, Step 4).
-        noise: Ṽ = V + c I with c = κ σ_Y √(ℓ d) (``noise_ridge``), θ̃ = Ṽ⁻¹(u + N_ℓ) and
-        β̃ = β_OFUL(Ṽ, λ + c) + σ_Y √(ℓ d) / √λ_min(Ṽ): since Ṽ = Σ x xᵀ + (λ + c) I,
-        θ̃ − θ* = Ṽ⁻¹(Σ η x + N_ℓ − (λ + c) θ*), so ‖θ̃ − θ*‖_Ṽ ≤ ‖Σ η x‖_{Ṽ⁻¹} + √(λ + c) S +
-        ‖N_ℓ‖/√λ_min(Ṽ), with the typical size of ‖N_ℓ‖ in place of its high-probability bound
-        (c changes with ℓ, so the self-normalized bound is not uniform over time: a practical
-        width, no coverage guarantee — the simulator measures coverage). Post-processing of the
-        released u + N_ℓ: privacy unchanged.
-        """
+        """Release episode ℓ's model (Alg. 4 lines 7–9): N_ℓ = N_{ℓ−1} + Y_ℓ, Y_ℓ ~ N(0, σ_Y² I),
+        θ̃ = V⁻¹(u + N_ℓ), β̃ = β_OFUL(δ/2) + ‖N_ℓ‖_bound / √λ_min(V) (App. D, Step 4), the
+        noise bound from the ℓ draws added so far (never from T)."""
         c = self.config
         self.episodes += 1
         self.noise += self.rng.normal(0.0, self.noise_sigma, size=c.d)
-        half = c.failure_prob / 2
-        if c.regularizer == "noise":
-            extra = self.noise_ridge(self.episodes)
-            V = self.V + extra * np.eye(c.d)
-            ridge = c.lam + extra
-            logdet_ratio = logdet_pd(V) - c.d * math.log(ridge)
-            oful = c.reward_sigma * math.sqrt(2 * math.log(1 / half) + logdet_ratio) + math.sqrt(
-                ridge) * c.S
-            gamma = self.noise_sigma * math.sqrt(self.episodes * c.d)
-        else:
-            V = self.V
-            oful = self.oful_radius(half)
-            gamma = self.noise_norm_bound(self.episodes, time_uniform(half, self.episodes))
-        factor = cho_factor(V, lower=True)
+        factor = cho_factor(self.V, lower=True)
         theta = cho_solve(factor, self.u + self.noise)
-        lam_min = float(np.linalg.eigvalsh(V)[0])
-        self._publish(theta, V.copy(), oful + gamma / math.sqrt(lam_min))
+        half = c.failure_prob / 2
+        lam_min = float(np.linalg.eigvalsh(self.V)[0])
+        gamma = self.noise_norm_bound(self.episodes, time_uniform(half, self.episodes))
+        beta = self.oful_radius(half) + gamma / math.sqrt(lam_min)
+        self._publish(theta, self.V.copy(), beta)
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.core.accounting import ledgers
