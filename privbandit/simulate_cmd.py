@@ -138,7 +138,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def first_episode_arg(text: str) -> int | str:
-    """``--first-episode``: a number of reports, or ``auto``."""
+    """``--first-episode``: a number of reports, or ``auto`` (resolved by the config)."""
     return text if text == "auto" else int(text)
 
 

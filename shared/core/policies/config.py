@@ -90,10 +90,11 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
 
     algo: Literal["adar-oful"] = "adar-oful"
     switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
-    first_episode: int | Literal["auto"] = Field(
-        1, description="reports before the first release (paper: 1, switch from the start); "
-        "'auto': ⌈ADAR_AUTO_FIRST_PER_SIGMA · σ_Y/L⌉ (``AdaROFULConfig.first_episode_length``)"
+    first_episode: int = Field(
+        1, ge=1, description="reports before the first release (paper: 1, switch from the "
+        "start); 'auto' is read as ⌈ADAR_AUTO_FIRST_PER_SIGMA · σ_Y/L⌉ (``_auto_first_episode``)"
     )
+
     # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
     # the best measured settings (BENCHMARKS.md, "Issue 22", adar-oful); the field defaults
     # are the paper's (Alg. 4: switching from the first report, C = 0.5 as in RS-OFUL, width 1).
@@ -109,21 +110,29 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
         (α, ε)-RDP noise per episode (RDP of the Gaussian: α Δ²/(2σ²))."""
         return math.sqrt(self.alpha * self.L**2 / (2 * self.epsilon))
 
-    @property
-    def first_episode_length(self) -> int:
-        """Reports in the first episode: ``first_episode``, or for 'auto' ⌈A · σ_Y/L⌉ with
-        A = ``ADAR_AUTO_FIRST_PER_SIGMA``: the first release is useful once its signal u, ≈ t/d
-        per direction, stands well above the noise vector Y₁ (sd σ_Y per coordinate), i.e. t
-        proportional to σ_Y (BENCHMARKS.md, issue 22, adar-oful)."""
-        if self.first_episode == "auto":
-            return max(1, math.ceil(ADAR_AUTO_FIRST_PER_SIGMA * self.noise_sigma / self.L))
-        return self.first_episode
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_first_episode(cls, data: object) -> object:
+        """first_episode 'auto' → ⌈A · σ_Y/L⌉ = ⌈A √(α/(2ε))⌉ reports, A =
+        ``ADAR_AUTO_FIRST_PER_SIGMA``: the first release is useful once its signal u, ≈ t/d per
+        direction, stands well above the noise vector Y₁ (sd σ_Y per coordinate), i.e. t
+        proportional to σ_Y (measured best: 150–300 at central ε = 1, where this gives 227;
+        BENCHMARKS.md, issue 22, adar-oful). Resolved here, like ddp-linucb's 'geometric:auto',
+        so the config, the JSON and the task state carry the length actually used."""
+        if not isinstance(data, dict) or data.get("first_episode") != "auto":
+            return data
 
-    @model_validator(mode="after")
-    def _first_episode_positive(self) -> AdaROFULConfig:
-        if self.first_episode != "auto" and self.first_episode < 1:
-            raise ValueError("first_episode must be >= 1 or 'auto'")
-        return self
+        def get(name: str) -> float:
+            value = data.get(name, cls.model_fields[name].default)
+            if not isinstance(value, int | float | str):  # the field's own validation says why
+                raise ValueError(f"{name} must be a number, not {value!r}")
+            return float(value)
+
+        alpha, epsilon = get("alpha"), get("epsilon")
+        if alpha <= 1 or epsilon <= 0:  # the fields' own validation says why
+            return {**data, "first_episode": 1}
+        first = math.ceil(ADAR_AUTO_FIRST_PER_SIGMA * math.sqrt(alpha / (2 * epsilon)))
+        return {**data, "first_episode": max(1, first)}
 
 
 # adar-oful's 'first_episode = auto': the first episode in units of σ_Y/L (``AdaROFULConfig``).

@@ -134,7 +134,7 @@ class AdaROFUL(ExactPolicy):
         super().__init__(config, rng)
         self.episodes = 0
         self.noise = np.zeros(config.d)
-        self._first = config.first_episode_length
+        self._first = config.first_episode
 
     @property
     def noise_sigma(self) -> float:

@@ -97,13 +97,17 @@ def test_auto_first_episode_scales_with_the_noise() -> None:
     """'auto' = ⌈50 σ_Y/L⌉: 227 at central ε = 1 (RDP (2, 0.04871)), more at smaller ε."""
     def first(eps: float, L: float = 1.0) -> int:
         return make_config("adar-oful", alpha=2.0, epsilon=eps, L=L,
-                           first_episode="auto").first_episode_length
+                           first_episode="auto").first_episode
 
     assert first(RDP_EPS_CENTRAL_1) == math.ceil(
         ADAR_AUTO_FIRST_PER_SIGMA * math.sqrt(1 / RDP_EPS_CENTRAL_1)) == 227
     assert first(0.01326) > first(RDP_EPS_CENTRAL_1) > first(0.622) >= 1
     assert first(RDP_EPS_CENTRAL_1, L=2.0) == first(RDP_EPS_CENTRAL_1)  # σ_Y/L: units of ‖x‖
-    assert make_config("adar-oful", first_episode=9).first_episode_length == 9
+    assert make_config("adar-oful", first_episode=9).first_episode == 9
+    # Resolved once, in the config: its JSON carries the length, and reads back the same.
+    config = make_config("adar-oful", alpha=2.0, epsilon=RDP_EPS_CENTRAL_1, first_episode="auto")
+    assert config.model_dump()["first_episode"] == 227
+    assert AdaROFULConfig.model_validate_json(config.model_dump_json()) == config
     for bad in (0, -3, "soon"):
         with pytest.raises(ValidationError):
             make_config("adar-oful", first_episode=bad)
@@ -129,7 +133,11 @@ def test_simulate_defaults_and_paper(tmp_path: Path) -> None:
             "--epsilon", str(RDP_EPS_CENTRAL_1), "--delta", "1e-6"]
     assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
     out = json.loads((tmp_path / "a.json").read_text())
-    assert {k: out["params"][k] for k in AdaROFULConfig.PRACTICAL} == AdaROFULConfig.PRACTICAL
+    want = make_config("adar-oful", alpha=2.0, epsilon=RDP_EPS_CENTRAL_1,
+                       **AdaROFULConfig.PRACTICAL).model_dump()
+    assert {k: out["params"][k] for k in AdaROFULConfig.PRACTICAL} == {
+        k: want[k] for k in AdaROFULConfig.PRACTICAL}
+    assert out["params"]["first_episode"] == 227
     assert out["coverage"] is not None and out["model_updates_mean"] >= 1
     assert out["privacy"]["central_epsilon"] == pytest.approx(1.0, abs=1e-4)
     assert main([*base, "--paper", "--json", str(tmp_path / "p.json")]) == 0
