@@ -242,6 +242,12 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     arm_seed: int | None = Field(None, ge=0, lt=2**63,
                                  description="services: seed the fixed arms are drawn from")
 
+    # ``privbandit simulate``'s defaults unless ``--paper`` (issue 22): every phase 0.3² = 0.09
+    # of Eq. 8's length. At central (1, 10⁻⁶), fixed-linear d = 5, K = 20, T = 10⁶, 12 runs:
+    # 5,644 ± 735 against the paper's 44,821 ± 3,685 (random 436,200); 0.2 is unstable at
+    # ε = 0.5 (7,592 ± 4,804) and 0.1 fails (232,437 ± 149,728) (BENCHMARKS.md, issue 22).
+    PRACTICAL: ClassVar[dict[str, object]] = {"confidence_scale": 0.3}
+
     @model_validator(mode="after")
     def _arms_given_together(self) -> AdaRGOPEConfig:
         if (self.K is None) != (self.arm_seed is None):

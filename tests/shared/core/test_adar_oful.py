@@ -149,3 +149,15 @@ def test_simulate_defaults_and_paper(tmp_path: Path) -> None:
                  "--json", str(tmp_path / "f.json")]) == 0
     params = json.loads((tmp_path / "f.json").read_text())["params"]
     assert (params["first_episode"], params["switching"]) == (60, 2.0)
+
+
+def test_adar_gope_simulate_defaults_and_paper(tmp_path: Path) -> None:
+    """adar-gope's practical width (issue 22): phases at 0.3² of Eq. 8 unless ``--paper``; the
+    ledger is the same either way (the width only shortens phases, each still (α, ε)-RDP)."""
+    base = ["simulate", "--algo", "adar-gope", "--env", "fixed-linear", "--T", "2000",
+            "--no-progress", "--alpha", "2", "--epsilon", str(RDP_EPS_CENTRAL_1)]
+    assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
+    assert main([*base, "--paper", "--json", str(tmp_path / "p.json")]) == 0
+    ours, paper = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "p.json"))
+    assert (ours["params"]["confidence_scale"], paper["params"]["confidence_scale"]) == (0.3, 1.0)
+    assert ours["privacy"] == paper["privacy"]
