@@ -77,6 +77,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "user's level; ddp-linucb: central ε of the batch sums")
     p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
     p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
+    p.add_argument("--central-epsilon", type=float,
+                   help="adar-oful/adar-gope/adar-ucb: the (ε, δ)-DP target instead of the RDP "
+                        "--epsilon: sets the RDP ε at --alpha whose ledger states this central ε "
+                        "at --delta (1 at δ = 1e-6 and α = 2 is RDP ε 0.04871)")
     p.add_argument("--batch-size", type=int,
                    help="sblb, ddp-linucb: shuffler batch l (fixed batches)")
     p.add_argument("--batch-schedule",
@@ -160,6 +164,18 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
             params[field] = value
         else:
             ignored.append("--" + flag.replace("_", "-"))
+    central = getattr(args, "central_epsilon", None)
+    if central is not None:
+        if "alpha" not in cls.model_fields:
+            ignored.append("--central-epsilon")
+        elif getattr(args, "epsilon", None) is not None:
+            raise ValueError("give --epsilon (RDP) or --central-epsilon, not both")
+        else:
+            from shared.core.accounting.ledgers import rdp_epsilon_for_central
+
+            alpha = float(params.get("alpha", cls.model_fields["alpha"].default))
+            delta = float(params.get("delta", cls.model_fields["delta"].default))
+            params["epsilon"] = rdp_epsilon_for_central(alpha, central, delta)
     if "horizon" in cls.model_fields:
         params["horizon"] = args.T
     return cls(**params), ignored

@@ -161,3 +161,41 @@ def test_adar_gope_simulate_defaults_and_paper(tmp_path: Path) -> None:
     ours, paper = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "p.json"))
     assert (ours["params"]["confidence_scale"], paper["params"]["confidence_scale"]) == (0.3, 1.0)
     assert ours["privacy"] == paper["privacy"]
+
+
+@pytest.mark.parametrize("alpha,central,delta", [(2.0, 0.5, 1e-6), (2.0, 1.0, 1e-6),
+                                                 (2.0, 4.0, 1e-6), (10.0, 0.9, 1e-6),
+                                                 (4.0, 1.0, 1e-3)])
+def test_rdp_epsilon_for_central_states_the_target_and_the_exact_gaussian_agrees(
+        alpha: float, central: float, delta: float) -> None:
+    """The solved RDP ε's ledger states central ε within 10⁻⁴ below the target, and the exact
+    privacy profile of that Gaussian (Balle–Wang 2018, Thm 8: δ(ε) = Φ(Δ/(2σ) − εσ/Δ) −
+    e^ε Φ(−Δ/(2σ) − εσ/Δ)), which the RDP conversion only bounds, is within δ at the target."""
+    from scipy.stats import norm
+
+    from shared.core.accounting.ledgers import central_ledger, rdp_epsilon_for_central
+
+    rdp = rdp_epsilon_for_central(alpha, central, delta)
+    stated = central_ledger(alpha, rdp, delta).central_epsilon
+    assert stated is not None and central - 1e-4 <= stated <= central
+    s = math.sqrt(alpha / (2 * rdp))  # σ/Δ
+    exact_delta = norm.cdf(1 / (2 * s) - central * s) - math.exp(central) * norm.cdf(
+        -1 / (2 * s) - central * s)
+    assert exact_delta <= delta
+    if (alpha, central, delta) == (2.0, 1.0, 1e-6):
+        assert rdp == pytest.approx(RDP_EPS_CENTRAL_1, abs=1e-4)
+    with pytest.raises(ValueError):
+        rdp_epsilon_for_central(alpha, -1.0, delta)
+
+
+def test_simulate_central_epsilon_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["simulate", "--algo", "adar-oful", "--T", "500", "--no-progress", "--delta", "1e-6"]
+    assert main([*base, "--central-epsilon", "1", "--json", str(tmp_path / "c.json")]) == 0
+    out = json.loads((tmp_path / "c.json").read_text())
+    assert out["params"]["epsilon"] == pytest.approx(RDP_EPS_CENTRAL_1, abs=1e-4)
+    assert 1 - 1e-4 <= out["privacy"]["central_epsilon"] <= 1
+    assert main([*base, "--central-epsilon", "1", "--epsilon", "0.05"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["simulate", "--algo", "linucb", "--T", "200", "--no-progress",
+                 "--central-epsilon", "1"]) == 0
+    assert "--central-epsilon" in capsys.readouterr().err  # reported as ignored
