@@ -98,7 +98,8 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                         "(a temporary config, as --paper does); default: the task's own")
     p.add_argument("--paper", action="store_true",
                    help="run the task with the paper's widths (confidence_scale = 1, "
-                        "regularizer = paper) on freshly started services")
+                        "regularizer = paper) and settings (the policy's practical ones back "
+                        "to the paper's, e.g. adar-oful's episodes) on freshly started services")
     p.add_argument("--fresh", action="store_true",
                    help="always start fresh services, even if some are running")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result (JSON) here")

@@ -54,6 +54,7 @@ FLAG_FIELDS = {
     "noise_ridge": "noise_ridge",
     "encoding": "encoding",
     "u_weight": "u_weight",
+    "first_episode": "first_episode",
 }
 
 
@@ -79,6 +80,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "user's level; ddp-linucb: central ε of the batch sums")
     p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
     p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
+    p.add_argument("--central-epsilon", type=float,
+                   help="adar-oful/adar-gope/adar-ucb: the (ε, δ)-DP target instead of the RDP "
+                        "--epsilon: sets the RDP ε at --alpha whose ledger states this central ε "
+                        "at --delta (1 at δ = 1e-6 and α = 2 is RDP ε 0.04871)")
     p.add_argument("--batch-size", type=int,
                    help="sblb, ddp-linucb: shuffler batch l (fixed batches)")
     p.add_argument("--batch-schedule",
@@ -103,15 +108,20 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--u-weight", type=float,
                    help="ddp-linucb: weight of r x in the released vector (default 1)")
     p.add_argument("--paper", action="store_true",
-                   help="the papers' exact settings: without it, a policy with measured "
-                        "practical defaults uses them (ddp-linucb: growing batches "
-                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1, "
-                        "frobenius encoding — BENCHMARKS.md, issue 22); with it, fixed batches "
-                        "of 1000, confidence scale 1, the paper's regularizer and the upper "
-                        "encoding. Flags given explicitly win either "
-                        "way; privacy is the same (the noise is sized for each batch's (ε, δ))")
+                   help="the papers' exact settings: without it, each policy uses its measured "
+                        "practical defaults (its config's PRACTICAL, listed per policy in "
+                        "docs/simulator.md); with it, the papers' settings "
+                        "(e.g. ddp-linucb: fixed batches of 1000, confidence scale 1, the "
+                        "paper's regularizer and encoding; adar-oful: Alg. 4's episodes). Flags "
+                        "given explicitly win either way; privacy is the same (the noise is "
+                        "sized for the stated guarantee)")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
-    p.add_argument("--switching", type=float, help="linucb/adar-oful: det growth C")
+    p.add_argument("--switching", type=float,
+                   help="linucb/adar-oful: det growth C (adar-oful default 8; --paper: 0.5)")
+    p.add_argument("--first-episode", type=first_episode_arg,
+                   help="adar-oful: reports before the first noisy release, or auto = 50 σ_Y/L "
+                        "(default auto: 227 at central ε = 1, i.e. RDP (2, 0.04871); --paper: 1, "
+                        "switch from the first report)")
     p.add_argument("--eta", type=float, help="sblb: det growth η")
     p.add_argument("--failure-prob", type=float, help="δ of the confidence set")
     p.add_argument("--lam", type=float, help="base ridge regularizer λ")
@@ -139,6 +149,11 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_simulate)
 
 
+def first_episode_arg(text: str) -> int | str:
+    """``--first-episode``: a number of reports, or ``auto`` (resolved by the config)."""
+    return text if text == "auto" else int(text)
+
+
 def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
                  extra: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The policy config from the flags (``d`` for linear policies, ``K`` for multi-armed ones),
@@ -156,6 +171,18 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
             params[field] = value
         else:
             ignored.append("--" + flag.replace("_", "-"))
+    central = getattr(args, "central_epsilon", None)
+    if central is not None:
+        if "alpha" not in cls.model_fields:
+            ignored.append("--central-epsilon")
+        elif getattr(args, "epsilon", None) is not None:
+            raise ValueError("give --epsilon (RDP) or --central-epsilon, not both")
+        else:
+            from shared.core.accounting.ledgers import rdp_epsilon_for_central
+
+            alpha = float(params.get("alpha", cls.model_fields["alpha"].default))
+            delta = float(params.get("delta", cls.model_fields["delta"].default))
+            params["epsilon"] = rdp_epsilon_for_central(alpha, central, delta)
     if "horizon" in cls.model_fields:
         params["horizon"] = args.T
     return cls(**params), ignored

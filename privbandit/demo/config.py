@@ -139,7 +139,8 @@ def derived_config(
     """A copy of ``base`` where ``task_id`` is changed for this demo run:
 
     - ``paper``: the paper's widths, confidence_scale = 1 and regularizer = "paper" (where the
-      policy has a regularizer);
+      policy has a regularizer), and every other setting of the policy's ``PRACTICAL`` back to
+      the config's (the paper's) default, e.g. adar-oful's first_episode and switching;
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
     """
     from shared.core.policies.registry import entry
@@ -154,6 +155,9 @@ def derived_config(
                     policy["confidence_scale"] = 1.0
                 if "regularizer" in known:
                     policy["regularizer"] = "paper"
+                practical = getattr(entry(policy["algo"]).config, "PRACTICAL", {})
+                for key in set(practical) - {"confidence_scale", "regularizer"}:
+                    policy.pop(key, None)
             if aggregation is not None:
                 task["aggregation"] = aggregation
     out.write_text(tomli_w.dumps(data))

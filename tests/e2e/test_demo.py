@@ -125,6 +125,30 @@ def test_demo_command_starts_fresh_services_and_writes_json(
     assert out_png.stat().st_size > 1000
 
 
+@pytest.mark.parametrize("paper", [False, True])
+def test_demo_central_runs_the_packaged_defaults(tmp_path: Path, paper: bool) -> None:
+    """``demo-central`` of the packaged config over real HTTP: adar-oful's practical settings
+    (first release after ⌈50 σ_Y/L⌉ = 250 reports at (α, ε) = (10, 0.2), C = 8, width 0.1;
+    issue 22) — or with ``--paper`` Alg. 4's (1, 0.5, width 1) — reconcile exactly, release a
+    model, and keep the task's ledger either way."""
+    from shared.settings import DEFAULT_CONFIG
+
+    out_json = tmp_path / "central.json"
+    code = cli(["demo", "--task", "demo-central", "--users", "300", "--concurrency", "4",
+                "--config", str(DEFAULT_CONFIG), "--fresh", "--no-progress", "--seed", "2",
+                "--json", str(out_json), *(["--paper"] if paper else [])])
+    assert code == 0
+    out = json.loads(out_json.read_text())
+    rec = out["reconciliation"]
+    assert rec["consistent"] and rec["feedbacks_sent"] == rec["reports_counted"] == 300, rec
+    params = out["params"]
+    want = (1, 0.5, 1.0) if paper else (250, 8.0, 0.1)
+    assert (params["first_episode"], params["switching"], params["confidence_scale"]) == want
+    assert rec["model_versions"] >= (2 if paper else 1)
+    assert out["privacy"]["rdp_alpha"] == 10 and out["privacy"]["rdp_epsilon"] == 0.2
+    assert 0.89 < out["privacy"]["central_epsilon"] < 0.91
+
+
 def test_demo_json_reconciles_refused_reports(fresh_cluster: Cluster) -> None:
     """Reports the analyzer refuses are part of the reconciliation: while the demo's users run,
     someone uploads forged ``ldp`` reports straight to the shuffler (correctly sealed, values

@@ -146,6 +146,8 @@ def interop_tasks() -> list[dict[str, Any]]:
     ldp["policy"]["update_every"] = 10
     base["demo-ldp-glb"]["policy"]["update_every"] = 1
     base["demo-adar-gope"]["policy"].update(GOPE_TEST)
+    # AdaR-OFUL's first release after 10 reports, not the demo's 250: a model within 30 users.
+    base["demo-central"]["policy"]["first_episode"] = 10
     reports = copy.deepcopy(shuffle)
     reports.update(id="demo-shuffle-reports", aggregation="reports")
     reports["policy"]["m"] = 2

@@ -32,6 +32,10 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
         if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb",
                                           "ddp-linucb"):
             task["policy"]["regularizer"] = "paper"
+        # The paper's episodes for adar-oful (its field defaults), its schedule for ddp-linucb.
+        for key in ("first_episode", "switching", "batch_schedule"):
+            if task["policy"]["algo"] in ("adar-oful", "ddp-linucb"):
+                task["policy"].pop(key, None)
     if aggregation is not None:
         task["aggregation"] = aggregation
     return want
@@ -65,6 +69,8 @@ def test_derived_config_round_trips(
         assert changed is not None
         if paper and changed.policy.algo not in BCO_CONFIGS:
             assert changed.policy.confidence_scale == 1.0
+        if paper and changed.policy.algo == "adar-oful":  # Alg. 4: switch from the first report
+            assert (changed.policy.first_episode, changed.policy.switching) == (1, 0.5)
         if agg is not None:
             assert changed.aggregation == agg
 

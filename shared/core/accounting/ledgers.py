@@ -135,3 +135,36 @@ def central_ledger(alpha: float, rdp_eps: float, delta: float) -> PrivacyLedger:
         ),
         central_epsilon_single_order=single,
     )
+
+
+def rdp_epsilon_for_central(alpha: float, central: float, delta: float,
+                            tol: float = 1e-4) -> float:
+    """The RDP ε at order α whose ``central_ledger`` states central ε in [central − tol, central]
+    at δ: the trusted-analyzer policies (adar-oful, adar-gope, adar-ucb) take their budget as
+    (α, ε)-RDP, and this is the RDP ε of a stated (ε, δ)-DP target (e.g. 0.04871 at α = 2 for
+    (1, 10⁻⁶)). The ledger's ε is continuous and increasing in the RDP ε (the noise
+    σ/Δ = √(α/(2ε)) falls), so bisection on ln ε keeps a lower end that never states a weaker
+    guarantee than the target; raises ``ValueError`` if no RDP ε in [10⁻¹², 10⁶] brackets it."""
+    if not central > 0 or not tol > 0:
+        raise ValueError("the central ε and the tolerance must be positive")
+
+    def stated(log_eps: float) -> float:
+        value = central_ledger(alpha, math.exp(log_eps), delta).central_epsilon
+        if value is None:  # a central ledger always states ε
+            raise ValueError("the central ledger states no ε")
+        return value
+
+    lo, hi = math.log(1e-12), math.log(1e6)
+    if stated(lo) > central or stated(hi) <= central:
+        raise ValueError(f"no RDP ε at α = {alpha:g} gives central ε = {central:g} at δ = "
+                         f"{delta:g}")
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        value = stated(mid)
+        if value <= central:
+            lo = mid
+            if central - value <= tol:
+                return math.exp(lo)
+        else:
+            hi = mid
+    raise ValueError("bisection did not reach the tolerance")

@@ -90,6 +90,53 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
 
     algo: Literal["adar-oful"] = "adar-oful"
     switching: float = Field(0.5, gt=0, description="C of the doubling schedule (line 6)")
+    first_episode: int = Field(
+        1, ge=1, description="reports before the first release (paper: 1, switch from the "
+        "start); 'auto' is read as ⌈ADAR_AUTO_FIRST_PER_SIGMA · σ_Y/L⌉ (``_auto_first_episode``)"
+    )
+
+    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
+    # the best measured settings (BENCHMARKS.md, "Issue 22", adar-oful); the field defaults
+    # are the paper's (Alg. 4: switching from the first report, C = 0.5 as in RS-OFUL, width 1).
+    PRACTICAL: ClassVar[dict[str, object]] = {
+        "first_episode": "auto",
+        "switching": 8.0,
+        "confidence_scale": 0.1,
+    }
+
+    @property
+    def noise_sigma(self) -> float:
+        """σ_Y = √(α Δ² / (2ε)) with Δ = L (rewards in [0, 1]): the Gaussian mechanism's
+        (α, ε)-RDP noise per episode (RDP of the Gaussian: α Δ²/(2σ²))."""
+        return math.sqrt(self.alpha * self.L**2 / (2 * self.epsilon))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_first_episode(cls, data: object) -> object:
+        """first_episode 'auto' → ⌈A · σ_Y/L⌉ = ⌈A √(α/(2ε))⌉ reports, A =
+        ``ADAR_AUTO_FIRST_PER_SIGMA``: the first release is useful once its signal u, ≈ t/d per
+        direction, stands well above the noise vector Y₁ (sd σ_Y per coordinate), i.e. t
+        proportional to σ_Y (measured best: 150–300 at central ε = 1, where this gives 227;
+        BENCHMARKS.md, issue 22, adar-oful). Resolved here, like ddp-linucb's 'geometric:auto',
+        so the config, the JSON and the task state carry the length actually used."""
+        if not isinstance(data, dict) or data.get("first_episode") != "auto":
+            return data
+
+        def get(name: str) -> float:
+            value = data.get(name, cls.model_fields[name].default)
+            if not isinstance(value, int | float | str):  # the field's own validation says why
+                raise ValueError(f"{name} must be a number, not {value!r}")
+            return float(value)
+
+        alpha, epsilon = get("alpha"), get("epsilon")
+        if alpha <= 1 or epsilon <= 0:  # the fields' own validation says why
+            return {**data, "first_episode": 1}
+        first = math.ceil(ADAR_AUTO_FIRST_PER_SIGMA * math.sqrt(alpha / (2 * epsilon)))
+        return {**data, "first_episode": max(1, first)}
+
+
+# adar-oful's 'first_episode = auto': the first episode in units of σ_Y/L (``AdaROFULConfig``).
+ADAR_AUTO_FIRST_PER_SIGMA = 50.0
 
 
 # 'geometric:auto,…': the first batch in units of one batch's noise sd (``DDPLinUCBConfig``).
@@ -207,6 +254,12 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
                           description="services: number of fixed arms (with arm_seed)")
     arm_seed: int | None = Field(None, ge=0, lt=2**63,
                                  description="services: seed the fixed arms are drawn from")
+
+    # ``privbandit simulate``'s defaults unless ``--paper`` (issue 22): every phase 0.3² = 0.09
+    # of Eq. 8's length. At central (1, 10⁻⁶), fixed-linear d = 5, K = 20, T = 10⁶, 12 runs:
+    # 5,644 ± 735 against the paper's 44,821 ± 3,685 (random 436,200); 0.2 is unstable at
+    # ε = 0.5 (7,592 ± 4,804) and 0.1 fails (232,437 ± 149,728) (BENCHMARKS.md, issue 22).
+    PRACTICAL: ClassVar[dict[str, object]] = {"confidence_scale": 0.3}
 
     @model_validator(mode="after")
     def _arms_given_together(self) -> AdaRGOPEConfig:

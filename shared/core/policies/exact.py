@@ -134,12 +134,26 @@ class AdaROFUL(ExactPolicy):
         super().__init__(config, rng)
         self.episodes = 0
         self.noise = np.zeros(config.d)
+        self._first = config.first_episode
 
     @property
     def noise_sigma(self) -> float:
         """σ_Y = √(α Δ² / (2ε)) with Δ = L (rewards in [0, 1])."""
-        c = self.config
-        return math.sqrt(c.alpha * c.L**2 / (2 * c.epsilon))
+        return self.config.noise_sigma
+
+    def first_switch(self, x: np.ndarray) -> int | None:
+        """The rarely-switching rule, except that no episode ends before ``first_episode``
+        reports: the first row k with reports + k + 1 ≥ l₀ at which det V > (1 + C) det V_τ.
+        det V only grows with rows, so if the rule fires before row k₀ it still holds at k₀.
+        The episode ends are functions of the public contexts and of t only, so each reward
+        still enters exactly one episode sum (Azize–Basu Thm 9's argument is unchanged)."""
+        k0 = self._first - 1 - self.reports
+        if k0 >= x.shape[0]:
+            return None
+        hit = super().first_switch(x)
+        if hit is None or k0 <= 0:
+            return hit
+        return max(hit, k0)
 
     def noise_norm_bound(self, episodes: int, delta: float) -> float:
         """‖Σ_{m≤ℓ} Y_m‖ ≤ √(σ_Y² ℓ (d + 2√(d ln(1/δ)) + 2 ln(1/δ))) (Laurent–Massart)."""
@@ -148,6 +162,9 @@ class AdaROFUL(ExactPolicy):
         return math.sqrt(self.noise_sigma**2 * episodes * (d + 2 * math.sqrt(d * lg) + 2 * lg))
 
     def _publish_exact(self) -> None:
+        """Release episode ℓ's model (Alg. 4 lines 7–9): N_ℓ = N_{ℓ−1} + Y_ℓ, Y_ℓ ~ N(0, σ_Y² I),
+        θ̃ = V⁻¹(u + N_ℓ), β̃ = β_OFUL(δ/2) + ‖N_ℓ‖_bound / √λ_min(V) (App. D, Step 4), the
+        noise bound from the ℓ draws added so far (never from T)."""
         c = self.config
         self.episodes += 1
         self.noise += self.rng.normal(0.0, self.noise_sigma, size=c.d)
