@@ -47,6 +47,9 @@ PRIVATE = {
     "ldp-linucb": "local",
 }
 BATCHED = ("ddp-linucb", "sblb", "sblb-fixed")
+# The flag that states a policy's guarantee as (ε, δ) where --epsilon means something else
+# (the adar policies' --epsilon is a Rényi ε).
+EPSILON_FLAG = {"adar-oful": "--central-epsilon"}
 FIXED = "fixed l=1000"
 
 
@@ -56,7 +59,7 @@ def jobs(algos: list[str], epsilons: list[float]) -> Iterator[tuple[str, str, fl
     yield REFERENCE, "linucb", None, []
     for eps in epsilons:
         for algo in algos:
-            flags = ["--epsilon", f"{eps:g}", "--delta", f"{DELTA:g}"]
+            flags = [EPSILON_FLAG.get(algo, "--epsilon"), f"{eps:g}", "--delta", f"{DELTA:g}"]
             yield algo, algo, eps, flags
             if algo in BATCHED:
                 yield f"{algo} {FIXED}", algo, eps, [*flags, "--batch-size", "1000"]
