@@ -72,3 +72,8 @@ class UnknownTask(NotFound, code="unknown_task"):
 
 class Starting(Unavailable, code="starting"):
     """``/healthz`` of a service that is not ready yet (``services.common.health``)."""
+
+
+class StoreUnavailable(Unavailable, code="store_unavailable"):
+    """The service's PostgreSQL database is unreachable (its connection was lost and the
+    transaction's retries are spent); with Retry-After (``services.common.web``)."""
