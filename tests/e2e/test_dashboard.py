@@ -39,7 +39,8 @@ def exported(text: str) -> set[str]:
     return names
 
 
-async def scrape_all(tmp_path: Path) -> dict[str, set[str]]:
+async def scrape_all(tmp_path: Path) -> dict[str, str]:
+    """Each service's ``/metrics`` after one ``GET /healthz`` on it."""
     settings = make_settings(tmp_path / "data")
     analyzer = create_analyzer(settings)
     async with running(analyzer) as a:
@@ -48,8 +49,10 @@ async def scrape_all(tmp_path: Path) -> dict[str, set[str]]:
             device = create_device(settings, analyzer_transport=httpx.ASGITransport(analyzer),
                                    shuffler_transport=httpx.ASGITransport(shuffler))
             async with running(device) as d:
-                return {name: exported((await c.get("/metrics")).text)
-                        for name, c in (("analyzer", a), ("shuffler", s), ("device", d))}
+                clients = {"analyzer": a, "shuffler": s, "device": d}
+                for c in clients.values():
+                    await c.get("/healthz")
+                return {name: (await c.get("/metrics")).text for name, c in clients.items()}
 
 
 def queries(dashboard: dict[str, Any]) -> list[str]:
@@ -59,14 +62,19 @@ def queries(dashboard: dict[str, Any]) -> list[str]:
 async def test_every_metric_the_dashboard_queries_is_exported(tmp_path: Path) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     used = {m for q in queries(dashboard) for m in METRIC.findall(q)}
-    served = await scrape_all(tmp_path)
+    texts = await scrape_all(tmp_path)
+    served = {name: exported(text) for name, text in texts.items()}
     everything = set().union(*served.values())
     assert used, "the dashboard queries no privbandit metric"
     assert not used - everything, f"queried but exported by no service: {used - everything}"
     # Each service's per-route HTTP metrics and the analyzer's per-task gauges are on it.
-    for service in served:
+    for service, text in texts.items():
         assert f"privbandit_{service}_http_requests_total" in used
         assert f"privbandit_{service}_http_request_duration_seconds_bucket" in used
+        # ... and each service records its routes there (its GET /healthz above: 200, or
+        # 503 while a device still waits for its models).
+        assert re.search(f'privbandit_{service}_http_requests_total{{handler="/healthz",'
+                         r'method="GET",status="(200|503)"} 1\.0', text), service
     for gauge in ("privacy_epsilon", "task_batches", "task_reports_refused",
                   "task_reports_counted"):
         assert f"privbandit_analyzer_{gauge}" in used
