@@ -59,6 +59,12 @@ class TaskStatus:
     def reports_refused(self) -> int:
         return self.rejected + self.duplicates + self.quarantined
 
+    def per_user(self) -> dict[str, object] | None:
+        """A per-user task's ε_t (``distribution``, ``mean``, ``fraction_used``,
+        ``fraction_declined``: HeLDP, Garcelon et al.'s users at their own levels), else None."""
+        extra = (self.ledger.model_extra or {}).get("per_user_epsilon")
+        return extra if isinstance(extra, dict) else None
+
     def spent(self) -> Iterator[tuple[str, float | None, float | None]]:
         """(observer, ε, δ) for each observer the ledger states a guarantee against."""
         for observer in OBSERVERS:
@@ -100,7 +106,9 @@ class TaskCollector(Collector):
     - ``task_batches{task}``, ``task_reports_counted{task}``,
       ``task_reports_refused{task, reason}`` (``rejected``, ``duplicate``, ``quarantined``):
       the task's committed totals (since the task began, not since this process started);
-    - ``task_batches_queued{task}``: batches received and waiting for their group commit.
+    - ``task_batches_queued{task}``: batches received and waiting for their group commit;
+    - for a task whose users choose their own ε_t: ``privacy_per_user_epsilon_mean{task}`` and
+      ``privacy_per_user_fraction{task, kind}`` (``used``, ``declined``) as its ledger states them.
 
     Reports accepted by the shuffler but not yet delivered are the shuffler's
     ``privbandit_shuffler_pending_reports``."""
@@ -133,6 +141,12 @@ class TaskCollector(Collector):
         queued = GaugeMetricFamily(PREFIX + "task_batches_queued",
                                    "Batches received and waiting for their group commit",
                                    labels=["task"])
+        per_user = GaugeMetricFamily(PREFIX + "privacy_per_user_epsilon_mean",
+                                     "Mean of the users' own epsilon_t (per-user tasks)",
+                                     labels=["task"])
+        fraction = GaugeMetricFamily(PREFIX + "privacy_per_user_fraction",
+                                     "Fraction of the users whose reports are used or who "
+                                     "declined (per-user tasks)", labels=["task", "kind"])
         for t in tasks:
             for observer, e, d in t.spent():
                 if e is not None:
@@ -145,7 +159,13 @@ class TaskCollector(Collector):
                               ("quarantined", t.quarantined)):
                 refused.add_metric([t.id, reason], n)
             queued.add_metric([t.id], t.queued_batches)
-        yield from (eps, delta, batches, counted, refused, queued)
+            if (users := t.per_user()) is not None:
+                if isinstance(mean := users.get("mean"), int | float):
+                    per_user.add_metric([t.id], mean)
+                for kind in ("used", "declined"):
+                    if isinstance(f := users.get(f"fraction_{kind}"), int | float):
+                        fraction.add_metric([t.id, kind], f)
+        yield from (eps, delta, batches, counted, refused, queued, per_user, fraction)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,6 +193,20 @@ def _num(value: float | None) -> str:
     if isinstance(value, int) or float(value).is_integer() and abs(value) < 1e15:
         return f"{int(value):,}"
     return f"{value:.6g}"
+
+
+def _rdp(ledger: PrivacyLedger) -> str:
+    if ledger.rdp_alpha is None or ledger.rdp_epsilon is None:
+        return "—"
+    return f"α={_num(ledger.rdp_alpha)}, ε={_num(ledger.rdp_epsilon)}"
+
+
+def _users(users: dict[str, object] | None) -> str:
+    if users is None:
+        return "—"
+    parts = [f"{key.removeprefix('fraction_')} {_num(v) if isinstance(v, int | float) else v}"
+             for key, v in users.items()]
+    return ", ".join(parts)
 
 
 def _cell(value: object, *, numeric: bool = False, data: str = "") -> str:
@@ -214,6 +248,7 @@ def render(tasks: list[TaskStatus], missing: dict[str, list[str]], now: float | 
                     _cell(t.id), _cell(t.ledger.threat_model), _cell(observer),
                     _cell(_num(eps), numeric=True, data="epsilon"),
                     _cell(_num(delta), numeric=True, data="delta"),
+                    _cell(_rdp(t.ledger)), _cell(_users(t.per_user()), data="per_user"),
                     f'<td class="small">{_esc(t.ledger.accounting)}</td>',
                 ]) + "</tr>")
     return f"""<!DOCTYPE html>
@@ -234,7 +269,7 @@ read-only; machine-readable: <code>/metrics</code>,
 <tbody>{''.join(rows)}</tbody></table>
 <h2>Privacy ledger</h2>
 <table id="ledger"><thead><tr><th>task</th><th>threat model</th><th>observer</th><th>ε</th>
-<th>δ</th><th>accounting</th></tr></thead>
+<th>δ</th><th>Rényi DP (α, ε)</th><th>per-user ε_t</th><th>accounting</th></tr></thead>
 <tbody>{''.join(ledger_rows)}</tbody></table>
 </body></html>
 """

@@ -5,6 +5,7 @@ browser is ``tests/e2e/test_status_page.py``."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -12,7 +13,7 @@ from services.analyzer.app import create_app
 from services.analyzer.status import TaskStatus, render
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.settings import Settings
-from tests.helpers import auth, privacy, report_maker, running
+from tests.helpers import auth, make_settings, privacy, report_maker, running
 from tests.services.analyzer.support import SHUF, batch, hpke_of
 
 
@@ -78,3 +79,22 @@ def test_status_page_escapes_what_it_shows() -> None:
     assert "<script" not in page
     assert page.count("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;") == 3
     assert 'class="wait"' in page
+
+
+async def test_per_user_epsilon_of_a_heldp_task(tmp_path: Path) -> None:
+    """A task whose users choose their own ε_t: no single ε, but the mean and the fractions
+    used and declined, on ``/metrics`` and on the page, as its privacy report states them."""
+    heldp = next(t for t in Settings().tasks if t.id == "demo-heldp")
+    async with running(create_app(make_settings(tmp_path / "data", tasks=[heldp]))) as client:
+        report = await privacy(client, heldp.id)
+        got = gauges((await client.get("/metrics")).text)
+        page = (await client.get("/status")).text
+    users = (report.ledger.model_extra or {})["per_user_epsilon"]
+    t = (("task", heldp.id),)
+    assert got[("privbandit_analyzer_privacy_per_user_epsilon_mean", t)] == users["mean"]
+    for kind in ("used", "declined"):
+        key = ("privbandit_analyzer_privacy_per_user_fraction", (("kind", kind), *t))
+        assert got[key] == users[f"fraction_{kind}"]
+    assert report.ledger.ldp_epsilon is None
+    assert ("privbandit_analyzer_privacy_epsilon", (("observer", "ldp"), *t)) not in got
+    assert f"mean {users['mean']}" in page and users["distribution"] in page
