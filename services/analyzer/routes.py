@@ -9,10 +9,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
+from services.analyzer import status
 from services.analyzer.errors import NotShuffler, TooManyStreams
 from services.analyzer.runtime import AnalyzerRuntime
 from services.analyzer.tasks import TaskRuntime, task_info
@@ -68,7 +69,20 @@ async def healthz(runtime: RuntimeDep) -> Response:
 
 @router.get("/metrics")
 async def metrics(runtime: RuntimeDep) -> Response:
-    return runtime.metrics.response()
+    # In a worker thread: the per-task gauges read the ledgers (``status.TaskCollector``).
+    return await run_in_threadpool(runtime.metrics.response)
+
+
+@router.get("/status", response_class=HTMLResponse)
+async def status_page(runtime: RuntimeDep) -> HTMLResponse:
+    """Read-only HTML status page for an operator: readiness, each task's model version,
+    batches, reports counted, refused and queued, and its privacy ledger. No scripts and no
+    external assets (``services.analyzer.status``)."""
+    tasks = await run_in_threadpool(status.snapshot, runtime)
+    page = status.render(tasks, runtime.readiness.missing())
+    return HTMLResponse(page, headers={"Content-Security-Policy": status.CSP,
+                                       "Cache-Control": "no-store",
+                                       "X-Content-Type-Options": "nosniff"})
 
 
 @router.get("/v1/hpke-config")

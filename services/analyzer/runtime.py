@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from services.analyzer.feed import ModelFeed, StreamSlots, model_message
 from services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, IngestPipeline
 from services.analyzer.metrics import AnalyzerMetrics
+from services.analyzer.status import TaskCollector
 from services.analyzer.store import AnalyzerStore, Store
 from services.analyzer.tasks import TaskRuntime
 from services.analyzer.transports import transport_for, used
@@ -107,6 +108,8 @@ class AnalyzerRuntime:
         # Model streams open at once, all tasks together (limits.model_streams).
         self.streams = StreamSlots(settings.limits.model_streams)
         self.metrics.streams_open.set_function(lambda: self.streams.open)
+        # Per-task gauges (privacy spent, batches, reports), read at each scrape.
+        self.metrics.registry.register(TaskCollector(self))
         data = Path(settings.data_dir) / "analyzer"
         self.data_dir = data
         self.keys = HpkeKeyStore(data)

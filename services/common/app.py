@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 
 from services.common.datadir import StartupRefused, StateDir
+from services.common.http_metrics import HttpMetrics
 from services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
 from shared.settings import Settings, shuffler_token_problem
 
@@ -55,6 +56,8 @@ def build_app(
     if state is not None:
         state.check(init=init)
 
+    http = HttpMetrics(service)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if state is not None:
@@ -63,6 +66,8 @@ def build_app(
             if state is not None:
                 state.mark()
             app.state.runtime = rt
+            # The per-route HTTP metrics join the runtime's (new) registry: its GET /metrics.
+            http.register(getattr(getattr(rt, "metrics", None), "registry", None))
             # Everything allocated until now (modules, schemas, keys, models) lives as long as
             # the process: out of the collector's sight, a full collection no longer walks it.
             # Under load, the objects of requests that wait for a commit survive the young
@@ -89,4 +94,6 @@ def build_app(
     # 0.06 of the floor's throughput, BENCHMARKS "Load"). The routers have no prefix, tags or
     # dependencies of their own, so nothing else changes.
     app.router.routes.extend(router.routes)
+    # Last, so outermost: it times and counts every answer, the middleware's refusals included.
+    http.instrument(app)
     return app

@@ -28,6 +28,8 @@ COMPOSE = ROOT / "docker-compose.yml"
 SERVICES = ("analyzer", "shuffler", "device")
 # Started only with ``--profile postgres``: the database and a second shuffler replica.
 POSTGRES_PROFILE = ("postgres", "shuffler-2")
+# Started only with ``--profile monitoring``: Prometheus and Grafana with the dashboard.
+MONITORING_PROFILE = ("prometheus", "grafana")
 # Every service container runs its command through this script (it derives the store settings).
 ENTRYPOINT_SCRIPT = ROOT / "docker" / "compose_entrypoint.py"
 ENTRYPOINT = ["python", "/opt/privbandit/docker/compose_entrypoint.py"]
@@ -126,8 +128,8 @@ def test_start_order_waits_for_health(compose: dict[str, Any]) -> None:
 
 
 def test_state_in_named_volumes_and_one_read_only_config(compose: dict[str, Any]) -> None:
-    assert set(compose["volumes"]) == {f"{n}-data" for n in SERVICES} | {
-        "postgres-data", "shuffler-2-data"}
+    assert set(compose["volumes"]) == ({f"{n}-data" for n in SERVICES}
+                                       | {"postgres-data", "shuffler-2-data", "prometheus-data"})
     for name, svc in compose["services"].items():
         vols = svc["volumes"]
         assert f"{name}-data:/data/{name}" in vols
@@ -141,7 +143,8 @@ def test_the_postgres_profile_adds_a_database_and_a_replica_on_it(
     full_compose: dict[str, Any],
 ) -> None:
     services = full_compose["services"]
-    assert {n for n, svc in services.items() if "profiles" in svc} == set(POSTGRES_PROFILE)
+    assert ({n for n, svc in services.items() if "profiles" in svc}
+            == set(POSTGRES_PROFILE) | set(MONITORING_PROFILE))
     assert all(services[n]["profiles"] == ["postgres"] for n in POSTGRES_PROFILE)
     pg = services["postgres"]
     assert pg["image"].startswith("postgres:") and "pg_isready" in pg["healthcheck"]["test"]
@@ -297,7 +300,7 @@ def test_the_postgres_password_points_every_service_at_the_database(
     services = full_compose["services"]
     environments = {
         name: {k: interpolate(str(v), host_env) for k, v in svc["environment"].items()}
-        for name, svc in services.items()
+        for name, svc in services.items() if "environment" in svc
     }
     check_containers(environments, store, urls, monkeypatch)
     assert environments["postgres"]["POSTGRES_PASSWORD"] == host_env.get(PASSWORD, "")
@@ -454,3 +457,31 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
     assert captured["host"] == "0.0.0.0" and captured["port"] == 8703
     assert captured["settings"].analyzer.url == "http://analyzer:8701"
     assert captured["settings"].shuffler.url == "http://shuffler:8702"
+
+
+def test_the_monitoring_profile_ships_the_dashboard(full_compose: dict[str, Any]) -> None:
+    """Prometheus and Grafana (``--profile monitoring``) mount the files the dashboard test
+    (``tests/e2e/test_dashboard.py``) checks, publish on the loopback only and keep no default
+    secret in the file."""
+    services = full_compose["services"]
+    assert all(services[n]["profiles"] == ["monitoring"] for n in MONITORING_PROFILE)
+    prom, grafana = services["prometheus"], services["grafana"]
+    mounts = [v.split(":") for v in prom["volumes"] + grafana["volumes"]]
+    for source, *_ in mounts:
+        if source.startswith("./"):
+            assert (ROOT / source).exists(), source
+    assert ["./docker/grafana/dashboards", "/var/lib/grafana/dashboards", "ro"] in mounts
+    assert ["./docker/grafana/provisioning", "/etc/grafana/provisioning", "ro"] in mounts
+    assert all(p.startswith("127.0.0.1:") for p in prom["ports"] + grafana["ports"])
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == (
+        "${PRIVBANDIT_GRAFANA_PASSWORD:-}")
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+def test_docker_compose_config_validates_with_the_monitoring_profile() -> None:
+    env = {**os.environ, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
+    done = subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE), "--profile", "monitoring", "config", "-q"],
+        env=env, capture_output=True, text=True, timeout=patience(60), check=False,
+    )
+    assert done.returncode == 0, done.stderr
