@@ -70,16 +70,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--T", type=int, default=100_000, help="users (rounds)")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eps0", type=float, help="sblb: LDP ε0 of a report")
+    p.add_argument("--eps0", type=float,
+                   help="sblb: fixed LDP ε0 of every report (instead of the central --epsilon)")
     p.add_argument("--epsilon", type=float,
                    help="ldp-linucb/ldp-mab: LDP ε; adar-oful/adar-ucb: RDP ε; heldp-ucb-*: every "
-                        "user's level; ddp-linucb: central ε of the batch sums")
+                        "user's level; ddp-linucb: central ε of the batch sums; sblb: central ε "
+                        "after shuffling at --delta (default 1; each batch length gets the "
+                        "largest ε0 meeting it under --aggregation's accountant)")
     p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
     p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
     p.add_argument("--batch-size", type=int,
                    help="sblb, ddp-linucb: shuffler batch l (fixed batches)")
     p.add_argument("--batch-schedule",
-                   help="ddp-linucb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
+                   help="ddp-linucb, sblb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
                         "batch k of length min(CAP, L0·GROWTH^k), each with its own noise "
                         "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
                         "sd, 571 at ε = 1, 160 at ε = 4; --paper: fixed:1000)")
@@ -148,6 +151,8 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
             ignored.append("--" + flag.replace("_", "-"))
     if "horizon" in cls.model_fields:
         params["horizon"] = args.T
+    if "accountant" in cls.model_fields:  # sblb: ε0 sized for what the shuffler releases
+        params["accountant"] = getattr(args, "aggregation", "reports")
     return cls(**params), ignored
 
 
@@ -162,6 +167,8 @@ def practical_defaults(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     practical = dict(getattr(cls, "PRACTICAL", {}))
     if fixed:
         practical.pop("batch_schedule", None)
+    if getattr(args, "eps0", None) is not None:  # sblb's fixed ε0 replaces its central target
+        practical.pop("epsilon", None)
     return practical
 
 
