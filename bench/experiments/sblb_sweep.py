@@ -43,7 +43,8 @@ def main() -> None:
         results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed)
         s = summarize(results)
         rec = {"tag": args.tag, "algo": algo, "row": row, "T": args.T, "runs": args.runs,
-               "seed": args.seed, "regret": s["final_regret_mean"], "stderr": s["final_regret_stderr"],
+               "seed": args.seed, "regret": s["final_regret_mean"],
+               "stderr": s["final_regret_stderr"],
                "coverage": s.get("coverage"), "updates": s.get("model_updates_mean"),
                "seconds": time.perf_counter() - t0}
         print(f"{algo:10s} {json.dumps(row):90s} {rec['regret']:9.1f} ± {rec['stderr']:7.1f}  "

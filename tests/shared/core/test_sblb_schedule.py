@@ -89,9 +89,9 @@ def test_a_report_sized_for_a_shorter_batch_is_amplified_enough_in_any_later_one
     assert sizes == [10, 20, 40, 80]
     eps0 = [policy.eps0_for(s) for s in sizes]
     assert eps0 == sorted(eps0) and eps0[0] < eps0[-1]
-    for i, small in enumerate(sizes):
+    for i, e0 in enumerate(eps0):
         for large in sizes[i:]:
-            assert central_epsilon(eps0[i], large, DELTA, 2, 1, aggregation) <= 1.0
+            assert central_epsilon(e0, large, DELTA, 2, 1, aggregation) <= 1.0
 
 
 class Recorder:
