@@ -93,16 +93,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
     p.add_argument("--regularizer", choices=["paper", "clip", "noise"],
                    help="paper (Eq. 8 / Alg. 5), clip (eigenvalue clipping, practical) or, "
-                        "ddp-linucb, noise (ridge and width from the noise added so far)")
+                        "ddp-linucb and sblb, noise (ridge and width from the noise added so far)")
     p.add_argument("--noise-ridge", type=float,
-                   help="ddp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+                   help="ddp-linucb, sblb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, a policy with measured "
                         "practical defaults uses them (ddp-linucb: growing batches "
-                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1 — "
-                        "BENCHMARKS.md, issue 22); with it, fixed batches of 1000, confidence "
-                        "scale 1 and the paper's regularizer. Flags given explicitly win either "
-                        "way; privacy is the same (the noise is sized for each batch's (ε, δ))")
+                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1; "
+                        "sblb: central ε = 1, geometric:1000,1.25,4096 with ε0 per batch, "
+                        "noise-calibrated ridge, confidence scale 0.02, m = 4 (1 with "
+                        "--aggregation reports) — BENCHMARKS.md, issue 22); with it, fixed batches "
+                        "of 1000, confidence scale 1, the paper's regularizer (sblb: ε0 = 1, m = 1)"
+                        ". Flags given explicitly win either way; privacy is the same (noise or ε0 "
+                        "is sized for each batch's (ε, δ))")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
     p.add_argument("--switching", type=float, help="linucb/adar-oful: det growth C")
     p.add_argument("--eta", type=float, help="sblb: det growth η")
@@ -169,6 +172,8 @@ def practical_defaults(cls: type, args: argparse.Namespace) -> dict[str, Any]:
         practical.pop("batch_schedule", None)
     if getattr(args, "eps0", None) is not None:  # sblb's fixed ε0 replaces its central target
         practical.pop("epsilon", None)
+    by_aggregation = getattr(cls, "PRACTICAL_BY_AGGREGATION", {})
+    practical.update(by_aggregation.get(getattr(args, "aggregation", None), {}))
     return practical
 
 

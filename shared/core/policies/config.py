@@ -135,12 +135,19 @@ class SBLBConfig(ScheduledBatches, PolicyConfig):
 
     # ``privbandit simulate``'s settings unless flags say otherwise or ``--paper`` is given (the
     # best measured: BENCHMARKS.md, issue 22, "sblb at the privacy frontier").
+    # Batches grow slowly (ε0 only grows as the batch does, and sblb's noise is per report, so
+    # frequent early models matter), to the sum-only accountant's length; m = 4 bits per value cut
+    # Alg. 2's rounding noise 16-fold at a per-bit ε0 the batch sums still hide.
     PRACTICAL: ClassVar[dict[str, object]] = {
         "epsilon": 1.0,
-        "batch_schedule": "geometric:500,2,4096",
+        "batch_schedule": "geometric:1000,1.25,4096",
         "regularizer": "noise",
-        "confidence_scale": 0.1,
+        "confidence_scale": 0.02,
+        "m": 4,
     }
+    # Over whole shuffled reports ε0 stays small (≈ 3–4 at these lengths): one bit per value, whose
+    # randomized response keeps more signal at a small per-bit ε, is the better encoding there.
+    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = {"reports": {"m": 1}}
 
     @model_validator(mode="after")
     def _one_privacy_parameter(self) -> SBLBConfig:
