@@ -230,8 +230,18 @@ def test_simulate_sblb_central_target_fixed_eps0_and_paper(tmp_path: Path, capsy
     assert params["epsilon"] == practical["epsilon"] and params["eps0"] is None
     assert params["regularizer"] == practical["regularizer"]
     assert params["accountant"] == "reports"
+    assert params["m"] == SBLBConfig.PRACTICAL_BY_AGGREGATION["reports"]["m"]
     assert [b["batch_size"] for b in out["privacy"]["per_batch"]] == [20, 40, 80]
     assert out["privacy"]["central_epsilon"] <= 1.0 and out["coverage"] is not None
+    # Over the secure sum: ε0 from the sum-only accountant, the default m.
+    summed = [*base[:-4], "--aggregation", "secure-sum", "--batch-schedule", "geometric:20,2,40",
+              "--T", "200", "--json", str(tmp_path / "s.json")]
+    assert main(summed) == 0
+    out = json.loads((tmp_path / "s.json").read_text())
+    assert (out["params"]["accountant"], out["params"]["m"]) == ("secure-sum", practical["m"])
+    for b in out["privacy"]["per_batch"]:
+        assert b["eps0"] == max_eps0(1.0, b["batch_size"], DELTA, 2, practical["m"], "secure-sum")
+        assert b["central_epsilon"] <= 1.0
     # --eps0: fixed ε0 replaces the default central target.
     assert main([*base, "--eps0", "3", "--json", str(tmp_path / "e.json")]) == 0
     out = json.loads((tmp_path / "e.json").read_text())
