@@ -101,9 +101,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "practical defaults uses them (ddp-linucb: growing batches "
                         "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1; "
                         "sblb: central ε = 1, geometric:1000,1.25,4096 with ε0 per batch, "
-                        "noise-calibrated ridge, confidence scale 0.02, m = 4 (1 with "
-                        "--aggregation reports) — BENCHMARKS.md, issue 22); with it, fixed batches "
-                        "of 1000, confidence scale 1, the paper's regularizer (sblb: ε0 = 1, m = 1)"
+                        "noise-calibrated ridge, confidence scale 0.02, m = 4 (with "
+                        "--aggregation reports: m = 1, geometric:1000,2,100000) — BENCHMARKS.md, "
+                        "issue 22); with it, fixed batches of 1000, confidence scale 1, the "
+                        "paper's regularizer (sblb: ε0 = 1, m = 1)"
                         ". Flags given explicitly win either way; privacy is the same (noise or ε0 "
                         "is sized for each batch's (ε, δ))")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
@@ -172,8 +173,11 @@ def practical_defaults(cls: type, args: argparse.Namespace) -> dict[str, Any]:
         practical.pop("batch_schedule", None)
     if getattr(args, "eps0", None) is not None:  # sblb's fixed ε0 replaces its central target
         practical.pop("epsilon", None)
-    by_aggregation = getattr(cls, "PRACTICAL_BY_AGGREGATION", {})
-    practical.update(by_aggregation.get(getattr(args, "aggregation", None), {}))
+    by_aggregation = dict(getattr(cls, "PRACTICAL_BY_AGGREGATION", {}).get(
+        getattr(args, "aggregation", None), {}))
+    if fixed:
+        by_aggregation.pop("batch_schedule", None)
+    practical.update(by_aggregation)
     return practical
 
 

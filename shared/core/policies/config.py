@@ -145,9 +145,12 @@ class SBLBConfig(ScheduledBatches, PolicyConfig):
         "confidence_scale": 0.02,
         "m": 4,
     }
-    # Over whole shuffled reports ε0 stays small (≈ 3–4 at these lengths): one bit per value, whose
-    # randomized response keeps more signal at a small per-bit ε, is the better encoding there.
-    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = {"reports": {"m": 1}}
+    # Over whole shuffled reports ε0 stays small (FMT: ≈ 2.7 at l = 10³, 7.1 at 10⁵): one bit per
+    # value, whose randomized response keeps more signal at a small per-bit ε, and batches growing
+    # on to 10⁵ (ε0 still grows with l there) are the better choice.
+    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = {
+        "reports": {"m": 1, "batch_schedule": "geometric:1000,2,100000"},
+    }
 
     @model_validator(mode="after")
     def _one_privacy_parameter(self) -> SBLBConfig:
