@@ -259,12 +259,22 @@ def test_simulate_sblb_central_target_fixed_eps0_and_paper(tmp_path: Path, capsy
             params["batch_schedule"]) == (None, None, "paper", 1.0, None)
 
 
-def test_defaults_learn() -> None:
-    """Regression (issue 22): sblb at its simulate defaults (central ε = 1 over whole reports,
-    the sound accountant for either aggregation) ends far below the uniformly random policy."""
-    config = make_config("sblb", d=5, delta=DELTA, **SBLBConfig.PRACTICAL)
-    results, _ = simulate(config, "linear", 20, 30_000, 2, 11, points=4)
-    s = summarize(results)
+def test_defaults_learn(monkeypatch) -> None:
+    """Regression (issue 22): sblb at its simulate defaults over the secure sum (central ε = 1)
+    ends far below the uniformly random policy on ``linear`` (d = 5, K = 20): at most 25% of its
+    regret at T = 10⁵ in every run (the issue's floor; measured 6–12%). To keep the test fast,
+    the sum-only accountant stops at batches of 1000 (longer batches reuse that ε0: sound, and
+    a smaller ε0 than the defaults', so the test is conservative); T = 10⁶: BENCHMARKS.md."""
+    monkeypatch.setattr(shuffle_schedule, "SECURE_SUM_ACCOUNTED_MAX", 1000)
+    max_eps0.cache_clear()
+    shuffle_schedule._FOUND.clear()
+    try:
+        config = make_config("sblb", d=5, delta=DELTA, accountant="secure-sum",
+                             **SBLBConfig.PRACTICAL)
+        results, _ = simulate(config, "linear", 20, 100_000, 2, 11, points=4)
+    finally:
+        max_eps0.cache_clear()
+        shuffle_schedule._FOUND.clear()
     for r in results:
         assert r.regret[-1] <= 0.25 * r.random_regret[-1]
-    assert s["coverage"] is not None
+    assert summarize(results)["coverage"] is not None
