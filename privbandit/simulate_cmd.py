@@ -74,10 +74,13 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--T", type=int, default=100_000, help="users (rounds)")
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eps0", type=float, help="sblb: LDP ε0 of a report")
+    p.add_argument("--eps0", type=float,
+                   help="sblb: fixed LDP ε0 of every report (instead of the central --epsilon)")
     p.add_argument("--epsilon", type=float,
                    help="ldp-linucb/ldp-mab: LDP ε; adar-oful/adar-ucb: RDP ε; heldp-ucb-*: every "
-                        "user's level; ddp-linucb: central ε of the batch sums")
+                        "user's level; ddp-linucb: central ε of the batch sums; sblb: central ε "
+                        "after shuffling at --delta (default 1; each batch length gets the "
+                        "largest ε0 meeting it under --aggregation's accountant)")
     p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
     p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
     p.add_argument("--central-epsilon", type=float,
@@ -87,7 +90,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int,
                    help="sblb, ddp-linucb: shuffler batch l (fixed batches)")
     p.add_argument("--batch-schedule",
-                   help="ddp-linucb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
+                   help="ddp-linucb, sblb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
                         "batch k of length min(CAP, L0·GROWTH^k), each with its own noise "
                         "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
                         "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; "
@@ -99,9 +102,9 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
     p.add_argument("--regularizer", choices=["paper", "clip", "noise"],
                    help="paper (Eq. 8 / Alg. 5), clip (eigenvalue clipping, practical) or, "
-                        "ddp-linucb, noise (ridge and width from the noise added so far)")
+                        "ddp-linucb and sblb, noise (ridge and width from the noise added so far)")
     p.add_argument("--noise-ridge", type=float,
-                   help="ddp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+                   help="ddp-linucb, sblb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
     p.add_argument("--encoding", choices=["upper", "frobenius"],
                    help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x) or frobenius "
                         "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity)")
@@ -112,7 +115,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "practical defaults (its config's PRACTICAL, listed per policy in "
                         "docs/simulator.md); with it, the papers' settings "
                         "(e.g. ddp-linucb: fixed batches of 1000, confidence scale 1, the "
-                        "paper's regularizer and encoding; adar-oful: Alg. 4's episodes). Flags "
+                        "paper's regularizer and encoding; sblb: ε0 = 1, m = 1; adar-oful: Alg. "
+                        "4's episodes). Flags "
                         "given explicitly win either way; privacy is the same (the noise is "
                         "sized for the stated guarantee)")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
@@ -185,6 +189,8 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
             params["epsilon"] = rdp_epsilon_for_central(alpha, central, delta)
     if "horizon" in cls.model_fields:
         params["horizon"] = args.T
+    if "accountant" in cls.model_fields:  # sblb: ε0 sized for what the shuffler releases
+        params["accountant"] = getattr(args, "aggregation", "reports")
     return cls(**params), ignored
 
 
@@ -199,6 +205,13 @@ def practical_defaults(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     practical = dict(getattr(cls, "PRACTICAL", {}))
     if fixed:
         practical.pop("batch_schedule", None)
+    if getattr(args, "eps0", None) is not None:  # sblb's fixed ε0 replaces its central target
+        practical.pop("epsilon", None)
+    by_aggregation = dict(getattr(cls, "PRACTICAL_BY_AGGREGATION", {}).get(
+        getattr(args, "aggregation", None), {}))
+    if fixed:
+        by_aggregation.pop("batch_schedule", None)
+    practical.update(by_aggregation)
     return practical
 
 

@@ -56,6 +56,12 @@ class TaskConfig(BaseModel):
             raise ValueError(f"task {self.id}: the services run fixed batches only; set "
                              f"policy.batch_size (batch_schedule {schedule!r} "
                              "is for the simulator)")
+        if getattr(self.policy, "accountant", None) == "secure-sum" and (
+            self.aggregation != "secure-sum"
+        ):
+            # sblb's ε0 sized by the sum-only accountant needs a shuffler that releases only sums.
+            raise ValueError(f"task {self.id}: policy.accountant = 'secure-sum' sizes ε0 for "
+                             "batch sums; set aggregation = 'secure-sum' or accountant = 'reports'")
         if self.fixed_arms and getattr(self.policy, "arm_seed", None) is None:
             raise ValueError("an adar-gope task defines its fixed arms: set policy.K and "
                              "policy.arm_seed")

@@ -32,10 +32,14 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
         if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb",
                                           "ddp-linucb"):
             task["policy"]["regularizer"] = "paper"
-        # The paper's episodes for adar-oful (its field defaults), its schedule for ddp-linucb.
-        for key in ("first_episode", "switching", "batch_schedule"):
-            if task["policy"]["algo"] in ("adar-oful", "ddp-linucb"):
-                task["policy"].pop(key, None)
+        # Every other practical setting back to the config's (the paper's) default: adar-oful's
+        # episodes, ddp-linucb's schedule and encoding, sblb's central target, m and schedule.
+        practical = {"adar-oful": ("first_episode", "switching"),
+                     "ddp-linucb": ("batch_schedule", "encoding", "noise_ridge"),
+                     "sblb": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
+                     "sblb-fixed": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge")}
+        for key in practical.get(task["policy"]["algo"], ()):
+            task["policy"].pop(key, None)
     if aggregation is not None:
         task["aggregation"] = aggregation
     return want

@@ -9,11 +9,12 @@ Alg. 4 publishes after every batch).
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 
-from shared.core.confidence import logdet_pd
+from shared.core.confidence import clip_eigenvalues, logdet_pd, noisy_ridge_beta, ridge_solve
 from shared.core.policies.linear import ConfigT, NoisyStatisticsPolicy, StatisticsRandomizerT
 
 
@@ -61,3 +62,111 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         super()._load_extra_state(state)
         self._logdet_published = float(state["logdet_published"])
+
+
+class ScheduledBatchPolicy(BatchedNoisyPolicy[ConfigT, StatisticsRandomizerT]):
+    """A batched policy whose batch k has length l_k = ``config.schedule.size(k)`` and whose
+    device randomizer depends on the length of the batch it is sized for (``ddp-linucb``: Skellam
+    shares; ``sblb``: ε0). The randomizer a device uses is the one for the batch announced with the
+    model it decided with (``randomizer``, moved on after every batch); lengths never decrease, so
+    a report landing in a later batch finds a batch at least as long as it was sized for.
+
+    Noise calibration (``regularizer = "noise"``, issue 22): σ_t² is the per-entry noise proxy
+    actually accumulated — Σ over the batches ingested of reports × that batch's per-report proxy
+    (for ddp-linucb the per-batch central variance; for sblb the LDP variance at that batch's ε0),
+    never a function of T. The typical size of the symmetric noise matrix is Ῡ_t = 2σ_t√d
+    (semicircle law), of the vector noise χ̄_t = σ_t√d; c_t = λ + κ Ῡ_t (κ = ``noise_ridge``),
+    Ṽ = eigen-clip(G̃ + c_t I, λ), and β is Shariff–Sheffet Prop. 4 with these typical sizes in
+    place of high-probability bounds: ρ_min = max(c_t − Ῡ_t, λ), ρ_max = c_t + Ῡ_t.
+    Post-processing; no coverage guarantee — the simulator measures coverage."""
+
+    # The noise proxy that sizes the ridge: "matrix" (every entry of G̃'s noise alike) or, where
+    # the off-diagonal entries carry their own (ddp-linucb's frobenius encoding), "offdiag":
+    # the off-diagonal entries set the noise matrix's norm ‖H‖ ≈ 2σ_off√d.
+    RIDGE_PROXY: ClassVar[str] = "matrix"
+
+    def __init__(self, config: Any, rng: np.random.Generator | None = None) -> None:
+        self.schedule = config.schedule
+        self._randomizers: dict[int, StatisticsRandomizerT] = {}
+        self.batches = 0  # batches ingested so far: the next one has length schedule.size(batches)
+        self.reports_by_size: dict[int, int] = {}  # reports ingested, by their batch's length
+        super().__init__(config, rng)
+
+    @abstractmethod
+    def _randomizer_of_size(self, size: int) -> StatisticsRandomizerT:
+        """A new device randomizer for a batch of ``size`` reports."""
+
+    def randomizer_for(self, size: int) -> StatisticsRandomizerT:
+        """The device randomizer of a batch of ``size`` reports (cached)."""
+        if size not in self._randomizers:
+            self._randomizers[size] = self._randomizer_of_size(size)
+        return self._randomizers[size]
+
+    def _make_randomizer(self) -> StatisticsRandomizerT:
+        return self.randomizer_for(self.schedule.size(0))
+
+    @property
+    def batch_size(self) -> int:
+        """Length of the next batch (the one the current model's users fill)."""
+        return self.schedule.size(self.batches)
+
+    def _accumulate(self, stat: np.ndarray, n: int) -> bool:
+        """Add one batch and move the schedule on: the next batch's randomizer is the one the
+        devices deciding with the next model use."""
+        size = self.batch_size
+        ok = super()._accumulate(stat, n)
+        if ok:
+            self.reports_by_size[size] = self.reports_by_size.get(size, 0) + n
+        self.batches += 1
+        self.randomizer = self.randomizer_for(self.batch_size)
+        return ok
+
+    def noise_proxy(self, t: int, kind: str) -> float:
+        """Σ over the batches so far of reports × that batch's per-report proxy; reports beyond
+        those ingested (t > reports) count at the next batch's proxy. For a fixed schedule this
+        is exactly t × one report's proxy."""
+        counts = dict(self.reports_by_size)
+        counts[self.batch_size] = counts.get(self.batch_size, 0) + t - self.reports
+        total = 0.0
+        for size, n in counts.items():
+            r = self.randomizer_for(size)
+            total += n * (r.matrix_proxy() if kind == "matrix"
+                          else r.offdiag_proxy() if kind == "offdiag"  # type: ignore[attr-defined]  # only where RIDGE_PROXY names it
+                          else r.vector_proxy())
+        return total
+
+    def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
+        cfg, t = self.config, self.reports
+        if getattr(cfg, "regularizer", "paper") != "noise":
+            return super()._candidate()
+        sigma_t = math.sqrt(self.noise_proxy(t, self.RIDGE_PROXY))
+        upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
+        c = cfg.lam + getattr(cfg, "noise_ridge", 1.0) * upsilon
+        V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
+        solved = ridge_solve(V, self.u, cfg.lam)
+        if clipped:
+            self.repairs += 1
+        chi = math.sqrt(self.noise_proxy(t, "vector") * cfg.d)
+        beta = noisy_ridge_beta(
+            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
+            rho_min=max(c - upsilon, cfg.lam), rho_max=c + upsilon, chi=chi,
+            delta=cfg.failure_prob,
+        )
+        return solved.V, solved.theta, beta
+
+    def _extra_state(self) -> dict[str, Any]:
+        state = super()._extra_state()
+        if not self.schedule.is_fixed:  # a fixed schedule's state is what it always was
+            state["batches"] = self.batches
+            state["reports_by_size"] = {str(k): v for k, v in self.reports_by_size.items()}
+        return state
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        super()._load_extra_state(state)
+        if "batches" in state:
+            self.batches = int(state["batches"])
+            self.reports_by_size = {int(k): int(v) for k, v in state["reports_by_size"].items()}
+        else:  # fixed schedule: every report was in a batch of the one length
+            self.batches = self.reports // self.schedule.first
+            self.reports_by_size = {self.schedule.first: self.reports} if self.reports else {}
+        self.randomizer = self.randomizer_for(self.batch_size)

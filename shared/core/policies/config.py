@@ -67,16 +67,103 @@ class LDPLinUCBConfig(PolicyConfig):
     regularizer: Regularizer = "paper"
 
 
-class SBLBConfig(PolicyConfig):
-    """Garcelon et al. Alg. 1 (SBLB): 0/1 randomizer, fixed shuffler batch, det-based switching."""
+class ScheduledBatches(BaseModel):
+    """A batch schedule (``policies.schedule``) for a config with ``batch_size`` and
+    ``batch_schedule`` fields: one spelling per schedule, and the ``schedule`` a policy, the
+    simulator and the shuffler read (``config.schedule``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize_schedule(cls, data: object) -> object:
+        """'fixed:L' becomes batch_size = L; a geometric schedule sets batch_size to its first
+        batch (what the shuffler fills first)."""
+        if not isinstance(data, dict) or data.get("batch_schedule") is None:
+            return data
+        text = str(data["batch_schedule"]).strip()
+        if text.startswith("geometric:auto,"):
+            text = cls._auto_first_batch(data, text)
+        schedule = BatchSchedule.parse(text)
+        return {**data, "batch_size": schedule.first,
+                "batch_schedule": None if schedule.is_fixed else schedule.spec()}
+
+    @classmethod
+    def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
+        raise ValueError(f"{text!r}: an automatic first batch is not defined for this policy")
+
+    @property
+    def schedule(self) -> BatchSchedule:
+        batch_schedule = getattr(self, "batch_schedule", None)
+        if batch_schedule is None:
+            return BatchSchedule(getattr(self, "batch_size"))  # noqa: B009  # the config's field
+        return BatchSchedule.parse(batch_schedule)
+
+
+class SBLBConfig(ScheduledBatches, PolicyConfig):
+    """Garcelon et al. Alg. 1 (SBLB): 0/1 randomizer, shuffler batches, det-based switching.
+
+    Privacy is given either as the LDP ε0 of one report (``eps0``, fixed: the paper's form; the
+    central ε follows from the batch length) or as the central target ``epsilon`` at ``delta``
+    after shuffling: then each batch length l gets the largest ε0 meeting it under the accountant
+    of ``accountant`` (``accounting.shuffle_schedule.max_eps0``), announced with the model whose
+    users fill that batch. Neither given: ε0 = 1 (the former default)."""
 
     algo: Literal["sblb"] = "sblb"
-    eps0: float = Field(1.0, gt=0, description="LDP ε0 of one report")
+    eps0: float | None = Field(None, gt=0, description="LDP ε0 of one report (fixed)")
     m: int = Field(1, ge=1, le=64, description="bits per encoded coordinate")
     batch_size: int = Field(1000, ge=1, description="shuffler batch length l")
     delta: float = Field(1e-6, gt=0, lt=1, description="δ of the central (shuffle) guarantee")
     eta: float = Field(0.5, ge=0, description="switching: update when det Ṽ grows by 1+η")
-    regularizer: Regularizer = "paper"
+    regularizer: Literal["paper", "clip", "noise"] = "paper"
+    epsilon: float | None = Field(
+        None, gt=0, description="central ε target at δ after shuffling (instead of eps0): ε0 per "
+        "batch length is the largest meeting it"
+    )
+    accountant: Literal["reports", "secure-sum"] = Field(
+        "reports", description="with epsilon: the aggregation whose central accountant sizes ε0 "
+        "(reports: FMT whole-report bound, sound for both; secure-sum: the sum-only bound, only "
+        "for tasks whose shuffler releases batch sums)"
+    )
+    batch_schedule: str | None = Field(
+        None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
+        "(``policies.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
+    )
+    noise_ridge: float = Field(
+        1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
+    )
+
+    # ``privbandit simulate``'s settings unless flags say otherwise or ``--paper`` is given (the
+    # best measured: BENCHMARKS.md, issue 22, "sblb at the privacy frontier").
+    # Batches grow slowly (ε0 only grows as the batch does, and sblb's noise is per report, so
+    # frequent early models matter), to the sum-only accountant's length; m = 4 bits per value cut
+    # Alg. 2's rounding noise 16-fold at a per-bit ε0 the batch sums still hide.
+    PRACTICAL: ClassVar[dict[str, object]] = {
+        "epsilon": 1.0,
+        "batch_schedule": "geometric:1000,1.25,4096",
+        "regularizer": "noise",
+        "confidence_scale": 0.02,
+        "m": 4,
+    }
+    # Over whole shuffled reports ε0 stays small (FMT: ≈ 2.7 at l = 10³, 7.1 at 10⁵): one bit per
+    # value, whose randomized response keeps more signal at a small per-bit ε, and batches growing
+    # on to 10⁵ (ε0 still grows with l there) are the better choice.
+    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = {
+        "reports": {"m": 1, "batch_schedule": "geometric:1000,2,100000"},
+    }
+
+    @model_validator(mode="after")
+    def _one_privacy_parameter(self) -> SBLBConfig:
+        if self.eps0 is not None and self.epsilon is not None:
+            raise ValueError("give eps0 (fixed LDP ε0) or epsilon (central target), not both")
+        return self
+
+    @property
+    def fixed_eps0(self) -> float | None:
+        """ε0 of every report when it does not follow the schedule (None: it does)."""
+        if self.epsilon is not None:
+            return None
+        return 1.0 if self.eps0 is None else self.eps0
 
 
 class SBLBFixedConfig(SBLBConfig):
@@ -143,7 +230,7 @@ ADAR_AUTO_FIRST_PER_SIGMA = 50.0
 AUTO_FIRST_PER_SIGMA = 50.0
 
 
-class DDPLinUCBConfig(PolicyConfig):
+class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     """Distributed DP over the secure sum: devices add Skellam shares to their rounded statistics
     (``randomizers.skellam``); the batch sum is central (ε, δ)-DP (``accounting.skellam``)."""
 
@@ -183,20 +270,6 @@ class DDPLinUCBConfig(PolicyConfig):
         "encoding": "frobenius",
     }
 
-    @model_validator(mode="before")
-    @classmethod
-    def _normalize_schedule(cls, data: object) -> object:
-        """One spelling per schedule: 'fixed:L' becomes batch_size = L; a geometric schedule
-        sets batch_size to its first batch (what the shuffler fills first)."""
-        if not isinstance(data, dict) or data.get("batch_schedule") is None:
-            return data
-        text = str(data["batch_schedule"]).strip()
-        if text.startswith("geometric:auto,"):
-            text = cls._auto_first_batch(data, text)
-        schedule = BatchSchedule.parse(text)
-        return {**data, "batch_size": schedule.first,
-                "batch_schedule": None if schedule.is_fixed else schedule.spec()}
-
     @classmethod
     def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
         """'geometric:auto,G,CAP' → L0 = ⌈AUTO_FIRST_PER_SIGMA · σ_b⌉ with σ_b = √μ/s the
@@ -222,12 +295,6 @@ class DDPLinUCBConfig(PolicyConfig):
                                get("L"), encoding, get("u_weight"))
         first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)
         return f"geometric:{first},{growth},{max(first, int(cap))}"
-
-    @property
-    def schedule(self) -> BatchSchedule:
-        if self.batch_schedule is None:
-            return BatchSchedule(self.batch_size)
-        return BatchSchedule.parse(self.batch_schedule)
 
 
 class LDPGLBConfig(LDPLinUCBConfig):

@@ -48,97 +48,28 @@ sum out of range raises before anything reaches the policy, so its state does no
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-import numpy as np
-
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.skellam import batch_schedule_ledger
-from shared.core.confidence import clip_eigenvalues, noisy_ridge_beta, ridge_solve
-from shared.core.policies.batched import BatchedNoisyPolicy
+from shared.core.policies.batched import ScheduledBatchPolicy
 from shared.core.policies.config import DDPLinUCBConfig
 from shared.core.randomizers.skellam import SkellamRandomizer
 
 
-class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
+class DDPLinUCB(ScheduledBatchPolicy[DDPLinUCBConfig, SkellamRandomizer]):
     algo = "ddp-linucb"
     threat_model = "shuffle"
 
-    def __init__(self, config: DDPLinUCBConfig, rng: np.random.Generator | None = None) -> None:
-        self.schedule = config.schedule
-        self._randomizers: dict[int, SkellamRandomizer] = {}
-        self.batches = 0  # batches ingested so far: the next one has length schedule.size(batches)
-        self.reports_by_size: dict[int, int] = {}  # reports ingested, by their batch's length
-        super().__init__(config, rng)
+    RIDGE_PROXY = "offdiag"
 
-    def randomizer_for(self, size: int) -> SkellamRandomizer:
-        """The device randomizer of a batch of ``size`` reports (shares sized for that length)."""
-        if size not in self._randomizers:
-            c = self.config
-            self._randomizers[size] = SkellamRandomizer(
-                c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L,
-                c.encoding, c.u_weight,
-            )
-        return self._randomizers[size]
-
-    def _make_randomizer(self) -> SkellamRandomizer:
-        return self.randomizer_for(self.schedule.size(0))
-
-    @property
-    def batch_size(self) -> int:
-        """Length of the next batch (the one the current model's users fill)."""
-        return self.schedule.size(self.batches)
-
-    def _accumulate(self, stat: np.ndarray, n: int) -> bool:
-        """Add one batch and move the schedule on: the next batch's randomizer is the one the
-        devices deciding with the next model use."""
-        size = self.batch_size
-        ok = super()._accumulate(stat, n)
-        if ok:
-            self.reports_by_size[size] = self.reports_by_size.get(size, 0) + n
-        self.batches += 1
-        self.randomizer = self.randomizer_for(self.batch_size)
-        return ok
-
-    def noise_proxy(self, t: int, kind: str) -> float:
-        """Σ over the batches so far of reports × that batch's share proxy; reports beyond those
-        ingested (t > reports) count at the next batch's proxy. For a fixed schedule this is
-        exactly t × one report's proxy."""
-        counts = dict(self.reports_by_size)
-        counts[self.batch_size] = counts.get(self.batch_size, 0) + t - self.reports
-        total = 0.0
-        for size, n in counts.items():
-            r = self.randomizer_for(size)
-            total += n * (
-                r.matrix_proxy() if kind == "matrix"
-                else r.offdiag_proxy() if kind == "offdiag"
-                else r.vector_proxy()
-            )
-        return total
+    def _randomizer_of_size(self, size: int) -> SkellamRandomizer:
+        """Shares sized for a batch of ``size`` reports."""
+        c = self.config
+        return SkellamRandomizer(c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L,
+                                 c.encoding, c.u_weight)
 
     def paper_regularizer(self, t: int) -> float:
         """c_t = Υ_t + λ: just enough to keep H_t + c_t I ⪰ λ I with high probability."""
         return self.noise_bound(t) + self.config.lam
-
-    def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
-        if self.config.regularizer != "noise":
-            return super()._candidate()
-        cfg, t = self.config, self.reports
-        sigma_t = math.sqrt(self.noise_proxy(t, "offdiag"))
-        upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
-        c = cfg.lam + cfg.noise_ridge * upsilon
-        V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
-        solved = ridge_solve(V, self.u, cfg.lam)
-        if clipped:
-            self.repairs += 1
-        chi = math.sqrt(self.noise_proxy(t, "vector") * cfg.d)
-        beta = noisy_ridge_beta(
-            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
-            rho_min=max(c - upsilon, cfg.lam), rho_max=c + upsilon, chi=chi,
-            delta=cfg.failure_prob,
-        )
-        return solved.V, solved.theta, beta
 
     def ledger(self, T: int | None = None, aggregation: str = "secure-sum") -> PrivacyLedger:
         """Central (ε, δ) of the batch sums (``accounting.skellam.ddp_ledger``), per batch length
@@ -153,20 +84,3 @@ class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         return batch_schedule_ledger(
             self.schedule.spec(), sizes, [self.randomizer_for(size).ledger() for size in sizes]
         )
-
-    def _extra_state(self) -> dict[str, Any]:
-        state = super()._extra_state()
-        if not self.schedule.is_fixed:  # a fixed schedule's state is what it always was
-            state["batches"] = self.batches
-            state["reports_by_size"] = {str(k): v for k, v in self.reports_by_size.items()}
-        return state
-
-    def _load_extra_state(self, state: dict[str, Any]) -> None:
-        super()._load_extra_state(state)
-        if "batches" in state:
-            self.batches = int(state["batches"])
-            self.reports_by_size = {int(k): int(v) for k, v in state["reports_by_size"].items()}
-        else:  # fixed schedule: every report was in a batch of the one length
-            self.batches = self.reports // self.schedule.first
-            self.reports_by_size = {self.schedule.first: self.reports} if self.reports else {}
-        self.randomizer = self.randomizer_for(self.batch_size)

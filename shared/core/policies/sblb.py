@@ -18,33 +18,62 @@ Corrections made by derivation (checked by the coverage tests):
   is built from (Shariff–Sheffet Prop. 4, ``shared.core.confidence``) with Eq. 8's regularizer and
   our own high-probability bounds on the bit noise (the Eq. 13–15 bounds hold for one fixed
   direction v only; the operator norm needs a union over a net, which we add).
+
+Batch schedules and ε0 (issue 22; ``ScheduledBatchPolicy``). Batch k has length l_k
+(``config.schedule``: fixed, or geometric up to a cap). With a central target ``epsilon`` the
+reports of a batch of length l use ε0*(l), the largest ε0 whose batch is central
+(ε, δ)-DP after shuffling under the task's aggregation (``accounting.shuffle_schedule``): the
+randomizer for batch k is announced with the model its users decide with. Lengths only grow and
+a longer batch amplifies at least as much, so a report sized for l_k that lands in a batch of
+length ≥ l_k is amplified at least as much as needed. With a fixed ``eps0`` every report uses it
+(the paper's form) and the ledger reports the central ε each batch length gives.
+
+Regularizers: ``paper`` (Eq. 8, raised to our noise bound where lower), ``clip`` (eigen-clip and
+the non-private OFUL width) and ``noise`` (ridge and width from the LDP variance actually
+accumulated: Σ over batches of reports × the per-report proxy at that batch's ε0;
+``ScheduledBatchPolicy``).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.batched import BatchedNoisyPolicy
+from shared.core.policies.batched import ScheduledBatchPolicy
 from shared.core.policies.config import SBLBConfig
 from shared.core.randomizers.binary import BinaryRandomizer
 
 
-class SBLB(BatchedNoisyPolicy[SBLBConfig, BinaryRandomizer]):
+class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
     algo = "sblb"
     threat_model = "shuffle"
 
-    def _make_randomizer(self) -> BinaryRandomizer:
+    def eps0_for(self, size: int) -> float:
+        """ε0 of the reports of a batch of ``size``: the fixed ``eps0``, or ε0*(size) for the
+        central target under the config's accountant (``shuffle_schedule.max_eps0``)."""
         c = self.config
-        return BinaryRandomizer(c.d, c.eps0, c.m, c.L)
+        if c.fixed_eps0 is not None:
+            return c.fixed_eps0
+        from shared.core.accounting.shuffle_schedule import max_eps0
+
+        assert c.epsilon is not None  # fixed_eps0 is None only with a central target
+        return max_eps0(c.epsilon, size, c.delta, c.d, c.m, c.accountant)
+
+    def _randomizer_of_size(self, size: int) -> BinaryRandomizer:
+        c = self.config
+        return BinaryRandomizer(c.d, self.eps0_for(size), c.m, c.L)
 
     def eq8_lambda(self, t: int) -> float:
-        """λ_j of Eq. 8 (paper units): √(8t ln(2t/δ))/m + 2√(8t ln(2t/δ))/((1−p)√m) + λ."""
+        """λ_j of Eq. 8 (paper units): √(8t ln(2t/δ))/m + 2√(8t ln(2t/δ))/((1−p)√m) + λ.
+
+        Under a growing schedule p is the first batch's (the largest: ε0 only grows with the
+        batch length), which keeps Eq. 8 an upper bound for every report so far."""
         c = self.config
         if t <= 0:
             return c.lam
         s = math.sqrt(8 * t * math.log(2 * t / c.failure_prob))
-        p = self.randomizer.p
+        p = self.randomizer_for(self.schedule.size(0)).p
         return s / c.m + 2 * s / ((1 - p) * math.sqrt(c.m)) + c.lam
 
     def paper_regularizer(self, t: int) -> float:
@@ -52,14 +81,45 @@ class SBLB(BatchedNoisyPolicy[SBLBConfig, BinaryRandomizer]):
         return 2 * self.config.L**2 * 2 * self.eq8_lambda(t)
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+        """ldp: ε0 per report; central: the amplified figure of the aggregation's accountant.
+        Fixed ε0 and fixed batches: as before (``ledgers.shuffle_ledger``, with Thm 5's figure).
+        Otherwise per batch length of the schedule (each with its own ε0) and the worst case over
+        them (``shuffle_schedule.schedule_ledger``)."""
         from shared.core.accounting import ledgers
+        from shared.core.accounting.shuffle_schedule import schedule_ledger
 
         c = self.config
-        if c.batch_size <= 1:
-            return ledgers.ldp_binary_ledger(c.eps0)
-        return ledgers.shuffle_ledger(
-            c.eps0, c.batch_size, c.delta, T=T, d=c.d, m=c.m, aggregation=aggregation  # type: ignore[arg-type]  # a str in Policy.ledger
-        )
+        if aggregation not in ("reports", "secure-sum"):
+            raise ValueError(f"unknown aggregation {aggregation!r}")
+        agg: Literal["reports", "secure-sum"] = (
+            "secure-sum" if aggregation == "secure-sum" else "reports")
+        if self.schedule.is_fixed and c.fixed_eps0 is not None:
+            if c.batch_size <= 1:
+                return ledgers.ldp_binary_ledger(c.fixed_eps0)
+            return ledgers.shuffle_ledger(
+                c.fixed_eps0, c.batch_size, c.delta, T=T, d=c.d, m=c.m, aggregation=agg)
+        sizes = self.schedule.distinct_sizes()
+        return schedule_ledger(self.schedule.spec(), sizes,
+                               [self._batch_ledger(size, agg) for size in sizes], agg)
+
+    def _batch_ledger(self, size: int, agg: Literal["reports", "secure-sum"]) -> PrivacyLedger:
+        """One batch length's ledger at its ε0. Secure-sum batches longer than the sum-only
+        accountant's length are accounted there (an upper bound), and the whole-report bound,
+        cheap at any length, is taken at the true length when lower."""
+        from shared.core.accounting import ledgers
+        from shared.core.accounting.shuffle import shuffle_epsilon
+        from shared.core.accounting.shuffle_schedule import accounted_length
+
+        c, eps0 = self.config, self.eps0_for(size)
+        if size <= 1:
+            return ledgers.ldp_binary_ledger(eps0)
+        accounted = accounted_length(size, agg)
+        ledger = ledgers.shuffle_ledger(eps0, accounted, c.delta, d=c.d, m=c.m, aggregation=agg)
+        if accounted < size and ledger.central_epsilon is not None:
+            reports = shuffle_epsilon(eps0, size, c.delta)
+            if reports < ledger.central_epsilon:
+                return ledger.model_copy(update={"central_epsilon": reports})
+        return ledger
 
 
 class SBLBFixed(SBLB):

@@ -1,0 +1,57 @@
+"""Issue 22 — the sblb / sblb-fixed defaults sweep at central ε (δ = 10⁻⁶) on ``linear``.
+
+One process, one simulation at a time (the ε0 searches are cached across rows). Each row is a
+config (JSON object of SBLBConfig fields on top of ``--base``); prints final regret ± sd, coverage,
+updates, and appends to out/experiments/sblb_sweep.jsonl.
+
+    nice -n 10 python -m bench.experiments.sblb_sweep --T 20000 --runs 12 --seed 100 \
+        --rows '[{"batch_schedule": "geometric:500,2,4096", "regularizer": "noise"}, ...]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from shared.core.policies import make_config
+from shared.core.simulator import simulate, summarize
+
+OUT = Path("out/experiments/sblb_sweep.jsonl")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--T", type=int, default=20_000)
+    ap.add_argument("--runs", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=100)
+    ap.add_argument("--d", type=int, default=5)
+    ap.add_argument("--K", type=int, default=20)
+    ap.add_argument("--base", default='{"epsilon": 1.0, "delta": 1e-6, '
+                    '"accountant": "secure-sum"}')
+    ap.add_argument("--rows", required=True, help="JSON list of config overrides")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+    base = json.loads(args.base)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    for row in json.loads(args.rows):
+        params = {**base, **row}
+        algo = params.pop("algo", "sblb")
+        config = make_config(algo, d=args.d, **params)
+        t0 = time.perf_counter()
+        results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed)
+        s = summarize(results)
+        rec = {"tag": args.tag, "algo": algo, "row": row, "T": args.T, "runs": args.runs,
+               "seed": args.seed, "regret": s["final_regret_mean"],
+               "stderr": s["final_regret_stderr"],
+               "coverage": s.get("coverage"), "updates": s.get("model_updates_mean"),
+               "seconds": time.perf_counter() - t0}
+        print(f"{algo:10s} {json.dumps(row):90s} {rec['regret']:9.1f} ± {rec['stderr']:7.1f}  "
+              f"cov {rec['coverage']}  upd {rec['updates']}  {rec['seconds']:.0f}s", flush=True)
+        with OUT.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
