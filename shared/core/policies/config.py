@@ -64,7 +64,10 @@ class LDPLinUCBConfig(PolicyConfig):
         100, ge=1, description="publish a model every this many reports (paper: 1)"
     )
     horizon: int = Field(1_000_000, ge=1, description="T in Υ_t's ln(2T/α) (Alg. 5 line 3)")
-    regularizer: Regularizer = "paper"
+    regularizer: Literal["paper", "clip", "noise"] = "paper"
+    noise_ridge: float = Field(
+        1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ√(t d), κ this factor"
+    )
 
 
 class SBLBConfig(PolicyConfig):

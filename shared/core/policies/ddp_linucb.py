@@ -48,14 +48,12 @@ sum out of range raises before anything reaches the policy, so its state does no
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.skellam import batch_schedule_ledger
-from shared.core.confidence import clip_eigenvalues, noisy_ridge_beta, ridge_solve
 from shared.core.policies.batched import BatchedNoisyPolicy
 from shared.core.policies.config import DDPLinUCBConfig
 from shared.core.randomizers.skellam import SkellamRandomizer
@@ -115,25 +113,6 @@ class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
     def paper_regularizer(self, t: int) -> float:
         """c_t = Υ_t + λ: just enough to keep H_t + c_t I ⪰ λ I with high probability."""
         return self.noise_bound(t) + self.config.lam
-
-    def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
-        if self.config.regularizer != "noise":
-            return super()._candidate()
-        cfg, t = self.config, self.reports
-        sigma_t = math.sqrt(self.noise_proxy(t, "matrix"))
-        upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
-        c = cfg.lam + cfg.noise_ridge * upsilon
-        V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
-        solved = ridge_solve(V, self.u, cfg.lam)
-        if clipped:
-            self.repairs += 1
-        chi = math.sqrt(self.noise_proxy(t, "vector") * cfg.d)
-        beta = noisy_ridge_beta(
-            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
-            rho_min=max(c - upsilon, cfg.lam), rho_max=c + upsilon, chi=chi,
-            delta=cfg.failure_prob,
-        )
-        return solved.V, solved.theta, beta
 
     def ledger(self, T: int | None = None, aggregation: str = "secure-sum") -> PrivacyLedger:
         """Central (ε, δ) of the batch sums (``accounting.skellam.ddp_ledger``), per batch length

@@ -70,7 +70,16 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.core.accounting import ledgers
 
-        return ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)
+        ledger = ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)
+        return ledger.model_copy(update={"accounting": self.report_accounting()
+                                         + ledger.accounting})
+
+    def report_accounting(self) -> str:
+        """What one report is and its calibration, for the ledger."""
+        r = self.randomizer
+        return ("report (upper(x xᵀ), y x) as one Gaussian mechanism (Zheng et al. Alg. 5), "
+                f"Δ = {r.sensitivity:.4g} (the joint sup over ‖x‖ ≤ L = {r.L:g}, y ∈ [0, 1]), "
+                f"σ = {r.sigma:.4g}; ")
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "pending": self.pending}

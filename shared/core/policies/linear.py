@@ -145,7 +145,10 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
     def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
         cfg = self.config
         t = self.reports
-        if getattr(cfg, "regularizer", "paper") == "clip":
+        regularizer = getattr(cfg, "regularizer", "paper")
+        if regularizer == "noise":
+            return self._noise_candidate()
+        if regularizer == "clip":
             V, clipped = clip_eigenvalues(self.G + cfg.lam * np.eye(cfg.d), cfg.lam)
             solved = ridge_solve(V, self.u, cfg.lam)
             beta = oful_beta(cfg, t, cfg.lam)
@@ -156,6 +159,33 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
             beta = self.paper_beta(t, c)
         if clipped:
             self.repairs += 1
+        return solved.V, solved.theta, beta
+
+    def _noise_candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """``regularizer = "noise"`` (practical, noise-calibrated; issue 22). With σ_t² the
+        per-entry noise proxy accumulated by the reports so far (``noise_proxy``: reports × one
+        report's variance for LDP, batches × one batch's for the batched policies — never a
+        function of T), the typical size of the symmetric noise matrix H_t is Ῡ_t = 2σ_t√d
+        (semicircle law) and of the vector noise h_t is χ̄_t = σ_t√d. The ridge is
+        c_t = λ + κ Ῡ_t (κ = ``noise_ridge``), Ṽ = eigen-clip(G̃ + c_t I, λ), and β is
+        Shariff–Sheffet Prop. 4 (``confidence.noisy_ridge_beta``) with these typical sizes in
+        place of high-probability bounds: ρ_min = max(c_t − Ῡ_t, λ), ρ_max = c_t + Ῡ_t.
+        Post-processing of the private statistics; no coverage guarantee (the simulator
+        measures coverage instead)."""
+        cfg, t = self.config, self.reports
+        sigma_t = math.sqrt(self.noise_proxy(t, "matrix"))
+        upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
+        c = cfg.lam + getattr(cfg, "noise_ridge", 1.0) * upsilon
+        V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
+        solved = ridge_solve(V, self.u, cfg.lam)
+        if clipped:
+            self.repairs += 1
+        chi = math.sqrt(self.noise_proxy(t, "vector") * cfg.d)
+        beta = noisy_ridge_beta(
+            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
+            rho_min=max(c - upsilon, cfg.lam), rho_max=c + upsilon, chi=chi,
+            delta=cfg.failure_prob,
+        )
         return solved.V, solved.theta, beta
 
     def _extra_state(self) -> dict[str, Any]:
