@@ -90,16 +90,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
     p.add_argument("--regularizer", choices=["paper", "clip", "noise"],
                    help="paper (Eq. 8 / Alg. 5), clip (eigenvalue clipping, practical) or, "
-                        "ddp-linucb, noise (ridge and width from the noise added so far)")
+                        "ddp-linucb and ldp-linucb, noise (ridge and width from the noise added "
+                        "so far)")
     p.add_argument("--noise-ridge", type=float,
-                   help="ddp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+                   help="ddp-linucb/ldp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, a policy with measured "
                         "practical defaults uses them (ddp-linucb: growing batches "
-                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1 — "
-                        "BENCHMARKS.md, issue 22); with it, fixed batches of 1000, confidence "
-                        "scale 1 and the paper's regularizer. Flags given explicitly win either "
-                        "way; privacy is the same (the noise is sized for each batch's (ε, δ))")
+                        "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1; "
+                        "ldp-linucb, ldp-glb: greedy (confidence scale 0) on the eigen-clipped "
+                        "Gram matrix — BENCHMARKS.md, issue 22); with it, fixed batches of 1000, "
+                        "confidence scale 1 and the paper's regularizer. Flags given explicitly "
+                        "win either way; privacy is the same (the noise is sized for each "
+                        "batch's or report's (ε, δ))")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
     p.add_argument("--switching", type=float, help="linucb/adar-oful: det growth C")
     p.add_argument("--eta", type=float, help="sblb: det growth η")
