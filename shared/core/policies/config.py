@@ -68,6 +68,10 @@ class LDPLinUCBConfig(PolicyConfig):
     noise_ridge: float = Field(
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ√(t d), κ this factor"
     )
+    perturb: float = Field(
+        0.0, ge=0, description="publish θ̃ + ρ·σ√(t(1 + ‖θ̃‖²))·Ṽ⁻¹ξ, ξ ~ N(0, I) drawn by the "
+        "analyzer per publication (ρ this factor; 0: θ̃ itself)"
+    )
 
     # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
     # the best measured settings (BENCHMARKS.md, "Issue 22 — the local model"): greedy (Han et

@@ -68,3 +68,39 @@ def test_ldp_linucb_defaults_learn() -> None:
     results, _ = simulate(config, "linear", 20, 100_000, 2, 11, points=4)
     for res in results:
         assert res.regret[-1] <= 0.5 * res.random_regret[-1]
+
+
+def test_perturbation_is_a_draw_of_the_estimates_noise_and_changes_no_privacy() -> None:
+    """``perturb`` = ρ: the published θ is θ̃ + ρ σ√(t(1 + ‖θ̃‖²)) Ṽ⁻¹ξ — over 4000 draws its mean
+    is θ̃ and its covariance ρ²σ²t(1 + ‖θ̃‖²)Ṽ⁻² (within 4.5 s.e. per entry); the randomizer
+    and the ledger are those of ρ = 0."""
+    rng = np.random.default_rng(8)
+    d, n, rho = 3, 400, 0.3
+    x = rng.normal(size=(n, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    r = rng.random(n).round()
+    plain = LDPLinUCBConfig(d=d, epsilon=2.0, delta=1e-6, regularizer="noise", noise_ridge=0.25,
+                            update_every=n, confidence_scale=0.0)
+    pert = plain.model_copy(update={"perturb": rho})
+    p0 = build_policy(plain, np.random.default_rng(1))
+    p1 = build_policy(pert, np.random.default_rng(1))
+    assert p0.randomizer.sigma == p1.randomizer.sigma
+    assert p0.ledger().model_dump() == p1.ledger().model_dump()
+    rows = p0.randomizer.randomize(x, r, np.random.default_rng(2))
+    p0.ingest(rows)
+    p1.ingest(rows)
+    theta, V = p0.model.theta, p0.model.V
+    assert np.allclose(p1.model.V, V) and not np.allclose(p1.model.theta, theta)
+    reps = 4000
+    draws = np.empty((reps, d))
+    for i in range(reps):
+        p1._publish(theta, V, 0.0)
+        draws[i] = p1.model.theta
+    scale = rho * p1.randomizer.sigma * math.sqrt(n * (1 + theta @ theta))
+    Vinv = np.linalg.inv(V)
+    cov = scale**2 * Vinv @ Vinv
+    se = np.sqrt(np.diag(cov) / reps)
+    assert (np.abs(draws.mean(axis=0) - theta) <= 4.5 * se).all()
+    emp = np.cov(draws.T)
+    se_cov = np.sqrt((cov**2 + np.outer(np.diag(cov), np.diag(cov))) / reps)
+    assert (np.abs(emp - cov) <= 4.5 * se_cov).all()
