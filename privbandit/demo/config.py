@@ -139,7 +139,7 @@ def derived_config(
     """A copy of ``base`` where ``task_id`` is changed for this demo run:
 
     - ``paper``: the paper's widths, confidence_scale = 1 and regularizer = "paper" (where the
-      policy has a regularizer);
+      policy has a regularizer), and no perturbation of the published θ̃ (``perturb = 0``);
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
     """
     from shared.core.policies.registry import entry
@@ -154,6 +154,8 @@ def derived_config(
                     policy["confidence_scale"] = 1.0
                 if "regularizer" in known:
                     policy["regularizer"] = "paper"
+                if "perturb" in known:  # ldp-linucb's perturbed publication is not the paper's
+                    policy["perturb"] = 0.0
             if aggregation is not None:
                 task["aggregation"] = aggregation
     out.write_text(tomli_w.dumps(data))

@@ -32,6 +32,8 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
         if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb",
                                           "ddp-linucb"):
             task["policy"]["regularizer"] = "paper"
+        if task["policy"]["algo"] in ("ldp-linucb", "ldp-glb"):  # no perturbed θ̃ (issue 22)
+            task["policy"]["perturb"] = 0.0
     if aggregation is not None:
         task["aggregation"] = aggregation
     return want

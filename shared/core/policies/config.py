@@ -76,11 +76,13 @@ class LDPLinUCBConfig(PolicyConfig):
     # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
     # the best measured settings (BENCHMARKS.md, "Issue 22 — the local model"): greedy (Han et
     # al. 2021's greedy estimation on diverse contexts) on the ridge sized by the noise of the
-    # reports so far, c_t = λ + ¼·2σ√(t d); the paper's are the field defaults.
+    # reports so far, c_t = λ + ¼·2σ√(t d), with θ̃ perturbed by 0.3 × a draw of its own noise
+    # (``LDPLinUCB._publish``: keeps greedy from locking in); the paper's are the field defaults.
     PRACTICAL: ClassVar[dict[str, object]] = {
         "regularizer": "noise",
         "noise_ridge": 0.25,
         "confidence_scale": 0.0,
+        "perturb": 0.3,
     }
 
 
