@@ -52,6 +52,7 @@ FLAG_FIELDS = {
     "scale": "scale",
     "batch_schedule": "batch_schedule",
     "noise_ridge": "noise_ridge",
+    "perturb": "perturb",
 }
 
 
@@ -94,12 +95,16 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "so far)")
     p.add_argument("--noise-ridge", type=float,
                    help="ddp-linucb/ldp-linucb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+    p.add_argument("--perturb", type=float,
+                   help="ldp-linucb/ldp-glb: publish θ̃ plus ρ × a draw of its own LDP-noise "
+                        "distribution (ρ this; 0: θ̃ itself)")
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, a policy with measured "
                         "practical defaults uses them (ddp-linucb: growing batches "
                         "geometric:auto,2,100000, noise-calibrated ridge, confidence scale 0.1; "
-                        "ldp-linucb, ldp-glb: greedy (confidence scale 0) on the eigen-clipped "
-                        "Gram matrix — BENCHMARKS.md, issue 22); with it, fixed batches of 1000, "
+                        "ldp-linucb: greedy (confidence scale 0) on the noise ridge κ = 0.25, "
+                        "perturb 0.3; ldp-glb: greedy on the eigen-clipped Gram matrix — "
+                        "BENCHMARKS.md, issue 22); with it, fixed batches of 1000, "
                         "confidence scale 1 and the paper's regularizer. Flags given explicitly "
                         "win either way; privacy is the same (the noise is sized for each "
                         "batch's or report's (ε, δ))")
