@@ -55,6 +55,7 @@ FLAG_FIELDS = {
     "encoding": "encoding",
     "u_weight": "u_weight",
     "first_episode": "first_episode",
+    "perturb": "perturb",
 }
 
 
@@ -102,21 +103,26 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
     p.add_argument("--regularizer", choices=["paper", "clip", "noise"],
                    help="paper (Eq. 8 / Alg. 5), clip (eigenvalue clipping, practical) or, "
-                        "ddp-linucb and sblb, noise (ridge and width from the noise added so far)")
+                        "ddp-linucb, sblb and ldp-linucb, noise (ridge and width from the noise "
+                        "added so far)")
     p.add_argument("--noise-ridge", type=float,
-                   help="ddp-linucb, sblb --regularizer noise: κ in c_t = λ + κ·2σ_t√d")
+                   help="ddp-linucb, sblb, ldp-linucb --regularizer noise: κ in "
+                        "c_t = λ + κ·2σ_t√d")
     p.add_argument("--encoding", choices=["upper", "frobenius"],
                    help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x) or frobenius "
                         "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity)")
     p.add_argument("--u-weight", type=float,
                    help="ddp-linucb: weight of r x in the released vector (default 1)")
+    p.add_argument("--perturb", type=float,
+                   help="ldp-linucb/ldp-glb: publish θ̃ plus ρ × a draw of its own LDP-noise "
+                        "distribution (ρ this; 0: θ̃ itself)")
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, each policy uses its measured "
                         "practical defaults (its config's PRACTICAL, listed per policy in "
                         "docs/simulator.md); with it, the papers' settings "
                         "(e.g. ddp-linucb: fixed batches of 1000, confidence scale 1, the "
                         "paper's regularizer and encoding; sblb: ε0 = 1, m = 1; adar-oful: Alg. "
-                        "4's episodes). Flags "
+                        "4's episodes; ldp-linucb: no perturbation). Flags "
                         "given explicitly win either way; privacy is the same (the noise is "
                         "sized for the stated guarantee)")
     p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")

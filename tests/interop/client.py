@@ -77,11 +77,23 @@ def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> flo
                            xtol=1e-14))
 
 
+def gaussian_row_sensitivity(L: float) -> float:
+    """protocol.md §3.3: Δ of an ``ldp-linucb`` row."""
+    return math.sqrt(2 * L**4 + 2 * L**2 + 0.5) if L * L >= 0.5 else 2 * L
+
+
+def glb_row_sensitivity(L: float, S: float) -> float:
+    """protocol.md §3.3: Δ of an ``ldp-glb`` row."""
+    k = 2 + S * S
+    return math.sqrt(k * L**4 + 2 * L**2 + 1 / k) if 1 / k <= L * L else 2 * L
+
+
 def gaussian_row(x: np.ndarray, r: float, eps: float, delta: float, L: float,
                  rng: np.random.Generator) -> bytes:
     """Zheng Alg. 5 as protocol.md states it: (upper(x xᵀ), r x) + N(0, σ²) per entry,
-    σ the analytic Gaussian calibration at Δ = √(2L⁴ + 4L²); little-endian float64."""
-    sigma = analytic_gaussian_sigma(eps, delta, math.sqrt(2 * L**4 + 4 * L**2))
+    σ the analytic Gaussian calibration at Δ = √(2L⁴ + 2L² + 1/2) (L² ≥ 1/2, else 2L);
+    little-endian float64."""
+    sigma = analytic_gaussian_sigma(eps, delta, gaussian_row_sensitivity(L))
     clean = np.concatenate([upper(x), r * x])
     return (clean + rng.normal(0.0, sigma, clean.shape)).astype("<f8").tobytes()
 
@@ -419,10 +431,10 @@ def choose_linear(model: dict, X: np.ndarray) -> int:
 def glb_row(x: np.ndarray, r: float, model: dict, policy: dict,
             rng: np.random.Generator) -> tuple[list[float], bytes]:
     """§3.3 ``ldp-glb``: [v, upper(x xᵀ) + B, z x + ξ, (g(z) − r) x + ρ], z = ⟨x, θ̂_v⟩, noise
-    N(0, σ²) per entry at Δ = √(2L⁴ + 4L⁴S² + 4L²); v as uint32, the rest float64."""
+    N(0, σ²) per entry at Δ = ``glb_row_sensitivity``; v as uint32, the rest float64."""
     L, S = float(policy["L"]), float(policy["S"])
     sigma = analytic_gaussian_sigma(float(policy["epsilon"]), float(policy["delta"]),
-                                    math.sqrt(2 * L**4 + 4 * L**4 * S**2 + 4 * L**2))
+                                    glb_row_sensitivity(L, S))
     z = float(x @ np.asarray(model["theta_hat"], dtype=float))
     clean = np.concatenate([upper(x), z * x, (1.0 / (1.0 + math.exp(-z)) - r) * x])
     noisy = clean + rng.normal(0.0, sigma, clean.shape)

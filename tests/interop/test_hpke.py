@@ -56,7 +56,16 @@ def test_info_binds_task_and_key(key) -> None:
 )
 def test_independent_gaussian_calibration_matches(eps: float, delta: float, L: float) -> None:
     ours = GaussianRandomizer(d=3, epsilon=eps, delta=delta, L=L).sigma
-    theirs = client.analytic_gaussian_sigma(eps, delta, np.sqrt(2 * L**4 + 4 * L**2))
+    theirs = client.analytic_gaussian_sigma(eps, delta, client.gaussian_row_sensitivity(L))
+    assert theirs == pytest.approx(ours, rel=1e-7)
+
+
+@pytest.mark.parametrize(("eps", "L", "S"), [(1.0, 1.0, 3.0), (4.0, 0.5, 1.0), (0.5, 2.0, 0.5)])
+def test_independent_glb_calibration_matches(eps: float, L: float, S: float) -> None:
+    from shared.core.randomizers.glb import GLBRandomizer
+
+    ours = GLBRandomizer(d=3, epsilon=eps, delta=1e-6, L=L, S=S).sigma
+    theirs = client.analytic_gaussian_sigma(eps, 1e-6, client.glb_row_sensitivity(L, S))
     assert theirs == pytest.approx(ours, rel=1e-7)
 
 

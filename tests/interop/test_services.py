@@ -144,6 +144,8 @@ def interop_tasks() -> list[dict[str, Any]]:
     assert shuffle["aggregation"] == base["demo-ddp"]["aggregation"] == "secure-sum"
     shuffle["policy"]["batch_size"] = base["demo-ddp"]["policy"]["batch_size"] = SHUFFLE_L
     ldp["policy"]["update_every"] = 10
+    # The twins' models are compared exactly: no analyzer-drawn perturbation of θ̃ (issue 22).
+    ldp["policy"]["perturb"] = 0.0
     base["demo-ldp-glb"]["policy"]["update_every"] = 1
     base["demo-adar-gope"]["policy"].update(GOPE_TEST)
     # AdaR-OFUL's first release after 10 reports, not the demo's 250: a model within 30 users.

@@ -37,9 +37,12 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
         practical = {"adar-oful": ("first_episode", "switching"),
                      "ddp-linucb": ("batch_schedule", "encoding", "noise_ridge"),
                      "sblb": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
-                     "sblb-fixed": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge")}
+                     "sblb-fixed": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
+                     "ldp-linucb": ("noise_ridge", "perturb")}
         for key in practical.get(task["policy"]["algo"], ()):
             task["policy"].pop(key, None)
+        if task["policy"]["algo"] in ("ldp-linucb", "ldp-glb"):  # no perturbed θ̃ (issue 22)
+            task["policy"]["perturb"] = 0.0
     if aggregation is not None:
         task["aggregation"] = aggregation
     return want

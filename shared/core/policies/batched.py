@@ -14,8 +14,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shared.core.confidence import clip_eigenvalues, logdet_pd, noisy_ridge_beta, ridge_solve
-from shared.core.policies.linear import ConfigT, NoisyStatisticsPolicy, StatisticsRandomizerT
+from shared.core.confidence import logdet_pd
+from shared.core.policies.linear import (
+    ConfigT,
+    NoisyStatisticsPolicy,
+    StatisticsRandomizerT,
+    proxy_of,
+)
 
 
 class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
@@ -80,11 +85,6 @@ class ScheduledBatchPolicy(BatchedNoisyPolicy[ConfigT, StatisticsRandomizerT]):
     place of high-probability bounds: ρ_min = max(c_t − Ῡ_t, λ), ρ_max = c_t + Ῡ_t.
     Post-processing; no coverage guarantee — the simulator measures coverage."""
 
-    # The noise proxy that sizes the ridge: "matrix" (every entry of G̃'s noise alike) or, where
-    # the off-diagonal entries carry their own (ddp-linucb's frobenius encoding), "offdiag":
-    # the off-diagonal entries set the noise matrix's norm ‖H‖ ≈ 2σ_off√d.
-    RIDGE_PROXY: ClassVar[str] = "matrix"
-
     def __init__(self, config: Any, rng: np.random.Generator | None = None) -> None:
         self.schedule = config.schedule
         self._randomizers: dict[int, StatisticsRandomizerT] = {}
@@ -130,29 +130,8 @@ class ScheduledBatchPolicy(BatchedNoisyPolicy[ConfigT, StatisticsRandomizerT]):
         total = 0.0
         for size, n in counts.items():
             r = self.randomizer_for(size)
-            total += n * (r.matrix_proxy() if kind == "matrix"
-                          else r.offdiag_proxy() if kind == "offdiag"  # type: ignore[attr-defined]  # only where RIDGE_PROXY names it
-                          else r.vector_proxy())
+            total += n * proxy_of(r, kind)
         return total
-
-    def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
-        cfg, t = self.config, self.reports
-        if getattr(cfg, "regularizer", "paper") != "noise":
-            return super()._candidate()
-        sigma_t = math.sqrt(self.noise_proxy(t, self.RIDGE_PROXY))
-        upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
-        c = cfg.lam + getattr(cfg, "noise_ridge", 1.0) * upsilon
-        V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
-        solved = ridge_solve(V, self.u, cfg.lam)
-        if clipped:
-            self.repairs += 1
-        chi = math.sqrt(self.noise_proxy(t, "vector") * cfg.d)
-        beta = noisy_ridge_beta(
-            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
-            rho_min=max(c - upsilon, cfg.lam), rho_max=c + upsilon, chi=chi,
-            delta=cfg.failure_prob,
-        )
-        return solved.V, solved.theta, beta
 
     def _extra_state(self) -> dict[str, Any]:
         state = super()._extra_state()

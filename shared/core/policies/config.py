@@ -64,7 +64,26 @@ class LDPLinUCBConfig(PolicyConfig):
         100, ge=1, description="publish a model every this many reports (paper: 1)"
     )
     horizon: int = Field(1_000_000, ge=1, description="T in Υ_t's ln(2T/α) (Alg. 5 line 3)")
-    regularizer: Regularizer = "paper"
+    regularizer: Literal["paper", "clip", "noise"] = "paper"
+    noise_ridge: float = Field(
+        1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ√(t d), κ this factor"
+    )
+    perturb: float = Field(
+        0.0, ge=0, description="publish θ̃ + ρ·σ√(t(1 + ‖θ̃‖²))·Ṽ⁻¹ξ, ξ ~ N(0, I) drawn by the "
+        "analyzer per publication (ρ this factor; 0: θ̃ itself)"
+    )
+
+    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
+    # the best measured settings (BENCHMARKS.md, "Issue 22 — the local model"): greedy (Han et
+    # al. 2021's greedy estimation on diverse contexts) on the ridge sized by the noise of the
+    # reports so far, c_t = λ + ¼·2σ√(t d), with θ̃ perturbed by 0.3 × a draw of its own noise
+    # (``LDPLinUCB._publish``: keeps greedy from locking in); the paper's are the field defaults.
+    PRACTICAL: ClassVar[dict[str, object]] = {
+        "regularizer": "noise",
+        "noise_ridge": 0.25,
+        "confidence_scale": 0.0,
+        "perturb": 0.3,
+    }
 
 
 class ScheduledBatches(BaseModel):
@@ -304,6 +323,13 @@ class LDPGLBConfig(LDPLinUCBConfig):
     algo: Literal["ldp-glb"] = "ldp-glb"  # type: ignore[assignment]  # its own policy id
     S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
+
+    # ``simulate``'s defaults unless ``--paper`` (BENCHMARKS.md, "Issue 22 — the local model"):
+    # greedy on the eigen-clipped Gram matrix — the same regret as width 0.1, ten times faster.
+    PRACTICAL: ClassVar[dict[str, object]] = {  # its own, not ldp-linucb's
+        "regularizer": "clip",
+        "confidence_scale": 0.0,
+    }
 
 
 class AdaRGOPEConfig(RenyiDP, PolicyConfig):

@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies.config import LDPGLBConfig
 from shared.core.policies.ldp_linucb import LDPLinUCB
 from shared.core.policies.model import GLBModel, Model
@@ -155,12 +154,10 @@ class LDPGLB(LDPLinUCB):
         return math.sqrt(LINK_BOUND * self.randomizer.sigma / mu * math.sqrt(cfg.d * t)
                          * log_term)
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
-        ledger = super().ledger(T, aggregation)
-        return ledger.model_copy(update={"accounting": (
-            "report (upper(x xᵀ), z x, ∇ℓ(θ̂)) as one Gaussian mechanism (Zheng et al. Alg. 3), "
-            f"Δ = {self.randomizer.sensitivity:.4g}, σ = {self.randomizer.sigma:.4g}; "
-            + ledger.accounting)})
+    def report_accounting(self) -> str:
+        return ("report (upper(x xᵀ), z x, ∇ℓ(θ̂)) as one Gaussian mechanism (Zheng et al. "
+                f"Alg. 3), Δ = {self.randomizer.sensitivity:.4g}, "
+                f"σ = {self.randomizer.sigma:.4g}; ")
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "theta_hat": self.theta_hat.tolist(),

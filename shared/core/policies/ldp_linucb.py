@@ -50,6 +50,20 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
         """c_t = 2Υ_t (Alg. 5 line 3), at least λ so that version 0 matches V = λI."""
         return max(2 * self.upsilon(t), self.config.lam)
 
+    def _publish(self, theta: np.ndarray, V: np.ndarray, beta: float) -> None:
+        """``perturb`` = ρ > 0: publish a draw from the estimate's own noise distribution instead
+        of θ̃. After t reports θ̃ − θ ≈ Ṽ⁻¹(h_t − H_t θ) with h_t, H_t the summed LDP noise, whose
+        covariance is ≈ tσ²(1 + ‖θ‖²) Ṽ⁻²; the analyzer adds ρ times a draw of that, fresh per
+        publication, so a greedy device's design keeps exploring the directions the noise leaves
+        uncertain (a Thompson-sampling-like perturbation; issue 22). Post-processing of the
+        private statistics with the analyzer's own randomness: privacy unchanged."""
+        rho = self.config.perturb
+        if rho > 0 and self.reports > 0:
+            scale = self.randomizer.sigma * math.sqrt(
+                self.reports * (1 + float(theta @ theta)))
+            theta = theta + rho * scale * np.linalg.solve(V, self.rng.standard_normal(theta.shape))
+        super()._publish(theta, V, beta)
+
     def window(self) -> int:
         return self.config.update_every - self.pending
 
@@ -70,7 +84,16 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
         from shared.core.accounting import ledgers
 
-        return ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)
+        ledger = ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)
+        return ledger.model_copy(update={"accounting": self.report_accounting()
+                                         + ledger.accounting})
+
+    def report_accounting(self) -> str:
+        """What one report is and its calibration, for the ledger."""
+        r = self.randomizer
+        return ("report (upper(x xᵀ), y x) as one Gaussian mechanism (Zheng et al. Alg. 5), "
+                f"Δ = {r.sensitivity:.4g} (the joint sup over ‖x‖ ≤ L = {r.L:g}, y ∈ [0, 1]), "
+                f"σ = {r.sigma:.4g}; ")
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "pending": self.pending}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -100,11 +100,16 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
         dt = time_uniform(cfg.failure_prob / 3, t)
         return matrix_noise_bound(self.noise_proxy(t, "matrix"), cfg.d, dt)
 
+    # The noise proxy that sizes the "noise" ridge: "matrix" (every entry of G̃'s noise alike)
+    # or, where the off-diagonal entries carry their own (ddp-linucb's frobenius encoding),
+    # "offdiag": the off-diagonal entries set the noise matrix's norm ‖H‖ ≈ 2σ_off√d.
+    RIDGE_PROXY: ClassVar[str] = "matrix"
+
     def noise_proxy(self, t: int, kind: str) -> float:
-        """Σ of the per-entry noise proxies of t reports in H_t (``kind`` "matrix") or h_t
+        """Σ of the per-entry noise proxies of t reports in H_t (``kind`` "matrix", or
+        "offdiag" for its off-diagonal entries where the randomizer tells them apart) or h_t
         ("vector"): t times one report's, unless a policy's noise varies by batch."""
-        r = self.randomizer
-        return t * (r.matrix_proxy() if kind == "matrix" else r.vector_proxy())
+        return t * proxy_of(self.randomizer, kind)
 
     def regularizer(self, t: int) -> float:
         """The paper's regularizer, raised to Υ_t + λ where it falls below our noise bound.
@@ -145,7 +150,10 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
     def _candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
         cfg = self.config
         t = self.reports
-        if getattr(cfg, "regularizer", "paper") == "clip":
+        regularizer = getattr(cfg, "regularizer", "paper")
+        if regularizer == "noise":
+            return self._noise_candidate()
+        if regularizer == "clip":
             V, clipped = clip_eigenvalues(self.G + cfg.lam * np.eye(cfg.d), cfg.lam)
             solved = ridge_solve(V, self.u, cfg.lam)
             beta = oful_beta(cfg, t, cfg.lam)
@@ -158,9 +166,46 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
             self.repairs += 1
         return solved.V, solved.theta, beta
 
+    def _noise_candidate(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """``regularizer = "noise"`` (practical, noise-calibrated; issue 22). With σ_t² the
+        per-entry noise proxy accumulated by the reports so far (``noise_proxy``: reports × one
+        report's variance for LDP, batches × one batch's for the batched policies — never a
+        function of T), the typical size of the symmetric noise matrix H_t is Ῡ_t = 2σ_t√d
+        (semicircle law) and of the vector noise h_t is χ̄_t = σ_t√d. The ridge is
+        c_t = λ + κ Ῡ_t (κ = ``noise_ridge``), Ṽ = eigen-clip(G̃ + c_t I, λ), and β is
+        Shariff–Sheffet Prop. 4 (``confidence.noisy_ridge_beta``) with these typical sizes in
+        place of high-probability bounds: ρ_min = max(c_t − Ῡ_t, λ), ρ_max = c_t + Ῡ_t.
+        Post-processing of the private statistics; no coverage guarantee (the simulator
+        measures coverage instead)."""
+        cfg, t = self.config, self.reports
+        sigma_t = math.sqrt(self.noise_proxy(t, self.RIDGE_PROXY))
+        upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
+        c = cfg.lam + getattr(cfg, "noise_ridge", 1.0) * upsilon
+        V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
+        solved = ridge_solve(V, self.u, cfg.lam)
+        if clipped:
+            self.repairs += 1
+        chi = math.sqrt(self.noise_proxy(t, "vector") * cfg.d)
+        beta = noisy_ridge_beta(
+            t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
+            rho_min=max(c - upsilon, cfg.lam), rho_max=c + upsilon, chi=chi,
+            delta=cfg.failure_prob,
+        )
+        return solved.V, solved.theta, beta
+
     def _extra_state(self) -> dict[str, Any]:
         return {"G": self.G.tolist(), "u": self.u.tolist()}
 
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         self.G = np.asarray(state["G"], dtype=float)
         self.u = np.asarray(state["u"], dtype=float)
+
+
+def proxy_of(randomizer: Any, kind: str) -> float:
+    """One report's per-entry noise proxy of ``kind``: "matrix", "vector", or "offdiag" (the
+    randomizer's ``offdiag_proxy`` where it has one, else its matrix proxy)."""
+    if kind == "vector":
+        return float(randomizer.vector_proxy())
+    if kind == "offdiag" and hasattr(randomizer, "offdiag_proxy"):
+        return float(randomizer.offdiag_proxy())
+    return float(randomizer.matrix_proxy())

@@ -26,11 +26,14 @@ def _clean(x: np.ndarray, y: np.ndarray, theta: np.ndarray) -> np.ndarray:
                            (expit(z) - y)[:, None] * x], axis=1)
 
 
-@pytest.mark.parametrize("L,S", [(1.0, 3.0), (0.5, 1.0), (2.0, 0.5)])
-def test_no_pair_of_inputs_exceeds_the_sensitivity(L: float, S: float) -> None:
-    """Random pairs (half of them x' = −x) with θ̂ on the boundary of W stay within Δ. The bound
-    is conservative (module doc of ``randomizers.glb``): the worst pair found is above half
-    of Δ, not near it."""
+@pytest.mark.parametrize("L,S,found", [(1.0, 3.0, 0.97), (0.5, 1.0, 0.6), (2.0, 0.5, 0.9)])
+def test_no_pair_of_inputs_exceeds_the_sensitivity(L: float, S: float, found: float) -> None:
+    """Random pairs (half of them x' = −x) with θ̂ on the boundary of W stay within Δ, and so
+    does a local ascent over (x, x', y, y', θ̂) from random starts; the ascent's best pair is
+    near Δ (within 3% at the logistic environment's L = 1, S = 3: the joint bound of the module
+    doc is nearly attained there)."""
+    from scipy.optimize import minimize
+
     rng = np.random.default_rng(11)
     d, n = 4, 100_000
     theta = _sphere(rng, 1, d, S)[0]
@@ -40,13 +43,29 @@ def test_no_pair_of_inputs_exceeds_the_sensitivity(L: float, S: float) -> None:
     dist = np.linalg.norm(_clean(x, y, theta) - _clean(xp, yp, theta), axis=1)
     delta = glb_sensitivity(L, S)
     assert dist.max() <= delta * (1 + 1e-12)
-    assert dist.max() >= 0.5 * delta
+
+    def inside(v: np.ndarray, radius: float) -> np.ndarray:
+        return v * min(1.0, radius / max(float(np.linalg.norm(v)), 1e-300))
+
+    def neg(z: np.ndarray) -> float:
+        u, v, th = inside(z[:d], L), inside(z[d : 2 * d], L), inside(z[2 * d : 3 * d], S)
+        y1, y2 = np.clip(z[3 * d :], 0, 1)
+        return -float(np.linalg.norm(_clean(u[None], np.array([y1]), th)
+                                     - _clean(v[None], np.array([y2]), th)))
+
+    best = 0.0
+    for _ in range(10):
+        res = minimize(neg, rng.normal(size=3 * d + 2), method="Nelder-Mead",
+                       options={"maxiter": 3000, "xatol": 1e-10, "fatol": 1e-12})
+        assert -res.fun <= delta * (1 + 1e-9)
+        best = max(best, -res.fun)
+    assert best >= found * delta
 
 
 @pytest.mark.parametrize("eps,delta", [(1.0, 1e-6), (4.0, 1e-6), (0.5, 1e-2)])
 def test_sigma_achieves_exactly_its_epsilon_delta(eps: float, delta: float) -> None:
     rz = GLBRandomizer(5, eps, delta, L=1.0, S=3.0)
-    assert rz.sensitivity == pytest.approx(math.sqrt(2 + 4 * 9 + 4))
+    assert rz.sensitivity == pytest.approx(math.sqrt(11 + 2 + 1 / 11))
     achieved = gaussian_delta(eps, rz.sigma, rz.sensitivity)
     assert achieved <= delta and achieved == pytest.approx(delta, rel=1e-6)
     assert gaussian_delta(eps, rz.sigma * 0.99, rz.sensitivity) > delta
