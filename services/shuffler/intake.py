@@ -101,7 +101,7 @@ class Intake:
         self.limits = limits if limits is not None else Limits()
         # Reports of uploads between the backpressure check and their commit, per task.
         self._committing: dict[str, int] = {}
-        for task in store.batch_sizes:
+        for task in store.schedules:
             metrics.stored.labels(task).set_function(functools.partial(store.stored, task))
         self._committer: GroupCommitter[Upload, Committed] = GroupCommitter(
             "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after,

@@ -51,7 +51,7 @@ def state_dir(settings: Settings) -> StateDir:
 def open_store(settings: Settings) -> Store:
     """The store the settings name (``shuffler.store``): the SQLite file in the data directory,
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
-    sizes = {t.id: t.batch_size for t in settings.tasks}
+    sizes = {t.id: t.schedule for t in settings.tasks}
     if settings.shuffler.postgres:
         from services.shuffler.store.postgres import PgShufflerStore  # psycopg only when used
 
@@ -95,6 +95,8 @@ class ShufflerRuntime:
                     batches_acknowledged=c.batches_acknowledged,
                     batches_in_flight=c.batches_formed - c.batches_acknowledged,
                     refused_stale_key=c.refused_stale_key,
+                    refused_oversized=c.refused_oversized,
+                    next_batch_size=self.store.schedules[spec.id].size(c.next_batch),
                     last_error=self.forwarder.last_error.get(spec.id),
                 )
             )
