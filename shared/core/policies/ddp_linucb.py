@@ -120,12 +120,14 @@ class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
 
     def _accumulate(self, stat: np.ndarray, n: int) -> bool:
         """Add one batch and move the schedule on: the next batch's randomizer is the one the
-        devices deciding with the next model use. The batch's reports are counted at its own
-        length n (the simulator's batches have length l_b; the shuffler's l_k ≥ l_b, k its
-        index there)."""
+        devices deciding with the next model use. The batch's reports are counted at l_b, the
+        length this policy announced for them (the simulator's batch b has exactly that length;
+        in the services the shuffler's batch may be longer, and each share was sized for at
+        most l_b, so its variance is at least the one counted)."""
+        size = self.batch_size
         ok = super()._accumulate(stat, n)
         if ok:
-            self.reports_by_size[n] = self.reports_by_size.get(n, 0) + n
+            self.reports_by_size[size] = self.reports_by_size.get(size, 0) + n
         self.batches += 1
         self.randomizer = self.randomizer_for(self.batch_size)
         return ok

@@ -9,11 +9,13 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
 
 import tests.helpers as helpers
 from services.shuffler.store import ShufflerStore, Store, Upload
+from shared.core.policies import build_policy, make_config
 from shared.core.policies.schedule import BatchSchedule
 from shared.protocol.messages import EncryptedReport, b64encode
 from shared.protocol.secure_sum import EncryptedCounts
@@ -147,3 +149,64 @@ def test_two_postgres_replicas_agree_on_every_batch_length(tmp_path: Path, store
     finally:
         for r in replicas:
             r.close()
+
+
+def test_a_report_never_lands_in_a_batch_shorter_than_its_share_is_sized_for(
+    tmp_path: Path, store: str
+) -> None:
+    """The invariant of ``policies.ddp_linucb`` with the services' delays, on the real store and
+    the real policy: devices size their share from the length announced with a model they hold —
+    any model published so far, however old — and upload in any order, late; the shuffler forms
+    batches of l_k; the analyzer ingests them one at a time, behind. No honest report is ever
+    refused, and every report lands in a batch at least as long as the one its share is sized
+    for (so the batch's honest shares add at least the μ its (ε, δ) needs)."""
+    rng = np.random.default_rng(11)
+    config = make_config("ddp-linucb", d=2, batch_schedule="geometric:5,2,40")
+    schedule = config.schedule
+    analyzer = build_policy(config, np.random.default_rng(12))
+    if store == "sqlite":
+        shuffler: Store = ShufflerStore(tmp_path / "s.sqlite3", {"ddp": schedule})
+    else:
+        from services.shuffler.store.postgres import PgShufflerStore
+
+        shuffler = PgShufflerStore(helpers.STORES["shuffler"], {"ddp": schedule}, poll=3600)
+    models = [analyzer.model]
+    outbox: list[EncryptedCounts] = []
+    rows: dict[str, np.ndarray] = {}  # ciphertext → the report's randomized statistics
+    sized: dict[str, int] = {}
+    checked = refused = 0
+    try:
+        for _ in range(600):
+            event = rng.random()
+            if event < 0.6:  # a user decides with some model it holds and reports
+                model = models[int(rng.integers(len(models)))]
+                size = model.batch_size or schedule.size(0)
+                x = rng.normal(size=(1, 2))
+                x /= max(1.0, float(np.linalg.norm(x)))
+                (report,) = counts(1, sized_for=size)
+                rows[report.ct] = analyzer.randomizer_for(size).randomize(x, rng.random(1), rng)[0]
+                sized[report.ct] = size
+                outbox.append(report)
+            elif event < 0.85 and outbox:  # some reports reach the shuffler, in any order
+                rng.shuffle(outbox)  # type: ignore[arg-type]  # a list shuffles in place
+                take, outbox[:] = outbox[:3], outbox[3:]
+                (result,), _ = shuffler.accept([Upload("ddp", take)])
+                refused += result.refused
+            elif ids := shuffler.unacked("ddp", 1):  # the analyzer ingests the oldest batch
+                batch = shuffler.load_secure_batch(ids[0])
+                assert batch is not None
+                members = [b64encode(ct) for _, ct, _ in batch.members]
+                assert all(sized[ct] <= batch.size for ct in members), (
+                    batch.size, sorted(sized[ct] for ct in members))
+                checked += len(members)
+                analyzer.ingest_statistic(sum(rows[ct] for ct in members), len(members))
+                if analyzer.model.version != models[-1].version:
+                    models.append(analyzer.model)
+                assert shuffler.acknowledge(ids[0])
+        assert refused == 0
+        # The schedule was crossed to its cap, and old models were used throughout.
+        assert analyzer.batch_size == schedule.max_size and checked > 300
+        announced = {m.batch_size or schedule.size(0) for m in models}
+        assert sorted(announced) == schedule.distinct_sizes()
+    finally:
+        shuffler.close()
