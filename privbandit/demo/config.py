@@ -139,7 +139,8 @@ def derived_config(
     """A copy of ``base`` where ``task_id`` is changed for this demo run:
 
     - ``paper``: the paper's widths, confidence_scale = 1 and regularizer = "paper" (where the
-      policy has a regularizer);
+      policy has a regularizer), and fixed batches of the config's default length (1000) in place
+      of a batch schedule;
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
     """
     from shared.core.policies.registry import entry
@@ -154,6 +155,8 @@ def derived_config(
                     policy["confidence_scale"] = 1.0
                 if "regularizer" in known:
                     policy["regularizer"] = "paper"
+                if policy.pop("batch_schedule", None) is not None:
+                    policy["batch_size"] = known["batch_size"].default
             if aggregation is not None:
                 task["aggregation"] = aggregation
     out.write_text(tomli_w.dumps(data))

@@ -32,6 +32,8 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
         if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb",
                                           "ddp-linucb"):
             task["policy"]["regularizer"] = "paper"
+        if task["policy"].pop("batch_schedule", None) is not None:  # the paper's fixed l
+            task["policy"]["batch_size"] = 1000
     if aggregation is not None:
         task["aggregation"] = aggregation
     return want
@@ -65,6 +67,8 @@ def test_derived_config_round_trips(
         assert changed is not None
         if paper and changed.policy.algo not in BCO_CONFIGS:
             assert changed.policy.confidence_scale == 1.0
+        if paper:
+            assert changed.schedule.is_fixed
         if agg is not None:
             assert changed.aggregation == agg
 
