@@ -366,7 +366,7 @@ def deliver(http: httpx.Client, urls: dict[str, str], kind: str,
             resp = http.post(f"{urls['shuffler']}/v1/tasks/{task}/{endpoint(kind)}",
                              json={"reports": reps})
             assert resp.status_code == 202, (task, resp.text)
-            assert resp.json() == {"accepted": len(reps), "duplicates": 0}
+            assert resp.json() == {"accepted": len(reps), "duplicates": 0, "refused": 0}
             sent.setdefault(task, []).extend(reps)
         until = deadline(WAIT)
         for task, reps in sent.items():
@@ -465,7 +465,7 @@ def check_retries_are_duplicates(http: httpx.Client, urls: dict[str, str], kind:
     for body in retries:
         resp = http.post(f"{urls['shuffler']}/v1/tasks/{twin}/{endpoint(kind)}",
                          json={"reports": [body]})
-        assert resp.status_code == 202 and resp.json() == {"accepted": 0, "duplicates": 1}, resp
+        assert resp.status_code == 202 and resp.json() == {"accepted": 0, "duplicates": 1, "refused": 0}, resp
     assert queue(http, urls, twin) == before
 
 
