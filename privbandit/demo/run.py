@@ -69,6 +69,7 @@ async def run_demo_against(
         "reconciliation": rec,
         "simulator_reference": reference,
         "model_version": after.model_version,
+        "next_batch_size": after.next_batch,
         "request_retries": result.errors,
         "services": urls,
     }

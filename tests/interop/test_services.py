@@ -465,7 +465,8 @@ def check_retries_are_duplicates(http: httpx.Client, urls: dict[str, str], kind:
     for body in retries:
         resp = http.post(f"{urls['shuffler']}/v1/tasks/{twin}/{endpoint(kind)}",
                          json={"reports": [body]})
-        assert resp.status_code == 202 and resp.json() == {"accepted": 0, "duplicates": 1, "refused": 0}, resp
+        assert resp.status_code == 202, resp
+        assert resp.json() == {"accepted": 0, "duplicates": 1, "refused": 0}
     assert queue(http, urls, twin) == before
 
 
