@@ -95,6 +95,18 @@ def with_policy(config: Path, task_id: str, out: Path, only: bool = False,
     return out
 
 
+def run_demo(task_id: str, users: int, config: Path, data: Path, seed: int) -> dict[str, Any]:
+    """``privbandit demo --task`` at concurrency 4 on fresh services in ``data``: its JSON."""
+    out_json = data.parent / f"{task_id}-demo.json"
+    code = cli([
+        "demo", "--task", task_id, "--users", str(users), "--concurrency", "4",
+        "--config", str(config), "--data-dir", str(data), "--no-progress", "--seed", str(seed),
+        "--json", str(out_json),
+    ])
+    assert code == 0
+    return dict(json.loads(out_json.read_text()))
+
+
 def shuffler_batches(data_dir: Path, task_id: str) -> dict[int, int]:
     """The shuffler's batches of a task (SQLite): schedule index → length."""
     db = data_dir / "shuffler" / "shuffler.sqlite3"
@@ -164,15 +176,8 @@ def test_ddp_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
     the shuffler multiplies l = 20 of them, the analyzer decrypts only each batch sum: the counts
     reconcile exactly as for sblb's secure sum, and the ledger is the distributed-DP one
     (central (1, 1e-6), no local ε)."""
-    users = 250
-    out_json, data = tmp_path / "demo.json", tmp_path / "data"
-    code = cli([
-        "demo", "--task", DDP_TASK, "--users", str(users), "--concurrency", "4",
-        "--config", str(e2e_config), "--data-dir", str(data), "--no-progress", "--seed", "5",
-        "--json", str(out_json),
-    ])
-    assert code == 0
-    out = json.loads(out_json.read_text())
+    users, data = 250, tmp_path / "data"
+    out = run_demo(DDP_TASK, users, e2e_config, data, seed=5)
     assert out["task"] == DDP_TASK and out["algo"] == "ddp-linucb"
     assert out["aggregation"] == "secure-sum" and out["aggregation_overridden"] is False
     assert out["params"]["d"] == 3 and out["params"]["K"] == 5 and out["params"]["batch_size"] == L
@@ -214,14 +219,8 @@ def test_demo_ddp_runs_its_schedule_end_to_end(tmp_path: Path) -> None:
     assert (policy["regularizer"], policy["confidence_scale"]) == ("noise", 0.1)
     config = with_policy(DEFAULT_CONFIG, DEMO_DDP, tmp_path / "demo-ddp.toml", only=True,
                          batch_schedule=DEMO_SCHEDULE.spec())
-    out_json, data = tmp_path / "demo.json", tmp_path / "data"
-    code = cli([
-        "demo", "--task", DEMO_DDP, "--users", str(users), "--concurrency", "4",
-        "--config", str(config), "--data-dir", str(data), "--no-progress", "--seed", "3",
-        "--json", str(out_json),
-    ])
-    assert code == 0
-    out = json.loads(out_json.read_text())
+    data = tmp_path / "data"
+    out = run_demo(DEMO_DDP, users, config, data, seed=3)
     assert out["params"]["batch_schedule"] == DEMO_SCHEDULE.spec()
     rec = out["reconciliation"]
     assert rec["consistent"], rec
