@@ -21,7 +21,10 @@ share) and says which (``EncryptedCounts.batch_size``). A report sized for l lan
 k ≥ the task's next index at acceptance, of length ≥ l_next; it carries enough noise iff
 l ≤ l_k, guaranteed if l ≤ l_next. An honest device cannot exceed it (the analyzer announced
 l_b after ingesting b batches, all formed before: b ≤ next, so l_b ≤ l_next); a report that
-does is refused alone (``refused_oversized``) and never stored.
+does is refused alone (``refused_oversized``) and never stored. One case makes honest reports
+oversized: a shuffler whose store was started afresh (``--init``) beside an analyzer that kept
+its state. The shuffler then catches up from the analyzer's announcement, never from a device's
+(``catch_up_index``; ``services.shuffler.schedule``): skipping indices only lengthens batches.
 
 Stale keys (``stale_refusal``). Once the analyzer's Paillier key is ``key_id``, a report held
 under another key can never be counted and must never share a batch with reports under
@@ -85,6 +88,15 @@ def tag_hash(raw_tag: bytes) -> bytes:
 def schedule_of(spec: int | BatchSchedule) -> BatchSchedule:
     """A task's batch schedule from a store's ``schedules`` argument (an int l: fixed)."""
     return spec if isinstance(spec, BatchSchedule) else BatchSchedule(int(spec))
+
+
+def catch_up_index(schedule: BatchSchedule, k: int, length: int) -> int:
+    """The first index k' ≥ k whose batch is at least ``length`` long (or the cap's): where a
+    shuffler behind the analyzer's announced ``length`` goes on. k itself if it already is."""
+    target = min(length, schedule.max_size)
+    while schedule.size(k) < target:
+        k += 1
+    return k
 
 
 @dataclass(frozen=True)
@@ -315,4 +327,5 @@ class Store(Protocol):
     def next_unacked(self, task: str) -> Batch | None: ...
     def acknowledge(self, batch_id: str) -> bool: ...
     def counts(self, task: str) -> TaskCounts: ...
+    def catch_up(self, task: str, length: int) -> int: ...
     def batch_members(self, batch_id: str) -> int: ...

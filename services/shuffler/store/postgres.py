@@ -461,6 +461,21 @@ class PgShufflerStore:
             self._stored[done[0]] = self._stored.get(done[0], 0) - done[1]
         return done is not None
 
+    def catch_up(self, task: str, length: int) -> int:
+        """As ``ShufflerStore.catch_up``, under the task's schedule row lock."""
+
+        def run(conn: psycopg.Connection) -> int:
+            row = conn.execute("SELECT next_batch FROM shuffler_schedule WHERE task = %s "
+                               "FOR UPDATE", (task,)).fetchone()
+            k = int(row[0]) if row else 0
+            to = base.catch_up_index(self.schedules[task], k, length)
+            if to != k:
+                conn.execute("UPDATE shuffler_schedule SET next_batch = %s WHERE task = %s",
+                             (to, task))
+            return to
+
+        return self.db.run_tx("catch_up", run)
+
     def counts(self, task: str) -> base.TaskCounts:
         def run(conn: psycopg.Connection) -> base.TaskCounts:
             pending = conn.execute(

@@ -398,6 +398,16 @@ class ShufflerStore:
                 self._stored[task] = self._stored.get(task, 0) - int(size)
         return done
 
+    def catch_up(self, task: str, length: int) -> int:
+        """Move ``task``'s next batch index on to the first whose batch is at least ``length``
+        long (``base.catch_up_index``: the analyzer announced ``length``); the index reached."""
+        with self._lock, transaction(self._conn) as conn:
+            k = self._next_batch(task)
+            to = base.catch_up_index(self.schedules[task], k, length)
+            if to != k:
+                conn.execute("UPDATE counters SET next_batch = ? WHERE task = ?", (to, task))
+        return to
+
     def counts(self, task: str) -> base.TaskCounts:
         with self._lock:
             pending = self._conn.execute(

@@ -4,11 +4,13 @@ noise share is sized for a longer batch than the task's next one is refused alon
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import threading
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import psycopg
 import pytest
@@ -210,3 +212,62 @@ def test_a_report_never_lands_in_a_batch_shorter_than_its_share_is_sized_for(
         assert sorted(announced) == schedule.distinct_sizes()
     finally:
         shuffler.close()
+
+
+def test_a_store_started_afresh_catches_up_with_the_analyzers_announced_length(
+    tmp_path: Path, store: str
+) -> None:
+    """A shuffler store started afresh (``--init``) beside an analyzer that kept its state: the
+    devices' shares are sized for the analyzer's announced length, longer than batch 0's, so
+    every report is refused — until the shuffler reads the announcement
+    (``services.shuffler.schedule``) and skips to the first batch at least that long. A
+    device's report never moves the schedule."""
+    shuffler = open_store(store, tmp_path)
+    try:
+        (result,), _ = shuffler.accept([Upload("sum", counts(3, sized_for=12))])
+        assert (result.accepted, result.refused) == (0, 3)
+        assert shuffler.counts("sum").next_batch == 0  # refusals do not move it
+        assert shuffler.catch_up("sum", 12) == 2  # 3, 6, [12]
+        assert shuffler.catch_up("sum", 6) == 2  # never back
+        (result,), formed = shuffler.accept([Upload("sum", counts(12, sized_for=12))])
+        assert (result.accepted, result.refused, formed) == (12, 0, {"sum": 1})
+        assert batch_sizes(shuffler) == [12]
+        assert shuffler.catch_up("sum", 10**6) == 3  # beyond the cap: the next cap-long batch
+    finally:
+        shuffler.close()
+
+
+async def test_the_shuffler_reads_the_announced_length_from_the_analyzers_model(
+    tmp_path: Path, store: str
+) -> None:
+    from services.shuffler.schedule import ScheduleCatchUp
+    from shared.settings import Settings
+
+    announced: dict[str, object] = {"batch_size": None}
+
+    def analyzer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/tasks/sum/model"
+        return httpx.Response(200, json={"version": 3, **announced})
+
+    settings = Settings.model_validate({"tasks": [{
+        "id": "sum", "threat_model": "shuffle", "aggregation": "secure-sum",
+        "policy": {"algo": "ddp-linucb", "d": 2, "batch_schedule": SCHEDULE.spec()}}]})
+    shuffler = open_store(store, tmp_path)
+    async with httpx.AsyncClient(base_url="http://analyzer",
+                                 transport=httpx.MockTransport(analyzer)) as client:
+        catch_up = ScheduleCatchUp(settings, shuffler, client)
+        try:
+            assert catch_up.tasks == ["sum"]
+            assert await catch_up.catch_up("sum") is None  # nothing announced yet
+            announced["batch_size"] = 6
+            await catch_up.first()
+            assert shuffler.counts("sum").next_batch == 1
+            announced["batch_size"] = 12
+            catch_up.refused("sum")  # in the background
+            catch_up.refused("sum")  # within INTERVAL: not again
+            assert len(catch_up._running) == 1
+            await asyncio.gather(*catch_up._running)
+            assert shuffler.counts("sum").next_batch == 2
+        finally:
+            await catch_up.stop()
+            shuffler.close()
