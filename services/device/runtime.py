@@ -29,9 +29,7 @@ from services.device.outbox import Spread, Uploader
 from services.device.store import DeviceStore
 from services.device.transports import Transports
 from services.device.transports.base import Context
-from shared.core.policies import randomizer_for
-from shared.core.policies.config import DDPLinUCBConfig
-from shared.core.policies.ddp_linucb import skellam_for
+from shared.core.policies import build_policy
 from shared.core.randomizers.base import Randomizer
 from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.crypto.paillier import MIN_KEY_BITS
@@ -147,10 +145,7 @@ async def open_runtime(
         metrics.model_version.labels(task).set(m)
     readiness = Readiness()
     readiness.require("the analyzer", lambda: cache.missing() + transports.missing())
-    randomizers = {t.id: randomizer_for(t.policy) for t in settings.tasks}
-    sized = {t.id: {size: skellam_for(t.policy, size) for size in t.schedule.distinct_sizes()}
-             for t in settings.tasks
-             if isinstance(t.policy, DDPLinUCBConfig) and not t.schedule.is_fixed}
+    randomizers, sized = task_randomizers(settings.tasks)
     samplers = warm_share_samplers(
         {t: [r, *sized.get(t, {}).values()] for t, r in randomizers.items()})
     readiness.require("the noise samplers",
@@ -176,6 +171,23 @@ async def open_runtime(
         await shuffler.aclose()
         await store.stop()
         store.close()
+
+
+def task_randomizers(
+    tasks: list[TaskConfig],
+) -> tuple[dict[str, Randomizer], dict[str, dict[int, SkellamRandomizer]]]:
+    """Each task's device randomizer, and for a task with a growing batch schedule whose
+    policy sizes its noise per batch length (``randomizer_for(length)``: ``ddp-linucb``) one
+    per length of the schedule (``DeviceRuntime.report_randomizer``)."""
+    randomizers: dict[str, Randomizer] = {}
+    sized: dict[str, dict[int, SkellamRandomizer]] = {}
+    for t in tasks:
+        policy = build_policy(t.policy)
+        randomizers[t.id] = policy.randomizer
+        per_length = getattr(policy, "randomizer_for", None)
+        if per_length is not None and not t.schedule.is_fixed:
+            sized[t.id] = {size: per_length(size) for size in t.schedule.distinct_sizes()}
+    return randomizers, sized
 
 
 def warm_share_samplers(randomizers: dict[str, list[Randomizer]]) -> dict[str, threading.Thread]:

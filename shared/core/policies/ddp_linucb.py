@@ -74,12 +74,6 @@ from shared.core.policies.config import DDPLinUCBConfig
 from shared.core.randomizers.skellam import SkellamRandomizer
 
 
-def skellam_for(config: DDPLinUCBConfig, size: int) -> SkellamRandomizer:
-    """The device randomizer of a batch of ``size`` reports: shares of variance μ/⌈γ·size⌉."""
-    return SkellamRandomizer(config.d, config.epsilon, config.delta, size,
-                             config.honest_fraction, config.scale, config.L)
-
-
 class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
     algo = "ddp-linucb"
     threat_model = "shuffle"
@@ -94,7 +88,10 @@ class DDPLinUCB(BatchedNoisyPolicy[DDPLinUCBConfig, SkellamRandomizer]):
     def randomizer_for(self, size: int) -> SkellamRandomizer:
         """The device randomizer of a batch of ``size`` reports (shares sized for that length)."""
         if size not in self._randomizers:
-            self._randomizers[size] = skellam_for(self.config, size)
+            c = self.config
+            self._randomizers[size] = SkellamRandomizer(
+                c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L
+            )
         return self._randomizers[size]
 
     def _make_randomizer(self) -> SkellamRandomizer:
