@@ -118,7 +118,7 @@ async def campaign(cluster: Cluster, data_dir: Path, kills: int, seed: int, conc
 
     results = await asyncio.gather(chaos(), *(drive(d) for d in drivers.values()))
     for t, result in zip(tasks, results[1:], strict=True):
-        after = await wait_quiescent(urls, t, infos[t].batch_size, timeout=120 * wait_scale)
+        after = await wait_quiescent(urls, t, infos[t].max_batch, timeout=120 * wait_scale)
         rec = reconcile(result.feedbacks_sent, before[t], after)
         distinct = distinct_report_ids(data_dir, t)
         if distinct != rec["reports_counted"]:

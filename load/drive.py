@@ -65,7 +65,7 @@ async def one_level(
         before = await snapshot(urls, task_id, client)
     driver = Driver(urls["device"], task, users, concurrency, seed, time_limit=time_limit)
     result = await driver.run()
-    after = await wait_quiescent(urls, task_id, task.batch_size, timeout=300)
+    after = await wait_quiescent(urls, task_id, task.max_batch, timeout=300)
     rec = reconcile(result.feedbacks_sent, before, after)
     return {
         "concurrency": concurrency,

@@ -173,7 +173,7 @@ def render_secure_sum_vectors() -> str:
         "ciphertext digest (hex)": digest.hex(),
         "tag info": info.decode("ascii"),
         "tag report id (hex)": report_id.hex(),
-        "EncryptedCounts (JSON)": report.model_dump_json(),
+        "EncryptedCounts (JSON)": report.model_dump_json(exclude_none=True),
     }
     return "\n".join(f"- {k}: `{v}`" for k, v in items.items()) + "\n"
 

@@ -27,9 +27,15 @@ from shared.core.policies.bco_config import BCOConfig
 from shared.core.policies.config import AnyPolicyConfig
 from shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
 from shared.core.policies.registry import PolicyEntry, entry
+from shared.core.policies.schedule import BatchSchedule
 from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
+# Policies whose batch schedules the services run end to end (issue 22): the shuffler forms
+# any ``policy.schedule``; these also announce the next batch's length with each model and size
+# each report's noise from it (``docs/protocol.md``).
+SCHEDULED_IN_SERVICES = frozenset({"ddp-linucb"})
+
 DEFAULT_CONFIG = Path(str(resources.files("shared").joinpath("defaults", "privbandit.toml")))
 
 
@@ -51,9 +57,11 @@ class TaskConfig(BaseModel):
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
         schedule = getattr(self.policy, "batch_schedule", None)
-        if schedule is not None:
-            # Issue 22: the shuffler forms fixed batches only, until it learns schedules.
-            raise ValueError(f"task {self.id}: the services run fixed batches only; set "
+        if schedule is not None and self.policy.algo not in SCHEDULED_IN_SERVICES:
+            # The shuffler forms any schedule (``policy.schedule``); the device and analyzer
+            # sides that size the noise per batch exist for these policies only.
+            raise ValueError(f"task {self.id}: the services run batch schedules for "
+                             f"{', '.join(sorted(SCHEDULED_IN_SERVICES))} only; set "
                              f"policy.batch_size (batch_schedule {schedule!r} "
                              "is for the simulator)")
         if getattr(self.policy, "accountant", None) == "secure-sum" and (
@@ -118,8 +126,23 @@ class TaskConfig(BaseModel):
 
     @property
     def batch_size(self) -> int:
-        """The shuffler batch l (1 = pass-through)."""
+        """The shuffler's first batch l₀ (1 = pass-through); every batch of a fixed schedule."""
         return int(getattr(self.policy, "batch_size", 1))
+
+    @property
+    def schedule(self) -> BatchSchedule:
+        """The lengths l_k of the batches the shuffler forms (``policies.schedule``): the
+        policy's own ``schedule`` if it has one (``ddp-linucb``), else fixed ``batch_size``."""
+        schedule = getattr(self.policy, "schedule", None)
+        if isinstance(schedule, BatchSchedule):
+            return schedule
+        return BatchSchedule(self.batch_size)
+
+    @property
+    def max_batch(self) -> int:
+        """The longest batch the schedule forms (its cap): what a batch sum's slots and an
+        upload's size limits are sized for."""
+        return self.schedule.max_size
 
 
 class ServiceAddress(BaseModel):
@@ -364,11 +387,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _room_for_a_batch(self) -> Settings:
-        largest = max((t.batch_size for t in self.tasks), default=1)
+        largest = max((t.max_batch for t in self.tasks), default=1)
         if self.limits.shuffler_reports < largest:
             raise ValueError(
                 f"limits.shuffler_reports = {self.limits.shuffler_reports} is below the batch "
-                f"size l = {largest} of a task: its batches could never fill"
+                f"length l = {largest} of a task (its schedule's cap): its batches could never fill"
             )
         return self
 

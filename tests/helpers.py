@@ -557,7 +557,7 @@ def run_with_backend_crash(
                                            chaos(drivers, gates))
         out = {}
         for t, result in zip(seeds, results, strict=True):
-            after = await wait_quiescent(urls, t, tasks[t].batch_size, timeout=patience(90))
+            after = await wait_quiescent(urls, t, tasks[t].max_batch, timeout=patience(90))
             out[t] = (drivers[t], reconcile(result.feedbacks_sent, before[t], after))
         return out
 

@@ -141,7 +141,8 @@ def derived_config(
     - ``paper``: the paper's widths, confidence_scale = 1 and regularizer = "paper" (where the
       policy has a regularizer), and every other setting of the policy's ``PRACTICAL`` back to
       the config's (the paper's) default, e.g. adar-oful's first_episode and switching,
-      and no perturbation of the published θ̃ (``perturb = 0``);
+      no perturbation of the published θ̃ (``perturb = 0``), and fixed batches of the
+      config's default length (1000) in place of a batch schedule;
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
     """
     from shared.core.policies.registry import entry
@@ -158,7 +159,8 @@ def derived_config(
                     policy["regularizer"] = "paper"
                 practical = getattr(entry(policy["algo"]).config, "PRACTICAL", {})
                 for key in set(practical) - {"confidence_scale", "regularizer"}:
-                    policy.pop(key, None)
+                    if policy.pop(key, None) is not None and key == "batch_schedule":
+                        policy["batch_size"] = known["batch_size"].default
                 if "perturb" in known:  # ldp-linucb's perturbed publication is not the paper's
                     policy["perturb"] = 0.0
             if aggregation is not None:

@@ -41,12 +41,15 @@ class Snapshot:
     outbox_pending: int
     device_feedbacks: int
     privacy: dict[str, Any]
+    # The length of the task's next batch under its schedule (issue 22), as the shuffler says.
+    next_batch: int | None = None
 
     def quiescent(self, batch_size: int) -> bool:
-        """Nothing in flight: outbox empty, every formed batch acknowledged, < l pending."""
+        """Nothing in flight: outbox empty, every formed batch acknowledged, fewer pending than
+        the next batch takes (``batch_size`` if the shuffler does not say)."""
         return (
             self.outbox_pending == 0
-            and self.pending < batch_size
+            and self.pending < (self.next_batch or batch_size)
             and self.batches_formed == self.batches_acknowledged
             and self.batches_in_flight == 0
         )
@@ -81,6 +84,7 @@ async def snapshot(urls: dict[str, str], task: str, client: httpx.AsyncClient) -
         outbox_pending=int(d["outbox_pending"]),
         device_feedbacks=int(d["feedbacks"]),
         privacy=p["ledger"],
+        next_batch=queue.get("next_batch_size"),
     )
 
 

@@ -149,6 +149,12 @@ def _reference_line(ref: dict[str, Any] | None) -> list[str]:
     ]
 
 
+def _batches(params: dict[str, Any]) -> str:
+    """The task's batches for the summary's first line: l, or its growing schedule."""
+    schedule = params.get("batch_schedule")
+    return f"batches {schedule}" if schedule else f"l={params['batch_size']}"
+
+
 def _shape(out: dict[str, Any]) -> str:
     """The task's shape for the summary's first line."""
     params = out["params"]
@@ -167,7 +173,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
 
     lines = [
         f"[bold]{out['threat_model']}[/bold] demo: task {out['task']} ({out['algo']}, "
-        + _shape(out) + f"l={out['params']['batch_size']}), "
+        + _shape(out) + _batches(out["params"]) + "), "
         f"{out['users']} users, concurrency {out['concurrency']}, seed {out['seed']}",
         f"  regret            {out['final_regret']:.1f}   (uniformly random policy: "
         f"{out['random_regret']:.1f})",
@@ -200,7 +206,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         f"    reports_refused   {rec.get('reports_refused', 0)}  (analyzer: invalid or "
         "duplicate" + (", or in a quarantined batch sum)" if secure else ")"),
         f"    reports_pending   {rec['reports_pending']}  (shuffler, waiting for a batch of "
-        f"{out['params']['batch_size']})",
+        f"{out.get('next_batch_size') or out['params']['batch_size']})",
     ]
     if rec["reports_pending_before"]:
         lines.append(f"    (+ {rec['reports_pending_before']} reports already pending in the "

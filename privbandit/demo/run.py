@@ -46,7 +46,7 @@ async def run_demo_against(
     if console is not None:
         console.print(f"[dim]waiting for the outbox to drain and the last batches to be "
                       f"acknowledged (l = {task.batch_size})...[/dim]")
-    after = await wait_quiescent(urls, task.id, task.batch_size, opts.settle_timeout)
+    after = await wait_quiescent(urls, task.id, task.max_batch, opts.settle_timeout)
     rec = reconcile(result.feedbacks_sent, before, after)
     reference = simulator_reference(task, opts, result.final_regret)
     return {
@@ -69,6 +69,7 @@ async def run_demo_against(
         "reconciliation": rec,
         "simulator_reference": reference,
         "model_version": after.model_version,
+        "next_batch_size": after.next_batch,
         "request_retries": result.errors,
         "services": urls,
     }

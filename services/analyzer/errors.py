@@ -30,7 +30,8 @@ class BatchRefused(Invalid):
 
 
 class BatchSizeMismatch(BatchRefused, code="batch_size_mismatch"):
-    """Not exactly l reports (or a sum claiming another count than l)."""
+    """Not exactly l reports (or a sum claiming another count than l); under a batch schedule,
+    not one of its lengths l_k."""
 
 
 class UnknownKey(BatchRefused, code="unknown_key"):

@@ -163,7 +163,7 @@ async def _give_feedback(
     sealer = rt.transports.of(task).sealer(task)
     opened = await open_decision(rt, task, decision_id)
     x = opened.state
-    randomizer = rt.randomizers[task]
+    randomizer = rt.report_randomizer(task)
     try:
         row = handler(cfg).report_row(randomizer, x, reward, eps, rt.rng)
         encoded = await sealer.seal(randomizer, row)

@@ -29,7 +29,7 @@ from services.device.outbox import Spread, Uploader
 from services.device.store import DeviceStore
 from services.device.transports import Transports
 from services.device.transports.base import Context
-from shared.core.policies import randomizer_for
+from shared.core.policies import build_policy
 from shared.core.randomizers.base import Randomizer
 from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.crypto.paillier import MIN_KEY_BITS
@@ -66,6 +66,8 @@ class DeviceRuntime:
     metrics: DeviceMetrics
     randomizers: dict[str, Randomizer]
     readiness: Readiness
+    # ddp-linucb tasks with a growing batch schedule: one randomizer per batch length.
+    sized: dict[str, dict[int, SkellamRandomizer]] = field(default_factory=dict)
     # Device-side randomness for the local randomizers: seeded once per process from the OS
     # CSPRNG (never a fixed seed), so reports cannot be de-randomised by anyone.
     rng: np.random.Generator = field(
@@ -75,6 +77,22 @@ class DeviceRuntime:
     @property
     def tasks(self) -> dict[str, TaskConfig]:
         return self.cache.tasks
+
+    def report_randomizer(self, task: str) -> Randomizer:
+        """The randomizer of a report of ``task`` made now. A ``ddp-linucb`` task with a growing
+        batch schedule sizes the Skellam share for the batch length announced with the newest
+        model the device holds (``ModelMessage.batch_size``; the first length before one is
+        announced), rounded down to a length of the schedule: the analyzer announced l_b after
+        b batches were formed, so the report lands in a batch of length ≥ l_b and its share is
+        at least what that batch needs (``policies.ddp_linucb``)."""
+        sized = self.sized.get(task)
+        if not sized:
+            return self.randomizers[task]
+        announced = getattr(self.cache.model(task), "batch_size", None)
+        lengths = sorted(sized)
+        size = lengths[0] if announced is None else max(
+            (length for length in lengths if length <= announced), default=lengths[0])
+        return sized[size]
 
     def health(self) -> dict[str, object]:
         """What ``/healthz`` says once ready."""
@@ -127,12 +145,13 @@ async def open_runtime(
         metrics.model_version.labels(task).set(m)
     readiness = Readiness()
     readiness.require("the analyzer", lambda: cache.missing() + transports.missing())
-    randomizers = {t.id: randomizer_for(t.policy) for t in settings.tasks}
-    samplers = warm_share_samplers(randomizers)
+    randomizers, sized = task_randomizers(settings.tasks)
+    samplers = warm_share_samplers(
+        {t: [r, *sized.get(t, {}).values()] for t, r in randomizers.items()})
     readiness.require("the noise samplers",
                       lambda: [f"skellam-table:{t}" for t, th in samplers.items() if th.is_alive()])
     runtime = DeviceRuntime(settings, store, decision_ids, cache, transports, uploader, metrics,
-                            randomizers, readiness)
+                            randomizers, readiness, sized=sized)
     store.start()
     cache.start()
     transports.start()
@@ -154,15 +173,34 @@ async def open_runtime(
         store.close()
 
 
-def warm_share_samplers(randomizers: dict[str, Randomizer]) -> dict[str, threading.Thread]:
-    """Build each ``ddp-linucb`` task's exact Skellam sampler (its certified CDF table: 0.01 s to
-    a few seconds, growing with the share's λ) in a thread at start-up, so no feedback request
-    builds it on the event loop; the device is ready once they are built."""
+def task_randomizers(
+    tasks: list[TaskConfig],
+) -> tuple[dict[str, Randomizer], dict[str, dict[int, SkellamRandomizer]]]:
+    """Each task's device randomizer, and for a task with a growing batch schedule whose
+    policy sizes its noise per batch length (``randomizer_for(length)``: ``ddp-linucb``) one
+    per length of the schedule (``DeviceRuntime.report_randomizer``)."""
+    randomizers: dict[str, Randomizer] = {}
+    sized: dict[str, dict[int, SkellamRandomizer]] = {}
+    for t in tasks:
+        policy = build_policy(t.policy)
+        randomizers[t.id] = policy.randomizer
+        per_length = getattr(policy, "randomizer_for", None)
+        if per_length is not None and not t.schedule.is_fixed:
+            sized[t.id] = {size: per_length(size) for size in t.schedule.distinct_sizes()}
+    return randomizers, sized
+
+
+def warm_share_samplers(randomizers: dict[str, list[Randomizer]]) -> dict[str, threading.Thread]:
+    """Build each ``ddp-linucb`` task's exact Skellam samplers (their certified CDF tables: 0.01 s
+    to a few seconds each, growing with the share's λ; one per batch length of a growing
+    schedule) in a thread at start-up, so no feedback request builds one on the event loop; the
+    device is ready once they are built."""
     threads = {}
-    for task, randomizer in randomizers.items():
-        if isinstance(randomizer, SkellamRandomizer):
-            th = threading.Thread(target=lambda r=randomizer: r.exact_noise, daemon=True,
-                                  name=f"skellam-table:{task}")
+    for task, options in randomizers.items():
+        skellam = [r for r in options if isinstance(r, SkellamRandomizer)]
+        if skellam:
+            th = threading.Thread(target=lambda rs=skellam: [r.exact_noise for r in rs],
+                                  daemon=True, name=f"skellam-table:{task}")
             th.start()
             threads[task] = th
     return threads

@@ -29,7 +29,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from services.common.group_commit import GroupCommitter, Outcome, ShuttingDown
@@ -91,9 +91,13 @@ class Intake:
     def __init__(
         self, store: Store, metrics: ShufflerMetrics, forwarder: Forwarder,
         keys: AnalyzerKeys, limits: Limits | None = None,
+        on_refused: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics
+        # Called (event loop) with the task of an upload that had a report refused as sized for
+        # a longer batch than the next (``services.shuffler.schedule``).
+        self.on_refused = on_refused
         self.forwarder = forwarder
         self.transports: Transports = forwarder.transports
         self.hpke = keys.hpke
@@ -101,7 +105,7 @@ class Intake:
         self.limits = limits if limits is not None else Limits()
         # Reports of uploads between the backpressure check and their commit, per task.
         self._committing: dict[str, int] = {}
-        for task in store.batch_sizes:
+        for task in store.schedules:
             metrics.stored.labels(task).set_function(functools.partial(store.stored, task))
         self._committer: GroupCommitter[Upload, Committed] = GroupCommitter(
             "shuffler intake", self._commit, max_items=MAX_GROUP, after=self._after,
@@ -190,6 +194,8 @@ class Intake:
             assert isinstance(outcome, Committed)
             self.metrics.reports_accepted.labels(upload.task).inc(outcome.result.accepted)
             self.metrics.reports_duplicate.labels(upload.task).inc(outcome.result.duplicates)
+            if outcome.result.refused and self.on_refused is not None:
+                self.on_refused(upload.task)
         for task, n in first.formed.items():
             self.metrics.batches_formed.labels(task).inc(n)
             self.forwarder.wake(task)

@@ -44,7 +44,8 @@ async def metrics(runtime: RuntimeDep) -> Response:
 
 
 def _accepted(result: AcceptResult) -> Response:
-    body = ReportsAccepted(accepted=result.accepted, duplicates=result.duplicates)
+    body = ReportsAccepted(accepted=result.accepted, duplicates=result.duplicates,
+                           refused=result.refused)
     return json_response(body, 202)
 
 

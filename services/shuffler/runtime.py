@@ -28,6 +28,7 @@ from services.shuffler.hpke import HpkeState
 from services.shuffler.intake import AnalyzerKeys, Intake
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.published import ConfigFetcher
+from services.shuffler.schedule import ScheduleCatchUp
 from services.shuffler.store import ShufflerStore, Store
 from services.shuffler.tasks import TaskSpec
 from services.shuffler.transports import Transports
@@ -51,7 +52,7 @@ def state_dir(settings: Settings) -> StateDir:
 def open_store(settings: Settings) -> Store:
     """The store the settings name (``shuffler.store``): the SQLite file in the data directory,
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
-    sizes = {t.id: t.batch_size for t in settings.tasks}
+    sizes = {t.id: t.schedule for t in settings.tasks}
     if settings.shuffler.postgres:
         from services.shuffler.store.postgres import PgShufflerStore  # psycopg only when used
 
@@ -95,6 +96,8 @@ class ShufflerRuntime:
                     batches_acknowledged=c.batches_acknowledged,
                     batches_in_flight=c.batches_formed - c.batches_acknowledged,
                     refused_stale_key=c.refused_stale_key,
+                    refused_oversized=c.refused_oversized,
+                    next_batch_size=self.store.schedules[spec.id].size(c.next_batch),
                     last_error=self.forwarder.last_error.get(spec.id),
                 )
             )
@@ -123,7 +126,9 @@ async def open_runtime(
     hpke_fetcher = ConfigFetcher(hpke, client, settings)
     forwarder = Forwarder(settings, store, metrics, client, transports)
     keys = AnalyzerKeys(hpke, hpke_fetcher.refresh)
-    intake = Intake(store, metrics, forwarder, keys, settings.limits)
+    catch_up = ScheduleCatchUp(settings, store, client)
+    intake = Intake(store, metrics, forwarder, keys, settings.limits,
+                    on_refused=catch_up.refused)
     readiness = Readiness()
     readiness.require("the analyzer", lambda: hpke.missing() + transports.missing())
     readiness.require_that("intake", lambda: intake.running)
@@ -143,6 +148,7 @@ async def open_runtime(
             fetched = await fetcher.first()
             name = f"fetch-{fetcher.state.name}"
             fetchers.append(asyncio.create_task(fetcher.follow(hook, fetched), name=name))
+    await catch_up.first()  # a store started afresh beside an analyzer that kept its state
     intake.start()
     forwarder.start()
     try:
@@ -155,6 +161,7 @@ async def open_runtime(
             with contextlib.suppress(asyncio.CancelledError):
                 await following
         await intake.stop()
+        await catch_up.stop()
         await forwarder.stop()
         await client.aclose()
         store.close()

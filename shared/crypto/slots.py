@@ -216,7 +216,7 @@ def unpack_signed(
 def layout_for(task: TaskConfig, key_bits: int) -> SlotLayout:
     """The slot layout of a ``secure-sum`` task under a ``key_bits``-bit Paillier key
     (``policy_layout`` of its policy and batch size)."""
-    return policy_layout(task.policy, task.batch_size, key_bits, name=task.id)
+    return policy_layout(task.policy, task.max_batch, key_bits, name=task.id)
 
 
 def policy_layout(policy: Any, batch_size: int, key_bits: int, name: str = "") -> SlotLayout:

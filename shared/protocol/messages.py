@@ -111,6 +111,15 @@ class TaskInfo(Message):
     aggregation: Literal["reports", "secure-sum"] = "reports"
     policy: dict[str, Any] = Field(description="the task's full policy configuration")
 
+    @property
+    def max_batch(self) -> int:
+        """The longest batch of the task's schedule (``policy.batch_schedule``, issue 22; a
+        fixed schedule's ``batch_size``)."""
+        from shared.core.policies.schedule import BatchSchedule
+
+        spec = self.policy.get("batch_schedule")
+        return BatchSchedule.parse(str(spec)).max_size if spec else self.batch_size
+
 
 class ModelMessage(Message):
     """A published model: devices choose argmax ⟨x, θ̃⟩ + β ‖x‖_{V⁻¹}. ETag = version."""
@@ -121,6 +130,10 @@ class ModelMessage(Message):
     V: list[list[FiniteFloat]] = Field(max_length=MAX_DIM)
     beta: FiniteFloat = Field(ge=0)
     reports: int = Field(ge=0, description="reports counted into this model")
+    batch_size: int | None = Field(
+        None, ge=1, le=MAX_BATCH, description="ddp-linucb with a growing batch schedule: the "
+        "batch length l the reports of this model's users are sized for (their Skellam share "
+        "has variance μ/⌈γl⌉; issue 22); null: the task's batch_size")
 
 
 class GLBModelMessage(ModelMessage):
@@ -290,6 +303,9 @@ class ReportUpload(Message):
 class ReportsAccepted(Message):
     accepted: int = Field(ge=0, description="new reports made durable")
     duplicates: int = Field(ge=0, description="identical ciphertexts already held")
+    refused: int = Field(0, ge=0, description="secure-sum reports refused and not stored: their "
+                         "noise share is sized for a longer batch than the task's next one "
+                         "(issue 22; an honest device never sends one)")
 
 
 class TaskQueueStatus(Message):
@@ -303,6 +319,14 @@ class TaskQueueStatus(Message):
     refused_stale_key: int = Field(
         0, description="accepted secure-sum reports dropped because the analyzer's Paillier key "
         "changed (an explicit --init): nobody can decrypt them any more",
+    )
+    refused_oversized: int = Field(
+        0, description="secure-sum reports refused at intake: their noise share was sized for a "
+        "longer batch than the task's next one (``ReportsAccepted.refused``)",
+    )
+    next_batch_size: int | None = Field(
+        None, description="the length of the task's next batch under its schedule (issue 22); "
+        "batch_size is the first batch's",
     )
     last_error: str | None = Field(
         None, description="the last failure forwarding a batch to the analyzer (None once acked)"

@@ -124,6 +124,11 @@ class EncryptedCounts(Message):
     key_id: int = Field(ge=0, le=255)
     ct: str = Field(max_length=4 * MAX_CIPHERTEXT_BYTES // 3 + 4)
     tag: EncryptedReport
+    batch_size: int | None = Field(
+        None, ge=1, le=MAX_BATCH, description="ddp-linucb: the batch length l its Skellam share is "
+        "sized for (the model's ``batch_size``); the shuffler refuses it if l exceeds the "
+        "task's next batch (issue 22)",
+    )
 
 
 class SecureSumUpload(Message):

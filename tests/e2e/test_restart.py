@@ -93,7 +93,7 @@ def test_crash_of_the_device_loses_and_duplicates_nothing(store_cluster: Cluster
         driver = Driver(urls["device"], task, USERS, concurrency=4, seed=12,
                         request_retries=patient_tries(REQUEST_RETRIES))
         result, _ = await asyncio.gather(driver.run(), chaos(driver))
-        after = await wait_quiescent(urls, task_id, task.batch_size, timeout=patience(90))
+        after = await wait_quiescent(urls, task_id, task.max_batch, timeout=patience(90))
         return driver, reconcile(result.feedbacks_sent, before, after)
 
     driver, rec = asyncio.run(run())

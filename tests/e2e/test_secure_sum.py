@@ -6,20 +6,28 @@ transport; ``privbandit demo --aggregation secure-sum`` runs it with ``secure-su
 crash test starts a deployment from the same kind of derived config. Devices encrypt their
 randomized counts, the shuffler releases only encrypted batch sums, the analyzer decrypts only
 those and counts l reports per sum, so the counts must reconcile exactly as for HPKE reports.
-The config's ``small-ddp`` task (ddp-linucb, l = 20) runs the same way with signed values.
+The config's ``small-ddp`` task (ddp-linucb, l = 20) runs the same way with signed values; with
+a growing batch schedule (issue 22) in the crash test, and the demo's own ``demo-ddp`` at its
+defaults (a short first batch) in ``test_demo_ddp_runs_its_schedule_end_to_end``.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+import tomli_w
 
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster, local_cluster
+from shared.core.policies.schedule import BatchSchedule
+from shared.settings import DEFAULT_CONFIG
 from tests.helpers import TASKS, analyzer_totals, cli, patience, run_with_backend_crash
 
 pytestmark = pytest.mark.slow
@@ -68,11 +76,54 @@ def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) ->
     assert key["key_bits"] == 2048
 
 
+DDP_TASK = "small-ddp"
+# small-ddp in the crash test: 20, 40, 80, then 160 for ever (cumulative 20, 60, 140, 300, 460,
+# 620): the kill, a fifth of the way into 600 users, falls after batch 1 and before the cap.
+CRASH_SCHEDULE = BatchSchedule.parse("geometric:20,2,160")
+
+
+def with_policy(config: Path, task_id: str, out: Path, only: bool = False,
+                **changes: Any) -> Path:
+    """A copy of ``config`` where ``task_id``'s policy has ``changes`` (``only``: the only task)."""
+    data = tomllib.loads(config.read_text())
+    for task in data["tasks"]:
+        if task["id"] == task_id:
+            task["policy"].update(changes)
+    if only:
+        data["tasks"] = [t for t in data["tasks"] if t["id"] == task_id]
+    out.write_text(tomli_w.dumps(data))
+    return out
+
+
+def run_demo(task_id: str, users: int, config: Path, data: Path, seed: int) -> dict[str, Any]:
+    """``privbandit demo --task`` at concurrency 4 on fresh services in ``data``: its JSON."""
+    out_json = data.parent / f"{task_id}-demo.json"
+    code = cli([
+        "demo", "--task", task_id, "--users", str(users), "--concurrency", "4",
+        "--config", str(config), "--data-dir", str(data), "--no-progress", "--seed", str(seed),
+        "--json", str(out_json),
+    ])
+    assert code == 0
+    return dict(json.loads(out_json.read_text()))
+
+
+def shuffler_batches(data_dir: Path, task_id: str) -> dict[int, int]:
+    """The shuffler's batches of a task (SQLite): schedule index → length."""
+    db = data_dir / "shuffler" / "shuffler.sqlite3"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT idx, size FROM batches WHERE task = ?", (task_id,)).fetchall()
+    out = dict(rows)
+    assert len(out) == len(rows), f"two batches share an index: {rows}"
+    return out
+
+
 @pytest.fixture
 def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
-    """A fresh deployment whose shuffle task uses secure-sum aggregation."""
+    """A fresh deployment whose shuffle task uses secure-sum aggregation, and whose
+    ``small-ddp`` task follows ``CRASH_SCHEDULE``."""
     config = derived_config(e2e_config, TASK, tmp_path / "secure-sum.toml",
                             aggregation="secure-sum")
+    config = with_policy(config, DDP_TASK, config, batch_schedule=CRASH_SCHEDULE.spec())
     with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
                        timeout=patience(60)) as c:
         yield c
@@ -84,23 +135,39 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
     """kill -9 of the shuffler and the analyzer mid-run: the device's retries re-send the stored
     ciphertexts (duplicates are dropped by the shuffler), the shuffler re-fetches the analyzer's
     (persisted) Paillier key, and every accepted report ends up in exactly one counted sum or
-    still pending: counted + pending == accepted == feedbacks."""
+    still pending: counted + pending == accepted == feedbacks.
+
+    ``small-ddp`` runs at once with a growing schedule, killed in its middle (after batch 1,
+    before the cap): the restarted shuffler goes on from its stored batch index, so batch k is
+    l_k long for every k, once, and the restarted analyzer announces the right next length."""
     users = 600
-    runs, events = run_with_backend_crash(secure_sum_cluster, {TASK: 13}, users)
-    driver, rec = runs[TASK]
-    assert driver.feedbacks_sent == users
-    assert rec["consistent"], (rec, events)
-    assert rec["reports_accepted"] == users
-    assert rec["reports_counted"] + rec["reports_pending"] == users
+    data = secure_sum_cluster.data_dir
+    runs, events = run_with_backend_crash(secure_sum_cluster, {TASK: 13, DDP_TASK: 17}, users)
+    for task_id, (driver, rec) in runs.items():
+        assert driver.feedbacks_sent == users
+        assert rec["consistent"], (task_id, rec, events)
+        assert rec["reports_accepted"] == users
+        assert rec["reports_counted"] + rec["reports_pending"] == users
+        totals = analyzer_totals(data, task_id)
+        assert totals["counted"] == sum(totals["per_batch"]) == rec["reports_counted"]
+        assert totals["rejected"] == 0 and rec["reports_refused"] == 0
+        assert totals["report_ids"] == totals["distinct_report_ids"] == rec["reports_counted"]
+    rec = runs[TASK][1]
     assert rec["reports_counted"] == L * rec["batches"] and rec["reports_pending"] < L
-    totals = analyzer_totals(secure_sum_cluster.data_dir, TASK)
-    assert totals["per_batch"] == [L] * rec["batches"]
-    assert totals["counted"] == sum(totals["per_batch"]) == rec["reports_counted"]
-    assert totals["rejected"] == 0 and rec["reports_refused"] == 0
-    assert totals["report_ids"] == totals["distinct_report_ids"] == rec["reports_counted"]
-
-
-DDP_TASK = "small-ddp"
+    assert analyzer_totals(data, TASK)["per_batch"] == [L] * rec["batches"]
+    # The schedule: 600 reports fill 20 + 40 + 80 + 160 + 160 = 460, 140 wait for a 160.
+    rec = runs[DDP_TASK][1]
+    sizes = CRASH_SCHEDULE.sizes(users)
+    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (
+        sum(sizes), users - sum(sizes), len(sizes)) == (460, 140, 5)
+    assert sorted(analyzer_totals(data, DDP_TASK)["per_batch"]) == sorted(sizes)
+    assert shuffler_batches(data, DDP_TASK) == dict(enumerate(sizes))
+    with httpx.Client(base_url=secure_sum_cluster.urls["shuffler"], timeout=patience(10)) as c:
+        status = {t["task"]: t for t in c.get("/v1/status").json()["tasks"]}
+    assert status[DDP_TASK]["refused_oversized"] == 0
+    assert status[DDP_TASK]["next_batch_size"] == CRASH_SCHEDULE.size(len(sizes)) == 160
+    with httpx.Client(base_url=secure_sum_cluster.urls["analyzer"], timeout=patience(10)) as c:
+        assert c.get(f"/v1/tasks/{DDP_TASK}/model").json()["batch_size"] == 160
 
 
 def test_ddp_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
@@ -109,15 +176,8 @@ def test_ddp_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
     the shuffler multiplies l = 20 of them, the analyzer decrypts only each batch sum: the counts
     reconcile exactly as for sblb's secure sum, and the ledger is the distributed-DP one
     (central (1, 1e-6), no local ε)."""
-    users = 250
-    out_json, data = tmp_path / "demo.json", tmp_path / "data"
-    code = cli([
-        "demo", "--task", DDP_TASK, "--users", str(users), "--concurrency", "4",
-        "--config", str(e2e_config), "--data-dir", str(data), "--no-progress", "--seed", "5",
-        "--json", str(out_json),
-    ])
-    assert code == 0
-    out = json.loads(out_json.read_text())
+    users, data = 250, tmp_path / "data"
+    out = run_demo(DDP_TASK, users, e2e_config, data, seed=5)
     assert out["task"] == DDP_TASK and out["algo"] == "ddp-linucb"
     assert out["aggregation"] == "secure-sum" and out["aggregation_overridden"] is False
     assert out["params"]["d"] == 3 and out["params"]["K"] == 5 and out["params"]["batch_size"] == L
@@ -139,3 +199,46 @@ def test_ddp_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
     db = data / "shuffler" / "shuffler.sqlite3"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         assert conn.execute("SELECT COUNT(*) FROM batch_reports").fetchone()[0] == 0
+
+
+DEMO_DDP = "demo-ddp"
+# demo-ddp at its defaults but a first batch of 50 (its own is sized from the noise, ≈ 570 at
+# ε = 1): 900 users cross four batches, 50 + 100 + 200 + 400, and wait for the fifth.
+DEMO_SCHEDULE = BatchSchedule.parse("geometric:50,2,400")
+
+
+def test_demo_ddp_runs_its_schedule_end_to_end(tmp_path: Path) -> None:
+    """``privbandit demo --task demo-ddp`` with the packaged defaults (noise-calibrated
+    regularizer, confidence_scale 0.1, a growing schedule): real processes over HTTP, exact
+    reconciliation, batches of the scheduled lengths, and a regret where the in-process
+    simulator lands on the same users."""
+    users = 900
+    packaged = tomllib.loads(DEFAULT_CONFIG.read_text())
+    policy = next(t for t in packaged["tasks"] if t["id"] == DEMO_DDP)["policy"]
+    assert policy["batch_schedule"].startswith("geometric:auto,")
+    assert (policy["regularizer"], policy["confidence_scale"]) == ("noise", 0.1)
+    config = with_policy(DEFAULT_CONFIG, DEMO_DDP, tmp_path / "demo-ddp.toml", only=True,
+                         batch_schedule=DEMO_SCHEDULE.spec())
+    data = tmp_path / "data"
+    out = run_demo(DEMO_DDP, users, config, data, seed=3)
+    assert out["params"]["batch_schedule"] == DEMO_SCHEDULE.spec()
+    rec = out["reconciliation"]
+    assert rec["consistent"], rec
+    sizes = DEMO_SCHEDULE.sizes(users)
+    assert sizes == [50, 100, 200, 400]
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == users
+    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (
+        sum(sizes), users - sum(sizes), len(sizes))
+    assert rec["reports_refused"] == 0
+    totals = analyzer_totals(data, DEMO_DDP)
+    assert sorted(totals["per_batch"]) == sizes and totals["rejected"] == 0
+    assert totals["report_ids"] == totals["distinct_report_ids"] == sum(sizes)
+    assert shuffler_batches(data, DEMO_DDP) == dict(enumerate(sizes))
+    # The ledger: every batch central (1, 1e-6), the worst over the schedule's lengths.
+    privacy = out["privacy"]
+    assert privacy["central_delta"] == 1e-6 and 0.99 < privacy["central_epsilon"] <= 1.0
+    # Learning through the services lands where the simulator does on the same users (20 runs):
+    # within 4 of their standard deviations (the devices may decide with a model a batch old,
+    # and size their share for its length: more noise than the simulator's, never less).
+    ref = out["simulator_reference"]
+    assert abs(ref["demo_z"]) < 4, ref

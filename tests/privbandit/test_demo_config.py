@@ -40,7 +40,8 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
                      "sblb-fixed": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
                      "ldp-linucb": ("noise_ridge", "perturb")}
         for key in practical.get(task["policy"]["algo"], ()):
-            task["policy"].pop(key, None)
+            if task["policy"].pop(key, None) is not None and key == "batch_schedule":
+                task["policy"]["batch_size"] = 1000  # the paper's fixed l
         if task["policy"]["algo"] in ("ldp-linucb", "ldp-glb"):  # no perturbed θ̃ (issue 22)
             task["policy"]["perturb"] = 0.0
     if aggregation is not None:
@@ -78,6 +79,8 @@ def test_derived_config_round_trips(
             assert changed.policy.confidence_scale == 1.0
         if paper and changed.policy.algo == "adar-oful":  # Alg. 4: switch from the first report
             assert (changed.policy.first_episode, changed.policy.switching) == (1, 0.5)
+        if paper:
+            assert changed.schedule.is_fixed
         if agg is not None:
             assert changed.aggregation == agg
 

@@ -150,8 +150,10 @@ def admit(config: TaskConfig, upload: BaseModel, kind: type[U], count: Callable[
     the batch size and ``{n}`` for the count received)."""
     if not isinstance(upload, kind):
         raise wrong_transport(config, hint)
-    n, l = count(upload), config.batch_size
-    if n != l:
+    n, sizes = count(upload), config.schedule.distinct_sizes()
+    if n not in sizes:
+        # A growing schedule (issue 22): the shuffler forms batch k of its length l_k.
+        l = " or ".join(str(s) for s in sizes) if len(sizes) <= 8 else f"one of {sizes}"
         raise BatchSizeMismatch(f"task {config.id!r} takes {takes.format(l=l, n=n)}")
     return upload
 

@@ -142,4 +142,4 @@ class ReportsTransport:
 
     def max_body(self, config: TaskConfig) -> int:
         """l reports of the task's exact ciphertext length."""
-        return config.batch_size * report_json_bytes(ciphertext_length(row_wire_bytes(config)))
+        return config.max_batch * report_json_bytes(ciphertext_length(row_wire_bytes(config)))

@@ -20,7 +20,7 @@ import hmac
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 
 import numpy as np
 from fastapi import APIRouter, Depends
@@ -256,12 +256,24 @@ class SecureSumTransport:
     def decoder(self, config: TaskConfig, policy: Policy, keys: AnalyzerKeys) -> SumDecoder:
         paillier = keys.paillier_keys()
         return SumDecoder(config, paillier, task_layout(config, paillier), keys.keys,
-                          sum_bound=getattr(policy.randomizer, "sum_bound", None))
+                          sum_bound=sum_bound(config, policy))
 
     def max_body(self, config: TaskConfig) -> int:
         """One ``EncryptedBatchSum``: a few ciphertexts, whatever l is (base64 of at most
         ``MAX_CIPHERTEXT_BYTES``, the bound its ``ct`` field enforces), and l members."""
-        return 4 * MAX_CIPHERTEXT_BYTES // 3 + config.batch_size * SUM_MEMBER_JSON_BYTES
+        return 4 * MAX_CIPHERTEXT_BYTES // 3 + config.max_batch * SUM_MEMBER_JSON_BYTES
+
+
+def sum_bound(config: TaskConfig, policy: Policy) -> Callable[[int], float] | None:
+    """The bound an honest batch sum stays within (``SkellamRandomizer.sum_bound``). Under a
+    growing schedule a batch may hold reports sized for any earlier length (devices holding an
+    older model), whose shares are larger (σ² = μ/⌈γl⌉): the bound is the first length's, the
+    largest share a report can carry."""
+    randomizer_for = getattr(policy, "randomizer_for", None)
+    randomizer = (policy.randomizer if randomizer_for is None
+                  else randomizer_for(config.schedule.size(0)))
+    # Only distributed noise has such a bound (sblb's counts are bounded by the layout instead).
+    return cast("Callable[[int], float] | None", getattr(randomizer, "sum_bound", None))
 
 
 def task_layout(config: TaskConfig, keys: PaillierKeyStore) -> SlotLayout:

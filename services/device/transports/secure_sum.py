@@ -266,7 +266,13 @@ class SumSealer:
             wire = key.encrypt(*args)
         else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
             wire = await asyncio.to_thread(key.encrypt_in_thread, *args)
-        return Encoded(wire.model_dump_json(), SecureSumTransport.name, wire.key_id)
+        if isinstance(randomizer, SkellamRandomizer):
+            # The batch length the share is sized for: the shuffler refuses the report if it
+            # exceeds the task's next batch (issue 22; ``services.shuffler.store.base``).
+            wire = wire.model_copy(update={"batch_size": randomizer.batch_size})
+        # Unset fields stay off the wire (a sblb report's bytes are what they always were).
+        return Encoded(wire.model_dump_json(exclude_none=True), SecureSumTransport.name,
+                       wire.key_id)
 
 
 class SecureSumTransport:

@@ -9,6 +9,23 @@ new; a new ciphertext under a tag already held (a re-randomised copy c·rⁿ of 
 device re-encrypting) is a duplicate and leaves no entry. The reports of one upload are judged
 in order, each against the entries of those before it.
 
+Batch schedules (``schedule_of``, issue 22). Batch k of a task holds exactly l_k reports
+(``BatchSchedule.size``; l_k = l for a fixed batch). k is the count of the task's batches formed
+before it, read from the database in the transaction that forms the batch (never from memory),
+and never decreases, so every process and replica gives batch k the same length and a report
+only ever enters batches at least as long as the task's next one when it was accepted.
+
+Oversized shares (``admit``'s ``limit``). A ``ddp-linucb`` device sizes its Skellam share for the
+batch length l announced with the model (σ² = μ/⌈γl⌉: the longer the batch, the smaller each
+share) and says which (``EncryptedCounts.batch_size``). A report sized for l lands in a batch
+k ≥ the task's next index at acceptance, of length ≥ l_next; it carries enough noise iff
+l ≤ l_k, guaranteed if l ≤ l_next. An honest device cannot exceed it (the analyzer announced
+l_b after ingesting b batches, all formed before: b ≤ next, so l_b ≤ l_next); a report that
+does is refused alone (``refused_oversized``) and never stored. One case makes honest reports
+oversized: a shuffler whose store was started afresh (``--init``) beside an analyzer that kept
+its state. The shuffler then catches up from the analyzer's announcement, never from a device's
+(``catch_up_index``; ``services.shuffler.schedule``): skipping indices only lengthens batches.
+
 Stale keys (``stale_refusal``). Once the analyzer's Paillier key is ``key_id``, a report held
 under another key can never be counted and must never share a batch with reports under
 ``key_id``.
@@ -23,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from services.common.metrics import TxMetrics
+from shared.core.policies.schedule import BatchSchedule
 from shared.protocol.messages import EncryptedReport, b64decode, b64encode
 from shared.protocol.secure_sum import EncryptedCounts
 
@@ -67,6 +85,20 @@ def tag_hash(raw_tag: bytes) -> bytes:
     return hashlib.sha256(b"privbandit/tag|" + raw_tag[1:]).digest()
 
 
+def schedule_of(spec: int | BatchSchedule) -> BatchSchedule:
+    """A task's batch schedule from a store's ``schedules`` argument (an int l: fixed)."""
+    return spec if isinstance(spec, BatchSchedule) else BatchSchedule(int(spec))
+
+
+def catch_up_index(schedule: BatchSchedule, k: int, length: int) -> int:
+    """The first index k' ≥ k whose batch is at least ``length`` long (or the cap's): where a
+    shuffler behind the analyzer's announced ``length`` goes on. k itself if it already is."""
+    target = min(length, schedule.max_size)
+    while schedule.size(k) < target:
+        k += 1
+    return k
+
+
 @dataclass(frozen=True)
 class Upload:
     """One device upload: reports for one task (HPKE reports, or Paillier-encrypted counts for a
@@ -80,6 +112,7 @@ class Upload:
 class AcceptResult:
     accepted: int
     duplicates: int
+    refused: int = 0  # oversized shares (``admit``'s ``limit``)
 
 
 @dataclass(frozen=True)
@@ -90,13 +123,16 @@ class Candidate:
     row: tuple[int, bytes, bytes, bytes | None]
     ct_hash: bytes
     tag_hash: bytes | None
+    sized_for: int | None = None  # the batch length its noise share is sized for, if stated
 
     @classmethod
     def of(cls, report: EncryptedReport | EncryptedCounts) -> Candidate:
         key_id, enc, ct = wire(report)
-        tag = tag_bytes(report.tag) if isinstance(report, EncryptedCounts) else None
-        return cls((key_id, enc, ct, tag), hashlib.sha256(enc + ct).digest(),
-                   None if tag is None else tag_hash(tag))
+        if isinstance(report, EncryptedCounts):
+            tag = tag_bytes(report.tag)
+            return cls((key_id, enc, ct, tag), hashlib.sha256(enc + ct).digest(), tag_hash(tag),
+                       report.batch_size)
+        return cls((key_id, enc, ct, None), hashlib.sha256(enc + ct).digest(), None)
 
 
 def seen_entries(candidates: Iterable[Candidate]) -> list[bytes]:
@@ -118,15 +154,22 @@ class Admission:
     rows: list[tuple[int, bytes, bytes, bytes | None]]
     duplicates: int
     recorded: frozenset[bytes]
+    refused: int = 0
 
 
-def admit(candidates: Sequence[Candidate], known: set[bytes]) -> Admission:
+def admit(candidates: Sequence[Candidate], known: set[bytes], limit: int | None = None
+          ) -> Admission:
     """The duplicate rule (module docstring) for one upload, given ``known``: which of its
-    ``seen_entries`` were present before it."""
+    ``seen_entries`` were present before it. With ``limit`` (the length of the task's next
+    batch), a report whose share is sized for a longer batch is refused first (module
+    docstring: oversized shares) and leaves no ``seen`` entry."""
     seen = set(known)
     rows: list[tuple[int, bytes, bytes, bytes | None]] = []
-    duplicates = 0
+    duplicates = refused = 0
     for c in candidates:
+        if limit is not None and c.sized_for is not None and c.sized_for > limit:
+            refused += 1
+            continue
         if c.ct_hash in seen or (c.tag_hash is not None and c.tag_hash in seen):
             duplicates += 1
             continue
@@ -134,7 +177,7 @@ def admit(candidates: Sequence[Candidate], known: set[bytes]) -> Admission:
         if c.tag_hash is not None:
             seen.add(c.tag_hash)
         rows.append(c.row)
-    return Admission(rows, duplicates, frozenset(seen - known))
+    return Admission(rows, duplicates, frozenset(seen - known), refused)
 
 
 def stale_refusal(size: int, sum_key_id: int | None, stale_members: int, key_id: int) -> int:
@@ -228,6 +271,8 @@ class TaskCounts:
     batches_formed: int
     batches_acknowledged: int
     refused_stale_key: int = 0
+    refused_oversized: int = 0
+    next_batch: int = 0  # the schedule index k of the task's next batch
 
 
 @dataclass(frozen=True)
@@ -253,9 +298,11 @@ class Store(Protocol):
     case ``checkpoint`` must be called in a worker thread now and then (``Intake``).
 
     ``observe``: count the store's transactions in the app's metrics (PostgreSQL; SQLite has
-    nothing to count)."""
+    nothing to count).
 
-    batch_sizes: dict[str, int]
+    ``schedules``: each task's batch schedule (module docstring)."""
+
+    schedules: dict[str, BatchSchedule]
     poll_interval: float | None
     accept_in_loop: bool
 
@@ -280,4 +327,5 @@ class Store(Protocol):
     def next_unacked(self, task: str) -> Batch | None: ...
     def acknowledge(self, batch_id: str) -> bool: ...
     def counts(self, task: str) -> TaskCounts: ...
+    def catch_up(self, task: str, length: int) -> int: ...
     def batch_members(self, batch_id: str) -> int: ...

@@ -6,9 +6,13 @@ one database schema.
 
 What changes with several writers:
 
+- Batch lengths follow the task's schedule (``base``: batch schedules): a replica that forms
+  batches first locks the task's row of ``schedule`` (``next_batch`` = k), so formation is
+  serialised per task across replicas and batch k's length l_k is decided once, from the
+  committed index, in the transaction that forms it and moves the index on.
 - Batches are claimed, never computed from a private view: ``SELECT … FROM pending … ORDER BY
-  seq LIMIT l FOR UPDATE SKIP LOCKED`` inside a transaction, and a batch is formed only when
-  exactly l rows came back. The rows are deleted from ``pending`` in the transaction that
+  seq LIMIT l_k FOR UPDATE SKIP LOCKED`` inside a transaction, and a batch is formed only when
+  exactly l_k rows came back. The rows are deleted from ``pending`` in the transaction that
   inserts them into ``batch_reports``, so no report enters two batches (a second replica skips
   locked rows and, after the commit, no longer sees them). The order is a uniform permutation
   from the OS CSPRNG (``secrets.SystemRandom().shuffle``, Fisher–Yates), as in SQLite.
@@ -34,7 +38,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -44,6 +48,7 @@ from services.common import pg
 from services.common.metrics import TxMetrics
 from services.common.migrations import scripts
 from services.shuffler.store import base
+from shared.core.policies.schedule import BatchSchedule
 
 log = logging.getLogger(__name__)
 
@@ -63,18 +68,18 @@ class PgShufflerStore:
     def __init__(
         self,
         url: str,
-        batch_sizes: dict[str, int],
+        schedules: Mapping[str, int | BatchSchedule],
         *,
         poll: float = 1.0,
         dead_after: float = 5.0,
     ) -> None:
         self.url = url
-        self.batch_sizes = dict(batch_sizes)
+        self.schedules = {t: base.schedule_of(s) for t, s in schedules.items()}
         self.poll_interval: float | None = poll
         self.dead_after = dead_after
         self.replica = secrets.token_hex(8)
         self.db = pg.PooledDatabase(url, service="shuffler", max_size=6)
-        self._stored: dict[str, int] = {t: 0 for t in batch_sizes}
+        self._stored: dict[str, int] = {t: 0 for t in schedules}
         self._stop = threading.Event()
         try:
             self.db.run_tx("migrate", lambda conn: pg.migrate(conn, MIGRATIONS, store="shuffler"),
@@ -96,7 +101,11 @@ class PgShufflerStore:
                      (self.replica,))
         conn.cursor().executemany(
             "INSERT INTO shuffler_counters (task, shard) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            [(t, self.replica) for t in self.batch_sizes],
+            [(t, self.replica) for t in self.schedules],
+        )
+        conn.cursor().executemany(
+            "INSERT INTO shuffler_schedule (task) VALUES (%s) ON CONFLICT DO NOTHING",
+            [(t,) for t in self.schedules],
         )
 
     def checkpoint(self) -> None:
@@ -139,7 +148,7 @@ class PgShufflerStore:
             "FROM shuffler_counters GROUP BY task"
         ).fetchall(), transaction=False)
         for task, n in rows:
-            if task in self.batch_sizes:
+            if task in self.schedules:
                 self._stored[task] = int(n or 0)
 
     def _sweep_forever(self) -> None:
@@ -147,7 +156,7 @@ class PgShufflerStore:
         while not self._stop.wait(self.poll_interval):
             try:
                 self.heartbeat()
-                for task in self.batch_sizes:
+                for task in self.schedules:
                     self.form_batches(task)
                 self._refresh_stored()
             except Exception:  # the database may be briefly away: try again next round
@@ -178,7 +187,8 @@ class PgShufflerStore:
             results = [self._accept_one(conn, upload) for upload in uploads]
             touched = sorted({u.task for u, r in zip(uploads, results, strict=True)
                               if r.accepted})
-            formed = {task: self._form(conn, task) for task in touched}
+            # Skip a task whose formation another transaction holds: the pass below forms it.
+            formed = {task: self._form(conn, task, wait=False) for task in touched}
             return results, formed
 
         results, formed = self.db.run_tx("accept", run)
@@ -192,12 +202,17 @@ class PgShufflerStore:
         ``seen`` entries inserted in one statement (those it returns were new; the new ones the
         rule does not keep are deleted again), then its accepted reports."""
         task = upload.task
+        # A plain read: the index only grows, so this is a lower bound on the batch any of
+        # these reports can enter (``base``: oversized shares).
+        row = conn.execute("SELECT next_batch FROM shuffler_schedule WHERE task = %s",
+                           (task,)).fetchone()
+        limit = self.schedules[task].size(int(row[0]) if row else 0)
         candidates = [base.Candidate.of(r) for r in upload.reports]
         entries = base.seen_entries(candidates)
         inserted = {bytes(h) for (h,) in conn.execute(
             "INSERT INTO shuffler_seen (task, hash) SELECT %s, unnest(%s::bytea[]) "
             "ON CONFLICT DO NOTHING RETURNING hash", (task, entries)).fetchall()}
-        done = base.admit(candidates, set(entries) - inserted)
+        done = base.admit(candidates, set(entries) - inserted, limit)
         if forget := list(inserted - done.recorded):
             conn.execute("DELETE FROM shuffler_seen WHERE task = %s AND hash = ANY(%s)",
                          (task, forget))
@@ -208,29 +223,46 @@ class PgShufflerStore:
                     "%s, %s, %s)",
                     [(task, *row) for row in done.rows],
                 )
-        self._bump(conn, task, accepted=len(done.rows), duplicates=done.duplicates)
-        return base.AcceptResult(len(done.rows), done.duplicates)
+        self._bump(conn, task, accepted=len(done.rows), duplicates=done.duplicates,
+                   refused_oversized=done.refused)
+        return base.AcceptResult(len(done.rows), done.duplicates, done.refused)
 
     def form_batches(self, task: str) -> int:
         """Form every batch of ``task`` that is full, in a transaction of its own (a plain
-        count first: claiming locks rows, which costs a write)."""
-        l = self.batch_sizes[task]
-        row = self.db.run_tx("count_pending", lambda conn: conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM shuffler_pending WHERE task = %s LIMIT %s) s",
-            (task, l),
-        ).fetchone(), transaction=False)
-        if row is None or row[0] < l:
-            return 0
-        return self.db.run_tx("form_batches", lambda conn: self._form(conn, task))
+        count first, against the next batch's length as committed: claiming locks rows, which
+        costs a write)."""
 
-    def _form(self, conn: psycopg.Connection, task: str) -> int:
-        """Claim exactly l pending reports of ``task`` at a time (``FOR UPDATE SKIP LOCKED``:
-        rows another transaction is batching are skipped, never shared) and turn each full
-        claim into a batch in CSPRNG order. A claim of fewer than l forms nothing (its locks go
-        with the transaction). Caller holds the transaction."""
-        l = self.batch_sizes[task]
+        def count(conn: psycopg.Connection) -> tuple[int, int]:
+            row = conn.execute("SELECT next_batch FROM shuffler_schedule WHERE task = %s",
+                               (task,)).fetchone()
+            l = self.schedules[task].size(int(row[0]) if row else 0)
+            found = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM shuffler_pending WHERE task = %s LIMIT %s) "
+                "s", (task, l),
+            ).fetchone()
+            return (int(found[0]) if found else 0), l
+
+        found, l = self.db.run_tx("count_pending", count, transaction=False)
+        if found < l:
+            return 0
+        return self.db.run_tx("form_batches", lambda conn: self._form(conn, task, wait=True))
+
+    def _form(self, conn: psycopg.Connection, task: str, *, wait: bool) -> int:
+        """Lock the task's schedule row (``wait``: or skip, forming nothing, if another
+        transaction holds it), then claim exactly l_k pending reports of ``task`` at a time
+        (``FOR UPDATE SKIP LOCKED``: rows another transaction is batching are skipped, never
+        shared) and turn each full claim into batch k in CSPRNG order, k moving on each time. A
+        claim of fewer than l_k forms nothing (its locks go with the transaction). Caller holds
+        the transaction."""
+        row = conn.execute(
+            "SELECT next_batch FROM shuffler_schedule WHERE task = %s FOR UPDATE"
+            + ("" if wait else " SKIP LOCKED"), (task,)).fetchone()
+        if row is None:  # held by another transaction (or no such task): it forms
+            return 0
+        k = first = int(row[0])
         formed = 0
         while True:
+            l = self.schedules[task].size(k)
             claimed = conn.execute(
                 "SELECT seq, key_id, enc, ct, tag FROM shuffler_pending WHERE task = %s ORDER BY "
                 "seq "
@@ -238,12 +270,12 @@ class PgShufflerStore:
                 (task, l),
             ).fetchall()
             if len(claimed) < l:
-                return formed
+                break
             batch_id, rows = base.shuffled(claimed)
             conn.execute(
-                "INSERT INTO shuffler_batches (batch_id, task, size, owner) VALUES (%s, %s, %s, "
-                "%s)",
-                (batch_id, task, l, self.replica),
+                "INSERT INTO shuffler_batches (batch_id, task, size, owner, idx) VALUES (%s, %s, "
+                "%s, %s, %s)",
+                (batch_id, task, l, self.replica, k),
             )
             with conn.cursor() as cur:
                 cur.executemany(
@@ -259,6 +291,11 @@ class PgShufflerStore:
                 raise RuntimeError(f"batch of {task}: claimed {l} reports, deleted {deleted}")
             self._bump(conn, task, batches_formed=1)
             formed += 1
+            k += 1
+        if k != first:
+            conn.execute("UPDATE shuffler_schedule SET next_batch = %s WHERE task = %s",
+                         (k, task))
+        return formed
 
     # -----------------------------------------------------------------------------------------
     # Delivery
@@ -349,10 +386,12 @@ class PgShufflerStore:
         return self.db.run_tx("save_sum", run)
 
     def refuse_stale_key(self, task: str, key_id: int) -> base.StaleKeyRefusal:
-        """As ``ShufflerStore.refuse_stale_key``, with the task's unacknowledged batches
-        locked for the transaction."""
+        """As ``ShufflerStore.refuse_stale_key``, with the task's schedule row and then its
+        unacknowledged batches locked for the transaction (the schedule row first, as every
+        former takes it: no replica forms a batch of the task meanwhile)."""
 
         def run(conn: psycopg.Connection) -> base.StaleKeyRefusal:
+            conn.execute("SELECT 1 FROM shuffler_schedule WHERE task = %s FOR UPDATE", (task,))
             refused = conn.execute(
                 "DELETE FROM shuffler_pending WHERE task = %s AND key_id <> %s", (task, key_id)
             ).rowcount
@@ -382,7 +421,7 @@ class PgShufflerStore:
                     sql.Identifier(table)), (ids,))
             refused += sum(gone.refused for gone in doomed)
             self._bump(conn, task, refused_stale_key=refused, batches_formed=-len(doomed))
-            formed = self._form(conn, task) if doomed else 0
+            formed = self._form(conn, task, wait=True) if doomed else 0
             return base.StaleKeyRefusal(refused, len(doomed), formed)
 
         done = self.db.run_tx("refuse_stale_key", run)
@@ -422,6 +461,21 @@ class PgShufflerStore:
             self._stored[done[0]] = self._stored.get(done[0], 0) - done[1]
         return done is not None
 
+    def catch_up(self, task: str, length: int) -> int:
+        """As ``ShufflerStore.catch_up``, under the task's schedule row lock."""
+
+        def run(conn: psycopg.Connection) -> int:
+            row = conn.execute("SELECT next_batch FROM shuffler_schedule WHERE task = %s "
+                               "FOR UPDATE", (task,)).fetchone()
+            k = int(row[0]) if row else 0
+            to = base.catch_up_index(self.schedules[task], k, length)
+            if to != k:
+                conn.execute("UPDATE shuffler_schedule SET next_batch = %s WHERE task = %s",
+                             (to, task))
+            return to
+
+        return self.db.run_tx("catch_up", run)
+
     def counts(self, task: str) -> base.TaskCounts:
         def run(conn: psycopg.Connection) -> base.TaskCounts:
             pending = conn.execute(
@@ -430,11 +484,17 @@ class PgShufflerStore:
             row = conn.execute(
                 "SELECT coalesce(sum(accepted), 0), coalesce(sum(duplicates), 0), "
                 "coalesce(sum(batches_formed), 0), coalesce(sum(batches_acknowledged), 0), "
-                "coalesce(sum(refused_stale_key), 0) FROM shuffler_counters WHERE task = %s",
+                "coalesce(sum(refused_stale_key), 0), coalesce(sum(refused_oversized), 0) "
+                "FROM shuffler_counters WHERE task = %s",
                 (task,),
             ).fetchone()
-            values = [int(v) for v in (row or (0, 0, 0, 0, 0))]
-            return base.TaskCounts(int(pending[0]) if pending else 0, *values)
+            v = [int(x) for x in (row or (0, 0, 0, 0, 0, 0))]
+            k = conn.execute("SELECT next_batch FROM shuffler_schedule WHERE task = %s",
+                             (task,)).fetchone()
+            return base.TaskCounts(
+                pending=int(pending[0]) if pending else 0, accepted=v[0], duplicates=v[1],
+                batches_formed=v[2], batches_acknowledged=v[3], refused_stale_key=v[4],
+                refused_oversized=v[5], next_batch=int(k[0]) if k else 0)
 
         return self.db.run_tx("counts", run)
 

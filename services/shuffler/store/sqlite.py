@@ -14,7 +14,9 @@ Tables
   that is ever forwarded, so no single ciphertext stays at rest longer than needed); it is
   deleted when the analyzer acknowledges the batch.
 - ``counters``: per-task totals (``refused_stale_key``: accepted secure-sum reports dropped
-  because the analyzer's Paillier key changed, see ``refuse_stale_key``).
+  because the analyzer's Paillier key changed, see ``refuse_stale_key``; ``refused_oversized``:
+  reports refused at intake, ``base.admit``) and ``next_batch``, the schedule index k of the
+  task's next batch (``base``: batch schedules; each batch keeps its own in ``batches.idx``).
 
 Secure-sum reports (``EncryptedCounts``) use the same ``pending`` / ``batch_reports`` rows as HPKE
 reports, with an empty ``enc`` and their tag in ``tag`` (``base.tag_bytes``: key id ‖ enc ‖ ct).
@@ -26,8 +28,9 @@ an acknowledged batch (counted by the analyzer).
 
 from __future__ import annotations
 
+import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,7 @@ from services.common.sqlite import (
     transaction,
 )
 from services.shuffler.store import base
+from shared.core.policies.schedule import BatchSchedule
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
 SCHEMA_V1 = script("services.shuffler.store", "sqlite", 1)
@@ -53,10 +57,32 @@ SCHEMA_V3 = add_columns(
     ("batch_sums", "members", "TEXT"),
 )
 
+_SCHEDULE_COLUMNS = add_columns(
+    ("batches", "idx", "INTEGER"),
+    ("counters", "next_batch", "INTEGER NOT NULL DEFAULT 0"),
+    ("counters", "refused_oversized", "INTEGER NOT NULL DEFAULT 0"),
+)
+
+
+def schema_v4(conn: sqlite3.Connection) -> None:
+    """Batch schedules (issue 22): ``batches.idx``, a batch's index k in its task's schedule
+    (NULL for batches formed before schedules, all of one fixed length); ``counters.next_batch``,
+    the index of the task's next batch, counted from the batches formed so far (it is never
+    decreased: a dissolved batch's index is not reused); ``counters.refused_oversized``
+    (``base.admit``). Idempotent, like the column additions before it: a file from before
+    versioning may hold the columns already."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(counters)")}
+    _SCHEDULE_COLUMNS(conn)
+    if "next_batch" not in have:
+        conn.execute("UPDATE counters SET next_batch = "
+                     "(SELECT count(*) FROM batches WHERE batches.task = counters.task)")
+
+
 MIGRATIONS: list[Migration] = [
     SCHEMA_V1,
     add_columns(("counters", "refused_stale_key", "INTEGER NOT NULL DEFAULT 0")),
     SCHEMA_V3,
+    schema_v4,
 ]
 
 
@@ -74,9 +100,9 @@ class ShufflerStore:
     poll_interval: float | None = None
     accept_in_loop = True
 
-    def __init__(self, path: Path, batch_sizes: dict[str, int]) -> None:
+    def __init__(self, path: Path, schedules: Mapping[str, int | BatchSchedule]) -> None:
         self.path = path
-        self.batch_sizes = dict(batch_sizes)
+        self.schedules = {t: base.schedule_of(s) for t, s in schedules.items()}
         self._conn = open_db(path)
         # Checkpoints in a worker thread (``checkpoint``), not inside a COMMIT on the loop.
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -86,11 +112,11 @@ class ShufflerStore:
             migrate(self._conn, MIGRATIONS, store="shuffler")
             with transaction(self._conn):
                 self._conn.executemany(
-                    "INSERT OR IGNORE INTO counters (task) VALUES (?)", [(t,) for t in batch_sizes]
+                    "INSERT OR IGNORE INTO counters (task) VALUES (?)", [(t,) for t in schedules]
                 )
             # Reports stored and not yet acknowledged, per task: kept in memory as committed
             # (``accept`` adds, ``acknowledge`` subtracts), read by intake's backpressure check.
-            self._stored: dict[str, int] = {t: self._count_stored(t) for t in batch_sizes}
+            self._stored: dict[str, int] = {t: self._count_stored(t) for t in schedules}
 
     def close(self) -> None:
         with self._lock:
@@ -129,30 +155,42 @@ class ShufflerStore:
         touched: set[str] = set()
         with self._lock, transaction(self._conn):
             for upload in uploads:
-                done = self._admit(upload)
+                done = self._admit(upload, self._next_size(upload.task))
                 accepted = len(done.rows)
                 self._conn.executemany(
                     "INSERT INTO pending (task, key_id, enc, ct, tag) VALUES (?, ?, ?, ?, ?)",
                     [(upload.task, *row) for row in done.rows],
                 )
                 self._conn.execute(
-                    "UPDATE counters SET accepted = accepted + ?, duplicates = duplicates + ? "
-                    "WHERE task = ?",
-                    (accepted, done.duplicates, upload.task),
+                    "UPDATE counters SET accepted = accepted + ?, duplicates = duplicates + ?, "
+                    "refused_oversized = refused_oversized + ? WHERE task = ?",
+                    (accepted, done.duplicates, done.refused, upload.task),
                 )
                 if accepted:
                     touched.add(upload.task)
-                results.append(base.AcceptResult(accepted, done.duplicates))
+                results.append(base.AcceptResult(accepted, done.duplicates, done.refused))
             formed = {task: self._form_batches(task) for task in sorted(touched)}
         # Committed (the transaction above raised otherwise).
         for upload, result in zip(uploads, results, strict=True):
             self._stored[upload.task] = self._stored.get(upload.task, 0) + result.accepted
         return results, {t: n for t, n in formed.items() if n}
 
-    def _admit(self, upload: base.Upload) -> base.Admission:
+    def _next_batch(self, task: str) -> int:
+        """The schedule index k of ``task``'s next batch, as stored (caller holds the
+        transaction)."""
+        row = self._conn.execute(
+            "SELECT next_batch FROM counters WHERE task = ?", (task,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _next_size(self, task: str) -> int:
+        """l_k of ``task``'s next batch (caller holds the transaction)."""
+        return self.schedules[task].size(self._next_batch(task))
+
+    def _admit(self, upload: base.Upload, limit: int) -> base.Admission:
         """Apply the duplicate rule (``base.admit``) to one upload, in the caller's transaction:
         every ``seen`` entry it may add is inserted, those already present are ``known``, and
-        the new ones the rule does not keep are deleted again."""
+        the new ones the rule does not keep are deleted again. ``limit``: the next batch's
+        length (an oversized share is refused)."""
         candidates = [base.Candidate.of(r) for r in upload.reports]
         entries = base.seen_entries(candidates)
         inserted = {
@@ -161,7 +199,7 @@ class ShufflerStore:
                 "INSERT OR IGNORE INTO seen (task, hash) VALUES (?, ?)", (upload.task, h)
             ).rowcount == 1
         }
-        done = base.admit(candidates, set(entries) - inserted)
+        done = base.admit(candidates, set(entries) - inserted, limit)
         self._conn.executemany(
             "DELETE FROM seen WHERE task = ? AND hash = ?",
             [(upload.task, h) for h in inserted - done.recorded],
@@ -169,12 +207,14 @@ class ShufflerStore:
         return done
 
     def _form_batches(self, task: str) -> int:
-        """While ``task`` has ≥ l pending reports, move the oldest l into a new batch in a
-        uniformly random order. Never forms a batch below l. Caller holds the transaction."""
+        """While ``task`` has ≥ l_k pending reports (k = the stored index of its next batch),
+        move the oldest l_k into batch k in a uniformly random order and move k on. Never forms
+        a batch below its l_k. Caller holds the transaction."""
         conn = self._conn
-        l = self.batch_sizes[task]
+        k = self._next_batch(task)
         formed = 0
         while True:
+            l = self.schedules[task].size(k)
             # Is there an l-th pending report? An index probe: reading up to l - 1 reports
             # (their ciphertexts) on every commit only to find the batch not full would cost
             # O(l) per group commit.
@@ -189,7 +229,8 @@ class ShufflerStore:
                 (task, l),
             ).fetchall())
             conn.execute(
-                "INSERT INTO batches (batch_id, task, size) VALUES (?, ?, ?)", (batch_id, task, l)
+                "INSERT INTO batches (batch_id, task, size, idx) VALUES (?, ?, ?, ?)",
+                (batch_id, task, l, k),
             )
             conn.executemany(
                 "INSERT INTO batch_reports (batch_id, position, key_id, enc, ct, tag) "
@@ -202,8 +243,10 @@ class ShufflerStore:
                 "DELETE FROM pending WHERE task = ? AND seq <= ?",
                 (task, max(row[0] for row in rows)),
             )
+            k += 1
             conn.execute(
-                "UPDATE counters SET batches_formed = batches_formed + 1 WHERE task = ?", (task,)
+                "UPDATE counters SET batches_formed = batches_formed + 1, next_batch = ? "
+                "WHERE task = ?", (k, task),
             )
             formed += 1
 
@@ -274,8 +317,9 @@ class ShufflerStore:
         transaction: such pending reports are deleted; an unacknowledged batch holding any (or
         whose stored sum is under another key) is dissolved: its stale members deleted, the
         others returned to pending, the batch forgotten (never delivered, so it is uncounted
-        from ``batches_formed``); then full batches are formed again. Deleted reports are
-        counted in ``refused_stale_key``."""
+        from ``batches_formed``; its schedule index is not reused: ``next_batch`` stays, so its
+        members re-enter a batch at least as long); then full batches are formed again. Deleted
+        reports are counted in ``refused_stale_key``."""
         with self._lock, transaction(self._conn) as conn:
             refused = conn.execute(
                 "DELETE FROM pending WHERE task = ? AND key_id != ?", (task, key_id)
@@ -354,6 +398,16 @@ class ShufflerStore:
                 self._stored[task] = self._stored.get(task, 0) - int(size)
         return done
 
+    def catch_up(self, task: str, length: int) -> int:
+        """Move ``task``'s next batch index on to the first whose batch is at least ``length``
+        long (``base.catch_up_index``: the analyzer announced ``length``); the index reached."""
+        with self._lock, transaction(self._conn) as conn:
+            k = self._next_batch(task)
+            to = base.catch_up_index(self.schedules[task], k, length)
+            if to != k:
+                conn.execute("UPDATE counters SET next_batch = ? WHERE task = ?", (to, task))
+        return to
+
     def counts(self, task: str) -> base.TaskCounts:
         with self._lock:
             pending = self._conn.execute(
@@ -361,10 +415,10 @@ class ShufflerStore:
             ).fetchone()[0]
             row = self._conn.execute(
                 "SELECT accepted, duplicates, batches_formed, batches_acknowledged, "
-                "refused_stale_key FROM counters WHERE task = ?",
+                "refused_stale_key, refused_oversized, next_batch FROM counters WHERE task = ?",
                 (task,),
             ).fetchone()
-        return base.TaskCounts(pending, *(row or (0, 0, 0, 0, 0)))
+        return base.TaskCounts(pending, *(row or (0, 0, 0, 0, 0, 0, 0)))
 
     def batch_members(self, batch_id: str) -> int:
         """How many ciphertexts of a batch are still stored (0 once acknowledged)."""

@@ -57,9 +57,13 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
         V, theta, beta = cand
         logdet = logdet_pd(V)
         eta = self.config.eta  # type: ignore[attr-defined]  # SBLB's, ddp-linucb's η
-        if self.publish_every_batch or logdet >= self._logdet_published + math.log1p(eta):
+        if self._must_publish() or logdet >= self._logdet_published + math.log1p(eta):
             self._publish(theta, V, beta)
             self._logdet_published = logdet
+
+    def _must_publish(self) -> bool:
+        """Publish the candidate whatever det Ṽ did (Alg. 4: after every batch)."""
+        return self.publish_every_batch
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "logdet_published": self._logdet_published}

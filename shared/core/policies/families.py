@@ -93,6 +93,7 @@ class LinearFamily(Family[Model, ModelMessage], name="linear", message=ModelMess
             V=[[float(v) for v in row] for row in model.V],
             beta=float(model.beta),
             reports=int(model.reports),
+            batch_size=model.batch_size,
         )
 
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> Model:
@@ -105,7 +106,8 @@ class LinearFamily(Family[Model, ModelMessage], name="linear", message=ModelMess
 
     def _build(self, policy: Any, msg: ModelMessage) -> Model:
         return Model(version=msg.version, theta=np.asarray(msg.theta, dtype=float),
-                     V=np.asarray(msg.V, dtype=float), beta=float(msg.beta), reports=msg.reports)
+                     V=np.asarray(msg.V, dtype=float), beta=float(msg.beta), reports=msg.reports,
+                     batch_size=msg.batch_size)
 
     def _check(self, policy: Any, msg: AnyModelMessage) -> None:
         """(θ̃, V) of the task's dimension d, and θ̂ exactly when the family carries it."""

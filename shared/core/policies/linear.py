@@ -56,7 +56,14 @@ class LinearPolicy(Policy[ConfigT, RandomizerT]):
             V=V,
             beta=self.config.confidence_scale * beta,
             reports=self.reports,
+            batch_size=self.announced_batch_size,
         )
+
+    @property
+    def announced_batch_size(self) -> int | None:
+        """The batch length published with the model, which its users' reports are sized for
+        (``Model.batch_size``): None unless the policy follows a growing batch schedule."""
+        return None
 
 
 def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:

@@ -32,6 +32,10 @@ class Model:
     reports: int
     # None only until __post_init__ computes it: a cached factor, not an optional one.
     chol: np.ndarray = field(repr=False, compare=False, default=None)  # type: ignore[arg-type]  # set in __post_init__
+    # ddp-linucb with a growing batch schedule: the length l of the batch this model's users'
+    # reports are sized for (``DDPLinUCB.announced_batch_size``); None: the schedule's only or
+    # first length.
+    batch_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.chol is None:
@@ -77,16 +81,19 @@ class Model:
             "V": self.V.tolist(),
             "beta": float(self.beta),
             "reports": int(self.reports),
+            **({} if self.batch_size is None else {"batch_size": int(self.batch_size)}),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Model:
+        size = data.get("batch_size")
         return cls(
             version=int(data["version"]),
             theta=np.asarray(data["theta"], dtype=float),
             V=np.asarray(data["V"], dtype=float),
             beta=float(data["beta"]),
             reports=int(data["reports"]),
+            batch_size=None if size is None else int(size),
         )
 
     @classmethod
@@ -116,4 +123,5 @@ class GLBModel(Model):
     def from_dict(cls, data: dict[str, Any]) -> GLBModel:
         base = Model.from_dict(data)
         return cls(version=base.version, theta=base.theta, V=base.V, beta=base.beta,
-                   reports=base.reports, theta_hat=np.asarray(data["theta_hat"], dtype=float))
+                   reports=base.reports, batch_size=base.batch_size,
+                   theta_hat=np.asarray(data["theta_hat"], dtype=float))

@@ -50,7 +50,7 @@ def test_an_unversioned_store_opens_at_version_1_with_its_reports_and_migrates_o
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 3
+        assert schema_version(conn) == len(MIGRATIONS) == 4
         assert MIGRATIONS[0] is SCHEMA_V1
 
 

@@ -128,6 +128,42 @@ def test_a_share_sized_for_a_smaller_batch_is_enough_for_any_later_one(gamma: fl
             assert policy.randomizer_for(large).mu_target == mu_target
             assert honest_shares(gamma, large) * share >= mu_target
             assert share >= policy.randomizer_for(large).share_variance
+        # The other direction is the one that must never happen: shares sized for the next
+        # length, all landing in a batch of this one, fall short of μ (the shuffler refuses such
+        # a report, ``services.shuffler.store.base``).
+        if i + 1 < len(sizes):
+            larger = policy.randomizer_for(sizes[i + 1]).share_variance
+            assert honest_shares(gamma, small) * larger < mu_target
+
+
+def test_the_model_announces_the_next_batch_length_and_is_published_when_it_changes() -> None:
+    """ddp-linucb with a growing schedule publishes l_b with each model (b = batches ingested),
+    and publishes whenever the next length differs from the one last announced, whatever det Ṽ
+    did; a fixed schedule announces nothing (its models are what they always were)."""
+    rng = np.random.default_rng(3)
+
+    def users(n: int) -> np.ndarray:
+        x = rng.normal(size=(n, 2))
+        return x / np.maximum(1.0, np.linalg.norm(x, axis=1))[:, None]
+
+    config = make_config("ddp-linucb", d=2, batch_schedule="geometric:20,2,80", eta=1e9)
+    policy = build_policy(config)
+    assert policy.model.batch_size is None  # version 0: devices use l_0
+    versions = []
+    for _ in range(6):
+        n = policy.batch_size
+        policy.ingest(policy.randomizer.randomize(users(n), rng.random(n), rng))
+        versions.append(policy.model.version)
+        assert policy.model.batch_size == policy.batch_size == config.schedule.size(policy.batches)
+    # η = 10⁹: det Ṽ never grows enough; the models are those of the length changes alone
+    # (20 → 40 → 80, then 80 for ever).
+    assert versions == [1, 2, 2, 2, 2, 2]
+    assert Model.from_dict(policy.model.to_dict()).batch_size == 80
+    fixed = build_policy(make_config("ddp-linucb", d=2, batch_size=20, eta=0.0))
+    n = fixed.batch_size
+    fixed.ingest(fixed.randomizer.randomize(users(n), rng.random(n), rng))
+    assert fixed.model.version == 1 and fixed.model.batch_size is None
+    assert "batch_size" not in fixed.model.to_dict()
 
 
 def test_ledger_per_batch_and_worst_case_match_the_accountant() -> None:
@@ -197,13 +233,18 @@ def test_fixed_schedule_state_round_trip_and_geometric_state() -> None:
     assert "batches" not in build_policy(make_config("ddp-linucb", d=2)).get_state()
 
 
-def test_services_refuse_a_growing_schedule() -> None:
+def test_services_run_a_growing_schedule() -> None:
     task = {"id": "t", "threat_model": "shuffle", "aggregation": "secure-sum",
             "policy": {"algo": "ddp-linucb", "d": 3, "batch_size": 20}}
-    assert TaskConfig(**task).policy.batch_schedule is None
-    bad = {**task, "policy": {**task["policy"], "batch_schedule": "geometric:20,2,200"}}
-    with pytest.raises(ValidationError, match="fixed batches only"):
-        TaskConfig(**bad)
+    fixed = TaskConfig(**task)
+    assert fixed.policy.batch_schedule is None
+    assert (fixed.schedule, fixed.max_batch) == (BatchSchedule(20), 20)
+    grows = TaskConfig(**{**task, "policy": {**task["policy"],
+                                              "batch_schedule": "geometric:20,2,200"}})
+    assert grows.schedule == BatchSchedule(20, 2.0, 200)
+    assert (grows.batch_size, grows.max_batch) == (20, 200)
+    sblb = {**task, "policy": {"algo": "sblb", "d": 3, "batch_size": 20}}
+    assert TaskConfig(**sblb).schedule == BatchSchedule(20)  # no schedule of its own: fixed
 
 
 def test_simulate_defaults_paper_and_conflicting_flags(tmp_path: Path, capsys) -> None:

@@ -167,7 +167,7 @@ class _DDPTask:
     def __init__(self, l: int, eps: float = 1.0, gamma: float = 1.0) -> None:
         from shared.core.policies import make_config
 
-        self.id, self.batch_size = "ddp", l
+        self.id, self.batch_size, self.max_batch = "ddp", l, l
         self.policy = make_config("ddp-linucb", d=5, batch_size=l, epsilon=eps,
                                   honest_fraction=gamma)
 
