@@ -304,6 +304,36 @@ def fresh_members(hpke: HpkeConfig, task: str, n: int) -> list[SumMember]:
     return out
 
 
+class BatchRecorder:
+    """Wraps a batched policy's ingest: per batch, its length and ``what(randomizer)`` of the
+    randomizer its devices used (e.g. the length a Skellam share was sized for, or an ε0)."""
+
+    def __init__(self, policy: Any, what: Callable[[Any], Any]) -> None:
+        self.policy, self.what, self.batches = policy, what, []
+        self._ingest = policy.ingest
+        policy.ingest = self.ingest
+
+    def ingest(self, rows: np.ndarray) -> int:
+        self.batches.append((rows.shape[0], self.what(self.policy.randomizer)))
+        return int(self._ingest(rows))
+
+
+def run_recording_batches(
+    config: Any, T: int, what: Callable[[Any], Any], K: int = 4, checkpoints: int = 5
+) -> tuple[list[tuple[int, Any]], Any, Any]:
+    """Run ``config``'s policy for T users of the linear environment (seeds 0–3) and record each
+    batch (``BatchRecorder``): (batches, the run's result, the policy)."""
+    from shared.core.environments import make_environment
+    from shared.core.simulator import checkpoints_for, run_once
+
+    policy = build_policy(config, np.random.default_rng(0))
+    rec = BatchRecorder(policy, what)
+    env = make_environment("linear", config.d, K, np.random.default_rng(1))
+    result = run_once(policy, env, T, np.random.default_rng(2), np.random.default_rng(3),
+                      checkpoints_for(T, checkpoints))
+    return rec.batches, result, policy
+
+
 def reference_state(config: TaskConfig, batches: list[np.ndarray]) -> dict[str, Any]:
     """SBLB fed the plaintext rows of each batch (the reports path's arithmetic)."""
     policy = build_policy(config.policy, np.random.default_rng(0))

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.core.accounting.search import illinois
 from shared.core.environments import environment_dimensions
 from shared.core.policies import PolicyConfig, build_policy, make_config
 from shared.core.simulator import simulate, summarize
@@ -106,25 +107,14 @@ def match_central_epsilon(
             break
     else:
         raise ValueError(f"no parameter within 2^±60 of {start} brackets central ε = {target}")
-    side = 0
-    for it in range(max_iter):
-        if -tol <= f_lo <= 0:
-            return math.exp(lo), f_lo + target
-        if hi - lo < 1e-13:
-            break
-        x = 0.5 * (lo + hi) if it % 4 == 3 else (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        x = min(max(x, lo), hi)
-        f = eps(x) - target
-        if f <= 0:
-            lo, f_lo = x, f
-            if side == -1:
-                f_hi *= 0.5  # Illinois: the upper end went stale twice in a row
-            side = -1
-        else:
-            hi, f_hi = x, f
-            if side == 1:
-                f_lo *= 0.5
-            side = 1
+    def close(b: tuple[float, float, float, float]) -> bool:
+        return -tol <= b[1] <= 0 or b[2] - b[0] < 1e-13
+
+    # Regula falsi (Illinois) with a bisection every fourth step (``search.illinois``).
+    lo, f_lo, hi, f_hi = illinois(lambda x: eps(x) - target, (lo, f_lo, hi, f_hi), close,
+                                  bisect_every=4, max_iter=max_iter)
+    if -tol <= f_lo <= 0:
+        return math.exp(lo), f_lo + target
     raise ValueError(f"central ε did not come within {tol} below {target}: ε({math.exp(lo):.6g}) "
                      f"= {f_lo + target:.6g}, ε({math.exp(hi):.6g}) = {f_hi + target:.6g}")
 

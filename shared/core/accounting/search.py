@@ -1,5 +1,6 @@
 """Monotone searches for the inverse privacy questions: the smallest batch size meeting a target
-(integers), the largest ε0 meeting it and the smallest admissible ε (reals, by bisection)."""
+(integers), the largest ε0 meeting it and the smallest admissible ε (reals, by bisection), and
+a root bracket shrunk by regula falsi (``illinois``) where each evaluation is costly."""
 
 from __future__ import annotations
 
@@ -53,3 +54,45 @@ def largest_satisfying(
         if hi > cap:
             return lo
     return bisect_boundary(ok, hi, lo, tol)
+
+
+# One bracket's state: (lo, g(lo), hi, g(hi)) with g(lo) ≤ 0 < g(hi).
+Bracket = tuple[float, float, float, float]
+
+
+def illinois(
+    g: Callable[[float], float],
+    bracket: Bracket,
+    stop: Callable[[Bracket], bool],
+    *,
+    margin: float = 0.0,
+    bisect_every: int = 0,
+    max_iter: int | None = None,
+) -> Bracket:
+    """Shrink a bracket of a non-decreasing g, g(lo) ≤ 0 < g(hi), until ``stop(bracket)`` (or
+    ``max_iter`` evaluations), by regula falsi in its Illinois variant: the next point is the
+    secant's root x = hi − g(hi)(hi − lo)/(g(hi) − g(lo)), kept ``margin`` inside the bracket; it
+    replaces the end of its sign, and an end retained twice in a row has its value halved, so the
+    stale side cannot stall the search (superlinear convergence; Dowell & Jarratt 1971). With
+    ``bisect_every`` = k every k-th step bisects instead, so a flat or jumpy g still halves the
+    bracket. The bracket stays valid throughout (the lower end always has g ≤ 0)."""
+    lo, g_lo, hi, g_hi = bracket
+    side = 0
+    it = 0
+    while not stop((lo, g_lo, hi, g_hi)) and (max_iter is None or it < max_iter):
+        bisect = g_hi == g_lo or (bisect_every > 0 and it % bisect_every == bisect_every - 1)
+        x = 0.5 * (lo + hi) if bisect else hi - g_hi * (hi - lo) / (g_hi - g_lo)
+        x = min(max(x, lo + margin), hi - margin)
+        gx = g(x)
+        if gx <= 0:
+            lo, g_lo = x, gx
+            if side == -1:
+                g_hi *= 0.5  # the upper end went stale twice in a row
+            side = -1
+        else:
+            hi, g_hi = x, gx
+            if side == 1:
+                g_lo *= 0.5
+            side = 1
+        it += 1
+    return lo, g_lo, hi, g_hi

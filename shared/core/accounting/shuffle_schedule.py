@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.accounting.search import illinois
 from shared.core.accounting.shuffle import shuffle_epsilon, shuffle_max_eps0
 from shared.core.accounting.sum_only import sum_only_epsilon
 
@@ -110,23 +111,9 @@ def max_eps0(target_eps: float, l: int, delta: float, d: int, m: int,
         g_hi = g(hi)
     if g_lo == 0.0:
         g_lo = g(lo)
-    side = 0
-    while hi - lo > EPS0_TOL:
-        # Illinois: regula falsi with the retained end's value halved after two moves of the
-        # same end (superlinear, and never slower than bisection by much).
-        x = hi - g_hi * (hi - lo) / (g_hi - g_lo) if g_hi != g_lo else 0.5 * (lo + hi)
-        x = min(max(x, lo + 0.1 * EPS0_TOL), hi - 0.1 * EPS0_TOL)
-        gx = g(x)
-        if gx <= 0:
-            lo, g_lo = x, gx
-            if side == -1:
-                g_hi *= 0.5
-            side = -1
-        else:
-            hi, g_hi = x, gx
-            if side == 1:
-                g_lo *= 0.5
-            side = 1
+    # Regula falsi (Illinois) until the bracket is EPS0_TOL wide (``search.illinois``).
+    lo = illinois(g, (lo, g_lo, hi, g_hi), lambda b: b[2] - b[0] <= EPS0_TOL,
+                  margin=0.1 * EPS0_TOL)[0]
     found[l] = lo
     return lo
 

@@ -19,13 +19,13 @@ from shared.core.accounting.skellam import (
     skellam_mu,
     skellam_rdp,
 )
-from shared.core.environments import make_environment
 from shared.core.policies import build_policy, make_config
 from shared.core.policies.config import AUTO_FIRST_PER_SIGMA, DDPLinUCBConfig
 from shared.core.policies.model import Model
 from shared.core.policies.schedule import BatchSchedule
-from shared.core.simulator import checkpoints_for, contains, run_once, simulate, summarize
+from shared.core.simulator import contains, simulate, summarize
 from shared.settings import TaskConfig
+from tests.helpers import run_recording_batches
 
 
 def test_schedule_sizes_grow_to_the_cap() -> None:
@@ -76,30 +76,12 @@ def test_auto_first_batch_follows_the_noise() -> None:
     assert tiny.batch_schedule is None and tiny.batch_size > 1000  # fixed at the first batch
 
 
-class Recorder:
-    """Wraps a policy's ingest: the length of each batch and the batch length its randomizer
-    (the one the devices of that batch used) was sized for."""
-
-    def __init__(self, policy) -> None:
-        self.policy, self.batches = policy, []
-        self._ingest = policy.ingest
-        policy.ingest = self.ingest
-
-    def ingest(self, rows: np.ndarray) -> int:
-        self.batches.append((rows.shape[0], self.policy.randomizer.batch_size))
-        return self._ingest(rows)
-
-
 @pytest.mark.parametrize("spec", ["geometric:3,2,40", "geometric:5,1.5,30", "fixed:7"])
 def test_every_report_in_exactly_one_batch_of_the_scheduled_size(spec: str) -> None:
     T = 500
     config = make_config("ddp-linucb", d=3, batch_schedule=spec, regularizer="noise")
-    policy = build_policy(config, np.random.default_rng(0))
-    rec = Recorder(policy)
-    env = make_environment("linear", 3, 4, np.random.default_rng(1))
-    result = run_once(policy, env, T, np.random.default_rng(2), np.random.default_rng(3),
-                      checkpoints_for(T, 5))
-    sizes = [n for n, _ in rec.batches]
+    batches, result, policy = run_recording_batches(config, T, lambda r: r.batch_size)
+    sizes = [n for n, _ in batches]
     expected = config.schedule.sizes(T)
     assert sizes == expected
     assert max(sizes) <= config.schedule.max_size
@@ -108,7 +90,7 @@ def test_every_report_in_exactly_one_batch_of_the_scheduled_size(spec: str) -> N
     assert result.reports_ingested == sum(sizes) == policy.reports
     assert T - sum(sizes) < config.schedule.size(len(sizes))
     # Each batch's devices used shares sized for exactly that batch's length.
-    assert all(n == sized_for for n, sized_for in rec.batches)
+    assert all(n == sized_for for n, sized_for in batches)
     assert policy.batches == len(sizes)
 
 

@@ -10,7 +10,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -24,12 +23,12 @@ from shared.core.accounting.shuffle import (
 )
 from shared.core.accounting.shuffle_schedule import central_epsilon, max_eps0
 from shared.core.accounting.sum_only import sum_only_epsilon, sum_only_max_eps0
-from shared.core.environments import make_environment
 from shared.core.policies import build_policy, make_config
 from shared.core.policies.config import SBLBConfig
 from shared.core.randomizers.binary import flip_probability
-from shared.core.simulator import checkpoints_for, run_once, simulate, summarize
+from shared.core.simulator import simulate, summarize
 from shared.settings import TaskConfig
+from tests.helpers import run_recording_batches
 
 DELTA = 1e-6
 
@@ -94,38 +93,21 @@ def test_a_report_sized_for_a_shorter_batch_is_amplified_enough_in_any_later_one
             assert central_epsilon(e0, large, DELTA, 2, 1, aggregation) <= 1.0
 
 
-class Recorder:
-    """Each ingested batch's length and the ε0 of the randomizer its devices used."""
-
-    def __init__(self, policy) -> None:
-        self.policy, self.batches = policy, []
-        self._ingest = policy.ingest
-        policy.ingest = self.ingest
-
-    def ingest(self, rows: np.ndarray) -> int:
-        self.batches.append((rows.shape[0], self.policy.randomizer.eps0))
-        return self._ingest(rows)
-
-
 @pytest.mark.parametrize("algo", ["sblb", "sblb-fixed"])
 def test_every_report_in_one_batch_with_the_eps0_of_its_length(algo: str) -> None:
     T = 400
     config = make_config(algo, d=2, epsilon=1.0, batch_schedule="geometric:10,2,80",
                          regularizer="noise")
-    policy = build_policy(config, np.random.default_rng(0))
-    rec = Recorder(policy)
-    env = make_environment("linear", 2, 4, np.random.default_rng(1))
-    result = run_once(policy, env, T, np.random.default_rng(2), np.random.default_rng(3),
-                      checkpoints_for(T, 4))
-    sizes = [n for n, _ in rec.batches]
+    batches, result, policy = run_recording_batches(config, T, lambda r: r.eps0, checkpoints=4)
+    sizes = [n for n, _ in batches]
     assert sizes == config.schedule.sizes(T) == [10, 20, 40, 80, 80, 80, 80]
     assert result.reports_ingested == sum(sizes) == policy.reports
-    for n, eps0 in rec.batches:
+    for n, eps0 in batches:
         assert eps0 == shuffle_max_eps0(1.0, n, DELTA)  # the config's default accountant
     # The accumulated noise is Σ reports × the per-report proxy at that batch's ε0 (Hoeffding
     # proxy of Alg. 2–3, recomputed here from the flip probability).
     expected = 0.0
-    for n, eps0 in rec.batches:
+    for n, eps0 in batches:
         p = flip_probability(eps0, 2, 1)
         expected += n * 4.0 * (1 / (4 * (1 - p) ** 2) + 1 / 4)
     assert policy.noise_proxy(policy.reports, "matrix") == pytest.approx(expected)
