@@ -14,6 +14,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.core.design import DEFAULT_TOL
+from shared.core.policies import practical
 from shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
@@ -73,17 +74,7 @@ class LDPLinUCBConfig(PolicyConfig):
         "analyzer per publication (ρ this factor; 0: θ̃ itself)"
     )
 
-    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
-    # the best measured settings (BENCHMARKS.md, "Issue 22 — the local model"): greedy (Han et
-    # al. 2021's greedy estimation on diverse contexts) on the ridge sized by the noise of the
-    # reports so far, c_t = λ + ¼·2σ√(t d), with θ̃ perturbed by 0.3 × a draw of its own noise
-    # (``LDPLinUCB._publish``: keeps greedy from locking in); the paper's are the field defaults.
-    PRACTICAL: ClassVar[dict[str, object]] = {
-        "regularizer": "noise",
-        "noise_ridge": 0.25,
-        "confidence_scale": 0.0,
-        "perturb": 0.3,
-    }
+    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-linucb"]
 
 
 class ScheduledBatches(BaseModel):
@@ -152,24 +143,9 @@ class SBLBConfig(ScheduledBatches, PolicyConfig):
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
     )
 
-    # ``privbandit simulate``'s settings unless flags say otherwise or ``--paper`` is given (the
-    # best measured: BENCHMARKS.md, issue 22, "sblb at the privacy frontier").
-    # Batches grow slowly (ε0 only grows as the batch does, and sblb's noise is per report, so
-    # frequent early models matter), to the sum-only accountant's length; m = 4 bits per value cut
-    # Alg. 2's rounding noise 16-fold at a per-bit ε0 the batch sums still hide.
-    PRACTICAL: ClassVar[dict[str, object]] = {
-        "epsilon": 1.0,
-        "batch_schedule": "geometric:1000,1.25,4096",
-        "regularizer": "noise",
-        "confidence_scale": 0.02,
-        "m": 4,
-    }
-    # Over whole shuffled reports ε0 stays small (FMT: ≈ 2.7 at l = 10³, 7.1 at 10⁵): one bit per
-    # value, whose randomized response keeps more signal at a small per-bit ε, and batches growing
-    # on to 10⁵ (ε0 still grows with l there) are the better choice.
-    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = {
-        "reports": {"m": 1, "batch_schedule": "geometric:1000,2,100000"},
-    }
+    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["sblb"]
+    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = (
+        practical.PRACTICAL_BY_AGGREGATION["sblb"])
 
     @model_validator(mode="after")
     def _one_privacy_parameter(self) -> SBLBConfig:
@@ -201,14 +177,7 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
         "start); 'auto' is read as ⌈ADAR_AUTO_FIRST_PER_SIGMA · σ_Y/L⌉ (``_auto_first_episode``)"
     )
 
-    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
-    # the best measured settings (BENCHMARKS.md, "Issue 22", adar-oful); the field defaults
-    # are the paper's (Alg. 4: switching from the first report, C = 0.5 as in RS-OFUL, width 1).
-    PRACTICAL: ClassVar[dict[str, object]] = {
-        "first_episode": "auto",
-        "switching": 8.0,
-        "confidence_scale": 0.1,
-    }
+    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-oful"]
 
     @property
     def noise_sigma(self) -> float:
@@ -280,14 +249,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         "and the noise left on ũ, σ/w, follow it)"
     )
 
-    # What ``privbandit simulate`` uses unless the flags say otherwise or ``--paper`` is given:
-    # the best measured settings (BENCHMARKS.md, "Issue 22"); the paper's are the field defaults.
-    PRACTICAL: ClassVar[dict[str, object]] = {
-        "batch_schedule": "geometric:auto,2,100000",
-        "regularizer": "noise",
-        "confidence_scale": 0.1,
-        "encoding": "frobenius",
-    }
+    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-linucb"]
 
     @classmethod
     def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
@@ -324,12 +286,7 @@ class LDPGLBConfig(LDPLinUCBConfig):
     S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 
-    # ``simulate``'s defaults unless ``--paper`` (BENCHMARKS.md, "Issue 22 — the local model"):
-    # greedy on the eigen-clipped Gram matrix — the same regret as width 0.1, ten times faster.
-    PRACTICAL: ClassVar[dict[str, object]] = {  # its own, not ldp-linucb's
-        "regularizer": "clip",
-        "confidence_scale": 0.0,
-    }
+    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-glb"]  # not ldp-linucb's
 
 
 class AdaRGOPEConfig(RenyiDP, PolicyConfig):
@@ -348,11 +305,7 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     arm_seed: int | None = Field(None, ge=0, lt=2**63,
                                  description="services: seed the fixed arms are drawn from")
 
-    # ``privbandit simulate``'s defaults unless ``--paper`` (issue 22): every phase 0.3² = 0.09
-    # of Eq. 8's length. At central (1, 10⁻⁶), fixed-linear d = 5, K = 20, T = 10⁶, 12 runs:
-    # 5,644 ± 735 against the paper's 44,821 ± 3,685 (random 436,200); 0.2 is unstable at
-    # ε = 0.5 (7,592 ± 4,804) and 0.1 fails (232,437 ± 149,728) (BENCHMARKS.md, issue 22).
-    PRACTICAL: ClassVar[dict[str, object]] = {"confidence_scale": 0.3}
+    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-gope"]
 
     @model_validator(mode="after")
     def _arms_given_together(self) -> AdaRGOPEConfig:
