@@ -18,8 +18,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from starlette.types import Scope
 
+from services.common.admission import ALWAYS_ADMITTED, AdmissionMiddleware
 from services.common.datadir import StartupRefused, StateDir
+from services.common.metrics import ServiceMetrics
 from services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
 from shared.settings import Settings, shuffler_token_problem
 
@@ -39,6 +42,7 @@ def build_app(
     state: StateDir | None = None,
     init: bool = False,
     uses_shuffler_token: bool = False,
+    unbounded_suffixes: tuple[str, ...] = (),
 ) -> FastAPI:
     """A service app: ``runtime()`` is entered for the app's lifespan and what it yields becomes
     ``app.state.runtime``; request bodies above ``max_body`` bytes (a number, or a function
@@ -47,7 +51,11 @@ def build_app(
 
     ``state``: the service's data directory, checked here and before ``runtime()`` (``init``
     allows re-creating lost files) and marked after it. ``uses_shuffler_token``: refuse to build
-    the app without a usable ``settings.shuffler_token``. Both raise ``StartupRefused``."""
+    the app without a usable ``settings.shuffler_token``. Both raise ``StartupRefused``.
+
+    Requests in flight are bounded by ``settings.limits.<service>_requests``
+    (``services.common.admission``); ``/healthz``, ``/metrics`` and paths ending with one of
+    ``unbounded_suffixes`` (long-lived streams with a bound of their own) are not counted."""
     if uses_shuffler_token:
         problem = shuffler_token_problem(settings.shuffler_token)
         if problem is not None:
@@ -82,6 +90,13 @@ def build_app(
         docs_url=None, redoc_url=None,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body)
+    limit = settings.limits.requests(service)
+    if limit is not None:
+        # Added last, so outermost: a shed request costs no more than its 503.
+        app.add_middleware(
+            AdmissionMiddleware, limit=limit, retry_after=settings.limits.retry_after,
+            exempt=ALWAYS_ADMITTED, exempt_suffixes=unbounded_suffixes, on_shed=_count_shed,
+        )
     app.state.settings = settings
     install_error_handlers(app, on_error=on_error)
     # The router's routes become the app's own: ``include_router`` would keep the router as a
@@ -90,3 +105,11 @@ def build_app(
     # dependencies of their own, so nothing else changes.
     app.router.routes.extend(router.routes)
     return app
+
+
+def _count_shed(scope: Scope) -> None:
+    """Count a shed request in the service's metrics (once its runtime has opened them)."""
+    runtime = getattr(scope["app"].state, "runtime", None)
+    metrics = getattr(runtime, "metrics", None)
+    if isinstance(metrics, ServiceMetrics):
+        metrics.requests_shed.inc()
