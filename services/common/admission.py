@@ -9,7 +9,18 @@ handler called — and counted (``privbandit_<service>_requests_shed_total``). T
 project (the demo driver, the device's outbox, the shuffler's delivery) retry a 503 after at
 least its Retry-After.
 
-One event loop per service process: the counter needs no lock (``__call__`` runs on the loop).
+What counts is every request the server has read and not answered, not only those the app is
+working on: a decide is answered in one step of the event loop, so the app rarely holds more than
+a few at once, while under load hundreds wait in the loop's queue for their turn (at 50 closed-loop
+clients, 0 of 16 slots were ever exceeded while a decide took 330 ms). The server's protocol
+(``services.common.server.HeadTimeoutProtocol``) stamps each request with that number, itself
+included, as it is read (``scope["extensions"][BACKLOG]``); a request whose number exceeds the
+bound is shed when its turn comes, at the cost of its 503 only. Exempt requests (long-lived model
+streams) are in the server's number too: those in progress are subtracted. Without the stamp (an
+app served by another server, tests over ``httpx.ASGITransport``) the bound applies to the
+requests in the app.
+
+One event loop per service process: the counters need no lock (``__call__`` runs on the loop).
 """
 
 from __future__ import annotations
@@ -24,6 +35,10 @@ from services.common.web import error_response
 # Never shed: an orchestrator's liveness probe and the metrics that show the overload must
 # answer precisely when the service is busiest; both are cheap.
 ALWAYS_ADMITTED = frozenset({"/healthz", "/metrics"})
+
+# ``scope["extensions"][BACKLOG]``: the requests the server had read and not answered when it read
+# this one, itself included (set by ``services.common.server.HeadTimeoutProtocol``).
+BACKLOG = "privbandit.backlog"
 
 # Called with the refused request's scope (e.g. to count it).
 ShedHook = Callable[[Scope], None]
@@ -53,18 +68,35 @@ class AdmissionMiddleware:
         self.exempt = frozenset(exempt)
         self.exempt_suffixes = exempt_suffixes
         self.on_shed = on_shed
-        self.in_flight = 0
+        self.in_flight = 0  # admitted requests, not yet answered
+        self.exempt_in_flight = 0  # exempt requests (e.g. streams) in progress
         self.shed = 0
 
     def _exempt(self, path: str) -> bool:
         return path in self.exempt or (bool(self.exempt_suffixes)
                                        and path.endswith(self.exempt_suffixes))
 
+    def over(self, scope: Scope) -> bool:
+        """Whether admitting this request would exceed the bound: the app holds ``limit``
+        requests, or more than ``limit`` unanswered non-exempt requests were ahead of it or it
+        when the server read it."""
+        if self.in_flight >= self.limit:
+            return True
+        backlog = scope.get("extensions", {}).get(BACKLOG)
+        return backlog is not None and backlog - self.exempt_in_flight > self.limit
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._exempt(scope["path"]):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.in_flight >= self.limit:
+        if self._exempt(scope["path"]):
+            self.exempt_in_flight += 1
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self.exempt_in_flight -= 1
+            return
+        if self.over(scope):
             self.shed += 1
             if self.on_shed is not None:
                 self.on_shed(scope)

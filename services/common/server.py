@@ -12,20 +12,23 @@ merged (Kludex/uvicorn#1685, from #157), and an ASGI middleware cannot help: the
 only once the head is complete. Hypercorn has a read timeout, but swapping servers changes far
 more than this. Hence ``HeadTimeoutProtocol``: uvicorn's own h11 protocol, which closes a
 connection whose request head is not complete ``header_timeout`` seconds after the connection
-opened or after the head's first byte arrived.
+opened or after the head's first byte arrived. It also stamps each request with the number of
+requests the server has read and not answered, for admission control
+(``services.common.admission``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, cast
 
 import h11
 import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from services.common.admission import BACKLOG
 from shared.settings import Connections
 
 log = logging.getLogger(__name__)
@@ -57,9 +60,15 @@ class HeadTimeoutProtocol(H11Protocol):
         self._arm_head_timer()
 
     def data_received(self, data: bytes) -> None:
+        cycle = self.cycle
         # uvicorn cancels its keep-alive timer on any byte: from here on only the head timer
         # bounds a connection that never completes its request head.
         super().data_received(data)
+        if self.cycle is not cycle and self.cycle is not None:
+            # A request was read; its task (in ``server_state.tasks``) has not started yet.
+            # Admission control sheds by this number (``services.common.admission``).
+            scope = cast(dict[str, Any], self.cycle.scope)
+            scope.setdefault("extensions", {})[BACKLOG] = len(self.server_state.tasks)
         if self._awaiting_head():
             if self._head_timer is None:
                 self._arm_head_timer()

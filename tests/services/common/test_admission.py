@@ -12,7 +12,7 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from services.common.admission import AdmissionMiddleware
+from services.common.admission import BACKLOG, AdmissionMiddleware
 from shared.settings import Limits
 from tests.helpers import error, make_settings, patience
 
@@ -130,3 +130,46 @@ async def test_a_device_app_sheds_beyond_its_setting_and_counts_it(tmp_path: Pat
         admission.in_flight = 0
         # Admitted again: the handler answers (and refuses the empty body itself).
         error(await client.post("/v1/tasks/loc/decide", json={}), 422, "missing_features")
+
+
+async def test_requests_queued_ahead_count_as_the_server_stamped_them() -> None:
+    """A request the server read with more than ``limit`` unanswered requests (itself included)
+    is shed although the app holds none: the queue is in the event loop, not in the app. Exempt
+    requests in progress (streams) are not counted."""
+    streams_end = asyncio.Event()
+    handled: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        handled.append(scope["path"])
+        if scope["path"].endswith("/model/stream"):
+            await streams_end.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    middleware = AdmissionMiddleware(app, limit=3, retry_after=1,
+                                     exempt_suffixes=("/model/stream",))
+
+    async def call(path: str, backlog: int) -> int:
+        sent: list[dict[str, object]] = []
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, object]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        scope = {"type": "http", "path": path, "method": "POST", "headers": [],
+                 "query_string": b"", "extensions": {BACKLOG: backlog}}
+        await middleware(scope, receive, send)  # type: ignore[arg-type]  # plain dicts as ASGI messages
+        return int(sent[0]["status"])  # type: ignore[call-overload]  # an int by ASGI
+
+    assert await call("/v1/x", 3) == 200
+    assert await call("/v1/x", 4) == 503 and handled == ["/v1/x"]
+    # Two streams in progress were among the server's four: two requests ahead, admitted.
+    streams = [asyncio.create_task(call(f"/v1/tasks/{t}/model/stream", 1)) for t in "ab"]
+    await wait_until(lambda: middleware.exempt_in_flight == 2)
+    assert await call("/v1/x", 4) == 200
+    assert await call("/v1/x", 6) == 503
+    streams_end.set()
+    assert await asyncio.gather(*streams) == [200, 200]
+    assert middleware.exempt_in_flight == 0 and middleware.in_flight == 0 and middleware.shed == 2
