@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.common.errors import Overloaded
-from services.common.web import error_response
+from shared.protocol.messages import ErrorBody
 
 # Never shed: an orchestrator's liveness probe and the metrics that show the overload must
 # answer precisely when the service is busiest; both are cheap.
@@ -68,6 +68,19 @@ class AdmissionMiddleware:
         self.exempt = frozenset(exempt)
         self.exempt_suffixes = exempt_suffixes
         self.on_shed = on_shed
+        # The refusal, rendered once: under overload most answers are this one, and each costs
+        # the loop time the admitted requests wait for.
+        body = ErrorBody(
+            code=Overloaded.default_code,
+            message=f"the service is at its bound of {limit} requests in flight; retry after "
+                    f"{retry_after} s").model_dump_json().encode()
+        self._refusal_start: Message = {
+            "type": "http.response.start", "status": Overloaded.status,
+            "headers": [(b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"retry-after", str(retry_after).encode())],
+        }
+        self._refusal_body: Message = {"type": "http.response.body", "body": body}
         self.in_flight = 0  # admitted requests, not yet answered
         self.exempt_in_flight = 0  # exempt requests (e.g. streams) in progress
         self.shed = 0
@@ -100,11 +113,8 @@ class AdmissionMiddleware:
             self.shed += 1
             if self.on_shed is not None:
                 self.on_shed(scope)
-            response = error_response(
-                Overloaded.status, Overloaded.default_code,
-                f"the service is at its bound of {self.limit} requests in flight; retry after "
-                f"{self.retry_after} s", {"Retry-After": str(self.retry_after)})
-            await response(scope, receive, send)
+            await send(self._refusal_start)
+            await send(self._refusal_body)
             return
         self.in_flight += 1
         try:
