@@ -66,6 +66,11 @@ class Unavailable(ServiceError, status=503, code="unavailable"):
 
 
 # Refusals every service makes the same way.
+class StoreUnavailable(Unavailable, code="store_unavailable"):
+    """The service's PostgreSQL database is unreachable (its connection was lost and the
+    transaction's retries are spent); with Retry-After."""
+
+
 class Overloaded(Unavailable, code="overloaded"):
     """The service is at its bound of requests in flight (``limits.<service>_requests``):
     refused before any work, with Retry-After (``services.common.admission``); retry then."""

@@ -20,7 +20,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.common.errors import ServiceError
+from services.common.errors import ServiceError, StoreUnavailable
 from shared.protocol.messages import ErrorBody
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ def install_error_handlers(app: FastAPI, *, on_error: ErrorHook | None = None) -
         if store_unreachable(exc):
             log.warning("%s %s: the database is unreachable (%s); answered 503", request.method,
                         request.url.path, exc)
-            return respond(request, 503, "store_unavailable",
+            return respond(request, StoreUnavailable.status, StoreUnavailable.default_code,
                            "the service's database is unreachable; retry later",
                            {"Retry-After": str(STORE_RETRY_AFTER)})
         log.exception("unhandled error on %s %s", request.method, request.url.path)
