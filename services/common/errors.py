@@ -66,11 +66,6 @@ class Unavailable(ServiceError, status=503, code="unavailable"):
 
 
 # Refusals every service makes the same way.
-class StoreUnavailable(Unavailable, code="store_unavailable"):
-    """The service's PostgreSQL database is unreachable (its connection was lost and the
-    transaction's retries are spent); with Retry-After."""
-
-
 class Overloaded(Unavailable, code="overloaded"):
     """The service is at its bound of requests in flight (``limits.<service>_requests``):
     refused before any work, with Retry-After (``services.common.admission``); retry then."""
@@ -82,3 +77,8 @@ class UnknownTask(NotFound, code="unknown_task"):
 
 class Starting(Unavailable, code="starting"):
     """``/healthz`` of a service that is not ready yet (``services.common.health``)."""
+
+
+class StoreUnavailable(Unavailable, code="store_unavailable"):
+    """The service's PostgreSQL database is unreachable (its connection was lost and the
+    transaction's retries are spent); with Retry-After (``services.common.web``)."""
