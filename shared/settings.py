@@ -326,8 +326,44 @@ class Limits(BaseModel):
     # devices keep the reports in their durable outboxes meanwhile. At least every task's batch
     # size l (else a batch could never fill).
     shuffler_reports: int = Field(1_000_000, ge=1)
+    # Requests a service works on at once (admitted and not yet answered), per service; one
+    # more is 503 ``overloaded`` with the Retry-After below, answered before its body is read
+    # (``services.common.admission``). ``/healthz``, ``/metrics`` and the analyzer's model
+    # streams (bounded by ``model_streams``) are not counted. The device's default keeps decide
+    # p99 at 200 concurrent clients within 2× of its p99 at 50 on a 2-core machine
+    # (BENCHMARKS "Overload"): beyond ~50 requests in flight a request only waits longer.
+    device_requests: int = Field(64, ge=1)
+    shuffler_requests: int = Field(256, ge=1)
+    analyzer_requests: int = Field(256, ge=1)
     # The ``Retry-After`` of these refusals (seconds).
     retry_after: int = Field(1, ge=1, le=3600)
+
+    def requests(self, service: str) -> int | None:
+        """The in-flight bound of ``service`` (``device``, ``shuffler`` or ``analyzer``; None
+        for another name)."""
+        bound = getattr(self, f"{service}_requests", None)
+        return None if bound is None else int(bound)
+
+
+class Connections(BaseModel):
+    """What one HTTP connection may hold, the same in every service (uvicorn's set-up:
+    ``services.common.server``). Override like any setting: ``[connections]`` in the config
+    file, or e.g. ``PRIVBANDIT_CONNECTIONS__HEADER_TIMEOUT=5``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # A connection whose request head (request line and headers) is not complete this long
+    # after its first byte (or, on a new connection, after it opened) is closed: a client
+    # sending partial headers holds a socket and memory (slowloris).
+    header_timeout: Seconds = 10.0
+    # A keep-alive connection idle this long between requests is closed (uvicorn's
+    # ``timeout_keep_alive``; whole seconds).
+    idle_timeout: int = Field(5, ge=1, le=3600)
+    # Connections open at once per service process; a request on one beyond it is answered 503
+    # by uvicorn (``limit_concurrency``, which also bounds requests in flight). Above
+    # ``limits.model_streams`` (each model stream holds a connection of the analyzer) and below
+    # the process's file-descriptor limit.
+    max_connections: int = Field(4096, ge=16)
 
 
 class Settings(BaseSettings):
@@ -354,6 +390,7 @@ class Settings(BaseSettings):
     retry_max: float = Field(10.0, gt=0)
     device_timing: DeviceTiming = DeviceTiming()
     limits: Limits = Limits()
+    connections: Connections = Connections()
     log_level: str = "info"
     tasks: list[TaskConfig] = Field(default_factory=list)
 
@@ -393,6 +430,15 @@ class Settings(BaseSettings):
                 f"limits.shuffler_reports = {self.limits.shuffler_reports} is below the batch "
                 f"length l = {largest} of a task (its schedule's cap): its batches could never fill"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _streams_fit(self) -> Settings:
+        if self.connections.max_connections <= self.limits.model_streams:
+            raise ValueError(
+                f"connections.max_connections = {self.connections.max_connections} must exceed "
+                f"limits.model_streams = {self.limits.model_streams}: every model stream holds "
+                "a connection of the analyzer")
         return self
 
     def task(self, task_id: str) -> TaskConfig | None:

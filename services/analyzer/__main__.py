@@ -10,7 +10,8 @@ from fastapi import FastAPI
 
 from services.analyzer.app import create_app, request_shutdown
 from services.common.cli import build_or_exit, service_args, setup_logging
-from shared.settings import Settings
+from services.common.server import server_config
+from shared.settings import Connections, Settings
 
 
 class Server(uvicorn.Server):
@@ -32,18 +33,19 @@ class Server(uvicorn.Server):
 
 
 def build_server(
-    app: FastAPI, host: str, port: int, log_level: str = "info", access_log: bool | None = None
+    app: FastAPI, host: str, port: int, log_level: str = "info", access_log: bool | None = None,
+    connections: Connections | None = None,
 ) -> Server:
     """A uvicorn server for an analyzer app (port 0 picks a free port). ``access_log`` defaults
-    to on only at log level debug."""
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level.lower(),
+    to on only at log level debug; ``connections``: header and idle timeouts and the connection
+    limit (default: the app's settings')."""
+    config = server_config(
+        app, host, port,
+        connections if connections is not None else app.state.settings.connections,
+        log_level=log_level,
         # One line per request costs more than a batch ingest of l = 1 under load.
         access_log=log_level.lower() == "debug" if access_log is None else access_log,
-        timeout_graceful_shutdown=10,
+        graceful_timeout=10,
     )
     return Server(config, app)
 

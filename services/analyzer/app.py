@@ -78,6 +78,9 @@ def create_app(
         state=state_dir(settings),
         init=init,
         uses_shuffler_token=True,
+        # A model stream lasts as long as its device is connected: bounded by
+        # ``limits.model_streams``, not by the requests in flight.
+        unbounded_suffixes=("/model/stream",),
     )
     return app
 

@@ -18,7 +18,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from starlette.types import Scope
 
+from services.common.admission import ALWAYS_ADMITTED, AdmissionMiddleware
 from services.common.datadir import StartupRefused, StateDir
 from services.common.http_metrics import HttpMetrics
 from services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
@@ -40,6 +42,7 @@ def build_app(
     state: StateDir | None = None,
     init: bool = False,
     uses_shuffler_token: bool = False,
+    unbounded_suffixes: tuple[str, ...] = (),
 ) -> FastAPI:
     """A service app: ``runtime()`` is entered for the app's lifespan and what it yields becomes
     ``app.state.runtime``; request bodies above ``max_body`` bytes (a number, or a function
@@ -48,7 +51,11 @@ def build_app(
 
     ``state``: the service's data directory, checked here and before ``runtime()`` (``init``
     allows re-creating lost files) and marked after it. ``uses_shuffler_token``: refuse to build
-    the app without a usable ``settings.shuffler_token``. Both raise ``StartupRefused``."""
+    the app without a usable ``settings.shuffler_token``. Both raise ``StartupRefused``.
+
+    Requests in flight are bounded by ``settings.limits.<service>_requests``
+    (``services.common.admission``); ``/healthz``, ``/metrics`` and paths ending with one of
+    ``unbounded_suffixes`` (long-lived streams with a bound of their own) are not counted."""
     if uses_shuffler_token:
         problem = shuffler_token_problem(settings.shuffler_token)
         if problem is not None:
@@ -87,6 +94,13 @@ def build_app(
         docs_url=None, redoc_url=None,
     )
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body)
+    limit = settings.limits.requests(service)
+    if limit is not None:
+        # Added last, so outermost: a shed request costs no more than its 503.
+        app.add_middleware(
+            AdmissionMiddleware, limit=limit, retry_after=settings.limits.retry_after,
+            exempt=ALWAYS_ADMITTED, exempt_suffixes=unbounded_suffixes, on_shed=_count_shed,
+        )
     app.state.settings = settings
     install_error_handlers(app, on_error=on_error)
     # The router's routes become the app's own: ``include_router`` would keep the router as a
@@ -97,3 +111,12 @@ def build_app(
     # Last, so outermost: it times and counts every answer, the middleware's refusals included.
     http.instrument(app)
     return app
+
+
+def _count_shed(scope: Scope) -> None:
+    """Count a shed request in the service's metrics (once its runtime has opened them)."""
+    runtime = getattr(scope["app"].state, "runtime", None)
+    # Every service's metrics are a ``ServiceMetrics``, which declares the counter.
+    counter = getattr(getattr(runtime, "metrics", None), "requests_shed", None)
+    if counter is not None:
+        counter.inc()

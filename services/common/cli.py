@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from services.common.datadir import StartupRefused
+from services.common.server import server_config
 from shared.settings import Settings
 
 Built = TypeVar("Built")
@@ -91,17 +92,14 @@ def serve(
     """Run ``app`` with uvicorn at the parsed address until SIGINT/SIGTERM; open responses get
     ``graceful_timeout`` whole seconds to finish (uvicorn takes an int). The objects alive once
     the service has started are frozen out of the garbage collector (``build_app``'s lifespan),
-    and BLAS runs on one thread (``single_threaded_blas``)."""
+    and BLAS runs on one thread (``single_threaded_blas``). Connections follow
+    ``settings.connections`` (``services.common.server``)."""
     app.state.freeze_gc = True
     single_threaded_blas()
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=settings.log_level.lower(),
-        access_log=args.access_log,
-        timeout_graceful_shutdown=graceful_timeout,
-    )
+    uvicorn.Server(server_config(
+        app, args.host, args.port, settings.connections, log_level=settings.log_level,
+        access_log=args.access_log, graceful_timeout=graceful_timeout,
+    )).run()
 
 
 def run_service(

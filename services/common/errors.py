@@ -66,6 +66,11 @@ class Unavailable(ServiceError, status=503, code="unavailable"):
 
 
 # Refusals every service makes the same way.
+class Overloaded(Unavailable, code="overloaded"):
+    """The service is at its bound of requests in flight (``limits.<service>_requests``):
+    refused before any work, with Retry-After (``services.common.admission``); retry then."""
+
+
 class UnknownTask(NotFound, code="unknown_task"):
     """A task id this service is not configured with (``services.common.deps.lookup_task``)."""
 

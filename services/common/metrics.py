@@ -29,6 +29,10 @@ class ServiceMetrics:
     def __init__(self, service: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.prefix = f"privbandit_{service}_"
+        # Every service sheds the same way (``services.common.admission``).
+        self.requests_shed = self.counter(
+            "requests_shed", "Requests refused with 503 overloaded, before any work, at the "
+            "bound of requests in flight (limits.<service>_requests)")
 
     def counter(self, name: str, doc: str, labels: Sequence[str] = ()) -> Counter:
         return Counter(self.prefix + name, doc, list(labels), registry=self.registry)

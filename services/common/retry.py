@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from shared.settings import Retry
 
@@ -51,3 +51,12 @@ class Backoff(Iterator[float]):
         delay = self.delay(at_least)
         await asyncio.sleep(delay)
         return delay
+
+
+def retry_after(headers: Mapping[str, str]) -> float:
+    """A response's ``Retry-After`` in seconds (0 when absent, or an HTTP date: not worth
+    parsing, the backoff applies): the least wait before a retry (``Backoff.sleep``)."""
+    try:
+        return max(0.0, float(headers.get("retry-after", 0)))
+    except ValueError:
+        return 0.0

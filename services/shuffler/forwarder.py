@@ -38,7 +38,7 @@ import anyio.to_thread
 import httpx
 from pydantic import ValidationError
 
-from services.common.retry import Backoff
+from services.common.retry import Backoff, retry_after
 from services.shuffler.errors import Undeliverable
 from services.shuffler.metrics import ShufflerMetrics
 from services.shuffler.store import Store
@@ -90,6 +90,8 @@ class Forwarder:
         self._wake = {t: asyncio.Event() for t in self.tasks}
         self._loops: list[asyncio.Task[None]] = []
         self._deliveries: set[asyncio.Task[None]] = set()
+        # A refused delivery's Retry-After (seconds), by batch id, until its next attempt.
+        self._retry_after: dict[str, float] = {}
         self._started = False
 
     @property
@@ -170,7 +172,8 @@ class Forwarder:
                     return
             if await self._deliver(delivery):
                 break
-            await backoff.sleep()
+            # An analyzer that is busy (429, 503 ``overloaded``) says how long to wait.
+            await backoff.sleep(self._retry_after.pop(batch_id, 0.0))
         await anyio.to_thread.run_sync(self.store.acknowledge, batch_id)
         self.metrics.batches_acknowledged.labels(task).inc()
         self.last_error[task] = None
@@ -190,7 +193,10 @@ class Forwarder:
         except httpx.HTTPError as exc:
             return self._failed(task, d.batch_id, "transport", f"{type(exc).__name__}: {exc}")
         if resp.status_code != 200:
-            reason = "client_error" if 400 <= resp.status_code < 500 else "server_error"
+            self._retry_after[d.batch_id] = retry_after(resp.headers)
+            # A 429 is back-pressure, not a mistake of ours: retried like a 5xx.
+            reason = ("client_error" if 400 <= resp.status_code < 500 and resp.status_code != 429
+                      else "server_error")
             try:
                 detail = resp.json()
                 # E.g. ``unknown_key``: the analyzer's key changed? (the transport looks again)

@@ -4,6 +4,7 @@ of a test key store), a transport that fails on demand, and small status helpers
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,8 @@ class FakeAnalyzer:
     deliveries: list[tuple[str, dict[str, str], dict]] = field(default_factory=list)
     hpke_gets: int = 0  # GET /v1/hpke-config requests served or refused
     hpke_down: bool = False  # answer them 503
+    retry_after: str | None = None  # the Retry-After of a failing delivery's answer
+    delivered_at: list[float] = field(default_factory=list)  # time.monotonic() of each
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -47,8 +50,11 @@ class FakeAnalyzer:
         async def batches(task: str, request: Request) -> JSONResponse:
             raw = json.loads(await request.body())
             self.deliveries.append((task, dict(request.headers), raw))
+            self.delivered_at.append(time.monotonic())
             if self.status != 200:
-                return JSONResponse({"code": "nope", "message": "failing"}, self.status)
+                headers = {"Retry-After": self.retry_after} if self.retry_after else None
+                return JSONResponse({"code": "nope", "message": "failing"}, self.status,
+                                    headers=headers)
             upload = BatchUpload.model_validate(raw)
             ack = {
                 "batch_id": upload.batch_id, "replayed": False, "counted": len(upload.reports),

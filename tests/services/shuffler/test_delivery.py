@@ -5,6 +5,7 @@ re-sent unchanged after a restart."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import httpx
@@ -114,6 +115,26 @@ async def test_rejections_are_surfaced_and_retried(tmp_path: Path, keys: HpkeKey
         assert (await queue_status(client, "shuf")).last_error is None
         orders = {tuple(r["ct"] for r in raw["reports"]) for _, _, raw in fake.deliveries}
         assert len(orders) == 1  # and in the same order
+
+
+async def test_a_busy_analyzer_is_retried_after_its_retry_after(
+    tmp_path: Path, keys: HpkeKeyStore
+) -> None:
+    """429 and 503 (``overloaded``, issue 26 item 3) are retried no sooner than their
+    Retry-After (up to ``retry_max``), and a 429 is not reported as the shuffler's mistake."""
+    for status in (503, 429):
+        fake = FakeAnalyzer(keys, status=status, retry_after="1")
+        settings = settings_for(tmp_path / str(status), retry_initial=0.01, retry_max=5.0)
+        async with running(shuffler_app(settings, fake)) as client:
+            await upload(client, report_maker(keys.hpke_config())(SHUF, 5))
+            await eventually(lambda fake=fake: _deliveries(fake, 3), timeout=30)
+            gaps = [b - a for a, b in itertools.pairwise(fake.delivered_at)]
+            # Without the header the backoff waits 0.01-0.04 s before these attempts.
+            assert min(gaps) >= 0.99, gaps
+            metrics = (await client.get("/metrics")).text
+            assert 'reason="server_error"' in metrics and 'reason="client_error"' not in metrics
+            fake.status = 200
+            await eventually(lambda client=client: acked(client, "shuf", 1), timeout=30)
 
 
 async def _deliveries(fake: FakeAnalyzer, n: int) -> bool:
