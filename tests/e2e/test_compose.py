@@ -444,17 +444,23 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
     monkeypatch.setenv("PRIVBANDIT_CONFIG", str(ROOT / "shared" / "defaults" / "privbandit.toml"))
     captured: dict[str, Any] = {}
 
-    def fake_run(app: Any, **kwargs: Any) -> None:
-        captured.update(kwargs)
+    class FakeServer:
+        """uvicorn's Server as ``serve`` builds it: records the bind address, serves nothing."""
+
+        def __init__(self, config: Any) -> None:
+            captured.update(host=config.host, port=config.port)
+
+        def run(self) -> None:
+            captured["served"] = True
 
     def fake_create_app(settings: Any, **kwargs: Any) -> Any:
         captured["settings"] = settings
         return SimpleNamespace(state=SimpleNamespace())
 
-    monkeypatch.setattr(service_cli.uvicorn, "run", fake_run)
+    monkeypatch.setattr(service_cli.uvicorn, "Server", FakeServer)
     monkeypatch.setattr(device_main, "create_app", fake_create_app)
     device_main.main(["--host", "0.0.0.0"])
-    assert captured["host"] == "0.0.0.0" and captured["port"] == 8703
+    assert captured["host"] == "0.0.0.0" and captured["port"] == 8703 and captured["served"]
     assert captured["settings"].analyzer.url == "http://analyzer:8701"
     assert captured["settings"].shuffler.url == "http://shuffler:8702"
 
