@@ -9,7 +9,7 @@ cores (measured: a coverage simulation 6.3× faster on one thread on a busy 2-co
 the same result). The variables must be set before numpy is first imported: this conftest is
 loaded before any test module, and imports nothing that imports numpy.
 
-Under pytest-xdist (``make test``: two workers per core, ``--dist loadgroup``) the tests are spread
+Under pytest-xdist (``make test``: a worker per core, ``--dist loadgroup``) the tests are spread
 one by one over the workers, slow ones first, except the modules on the e2e package's shared
 ``cluster``, which go to one worker together (it starts that cluster once). xdist's own
 ``xdist_group`` marks are read from a suffix it adds to node ids, which pytest ≥ 9.2 no longer lets
