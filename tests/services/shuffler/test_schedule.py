@@ -108,9 +108,9 @@ def test_a_share_sized_for_a_longer_batch_than_the_next_is_refused_alone(
         shuffler.close()
 
 
+@pytest.mark.postgres_only(reason="replicas share one PostgreSQL database; a SQLite file has "
+                           "one shuffler")
 def test_two_postgres_replicas_agree_on_every_batch_length(tmp_path: Path, store: str) -> None:
-    if store == "sqlite":
-        pytest.skip("replicas share a PostgreSQL database")
     replicas = [open_store(store, tmp_path, poll=0.05) for _ in range(2)]
     uploads = [counts(1) for _ in range(2 * 90)]  # 180 reports: 3+6+12×14 = 177, 3 pending
     errors: list[BaseException] = []
