@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from services.common.retry import Backoff
+from services.common.retry import Backoff, retry_after
 from services.device.background import stop_task
 from services.device.store import DeviceStore, OutboxItem
 from services.device.transports.base import DeviceTransport, KeyRefresher
@@ -55,13 +55,6 @@ def _error_code(resp: httpx.Response) -> str | None:
         return ErrorBody.model_validate_json(resp.content).code
     except ValueError:
         return None
-
-
-def _retry_after(resp: httpx.Response) -> float:
-    try:
-        return max(0.0, float(resp.headers.get("retry-after", 0)))
-    except ValueError:  # an HTTP date: not worth parsing, the backoff applies
-        return 0.0
 
 
 class Spread:
@@ -192,7 +185,7 @@ class Uploader:
             await self.store.dead_letter(items, f"{status} {detail}")
             self._count("dead_lettered", len(items))
             return
-        self._backoff(group, f"shuffler answered {status}: {detail}", _retry_after(resp))
+        self._backoff(group, f"shuffler answered {status}: {detail}", retry_after(resp.headers))
 
     async def _unknown_key(
         self, group: Group, items: list[OutboxItem], detail: str, refresh: KeyRefresher
