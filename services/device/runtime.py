@@ -29,7 +29,7 @@ from services.device.outbox import Spread, Uploader
 from services.device.store import DeviceStore
 from services.device.transports import Transports
 from services.device.transports.base import Context
-from shared.core.policies import build_policy
+from shared.core.policies import build_policy, randomizer_for
 from shared.core.randomizers.base import Randomizer
 from shared.core.randomizers.skellam import SkellamRandomizer
 from shared.crypto.paillier import MIN_KEY_BITS
@@ -182,10 +182,13 @@ def task_randomizers(
     randomizers: dict[str, Randomizer] = {}
     sized: dict[str, dict[int, SkellamRandomizer]] = {}
     for t in tasks:
+        if t.schedule.is_fixed:  # the randomizer alone: no analyzer state to build
+            randomizers[t.id] = randomizer_for(t.policy)
+            continue
         policy = build_policy(t.policy)
         randomizers[t.id] = policy.randomizer
         per_length = getattr(policy, "randomizer_for", None)
-        if per_length is not None and not t.schedule.is_fixed:
+        if per_length is not None:
             sized[t.id] = {size: per_length(size) for size in t.schedule.distinct_sizes()}
     return randomizers, sized
 
