@@ -36,10 +36,10 @@ RUN useradd --system --uid 10001 --home-dir /data privbandit \
     && mkdir -p /data/analyzer /data/shuffler /data/device \
     && chown -R privbandit /data
 USER privbandit
-# Run from a neutral directory so `python -m services.x` imports the installed package.
+# Run from a neutral directory so `python -m privbandit.services.x` imports the installed package.
 WORKDIR /data
 
 ENV PRIVBANDIT_DATA_DIR=/data
 
 EXPOSE 8701 8702 8703
-CMD ["python", "-m", "services.device", "--host", "0.0.0.0"]
+CMD ["python", "-m", "privbandit.services.device", "--host", "0.0.0.0"]

@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from shared.core.policies import make_config, randomizer_for
-from shared.core.randomizers.binary import BinaryRandomizer
-from shared.crypto.paillier import PaillierEncryptor, generate_keypair
-from shared.crypto.slots import pack_signed, policy_layout
+from privbandit.shared.core.policies import make_config, randomizer_for
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer
+from privbandit.shared.crypto.paillier import PaillierEncryptor, generate_keypair
+from privbandit.shared.crypto.slots import pack_signed, policy_layout
 
 
 def med_us(samples: list[float]) -> float:

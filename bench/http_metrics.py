@@ -18,8 +18,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from bench.args import parse, write_json
-from services.analyzer.app import create_app
-from shared.settings import Settings, TaskConfig
+from privbandit.services.analyzer.app import create_app
+from privbandit.shared.settings import Settings, TaskConfig
 
 TOKEN = "bench-shuffler-token-0123456789abcdef"
 TASK = TaskConfig.model_validate({

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.core.environments.mab import MABEnvironment, default_means
-from shared.core.mab_simulator import levels_of, simulate_mab
-from shared.core.policies import build_policy, make_config
+from privbandit.shared.core.environments.mab import MABEnvironment, default_means
+from privbandit.shared.core.mab_simulator import levels_of, simulate_mab
+from privbandit.shared.core.policies import build_policy, make_config
 
 CASES = [
     ("ucb", {}),

@@ -41,8 +41,8 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout
     sys.path.insert(0, str(ROOT))
 
 from privbandit.launcher import Cluster, free_ports  # noqa: E402
-from services.common.retry import retry_after  # noqa: E402
-from shared.settings import Limits  # noqa: E402
+from privbandit.services.common.retry import retry_after  # noqa: E402
+from privbandit.shared.settings import Limits  # noqa: E402
 
 TASK = "bench-central"
 K, D = 20, 5

@@ -33,7 +33,7 @@ import psycopg
 from bench.args import parse, write_json
 from bench.service_ingest import TOKEN, analyzer_bench, reports, task
 from privbandit.launcher import Cluster, free_port_block, free_ports
-from shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.crypto.keystore import HpkeKeyStore
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
 CONFIG = f"""

@@ -36,8 +36,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from gmpy2 import mpz
 
 from bench.args import parse, write_json
-from shared.core.randomizers.binary import BinaryRandomizer, n_coords
-from shared.crypto.paillier import (
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer, n_coords
+from privbandit.shared.crypto.paillier import (
     PaillierEncryptor,
     decode_ciphertexts,
     decrypt_sum,
@@ -46,9 +46,9 @@ from shared.crypto.paillier import (
     homomorphic_sum,
     open_batch_sum,
 )
-from shared.crypto.slots import layout, pack
-from shared.crypto.tags import ciphertext_digest, make_tag, open_tag
-from shared.protocol.messages import b64decode
+from privbandit.shared.crypto.slots import layout, pack
+from privbandit.shared.crypto.tags import ciphertext_digest, make_tag, open_tag
+from privbandit.shared.protocol.messages import b64decode
 
 
 def per_call(fn, repeats: int) -> list[float]:

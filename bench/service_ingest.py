@@ -25,19 +25,19 @@ import numpy as np
 from fastapi import FastAPI
 
 from bench.args import parse, write_json
-from services.analyzer.app import create_app as analyzer_app
-from services.shuffler.app import create_app as shuffler_app
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import open_report, pack_report, seal
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import (
+from privbandit.services.analyzer.app import create_app as analyzer_app
+from privbandit.services.shuffler.app import create_app as shuffler_app
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import open_report, pack_report, seal
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import (
     BatchUpload,
     HpkeConfig,
     ReportsAccepted,
     ReportUpload,
     b64decode,
 )
-from shared.settings import Settings, TaskConfig
+from privbandit.shared.settings import Settings, TaskConfig
 
 TOKEN = "bench-shuffler-token-0123456789abcdef"
 

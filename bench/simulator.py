@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.core.environments.linear import LinearEnvironment
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.model import Model
-from shared.core.simulator import simulate
+from privbandit.shared.core.environments.linear import LinearEnvironment
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.model import Model
+from privbandit.shared.core.simulator import simulate
 
 ALGOS = ["linucb", "ldp-linucb", "sblb", "sblb-fixed", "adar-oful"]
 CHUNKS = (1024, 4096, 16_384)

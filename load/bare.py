@@ -17,7 +17,7 @@ import secrets
 import numpy as np
 from fastapi import FastAPI, Header, Response
 
-from shared.protocol.messages import (
+from privbandit.shared.protocol.messages import (
     DecideRequest,
     DecideResponse,
     FeedbackRequest,

@@ -44,7 +44,7 @@ SERVICES = ("shuffler", "analyzer", "device")
 
 # The packaged small deployment (d = 3, K = 5): fast tasks, one per HPKE threat model. (Secure-sum
 # would spend the campaign on 2048-bit Paillier key generation and pool refills on 2 cores.)
-CHAOS_CONFIG = (resources.files("shared") / "defaults" / "small.toml").read_text("utf-8")
+CHAOS_CONFIG = (resources.files("privbandit.shared") / "defaults" / "small.toml").read_text("utf-8")
 TASKS = ("small-shuffle", "small-ldp", "small-central")
 
 

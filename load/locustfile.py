@@ -24,9 +24,9 @@ import numpy as np
 from locust import FastHttpUser, events, task
 
 from load.loopback import loopback_only
-from shared.core.policies import make_config, randomizer_for
-from shared.crypto.hpke import pack_report, seal
-from shared.protocol.messages import HpkeConfig, TaskInfo, b64decode
+from privbandit.shared.core.policies import make_config, randomizer_for
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.protocol.messages import HpkeConfig, TaskInfo, b64decode
 
 
 @events.test_start.add_listener

@@ -10,8 +10,8 @@ import sys
 import time
 from typing import Any
 
-from shared.core.environments.bco import BCO_ENVIRONMENTS
-from shared.core.policies.bco_config import BCO_CONFIGS
+from privbandit.shared.core.environments.bco import BCO_ENVIRONMENTS
+from privbandit.shared.core.policies.bco_config import BCO_CONFIGS
 
 
 def add_bco_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,9 +33,9 @@ def run_simulate_bco(args: argparse.Namespace, checked_config: Any, progress: An
     """Build the environment, fill the policy's loss class from it, simulate, emit."""
     import numpy as np
 
-    from shared.core.bco_simulator import simulate_bco
-    from shared.core.environments.bco import BCOEnvironment
-    from shared.core.policies.bco import build_bco_policy
+    from privbandit.shared.core.bco_simulator import simulate_bco
+    from privbandit.shared.core.environments.bco import BCOEnvironment
+    from privbandit.shared.core.policies.bco import build_bco_policy
 
     d = 5 if args.d is None else args.d
     try:

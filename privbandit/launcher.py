@@ -40,8 +40,8 @@ from typing import IO
 
 import httpx
 
-from shared.crypto.keystore import create_private_file
-from shared.settings import DEFAULT_CONFIG, shuffler_token_problem
+from privbandit.shared.crypto.keystore import create_private_file
+from privbandit.shared.settings import DEFAULT_CONFIG, shuffler_token_problem
 
 SERVICES = ("analyzer", "shuffler", "device")
 LOOPBACK = "127.0.0.1"
@@ -54,13 +54,13 @@ class LaunchError(RuntimeError):
 
 
 def import_root() -> Path | None:
-    """Where a child must look to import the ``services`` this process would import: None when it
-    comes from an installed distribution (a site-packages directory, which the child finds by
-    itself), else the directory that holds the package (a source tree on ``sys.path``; an editable
-    install's checkout). Nothing here assumes a source checkout."""
-    spec = importlib.util.find_spec("services")
+    """Where a child must look to import the ``privbandit`` (and so ``privbandit.services``) this
+    process imports: None when it comes from an installed distribution (a site-packages directory,
+    which the child finds by itself), else the directory that holds the package (a source tree on
+    ``sys.path``; an editable install's checkout). Nothing here assumes a source checkout."""
+    spec = importlib.util.find_spec("privbandit")
     if spec is None or not spec.submodule_search_locations:
-        raise LaunchError("the services package is not importable")
+        raise LaunchError("the privbandit package is not importable")
     root = Path(next(iter(spec.submodule_search_locations))).resolve().parent
     site_dirs = {Path(p).resolve() for p in site.getsitepackages()}
     return None if root in site_dirs else root
@@ -208,7 +208,8 @@ class ServiceProcess:
         if self.alive():
             raise LaunchError(f"{self.name} is already running (pid {self.pid})")
         module = self.module or self.name
-        cmd = [python, "-m", f"services.{module}", "--host", self.host, "--port", str(self.port)]
+        cmd = [python, "-m", f"privbandit.services.{module}",
+               "--host", self.host, "--port", str(self.port)]
         if init:
             cmd.append("--init")
         out: IO[bytes] | int | None = None

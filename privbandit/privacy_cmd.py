@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
 
 LEDGER_FIELDS = (
     "threat_model",
@@ -121,7 +121,7 @@ class _UsageError(Exception):
 
 def _ledger(args: argparse.Namespace) -> tuple[PrivacyLedger, dict[str, Any] | None]:
     """The ledger for ``args`` and, for an inverse question, the ``solution`` object."""
-    from shared.core.accounting import ledgers
+    from privbandit.shared.core.accounting import ledgers
 
     tm = args.threat_model
     target, solve = getattr(args, "target_epsilon", None), getattr(args, "solve", None)
@@ -153,7 +153,7 @@ def _ledger(args: argparse.Namespace) -> tuple[PrivacyLedger, dict[str, Any] | N
 def _shuffle_ledger(
     args: argparse.Namespace, target: float | None, solve: str | None
 ) -> tuple[PrivacyLedger, dict[str, Any] | None]:
-    from shared.core.accounting import ledgers, shuffle, sum_only
+    from privbandit.shared.core.accounting import ledgers, shuffle, sum_only
 
     # (ε0, l, δ, ...) → ledger; (target ε, l, δ) → the largest ε0; (ε0, target ε, δ) → the
     # smallest l (None: none up to the cap)

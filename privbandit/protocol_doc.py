@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.protocol import messages, secure_sum
+from privbandit.shared.protocol import messages, secure_sum
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n)(.*?)(<!-- end:\2 -->)", re.S)
@@ -60,11 +60,11 @@ def render_schemas() -> str:
 
 
 def render_errors() -> str:
-    from services.common.errors import ServiceError
+    from privbandit.services.common.errors import ServiceError
 
     rows: dict[tuple[str, int, str], str] = {}
     for service in ("common", "device", "shuffler", "analyzer"):
-        module = importlib.import_module(f"services.{service}.errors")
+        module = importlib.import_module(f"privbandit.services.{service}.errors")
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, ServiceError) and cls.__module__ == module.__name__:
                 own = cls.__dict__.get("__doc__") or ""  # not the base class's text
@@ -80,8 +80,8 @@ def render_errors() -> str:
 def render_vectors() -> str:
     """A fixed X25519 key pair and ephemeral key (RFC 9180 §A-style deterministic test mode,
     as pyhpke allows), a fixed report id and row; the report they make."""
-    from shared.crypto.hpke import hpke_info
-    from shared.protocol.messages import b64encode
+    from privbandit.shared.crypto.hpke import hpke_info
+    from privbandit.shared.protocol.messages import b64encode
 
     suite, skr, eks = _vector_keys()
     task, key_id = "demo-central", 9
@@ -120,12 +120,16 @@ def render_secure_sum_vectors() -> str:
     import gmpy2
     from phe import paillier
 
-    from shared.crypto.hpke import hpke_info
-    from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, paillier_key_id
-    from shared.crypto.slots import layout, pack
-    from shared.crypto.tags import ciphertext_digest
-    from shared.protocol.messages import EncryptedReport, b64decode, b64encode
-    from shared.protocol.secure_sum import EncryptedCounts, paillier_config
+    from privbandit.shared.crypto.hpke import hpke_info
+    from privbandit.shared.crypto.paillier import (
+        PaillierEncryptor,
+        encode_ciphertexts,
+        paillier_key_id,
+    )
+    from privbandit.shared.crypto.slots import layout, pack
+    from privbandit.shared.crypto.tags import ciphertext_digest
+    from privbandit.shared.protocol.messages import EncryptedReport, b64decode, b64encode
+    from privbandit.shared.protocol.secure_sum import EncryptedCounts, paillier_config
 
     def prime(seed: bytes) -> int:
         x = int.from_bytes(hashlib.sha512(seed).digest()[:32], "big") | (3 << 254)

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privbandit.bco_cmd import add_bco_arguments, run_simulate_bco
+from privbandit.shared.core.environments import BCO_ENVIRONMENTS, ENVIRONMENTS
+from privbandit.shared.core.environments.mab import REWARD_DISTS
+from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, PHASE
+from privbandit.shared.core.policies.registry import REGISTRY
 from privbandit.summary import fmt, ledger_lines
-from shared.core.environments import BCO_ENVIRONMENTS, ENVIRONMENTS
-from shared.core.environments.mab import REWARD_DISTS
-from shared.core.policies.families import ARMS, BCO_FAMILY, PHASE
-from shared.core.policies.registry import REGISTRY
 
 if TYPE_CHECKING:  # imported where used (the CLI starts without loading them)
     from rich.progress import Progress
 
-    from shared.core.simulator import RunResult
+    from privbandit.shared.core.simulator import RunResult
 
 ALL_CONFIGS = {algo: e.config for algo, e in REGISTRY.items()}
 BCO_ALGOS = [algo for algo, e in REGISTRY.items() if e.family is BCO_FAMILY]
@@ -188,7 +188,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
         elif getattr(args, "epsilon", None) is not None:
             raise ValueError("give --epsilon (RDP) or --central-epsilon, not both")
         else:
-            from shared.core.accounting.ledgers import rdp_epsilon_for_central
+            from privbandit.shared.core.accounting.ledgers import rdp_epsilon_for_central
 
             alpha = float(params.get("alpha", cls.model_fields["alpha"].default))
             delta = float(params.get("delta", cls.model_fields["delta"].default))
@@ -223,8 +223,8 @@ def practical_defaults(cls: type, args: argparse.Namespace) -> dict[str, Any]:
 
 def run_simulate(args: argparse.Namespace) -> int:
 
-    from shared.core.environments import environment_dimensions
-    from shared.core.simulator import simulate
+    from privbandit.shared.core.environments import environment_dimensions
+    from privbandit.shared.core.simulator import simulate
 
     family = REGISTRY[args.algo].family
     if (family is BCO_FAMILY) != (args.env in BCO_ENVIRONMENTS):
@@ -264,7 +264,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     # simulate's contract; lplr has its own simulator loop (per-layer block sums, docs/lplr.md)
     run: Callable[..., tuple[list[RunResult], dict[str, Any]]] = simulate
     if args.algo == "lplr":
-        from shared.core.lplr_simulator import simulate_lplr
+        from privbandit.shared.core.lplr_simulator import simulate_lplr
 
         run = simulate_lplr
 
@@ -275,7 +275,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                                   on_progress=advance)
     wall = time.perf_counter() - started
 
-    from shared.core.policies import build_policy
+    from privbandit.shared.core.policies import build_policy
 
     ledger = build_policy(config).ledger(args.T, aggregation=args.aggregation)
     return _finish(args, {**config.model_dump(), **env_params}, results, wall,
@@ -285,9 +285,9 @@ def run_simulate(args: argparse.Namespace) -> int:
 def run_simulate_mab(args: argparse.Namespace) -> int:
     """``--env mab``: a multi-armed policy on fixed arms (issue 8), the same JSON contract."""
 
-    from shared.core.environments.mab import MABEnvironment, default_means
-    from shared.core.mab_simulator import per_user_fractions, simulate_mab
-    from shared.core.policies import build_policy
+    from privbandit.shared.core.environments.mab import MABEnvironment, default_means
+    from privbandit.shared.core.mab_simulator import per_user_fractions, simulate_mab
+    from privbandit.shared.core.policies import build_policy
 
     try:
         means = ([float(x) for x in args.means.split(",")] if args.means
@@ -327,7 +327,7 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
 def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any], wall: float,
             privacy: dict[str, Any]) -> int:
     """Spec §6's JSON of a simulation (``summarize`` of the runs), printed, written, plotted."""
-    from shared.core.simulator import summarize
+    from privbandit.shared.core.simulator import summarize
 
     out: dict[str, Any] = {"algo": args.algo, "env": args.env, "T": args.T, "runs": args.runs,
                            "seed": args.seed, "params": params}

@@ -23,12 +23,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from shared.core.policies.bco_config import BCOConfig
-from shared.core.policies.config import AnyPolicyConfig
-from shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
-from shared.core.policies.registry import PolicyEntry, entry
-from shared.core.policies.schedule import BatchSchedule
-from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
+from privbandit.shared.core.policies.bco_config import BCOConfig
+from privbandit.shared.core.policies.config import AnyPolicyConfig
+from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
+from privbandit.shared.core.policies.registry import PolicyEntry, entry
+from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
 # Policies whose batch schedules the services run end to end (issue 22): the shuffler forms
@@ -36,7 +36,9 @@ from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 # each report's noise from it (``docs/protocol.md``).
 SCHEDULED_IN_SERVICES = frozenset({"ddp-linucb"})
 
-DEFAULT_CONFIG = Path(str(resources.files("shared").joinpath("defaults", "privbandit.toml")))
+DEFAULT_CONFIG = Path(
+    str(resources.files("privbandit.shared").joinpath("defaults", "privbandit.toml"))
+)
 
 
 class TaskConfig(BaseModel):

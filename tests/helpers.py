@@ -36,12 +36,12 @@ from privbandit.demo import (
 )
 from privbandit.launcher import Cluster
 from privbandit.services_cmd import add_demo_parser, add_up_parser
-from shared.core.policies import build_policy, randomizer_for
-from shared.crypto.hpke import pack_report, seal
-from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts
-from shared.crypto.slots import layout_for
-from shared.crypto.tags import ciphertext_digest, make_tag
-from shared.protocol.messages import (
+from privbandit.shared.core.policies import build_policy, randomizer_for
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts
+from privbandit.shared.crypto.slots import layout_for
+from privbandit.shared.crypto.tags import ciphertext_digest, make_tag
+from privbandit.shared.protocol.messages import (
     EncryptedReport,
     ErrorBody,
     HpkeConfig,
@@ -52,8 +52,8 @@ from shared.protocol.messages import (
     b64decode,
     b64encode,
 )
-from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
-from shared.settings import DeviceTiming, Retry, Settings, TaskConfig
+from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
+from privbandit.shared.settings import DeviceTiming, Retry, Settings, TaskConfig
 
 # Every wait and deadline in the tests is its nominal time times this factor, so that a slow or
 # busy machine is given time rather than failing; a wait only bounds a hang, it asserts nothing
@@ -323,8 +323,8 @@ def run_recording_batches(
 ) -> tuple[list[tuple[int, Any]], Any, Any]:
     """Run ``config``'s policy for T users of the linear environment (seeds 0–3) and record each
     batch (``BatchRecorder``): (batches, the run's result, the policy)."""
-    from shared.core.environments import make_environment
-    from shared.core.simulator import checkpoints_for, run_once
+    from privbandit.shared.core.environments import make_environment
+    from privbandit.shared.core.simulator import checkpoints_for, run_once
 
     policy = build_policy(config, np.random.default_rng(0))
     rec = BatchRecorder(policy, what)
@@ -428,7 +428,7 @@ async def secure_sum_ready(client: httpx.AsyncClient) -> bool:
 E2E_TOKEN = "e2e-shuffler-token-0123456789abcdef"
 E2E_CONFIG = (
     f'shuffler_token = "{E2E_TOKEN}"\n'
-    + (resources.files("shared") / "defaults" / "small.toml").read_text("utf-8")
+    + (resources.files("privbandit.shared") / "defaults" / "small.toml").read_text("utf-8")
 )
 
 TASKS = {"shuffle": "small-shuffle", "ldp": "small-ldp", "central": "small-central"}

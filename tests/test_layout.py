@@ -1,5 +1,9 @@
 """The code map's import rules (docs/architecture.md), checked on the source and on a real import.
 
+One import name (issue 25): ``shared/`` and ``services/`` stay top-level folders of the repository
+but are imported as ``privbandit.shared`` and ``privbandit.services`` (``privbandit/shared`` and
+``privbandit/services`` are links to them), so the wheel installs only ``privbandit``.
+
 - ``shared/`` holds what device, shuffler and analyzer have in common: no network, process or
   terminal code, and nothing of ``services`` or ``privbandit``.
 - ``services/<name>/`` may import ``shared`` and ``services.common``, never another service nor
@@ -36,7 +40,19 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def top(name: str) -> str:
-    return name.split(".")[0]
+    """The code map's area of a module: ``shared``, ``services`` (under ``privbandit.``), the
+    command line ``privbandit``, or a third-party top-level name."""
+    parts = name.split(".")
+    if parts[0] == "privbandit" and len(parts) > 1 and parts[1] in ("shared", "services"):
+        return parts[1]
+    return parts[0]
+
+
+def rest(name: str) -> list[str]:
+    """The parts of a module name below its area (``privbandit.services.device.app`` →
+    ``["device", "app"]``)."""
+    parts = name.split(".")
+    return parts[2:] if top(name) in ("shared", "services") else parts[1:]
 
 
 def sources(package: str) -> list[Path]:
@@ -56,7 +72,8 @@ def test_importing_all_of_shared_loads_none_of_them() -> None:
     calls it is the source check above.)"""
     transitive = tuple(m for m in FORBIDDEN_IN_SHARED if m != "subprocess")
     modules = [
-        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        ".".join(("privbandit", *p.relative_to(ROOT).with_suffix("").parts))
+        .removesuffix(".__init__")
         for p in sources("shared")
     ]
     code = (
@@ -77,10 +94,25 @@ def test_services_import_only_shared_common_and_themselves(path: Path) -> None:
     for m in imported_modules(path):
         if top(m) == "privbandit":
             bad.add(m)
-        elif top(m) == "services" and m != "services":
-            other = m.split(".")[1]
+        elif top(m) == "services" and rest(m):
+            other = rest(m)[0]
             if own == "common" and other != "common":
                 bad.add(m)
             elif other in SERVICES and other != own:
                 bad.add(m)
     assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("package", ["shared", "services", "privbandit", "tests", "bench", "load"])
+def test_nothing_imports_the_folders_by_their_own_names(package: str) -> None:
+    """``import shared`` would load a second copy of every module beside ``privbandit.shared``
+    (two registries, two settings classes) and fail outside the checkout: one name only."""
+    bad = [f"{p.relative_to(ROOT)}: {m}" for p in sources(package) for m in imported_modules(p)
+           if m.split(".")[0] in ("shared", "services")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_links_point_at_the_top_level_folders() -> None:
+    for name in ("shared", "services"):
+        link = ROOT / "privbandit" / name
+        assert link.is_symlink() and link.resolve() == (ROOT / name).resolve(), name

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from shared.core.policies import build_policy, make_config
-from shared.core.simulator import simulate, summarize
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.simulator import simulate, summarize
 
 DELTA = 1e-6
 # RDP ε at α = 2 whose dp-accounting conversion is central ε at δ = 10⁻⁶ (BENCHMARKS.md, issue 10).

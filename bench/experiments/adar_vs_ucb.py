@@ -15,7 +15,7 @@ import math
 
 from bench.experiments.common import instance, log_t_constant, parser, ratio_stderr, run, write
 from privbandit.plots import curves_plot
-from shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies import build_policy, make_config
 
 BUDGETS = [(2.0, 1.0), (2.0, 0.1), (2.0, 0.01), (2.0, 10.0)]
 BETA = 4.0

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from bench.experiments.common import OUT, write
-from shared.core.bco_simulator import simulate_bco
-from shared.core.environments.bco import BCOEnvironment
-from shared.core.policies.bco_config import BCO_CONFIGS
+from privbandit.shared.core.bco_simulator import simulate_bco
+from privbandit.shared.core.environments.bco import BCOEnvironment
+from privbandit.shared.core.policies.bco_config import BCO_CONFIGS
 
 EPSILONS = (0.5, 1.0, 4.0)
 PAIRS = {"one point": ("bco", "ldp-bco"), "two points": ("bco2", "ldp-bco2")}

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.mab import MABEnvironment, default_means
-from shared.core.mab_simulator import per_user_fractions, simulate_mab
-from shared.core.policies import make_config
-from shared.core.simulator import summarize
+from privbandit.shared.core.environments.mab import MABEnvironment, default_means
+from privbandit.shared.core.mab_simulator import per_user_fractions, simulate_mab
+from privbandit.shared.core.policies import make_config
+from privbandit.shared.core.simulator import summarize
 
 OUT = Path("out/experiments")
 

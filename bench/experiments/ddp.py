@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.search import illinois
-from shared.core.environments import environment_dimensions
-from shared.core.policies import PolicyConfig, build_policy, make_config
-from shared.core.simulator import simulate, summarize
+from privbandit.shared.core.accounting.search import illinois
+from privbandit.shared.core.environments import environment_dimensions
+from privbandit.shared.core.policies import PolicyConfig, build_policy, make_config
+from privbandit.shared.core.simulator import simulate, summarize
 
 OUT = Path("out/experiments/ddp")
 DELTA = 1e-6

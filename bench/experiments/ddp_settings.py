@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.policies.config import DDPLinUCBConfig
-from shared.core.simulator import simulate
+from privbandit.shared.core.policies.config import DDPLinUCBConfig
+from privbandit.shared.core.simulator import simulate
 
 TEXT_FIELDS = ("batch_schedule", "encoding", "regularizer")
 

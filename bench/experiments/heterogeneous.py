@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from bench.experiments.common import instance, log_t_constant, parser, regret_figure, run, write
-from shared.core.privacy_levels import choose_eps_min, heuristic_v, parse_levels
+from privbandit.shared.core.privacy_levels import choose_eps_min, heuristic_v, parse_levels
 
 DISTRIBUTIONS = {
     "choice:0,0.2,1,2,100": [0.2, 1.0, 2.0, 100.0],

@@ -29,10 +29,10 @@ from scipy.optimize import brentq
 
 from bench.experiments.common import OUT, write
 from privbandit.plots import curves_plot
-from shared.core.accounting import ledgers, sum_only
-from shared.core.lplr_simulator import simulate_lplr
-from shared.core.policies import build_policy, make_config
-from shared.core.simulator import simulate, summarize
+from privbandit.shared.core.accounting import ledgers, sum_only
+from privbandit.shared.core.lplr_simulator import simulate_lplr
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.simulator import simulate, summarize
 
 WIDTHS = {"paper": {"confidence_scale": 1.0}, "practical": {"confidence_scale": 0.1}}
 CLIPPED = ("ldp-linucb", "sblb", "ldp-glb")  # the policies with a ``regularizer`` field

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.lplr_simulator import simulate_lplr
-from shared.core.policies import make_config
-from shared.core.simulator import simulate, summarize
+from privbandit.shared.core.lplr_simulator import simulate_lplr
+from privbandit.shared.core.policies import make_config
+from privbandit.shared.core.simulator import simulate, summarize
 
 D, K = 5, 20
 T_MIN = 10_000

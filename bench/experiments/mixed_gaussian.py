@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bench.experiments.common import instance, parser, ratio_stderr, regret_figure, run, write
-from shared.core.randomizers.heldp import sigmoid
+from privbandit.shared.core.randomizers.heldp import sigmoid
 
 EPSILONS = [1.0, 2.0]
 

@@ -15,8 +15,8 @@ import json
 import time
 from pathlib import Path
 
-from shared.core.policies import make_config
-from shared.core.simulator import simulate, summarize
+from privbandit.shared.core.policies import make_config
+from privbandit.shared.core.simulator import simulate, summarize
 
 OUT = Path("out/experiments/sblb_sweep.jsonl")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bench.experiments.common import instance, parser, ratio_stderr, run, write
 from privbandit.plots import curves_plot, xy_plot
-from shared.core.randomizers.arms import GaussianArmRandomizer
+from privbandit.shared.core.randomizers.arms import GaussianArmRandomizer
 
 EPSILONS = [0.5, 1.0, 2.0, 5.0]
 POLICIES = {

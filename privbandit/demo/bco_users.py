@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.bco import BCOEnvironment
-from shared.core.policies.families import BCO_FAMILY
-from shared.core.policies.registry import family_of
-from shared.protocol.messages import TaskInfo
+from privbandit.shared.core.environments.bco import BCOEnvironment
+from privbandit.shared.core.policies.families import BCO_FAMILY
+from privbandit.shared.core.policies.registry import family_of
+from privbandit.shared.protocol.messages import TaskInfo
 
 DEMO_ENV = BCO_FAMILY.demo_env
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import tomli_w
 
-from shared.settings import DEFAULT_CONFIG, Settings, TaskConfig
+from privbandit.shared.settings import DEFAULT_CONFIG, Settings, TaskConfig
 
 THREAT_MODELS = ("ldp", "shuffle", "central")
 # The threat model `privbandit demo` drives when none is given (the one `make demo` shows).
@@ -145,7 +145,7 @@ def derived_config(
       config's default length (1000) in place of a batch schedule;
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
     """
-    from shared.core.policies.registry import entry
+    from privbandit.shared.core.policies.registry import entry
 
     data = tomllib.loads(base.read_text())
     for task in data.get("tasks", []):

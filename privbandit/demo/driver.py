@@ -27,14 +27,14 @@ import numpy as np
 
 from privbandit.demo.bco_users import BCOUsers, is_bco_task
 from privbandit.demo.config import DemoError
-from shared.core.environments import Environment, make_environment
-from shared.core.environments.mab import default_means
-from shared.core.policies.families import ARMS, PHASE
-from shared.core.policies.gope_service import seeded_arms
-from shared.core.policies.registry import family_of
-from shared.core.privacy_levels import levels_for
-from shared.core.simulator import user_streams
-from shared.protocol.messages import TaskInfo
+from privbandit.shared.core.environments import Environment, make_environment
+from privbandit.shared.core.environments.mab import default_means
+from privbandit.shared.core.policies.families import ARMS, PHASE
+from privbandit.shared.core.policies.gope_service import seeded_arms
+from privbandit.shared.core.policies.registry import family_of
+from privbandit.shared.core.privacy_levels import levels_for
+from privbandit.shared.core.simulator import user_streams
+from privbandit.shared.protocol.messages import TaskInfo
 
 CURVE_POINTS = 200
 CONTEXT_CHUNK = 256

@@ -11,14 +11,14 @@ import numpy as np
 from privbandit.demo.bco_users import DEMO_ENV, demo_environment, is_bco_task
 from privbandit.demo.config import DemoOptions
 from privbandit.demo.driver import Driver, demo_env_name
+from privbandit.shared.core.bco_simulator import simulate_bco
+from privbandit.shared.core.environments.mab import MABEnvironment, default_means
+from privbandit.shared.core.mab_simulator import simulate_mab
+from privbandit.shared.core.policies import make_config
+from privbandit.shared.core.policies.gope_service import seeded_arms
+from privbandit.shared.core.simulator import same_users_regret, user_streams
+from privbandit.shared.protocol.messages import TaskInfo
 from privbandit.summary import ledger_lines
-from shared.core.bco_simulator import simulate_bco
-from shared.core.environments.mab import MABEnvironment, default_means
-from shared.core.mab_simulator import simulate_mab
-from shared.core.policies import make_config
-from shared.core.policies.gope_service import seeded_arms
-from shared.core.simulator import same_users_regret, user_streams
-from shared.protocol.messages import TaskInfo
 
 
 def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,

@@ -19,7 +19,7 @@ from privbandit.demo.driver import Driver, demo_env_name, fetch_task
 from privbandit.demo.reconcile import reconcile, snapshot, wait_quiescent
 from privbandit.demo.report import ProgressBar, make_console, print_result, simulator_reference
 from privbandit.launcher import SERVICES, Cluster, LaunchError, free_ports, healthy
-from shared.settings import Settings
+from privbandit.shared.settings import Settings
 
 
 async def run_demo_against(

@@ -8,10 +8,10 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from services.analyzer.app import create_app, request_shutdown
-from services.common.cli import build_or_exit, service_args, setup_logging
-from services.common.server import server_config
-from shared.settings import Connections, Settings
+from privbandit.services.analyzer.app import create_app, request_shutdown
+from privbandit.services.common.cli import build_or_exit, service_args, setup_logging
+from privbandit.services.common.server import server_config
+from privbandit.shared.settings import Connections, Settings
 
 
 class Server(uvicorn.Server):

@@ -9,12 +9,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from services.analyzer.routes import router
-from services.analyzer.runtime import AnalyzerRuntime, claim_tasks, open_store, state_dir
-from services.analyzer.transports import transport_for
-from services.common.app import build_app
-from shared.crypto.paillier import DEFAULT_KEY_BITS
-from shared.settings import Settings
+from privbandit.services.analyzer.routes import router
+from privbandit.services.analyzer.runtime import AnalyzerRuntime, claim_tasks, open_store, state_dir
+from privbandit.services.analyzer.transports import transport_for
+from privbandit.services.common.app import build_app
+from privbandit.shared.crypto.paillier import DEFAULT_KEY_BITS
+from privbandit.shared.settings import Settings
 
 
 def max_body_bytes(settings: Settings) -> int:
@@ -47,7 +47,7 @@ def create_app(
     settings = settings if settings is not None else Settings()
     if settings.analyzer.postgres:
         # A wrong URL or a server that is down refuses the start at once (no SQLite fallback).
-        from services.common import pg
+        from privbandit.services.common import pg
 
         pg.check(settings.analyzer.store, service="analyzer")
 

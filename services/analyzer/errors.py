@@ -6,7 +6,7 @@ committer's ``ShuttingDown`` (503 ``unavailable``)."""
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, NotFound, Unauthorized, Unavailable
+from privbandit.services.common.errors import Conflict, Invalid, NotFound, Unauthorized, Unavailable
 
 
 class NotSecureSum(NotFound, code="not_secure_sum"):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shared.protocol.messages import AnyModelMessage
-from shared.settings import TaskConfig
+from privbandit.shared.protocol.messages import AnyModelMessage
+from privbandit.shared.settings import TaskConfig
 
 
 def model_message(config: TaskConfig, model: Any) -> AnyModelMessage:

@@ -31,12 +31,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from services.analyzer.errors import BatchRefused
-from services.analyzer.metrics import AnalyzerMetrics
-from services.analyzer.store import BatchResult, Store
-from services.analyzer.tasks import TaskRuntime
-from services.analyzer.transports.base import Decoded, Item
-from shared.protocol.messages import BatchAck
+from privbandit.services.analyzer.errors import BatchRefused
+from privbandit.services.analyzer.metrics import AnalyzerMetrics
+from privbandit.services.analyzer.store import BatchResult, Store
+from privbandit.services.analyzer.tasks import TaskRuntime
+from privbandit.services.analyzer.transports.base import Decoded, Item
+from privbandit.shared.protocol.messages import BatchAck
 
 # Bounds on one group commit: batches waiting for the same task are ingested together (one fsync
 # for all of them), which matters for pass-through tasks where every report is a batch.

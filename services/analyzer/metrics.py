@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.metrics import ServiceMetrics, TxMetrics
+from privbandit.services.common.metrics import ServiceMetrics, TxMetrics
 
 # Seconds to ingest one group: up to 20,000 HPKE reports can take seconds.
 INGEST_SECONDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)

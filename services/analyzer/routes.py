@@ -13,16 +13,16 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
-from services.analyzer import status
-from services.analyzer.errors import NotShuffler, TooManyStreams
-from services.analyzer.runtime import AnalyzerRuntime
-from services.analyzer.tasks import TaskRuntime, task_info
-from services.analyzer.transports import TRANSPORTS
-from services.analyzer.transports.base import AnalyzerTransport
-from services.common.deps import get_runtime, task_dependency
-from services.common.health import health
-from services.common.web import error_responses
-from shared.protocol.messages import (
+from privbandit.services.analyzer import status
+from privbandit.services.analyzer.errors import NotShuffler, TooManyStreams
+from privbandit.services.analyzer.runtime import AnalyzerRuntime
+from privbandit.services.analyzer.tasks import TaskRuntime, task_info
+from privbandit.services.analyzer.transports import TRANSPORTS
+from privbandit.services.analyzer.transports.base import AnalyzerTransport
+from privbandit.services.common.deps import get_runtime, task_dependency
+from privbandit.services.common.health import health
+from privbandit.services.common.web import error_responses
+from privbandit.shared.protocol.messages import (
     AnyModelMessage,
     BatchAck,
     HpkeConfig,

@@ -18,22 +18,22 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel
 
-from services.analyzer.feed import ModelFeed, StreamSlots, model_message
-from services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, IngestPipeline
-from services.analyzer.metrics import AnalyzerMetrics
-from services.analyzer.status import TaskCollector
-from services.analyzer.store import AnalyzerStore, Store
-from services.analyzer.tasks import TaskRuntime
-from services.analyzer.transports import transport_for, used
-from services.common.datadir import StateDir
-from services.common.group_commit import GroupCommitter, ShuttingDown
-from services.common.health import Readiness
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies import build_policy
-from shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
-from shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
-from shared.protocol.messages import BatchAck
-from shared.settings import Settings, TaskConfig
+from privbandit.services.analyzer.feed import ModelFeed, StreamSlots, model_message
+from privbandit.services.analyzer.ingest import MAX_GROUP_BATCHES, MAX_GROUP_REPORTS, IngestPipeline
+from privbandit.services.analyzer.metrics import AnalyzerMetrics
+from privbandit.services.analyzer.status import TaskCollector
+from privbandit.services.analyzer.store import AnalyzerStore, Store
+from privbandit.services.analyzer.tasks import TaskRuntime
+from privbandit.services.analyzer.transports import transport_for, used
+from privbandit.services.common.datadir import StateDir
+from privbandit.services.common.group_commit import GroupCommitter, ShuttingDown
+from privbandit.services.common.health import Readiness
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
+from privbandit.shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
+from privbandit.shared.protocol.messages import BatchAck
+from privbandit.shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,9 @@ def open_store(settings: Settings) -> Store:
     """The store the settings name (``analyzer.store``): the SQLite file in the data directory,
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
     if settings.analyzer.postgres:
-        from services.analyzer.store.postgres import PgAnalyzerStore  # psycopg only when used
+        from privbandit.services.analyzer.store.postgres import (
+            PgAnalyzerStore,  # psycopg only when used
+        )
 
         return PgAnalyzerStore(settings.analyzer.store)
     return AnalyzerStore(Path(settings.data_dir) / "analyzer" / DB_FILE)

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
 
 if TYPE_CHECKING:
-    from services.analyzer.runtime import AnalyzerRuntime
+    from privbandit.services.analyzer.runtime import AnalyzerRuntime
 
 PREFIX = "privbandit_analyzer_"
 # The page's header: no fetches of any kind, inline styles only.

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.analyzer.feed import ModelFeed
-from services.analyzer.transports.base import Decoder, Item
-from services.common.group_commit import GroupCommitter
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies import Policy
-from shared.protocol.messages import AnyModelMessage, BatchAck, TaskInfo
-from shared.settings import TaskConfig
+from privbandit.services.analyzer.feed import ModelFeed
+from privbandit.services.analyzer.transports.base import Decoder, Item
+from privbandit.services.common.group_commit import GroupCommitter
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.policies import Policy
+from privbandit.shared.protocol.messages import AnyModelMessage, BatchAck, TaskInfo
+from privbandit.shared.settings import TaskConfig
 
 
 def task_info(config: TaskConfig) -> TaskInfo:

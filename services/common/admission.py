@@ -31,8 +31,8 @@ from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.common.errors import Overloaded
-from shared.protocol.messages import ErrorBody
+from privbandit.services.common.errors import Overloaded
+from privbandit.shared.protocol.messages import ErrorBody
 
 # Never shed: an orchestrator's liveness probe and the metrics that show the overload must
 # answer precisely when the service is busiest; both are cheap.

@@ -20,11 +20,11 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from starlette.types import Scope
 
-from services.common.admission import ALWAYS_ADMITTED, AdmissionMiddleware
-from services.common.datadir import StartupRefused, StateDir
-from services.common.http_metrics import HttpMetrics
-from services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
-from shared.settings import Settings, shuffler_token_problem
+from privbandit.services.common.admission import ALWAYS_ADMITTED, AdmissionMiddleware
+from privbandit.services.common.datadir import StartupRefused, StateDir
+from privbandit.services.common.http_metrics import HttpMetrics
+from privbandit.services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
+from privbandit.shared.settings import Settings, shuffler_token_problem
 
 # Opens a service's runtime (stores, clients, background loops) and closes it on exit.
 RuntimeFactory = Callable[[], AbstractAsyncContextManager[Any]]

@@ -14,9 +14,9 @@ import uvicorn
 from fastapi import FastAPI
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
-from services.common.datadir import StartupRefused
-from services.common.server import server_config
-from shared.settings import Settings
+from privbandit.services.common.datadir import StartupRefused
+from privbandit.services.common.server import server_config
+from privbandit.shared.settings import Settings
 
 Built = TypeVar("Built")
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.common.files import write_atomically
+from privbandit.services.common.files import write_atomically
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 
-from services.common.errors import UnknownTask
+from privbandit.services.common.errors import UnknownTask
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from typing import Generic, TypeAlias, TypeVar
 
 import anyio.to_thread
 
-from services.common.errors import Unavailable
+from privbandit.services.common.errors import Unavailable
 
 log = logging.getLogger(__name__)
 

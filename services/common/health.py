@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from fastapi.responses import JSONResponse
 
-from services.common.errors import Starting
+from privbandit.services.common.errors import Starting
 
 # What a readiness condition still misses ([] once met).
 Check = Callable[[], list[str]]

@@ -27,9 +27,9 @@ import tenacity
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from services.common.datadir import StartupRefused
-from services.common.metrics import TxMetrics
-from services.common.sqlite import SchemaError
+from privbandit.services.common.datadir import StartupRefused
+from privbandit.services.common.metrics import TxMetrics
+from privbandit.services.common.sqlite import SchemaError
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import asyncio
 import secrets
 from collections.abc import Iterator, Mapping
 
-from shared.settings import Retry
+from privbandit.shared.settings import Retry
 
 _JITTER = secrets.SystemRandom()
 

@@ -28,8 +28,8 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from services.common.admission import BACKLOG
-from shared.settings import Connections
+from privbandit.services.common.admission import BACKLOG
+from privbandit.shared.settings import Connections
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from shared.settings import Settings, TaskConfig
+from privbandit.shared.settings import Settings, TaskConfig
 
 T = TypeVar("T")
 

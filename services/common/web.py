@@ -20,8 +20,8 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.common.errors import ServiceError, StoreUnavailable
-from shared.protocol.messages import ErrorBody
+from privbandit.services.common.errors import ServiceError, StoreUnavailable
+from privbandit.shared.protocol.messages import ErrorBody
 
 log = logging.getLogger(__name__)
 

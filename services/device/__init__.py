@@ -6,6 +6,6 @@ coordinate counts under the analyzer's Paillier key for a ``secure-sum`` task â€
 uploaded to the shuffler.
 """
 
-from services.device.app import create_app
+from privbandit.services.device.app import create_app
 
 __all__ = ["create_app"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI, Request
 
-from services.common.app import build_app
-from services.device.routes import router
-from services.device.runtime import open_runtime, state_dir
-from shared.crypto.paillier import MIN_KEY_BITS
-from shared.settings import Settings
+from privbandit.services.common.app import build_app
+from privbandit.services.device.routes import router
+from privbandit.services.device.runtime import open_runtime, state_dir
+from privbandit.shared.crypto.paillier import MIN_KEY_BITS
+from privbandit.shared.settings import Settings
 
 # Largest request body accepted: K = 1024 arms × d = 64 features as JSON text fits comfortably.
 MAX_BODY_BYTES = 4 * 1024 * 1024

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.device.errors import EpsilonOutOfRange, RewardOutOfRange, UnexpectedEpsilon
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.mab_config import HeLDPConfig
-from shared.core.randomizers.arms import ArmRandomizer
-from shared.settings import TaskConfig
+from privbandit.services.device.errors import EpsilonOutOfRange, RewardOutOfRange, UnexpectedEpsilon
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.mab_config import HeLDPConfig
+from privbandit.shared.core.randomizers.arms import ArmRandomizer
+from privbandit.shared.settings import TaskConfig
 
 
 def decide_arm(model: ArmModel, rng: np.random.Generator) -> np.ndarray:

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.device.errors import (
+from privbandit.services.device.errors import (
     LossOutOfRange,
     MissingLosses,
     MissingReward,
     UnexpectedLosses,
     WrongLossCount,
 )
-from shared.core.policies.bco_config import BCOConfig
-from shared.core.policies.bco_model import BCOModel
-from shared.core.randomizers.bco_rows import BCORowRandomizer
-from shared.settings import TaskConfig
+from privbandit.shared.core.policies.bco_config import BCOConfig
+from privbandit.shared.core.policies.bco_model import BCOModel
+from privbandit.shared.core.randomizers.bco_rows import BCORowRandomizer
+from privbandit.shared.settings import TaskConfig
 
 
 def unit_direction(d: int, rng: np.random.Generator) -> np.ndarray:

@@ -27,15 +27,15 @@ from typing import cast
 
 import httpx
 
-from services.common.retry import Backoff
-from services.device.background import Loops
-from shared.core.policies import Model, build_policy
-from shared.core.policies.adar_gope import PhaseModel
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.bco_model import BCOModel
-from shared.core.policies.families import ModelMismatch
-from shared.protocol.messages import AnyModelMessage, HpkeConfig, b64decode
-from shared.settings import Settings, TaskConfig
+from privbandit.services.common.retry import Backoff
+from privbandit.services.device.background import Loops
+from privbandit.shared.core.policies import Model, build_policy
+from privbandit.shared.core.policies.adar_gope import PhaseModel
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.bco_model import BCOModel
+from privbandit.shared.core.policies.families import ModelMismatch
+from privbandit.shared.protocol.messages import AnyModelMessage, HpkeConfig, b64decode
+from privbandit.shared.settings import Settings, TaskConfig
 
 AnyModel = Model | ArmModel | BCOModel | PhaseModel
 

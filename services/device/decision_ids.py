@@ -41,9 +41,9 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 
-from services.common.datadir import StartupRefused
-from services.common.files import write_atomically
-from services.device.errors import UnknownDecision
+from privbandit.services.common.datadir import StartupRefused
+from privbandit.services.common.files import write_atomically
+from privbandit.services.device.errors import UnknownDecision
 
 KEY_FILE = "decision.key"
 KEY_BYTES = 32

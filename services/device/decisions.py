@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 
-from services.common.deps import lookup_task
-from services.device import arms, bco
-from services.device.decision_ids import OpenDecision, short
-from services.device.errors import (
+from privbandit.services.common.deps import lookup_task
+from privbandit.services.device import arms, bco
+from privbandit.services.device.decision_ids import OpenDecision, short
+from privbandit.services.device.errors import (
     DecisionUsed,
     FeatureNorm,
     InvalidReport,
@@ -28,11 +28,11 @@ from services.device.errors import (
     WrongArms,
     WrongDimension,
 )
-from services.device.families import handler
-from services.device.runtime import DeviceRuntime
-from shared.core.policies.config import PolicyConfig
-from shared.protocol.messages import DecideResponse, FeedbackResponse
-from shared.settings import TaskConfig
+from privbandit.services.device.families import handler
+from privbandit.services.device.runtime import DeviceRuntime
+from privbandit.shared.core.policies.config import PolicyConfig
+from privbandit.shared.protocol.messages import DecideResponse, FeedbackResponse
+from privbandit.shared.settings import TaskConfig
 
 # How far in the future a decision's issue time may lie (the wall clock stepped back a little
 # between decide and feedback, e.g. by NTP) before its id is refused.

@@ -4,7 +4,7 @@ request changes no state."""
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, NotFound, TooMany, Unavailable
+from privbandit.services.common.errors import Conflict, Invalid, NotFound, TooMany, Unavailable
 
 
 class WrongArms(Invalid, code="wrong_arms"):

@@ -12,9 +12,9 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from services.device import arms, bco, glb
-from shared.core.randomizers.skellam import SkellamRandomizer
-from shared.settings import TaskConfig
+from privbandit.services.device import arms, bco, glb
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.settings import TaskConfig
 
 # Feedback values: a reward, or a BCO task's losses (one per point played); ``give_feedback``
 # passes the one the task's family takes, so each handler casts to its own.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.policies.model import GLBModel
-from shared.core.randomizers.glb import VersionedGLBRandomizer
+from privbandit.shared.core.policies.model import GLBModel
+from privbandit.shared.core.randomizers.glb import VersionedGLBRandomizer
 
 
 def decision_state(model: GLBModel, x: np.ndarray) -> np.ndarray:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from services.common.metrics import GROUP_SIZES, ServiceMetrics
-from services.device.transports.secure_sum import TaskKey
+from privbandit.services.common.metrics import GROUP_SIZES, ServiceMetrics
+from privbandit.services.device.transports.secure_sum import TaskKey
 
 
 class Versioned(Protocol):

@@ -36,12 +36,12 @@ from typing import Any
 
 import httpx
 
-from services.common.retry import Backoff, retry_after
-from services.device.background import stop_task
-from services.device.store import DeviceStore, OutboxItem
-from services.device.transports.base import DeviceTransport, KeyRefresher
-from shared.protocol.messages import ErrorBody, ReportsAccepted
-from shared.settings import DeviceTiming
+from privbandit.services.common.retry import Backoff, retry_after
+from privbandit.services.device.background import stop_task
+from privbandit.services.device.store import DeviceStore, OutboxItem
+from privbandit.services.device.transports.base import DeviceTransport, KeyRefresher
+from privbandit.shared.protocol.messages import ErrorBody, ReportsAccepted
+from privbandit.shared.settings import DeviceTiming
 
 log = logging.getLogger(__name__)
 

@@ -7,12 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from services.common.body import body_openapi, json_response, parse_body
-from services.common.deps import get_runtime, runtime_of
-from services.common.health import health
-from services.device import decisions
-from services.device.runtime import DeviceRuntime
-from shared.protocol.messages import (
+from privbandit.services.common.body import body_openapi, json_response, parse_body
+from privbandit.services.common.deps import get_runtime, runtime_of
+from privbandit.services.common.health import health
+from privbandit.services.device import decisions
+from privbandit.services.device.runtime import DeviceRuntime
+from privbandit.shared.protocol.messages import (
     DecideRequest,
     DecideResponse,
     DeviceStatus,

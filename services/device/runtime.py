@@ -19,21 +19,21 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from services.common.datadir import StateDir
-from services.common.health import Readiness
-from services.device.background import Loops
-from services.device.cache import ModelCache
-from services.device.decision_ids import KEY_FILE, DecisionIds
-from services.device.metrics import DeviceMetrics
-from services.device.outbox import Spread, Uploader
-from services.device.store import DeviceStore
-from services.device.transports import Transports
-from services.device.transports.base import Context
-from shared.core.policies import build_policy, randomizer_for
-from shared.core.randomizers.base import Randomizer
-from shared.core.randomizers.skellam import SkellamRandomizer
-from shared.crypto.paillier import MIN_KEY_BITS
-from shared.settings import Settings, TaskConfig
+from privbandit.services.common.datadir import StateDir
+from privbandit.services.common.health import Readiness
+from privbandit.services.device.background import Loops
+from privbandit.services.device.cache import ModelCache
+from privbandit.services.device.decision_ids import KEY_FILE, DecisionIds
+from privbandit.services.device.metrics import DeviceMetrics
+from privbandit.services.device.outbox import Spread, Uploader
+from privbandit.services.device.store import DeviceStore
+from privbandit.services.device.transports import Transports
+from privbandit.services.device.transports.base import Context
+from privbandit.shared.core.policies import build_policy, randomizer_for
+from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.crypto.paillier import MIN_KEY_BITS
+from privbandit.shared.settings import Settings, TaskConfig
 
 log = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from services.common.group_commit import GroupCommitter, Outcome
-from services.common.sqlite import (
+from privbandit.services.common.group_commit import GroupCommitter, Outcome
+from privbandit.services.common.sqlite import (
     Migration,
     WalSync,
     add_columns,
@@ -54,8 +54,8 @@ from services.common.sqlite import (
     savepoint,
     transaction,
 )
-from services.device.decision_ids import uid_floor
-from services.device.errors import DecisionUsed
+from privbandit.services.device.decision_ids import uid_floor
+from privbandit.services.device.errors import DecisionUsed
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@ with uvicorn."""
 
 from __future__ import annotations
 
-from services.common.cli import run_service
-from services.shuffler.app import create_app
+from privbandit.services.common.cli import run_service
+from privbandit.services.shuffler.app import create_app
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from services.common.app import build_app
-from services.shuffler.routes import router
-from services.shuffler.runtime import open_runtime, state_dir
-from services.shuffler.tasks import task_specs
-from services.shuffler.transports import NO_TASK_CT_BYTES
-from services.shuffler.transports.base import upload_limit
-from shared.settings import Settings
+from privbandit.services.common.app import build_app
+from privbandit.services.shuffler.routes import router
+from privbandit.services.shuffler.runtime import open_runtime, state_dir
+from privbandit.services.shuffler.tasks import task_specs
+from privbandit.services.shuffler.transports import NO_TASK_CT_BYTES
+from privbandit.services.shuffler.transports.base import upload_limit
+from privbandit.shared.settings import Settings
 
 
 def create_app(
@@ -38,7 +38,7 @@ def create_app(
     settings = settings if settings is not None else Settings()
     if settings.shuffler.postgres:
         # A wrong URL or a server that is down refuses the start at once (no SQLite fallback).
-        from services.common import pg
+        from privbandit.services.common import pg
 
         pg.check(settings.shuffler.store, service="shuffler")
     specs = task_specs(settings)

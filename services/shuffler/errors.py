@@ -4,7 +4,7 @@ behind group commit) raises these; ``services.common.web`` turns each into ``{"c
 
 from __future__ import annotations
 
-from services.common.errors import Conflict, Invalid, TooMany, Unavailable
+from privbandit.services.common.errors import Conflict, Invalid, TooMany, Unavailable
 
 
 class AggregationMismatch(Conflict, code="aggregation_mismatch"):

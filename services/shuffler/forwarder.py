@@ -38,14 +38,14 @@ import anyio.to_thread
 import httpx
 from pydantic import ValidationError
 
-from services.common.retry import Backoff, retry_after
-from services.shuffler.errors import Undeliverable
-from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.store import Store
-from services.shuffler.transports import Transports
-from services.shuffler.transports.base import Delivery
-from shared.protocol.messages import BatchAck
-from shared.settings import Settings
+from privbandit.services.common.retry import Backoff, retry_after
+from privbandit.services.shuffler.errors import Undeliverable
+from privbandit.services.shuffler.metrics import ShufflerMetrics
+from privbandit.services.shuffler.store import Store
+from privbandit.services.shuffler.transports import Transports
+from privbandit.services.shuffler.transports.base import Delivery
+from privbandit.shared.protocol.messages import BatchAck
+from privbandit.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

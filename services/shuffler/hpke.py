@@ -18,12 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
-from services.shuffler.errors import BadEncapsulatedKey, BadReportSize, NotReady, UnknownHpkeKey
-from services.shuffler.published import PublishedConfig
-from shared.crypto.hpke import ENC_BYTES, CryptoError, check_encapsulated_key
-from shared.crypto.tags import TAG_CIPHERTEXT_BYTES
-from shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode
-from shared.protocol.secure_sum import EncryptedCounts
+from privbandit.services.shuffler.errors import (
+    BadEncapsulatedKey,
+    BadReportSize,
+    NotReady,
+    UnknownHpkeKey,
+)
+from privbandit.services.shuffler.published import PublishedConfig
+from privbandit.shared.crypto.hpke import ENC_BYTES, CryptoError, check_encapsulated_key
+from privbandit.shared.crypto.tags import TAG_CIPHERTEXT_BYTES
+from privbandit.shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode
+from privbandit.shared.protocol.secure_sum import EncryptedCounts
 
 # Re-fetch the analyzer's config; True iff it answered (``ConfigFetcher.refresh``).
 Refresh = Callable[[], Awaitable[bool]]

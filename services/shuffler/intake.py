@@ -32,16 +32,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from services.common.group_commit import GroupCommitter, Outcome, ShuttingDown
-from services.shuffler.errors import AggregationMismatch, QueueFull, StorageError
-from services.shuffler.forwarder import Forwarder
-from services.shuffler.hpke import HpkeState, Refresh
-from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.store import AcceptResult, Store, Upload
-from services.shuffler.tasks import TaskSpec
-from services.shuffler.transports import Transports
-from services.shuffler.transports.base import Reports, ShufflerTransport
-from shared.settings import Limits
+from privbandit.services.common.group_commit import GroupCommitter, Outcome, ShuttingDown
+from privbandit.services.shuffler.errors import AggregationMismatch, QueueFull, StorageError
+from privbandit.services.shuffler.forwarder import Forwarder
+from privbandit.services.shuffler.hpke import HpkeState, Refresh
+from privbandit.services.shuffler.metrics import ShufflerMetrics
+from privbandit.services.shuffler.store import AcceptResult, Store, Upload
+from privbandit.services.shuffler.tasks import TaskSpec
+from privbandit.services.shuffler.transports import Transports
+from privbandit.services.shuffler.transports.base import Reports, ShufflerTransport
+from privbandit.shared.settings import Limits
 
 log = logging.getLogger(__name__)
 

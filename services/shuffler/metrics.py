@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.common.metrics import GROUP_SIZES, SECONDS, ServiceMetrics, TxMetrics
+from privbandit.services.common.metrics import GROUP_SIZES, SECONDS, ServiceMetrics, TxMetrics
 
 
 class ShufflerMetrics(ServiceMetrics):

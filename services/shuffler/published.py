@@ -31,9 +31,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from services.common.files import write_atomically
-from services.common.retry import Backoff
-from shared.settings import Settings
+from privbandit.services.common.files import write_atomically
+from privbandit.services.common.retry import Backoff
+from privbandit.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

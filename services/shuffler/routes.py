@@ -8,16 +8,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from services.common.body import body_openapi, json_response, parse_body
-from services.common.deps import get_runtime, lookup_task, runtime_of
-from services.common.health import health
-from services.common.web import error_responses
-from services.shuffler.runtime import ShufflerRuntime
-from services.shuffler.store import AcceptResult
-from services.shuffler.tasks import TaskSpec
-from services.shuffler.transports import TRANSPORTS
-from services.shuffler.transports.base import ShufflerTransport
-from shared.protocol.messages import ReportsAccepted, ShufflerStatus
+from privbandit.services.common.body import body_openapi, json_response, parse_body
+from privbandit.services.common.deps import get_runtime, lookup_task, runtime_of
+from privbandit.services.common.health import health
+from privbandit.services.common.web import error_responses
+from privbandit.services.shuffler.runtime import ShufflerRuntime
+from privbandit.services.shuffler.store import AcceptResult
+from privbandit.services.shuffler.tasks import TaskSpec
+from privbandit.services.shuffler.transports import TRANSPORTS
+from privbandit.services.shuffler.transports.base import ShufflerTransport
+from privbandit.shared.protocol.messages import ReportsAccepted, ShufflerStatus
 
 router = APIRouter()
 

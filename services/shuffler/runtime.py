@@ -21,20 +21,20 @@ from typing import Any
 
 import httpx
 
-from services.common.datadir import StateDir
-from services.common.health import Readiness
-from services.shuffler.forwarder import HTTP_TIMEOUT, Forwarder
-from services.shuffler.hpke import HpkeState
-from services.shuffler.intake import AnalyzerKeys, Intake
-from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.published import ConfigFetcher
-from services.shuffler.schedule import ScheduleCatchUp
-from services.shuffler.store import ShufflerStore, Store
-from services.shuffler.tasks import TaskSpec
-from services.shuffler.transports import Transports
-from services.shuffler.transports.base import Context, OnAdopted
-from shared.protocol.messages import ShufflerStatus, TaskQueueStatus
-from shared.settings import Settings
+from privbandit.services.common.datadir import StateDir
+from privbandit.services.common.health import Readiness
+from privbandit.services.shuffler.forwarder import HTTP_TIMEOUT, Forwarder
+from privbandit.services.shuffler.hpke import HpkeState
+from privbandit.services.shuffler.intake import AnalyzerKeys, Intake
+from privbandit.services.shuffler.metrics import ShufflerMetrics
+from privbandit.services.shuffler.published import ConfigFetcher
+from privbandit.services.shuffler.schedule import ScheduleCatchUp
+from privbandit.services.shuffler.store import ShufflerStore, Store
+from privbandit.services.shuffler.tasks import TaskSpec
+from privbandit.services.shuffler.transports import Transports
+from privbandit.services.shuffler.transports.base import Context, OnAdopted
+from privbandit.shared.protocol.messages import ShufflerStatus, TaskQueueStatus
+from privbandit.shared.settings import Settings
 
 DB_FILE = "shuffler.sqlite3"
 HPKE_CACHE = "hpke-config.json"
@@ -54,7 +54,9 @@ def open_store(settings: Settings) -> Store:
     or the PostgreSQL database (``StoreUnavailable`` if it cannot be used: no fallback)."""
     sizes = {t.id: t.schedule for t in settings.tasks}
     if settings.shuffler.postgres:
-        from services.shuffler.store.postgres import PgShufflerStore  # psycopg only when used
+        from privbandit.services.shuffler.store.postgres import (
+            PgShufflerStore,  # psycopg only when used
+        )
 
         return PgShufflerStore(
             settings.shuffler.store, sizes, dead_after=settings.shuffler.replica_timeout

@@ -20,8 +20,8 @@ import time
 
 import httpx
 
-from services.shuffler.store import Store
-from shared.settings import Settings
+from privbandit.services.shuffler.store import Store
+from privbandit.shared.settings import Settings
 
 log = logging.getLogger(__name__)
 

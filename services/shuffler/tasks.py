@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.shuffler.transports import transport_class
-from shared.settings import Settings, TaskConfig
+from privbandit.services.shuffler.transports import transport_class
+from privbandit.shared.settings import Settings, TaskConfig
 
 
 @dataclass(frozen=True)

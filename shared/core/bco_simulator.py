@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.bco import BCOEnvironment
-from shared.core.policies.bco import BCOPolicy, build_bco_policy
-from shared.core.policies.bco_config import BCOConfig
-from shared.core.simulator import RunResult, run_plan
+from privbandit.shared.core.environments.bco import BCOEnvironment
+from privbandit.shared.core.policies.bco import BCOPolicy, build_bco_policy
+from privbandit.shared.core.policies.bco_config import BCOConfig
+from privbandit.shared.core.simulator import RunResult, run_plan
 
 WINDOW = 65_536
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments import Environment
-from shared.core.policies.lplr import LPLR
-from shared.core.policies.lplr_config import LPLRConfig
-from shared.core.randomizers.lplr import BlockSums
-from shared.core.simulator import RunResult, simulate_runs
+from privbandit.shared.core.environments import Environment
+from privbandit.shared.core.policies.lplr import LPLR
+from privbandit.shared.core.policies.lplr_config import LPLRConfig
+from privbandit.shared.core.randomizers.lplr import BlockSums
+from privbandit.shared.core.simulator import RunResult, simulate_runs
 
 CHUNK = 20_000
 

@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.mab import MABEnvironment
-from shared.core.policies import build_policy
-from shared.core.policies.mab_base import MABPolicy
-from shared.core.policies.mab_config import HeLDPConfig
-from shared.core.privacy_levels import PrivacyLevels
-from shared.core.simulator import RunResult, run_plan
+from privbandit.shared.core.environments.mab import MABEnvironment
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.core.policies.mab_base import MABPolicy
+from privbandit.shared.core.policies.mab_config import HeLDPConfig
+from privbandit.shared.core.privacy_levels import PrivacyLevels
+from privbandit.shared.core.simulator import RunResult, run_plan
 
 WINDOW = 4096
 

@@ -21,9 +21,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from shared.core.environments import Environment, make_environment
-from shared.core.policies import Policy, PolicyConfig, build_policy
-from shared.core.policies.model import shared_arms
+from privbandit.shared.core.environments import Environment, make_environment
+from privbandit.shared.core.policies import Policy, PolicyConfig, build_policy
+from privbandit.shared.core.policies.model import shared_arms
 
 
 @runtime_checkable

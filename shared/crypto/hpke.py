@@ -20,8 +20,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.hpke import AEAD, KDF, KEM, Suite
 
-from shared.core.randomizers.base import Randomizer
-from shared.protocol.messages import (
+from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.protocol.messages import (
     PROTOCOL_VERSION,
     REPORT_ID_BYTES,
     EncryptedReport,

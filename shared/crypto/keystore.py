@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from phe import paillier
 
-from shared.crypto.hpke import CryptoError, open_report
-from shared.crypto.paillier import (
+from privbandit.shared.crypto.hpke import CryptoError, open_report
+from privbandit.shared.crypto.paillier import (
     DEFAULT_KEY_BITS,
     PaillierKeyError,
     check_key_bits,
@@ -34,9 +34,9 @@ from shared.crypto.paillier import (
     open_batch_sum,
     paillier_key_id,
 )
-from shared.crypto.slots import SlotLayout, layout
-from shared.protocol.messages import EncryptedReport, HpkeConfig, b64encode
-from shared.protocol.secure_sum import PaillierConfig, paillier_config
+from privbandit.shared.crypto.slots import SlotLayout, layout
+from privbandit.shared.protocol.messages import EncryptedReport, HpkeConfig, b64encode
+from privbandit.shared.protocol.secure_sum import PaillierConfig, paillier_config
 
 log = logging.getLogger(__name__)
 

@@ -46,8 +46,8 @@ import numpy as np
 from gmpy2 import mpz
 from phe import paillier
 
-from shared.crypto.obfuscators import random_unit
-from shared.crypto.slots import (
+from privbandit.shared.crypto.obfuscators import random_unit
+from privbandit.shared.crypto.slots import (
     SlotLayout,
     SlotRangeError,
     ciphertext_width,
@@ -56,10 +56,10 @@ from shared.crypto.slots import (
     unpack,
     unpack_signed,
 )
-from shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
+from privbandit.shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
 
 if TYPE_CHECKING:
-    from shared.protocol.secure_sum import PaillierConfig
+    from privbandit.shared.protocol.secure_sum import PaillierConfig
 
 DEFAULT_KEY_BITS = 2048
 # Production keys are at least 2048 bits (≈112-bit security, NIST SP 800-57). Smaller keys are only

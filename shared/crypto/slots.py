@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from shared.settings import TaskConfig
+    from privbandit.shared.settings import TaskConfig
 
 # Free bits between the last slot and bit |n| − 1 (n ≥ 2^(|n|−1)). One bit would suffice for
 # correctness; a few more make wrapped (negative) plaintexts n − k land in bits no slot uses.
@@ -225,9 +225,9 @@ def policy_layout(policy: Any, batch_size: int, key_bits: int, name: str = "") -
 
     Raises ``ValueError`` for a policy whose randomizer has neither (only ``sblb``/``sblb-fixed``
     and ``ddp-linucb`` have) or whose slots do not fit the key."""
-    from shared.core.policies import randomizer_for
-    from shared.core.randomizers.binary import BinaryRandomizer
-    from shared.core.randomizers.skellam import SkellamRandomizer
+    from privbandit.shared.core.policies import randomizer_for
+    from privbandit.shared.core.randomizers.binary import BinaryRandomizer
+    from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 
     randomizer = randomizer_for(policy)
     if isinstance(randomizer, SkellamRandomizer):

@@ -23,8 +23,8 @@ import hashlib
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from shared.crypto.hpke import CryptoError, ciphertext_length, open_report, seal
-from shared.protocol.messages import REPORT_ID_BYTES, EncryptedReport
+from privbandit.shared.crypto.hpke import CryptoError, ciphertext_length, open_report, seal
+from privbandit.shared.protocol.messages import REPORT_ID_BYTES, EncryptedReport
 
 TAG_PURPOSE = "tag"
 DIGEST_BYTES = 32

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
 
 PROTOCOL_VERSION = "v1"
 REPORT_ID_BYTES = 16
@@ -115,7 +115,7 @@ class TaskInfo(Message):
     def max_batch(self) -> int:
         """The longest batch of the task's schedule (``policy.batch_schedule``, issue 22; a
         fixed schedule's ``batch_size``)."""
-        from shared.core.policies.schedule import BatchSchedule
+        from privbandit.shared.core.policies.schedule import BatchSchedule
 
         spec = self.policy.get("batch_schedule")
         return BatchSchedule.parse(str(spec)).max_size if spec else self.batch_size

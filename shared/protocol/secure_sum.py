@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from shared.crypto.paillier import (
+from privbandit.shared.crypto.paillier import (
     MAX_KEY_BITS,
     MIN_TEST_KEY_BITS,
     SCHEME,
@@ -20,9 +20,9 @@ from shared.crypto.paillier import (
     int_to_b64,
     paillier_key_id,
 )
-from shared.crypto.slots import SlotLayout, layout
-from shared.crypto.tags import DIGEST_BYTES
-from shared.protocol.messages import (
+from privbandit.shared.crypto.slots import SlotLayout, layout
+from privbandit.shared.crypto.tags import DIGEST_BYTES
+from privbandit.shared.protocol.messages import (
     MAX_BATCH,
     MAX_CIPHERTEXT_BYTES,
     MAX_REPORTS_PER_UPLOAD,

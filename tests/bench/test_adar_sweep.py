@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench.experiments.adar_sweep import RDP_EPSILON, main
-from shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies import build_policy, make_config
 
 
 def test_rdp_epsilons_are_the_stated_central_budgets() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.experiments.ddp import match_central_epsilon
-from shared.core.policies import PolicyConfig, build_policy, make_config
+from privbandit.shared.core.policies import PolicyConfig, build_policy, make_config
 
 T = 1_000_000
 

@@ -99,7 +99,8 @@ def test_three_services_from_one_image(compose: dict[str, Any]) -> None:
     for name, svc in services.items():
         assert svc["build"] == "."
         # --host is the bind address inside the container; peers are found by service name.
-        assert svc["command"] == ["python", "-m", f"services.{name}", "--host", "0.0.0.0"]
+        assert svc["command"] == [
+            "python", "-m", f"privbandit.services.{name}", "--host", "0.0.0.0"]
         assert svc["entrypoint"] == ENTRYPOINT
         env = svc["environment"]
         for peer in SERVICES:
@@ -150,7 +151,7 @@ def test_the_postgres_profile_adds_a_database_and_a_replica_on_it(
     assert pg["image"].startswith("postgres:") and "pg_isready" in pg["healthcheck"]["test"]
     assert "postgres-data:/var/lib/postgresql/data" in pg["volumes"]
     replica = services["shuffler-2"]
-    assert replica["command"][:3] == ["python", "-m", "services.shuffler"]
+    assert replica["command"][:3] == ["python", "-m", "privbandit.services.shuffler"]
     assert replica["command"][-2:] == ["--port", "8704"]
     # Its own data directory, not the first replica's (issue 26 item 9).
     assert "shuffler-2-data:/data/shuffler" in replica["volumes"]
@@ -268,7 +269,7 @@ def check_containers(
     """Each service container, started with its environment from ``environments`` (as compose
     hands it over), runs the entrypoint's derivation and builds the real ``Settings``: its
     analyzer and shuffler store is ``store``, its shuffler replicas ``urls``."""
-    from shared.settings import Settings
+    from privbandit.shared.settings import Settings
 
     for name in CONTAINERS:
         env = entrypoint.derive(environments[name])
@@ -360,7 +361,7 @@ def test_the_entrypoint_percent_encodes_the_password() -> None:
     """Any password survives the URL (libpq decodes it) and ``redact`` still hides it."""
     from psycopg.conninfo import conninfo_to_dict
 
-    from services.common.pg import redact
+    from privbandit.services.common.pg import redact
 
     password = "p@ss/w:rd%?#$ é"
     url = entrypoint.derive({PASSWORD: password})["PRIVBANDIT_ANALYZER__STORE"]
@@ -436,8 +437,8 @@ def test_dockerfile() -> None:
 
 def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a container the device binds 0.0.0.0 but talks to http://analyzer:8701 etc."""
-    import services.common.cli as service_cli
-    import services.device.__main__ as device_main
+    import privbandit.services.common.cli as service_cli
+    import privbandit.services.device.__main__ as device_main
 
     for peer in SERVICES:
         monkeypatch.setenv(f"PRIVBANDIT_{peer.upper()}__HOST", peer)

@@ -191,7 +191,7 @@ def test_the_device_sheds_past_its_bound_of_requests_in_flight(services: Cluster
 def test_connection_settings_are_refused_when_streams_cannot_fit(tmp_path: Path) -> None:
     from pydantic import ValidationError
 
-    from shared.settings import Settings
+    from privbandit.shared.settings import Settings
 
     with pytest.raises(ValidationError, match="max_connections"):
         Settings(data_dir=tmp_path, limits={"model_streams": 64},

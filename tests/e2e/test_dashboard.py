@@ -14,9 +14,9 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.analyzer.app import create_app as create_analyzer
-from services.device.app import create_app as create_device
-from services.shuffler.app import create_app as create_shuffler
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.device.app import create_app as create_device
+from privbandit.services.shuffler.app import create_app as create_shuffler
 from tests.helpers import make_settings, running
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,10 +22,10 @@ import pytest
 
 from privbandit.demo import DemoOptions, Driver, run_demo_against
 from privbandit.launcher import SERVICES, Cluster, free_ports, healthy
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import ciphertext_length, pack_report, seal
-from shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode, b64encode
-from shared.settings import TaskConfig
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import ciphertext_length, pack_report, seal
+from privbandit.shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode, b64encode
+from privbandit.shared.settings import TaskConfig
 from tests.helpers import BATCH, E2E_CONFIG, TASKS, cli, deadline, patience, wait_done
 
 pytestmark = pytest.mark.slow
@@ -131,7 +131,7 @@ def test_demo_central_runs_the_packaged_defaults(tmp_path: Path, paper: bool) ->
     (first release after ⌈50 σ_Y/L⌉ = 250 reports at (α, ε) = (10, 0.2), C = 8, width 0.1;
     issue 22) — or with ``--paper`` Alg. 4's (1, 0.5, width 1) — reconcile exactly, release a
     model, and keep the task's ledger either way."""
-    from shared.settings import DEFAULT_CONFIG
+    from privbandit.shared.settings import DEFAULT_CONFIG
 
     out_json = tmp_path / "central.json"
     code = cli(["demo", "--task", "demo-central", "--users", "300", "--concurrency", "4",

@@ -24,8 +24,8 @@ import pytest
 
 from privbandit.demo import DemoOptions, run_demo_against
 from privbandit.launcher import Cluster
-from shared.core.policies import build_policy
-from shared.settings import TaskConfig
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.settings import TaskConfig
 from tests.helpers import patience
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ from tests.helpers import TASKS, patience
 
 pytestmark = pytest.mark.slow
 
-SMALL = Path(str(resources.files("shared") / "defaults" / "small.toml"))
+SMALL = Path(str(resources.files("privbandit.shared") / "defaults" / "small.toml"))
 
 
 @pytest.fixture

@@ -19,10 +19,15 @@ import pytest
 from fastapi import FastAPI
 
 from privbandit.launcher import Cluster, ServiceProcess, free_port_block, free_ports
-from services.common.pg import StoreUnavailable
-from services.device.outbox import Spread
-from services.shuffler.app import create_app as create_shuffler
-from shared.protocol.messages import EncryptedReport, HpkeConfig, PrivacyReport, ShufflerStatus
+from privbandit.services.common.pg import StoreUnavailable
+from privbandit.services.device.outbox import Spread
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.protocol.messages import (
+    EncryptedReport,
+    HpkeConfig,
+    PrivacyReport,
+    ShufflerStatus,
+)
 from tests.helpers import (
     TOKEN,
     analyzer_totals,

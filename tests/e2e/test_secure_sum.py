@@ -26,8 +26,8 @@ import tomli_w
 
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster, local_cluster
-from shared.core.policies.schedule import BatchSchedule
-from shared.settings import DEFAULT_CONFIG
+from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import TASKS, analyzer_totals, cli, patience, run_with_backend_crash
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 import tomli_w
 
 from privbandit.launcher import free_ports
-from shared.protocol.messages import BatchUpload, HpkeConfig, PrivacyReport
+from privbandit.shared.protocol.messages import BatchUpload, HpkeConfig, PrivacyReport
 from tests.helpers import TOKEN, auth, deadline, patience, report_maker, shuffle_task
 
 CHROMIUM = next((p for p in (os.environ.get("CHROMIUM"), shutil.which("chromium"),
@@ -51,7 +51,8 @@ def analyzer(tmp_path: Path) -> Iterator[str]:
     env.update(PRIVBANDIT_CONFIG=str(config), PYTHONPATH=str(Path(__file__).parents[2]))
     log = (tmp_path / "analyzer.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.analyzer", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "privbandit.services.analyzer",
+         "--host", "127.0.0.1", "--port", str(port)],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"

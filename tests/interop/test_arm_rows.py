@@ -15,9 +15,9 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.policies.arm_model import ArmModel
-from shared.core.randomizers.arms import GaussianArmRandomizer, IdentityArmRandomizer
-from shared.core.randomizers.heldp import CTBRandomizer, CTLRandomizer
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.randomizers.arms import GaussianArmRandomizer, IdentityArmRandomizer
+from privbandit.shared.core.randomizers.heldp import CTBRandomizer, CTLRandomizer
 from tests.interop import client
 
 K, N, TOL = 10, 20_000, 6.0

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.core.policies import make_config, randomizer_for
-from shared.core.policies.bco_model import BCOModel
-from shared.core.randomizers.bco import OnePointReport, TwoPointReport
+from privbandit.shared.core.policies import make_config, randomizer_for
+from privbandit.shared.core.policies.bco_model import BCOModel
+from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
 from tests.interop import client
 from tests.interop.test_arm_rows import within
 

@@ -11,9 +11,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from shared.core.randomizers.gaussian import GaussianRandomizer
-from shared.crypto.hpke import open_report, seal
-from shared.protocol.messages import EncryptedReport
+from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
+from privbandit.shared.crypto.hpke import open_report, seal
+from privbandit.shared.protocol.messages import EncryptedReport
 from tests.interop import client
 
 
@@ -45,7 +45,7 @@ def test_project_reports_open_with_pyhpke(key) -> None:
 def test_info_binds_task_and_key(key) -> None:
     sk, _, pk = key
     report = EncryptedReport.model_validate(client.seal(pk, 7, "a", b"x" * 32))
-    from shared.crypto.hpke import CryptoError
+    from privbandit.shared.crypto.hpke import CryptoError
 
     with pytest.raises(CryptoError):
         open_report(sk, 7, "b", report)
@@ -62,7 +62,7 @@ def test_independent_gaussian_calibration_matches(eps: float, delta: float, L: f
 
 @pytest.mark.parametrize(("eps", "L", "S"), [(1.0, 1.0, 3.0), (4.0, 0.5, 1.0), (0.5, 2.0, 0.5)])
 def test_independent_glb_calibration_matches(eps: float, L: float, S: float) -> None:
-    from shared.core.randomizers.glb import GLBRandomizer
+    from privbandit.shared.core.randomizers.glb import GLBRandomizer
 
     ours = GLBRandomizer(d=3, epsilon=eps, delta=1e-6, L=L, S=S).sigma
     theirs = client.analytic_gaussian_sigma(eps, 1e-6, client.glb_row_sensitivity(L, S))

@@ -13,13 +13,13 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from phe import paillier
 
 from privbandit.protocol_doc import DOC, blocks, regenerate
-from shared.core.randomizers.binary import BinaryRandomizer
-from shared.crypto.hpke import open_report
-from shared.crypto.paillier import decode_ciphertexts, open_batch_sum
-from shared.crypto.slots import layout
-from shared.crypto.tags import ciphertext_digest, open_tag
-from shared.protocol.messages import EncryptedReport, b64decode
-from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer
+from privbandit.shared.crypto.hpke import open_report
+from privbandit.shared.crypto.paillier import decode_ciphertexts, open_batch_sum
+from privbandit.shared.crypto.slots import layout
+from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
+from privbandit.shared.protocol.messages import EncryptedReport, b64decode
+from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
 from tests.interop import client
 
 

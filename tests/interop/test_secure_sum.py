@@ -12,15 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.core.policies import make_config, randomizer_for
-from shared.core.randomizers.binary import BinaryRandomizer, encode_values
-from shared.core.randomizers.skellam import clean_statistics
-from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
-from shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, homomorphic_sum
-from shared.crypto.slots import layout, policy_layout
-from shared.crypto.tags import ciphertext_digest, open_tag
-from shared.protocol.messages import b64decode
-from shared.protocol.secure_sum import EncryptedCounts, SecureSumLayout
+from privbandit.shared.core.policies import make_config, randomizer_for
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer, encode_values
+from privbandit.shared.core.randomizers.skellam import clean_statistics
+from privbandit.shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
+from privbandit.shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, homomorphic_sum
+from privbandit.shared.crypto.slots import layout, policy_layout
+from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
+from privbandit.shared.protocol.messages import b64decode
+from privbandit.shared.protocol.secure_sum import EncryptedCounts, SecureSumLayout
 from tests.helpers import secure_sum_task
 from tests.interop import client
 

@@ -73,10 +73,10 @@ import pytest
 import tomli_w
 
 from privbandit.launcher import SERVICES, Cluster, free_ports
-from shared.core.policies import build_policy
-from shared.protocol.messages import HpkeConfig
-from shared.protocol.secure_sum import PaillierConfig
-from shared.settings import TaskConfig
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.protocol.messages import HpkeConfig
+from privbandit.shared.protocol.secure_sum import PaillierConfig
+from privbandit.shared.settings import TaskConfig
 from tests.helpers import E2E_TOKEN, deadline, encrypt_counts, encrypt_rows, patience
 from tests.interop import client
 
@@ -134,7 +134,8 @@ def reports_of(kind: str) -> int:
 def interop_tasks() -> list[dict[str, Any]]:
     """The default configuration's tasks at test size, plus the ``reports`` variant (module
     docstring), each with its ``-interop`` twin."""
-    text = (resources.files("shared") / "defaults" / "privbandit.toml").read_text("utf-8")
+    defaults = resources.files("privbandit.shared") / "defaults"
+    text = (defaults / "privbandit.toml").read_text("utf-8")
     base = {t["id"]: t for t in tomllib.loads(text)["tasks"]}
     covered = {task for task, _ in KINDS.values()}
     uncovered = {i: f"{t['threat_model']}/{t['policy']['algo']}" for i, t in base.items()
@@ -142,8 +143,13 @@ def interop_tasks() -> list[dict[str, Any]]:
     assert not uncovered, f"default tasks of kinds with no interop case (add them): {uncovered}"
     shuffle, ldp = base["demo-shuffle"], base["demo-ldp"]
     assert shuffle["aggregation"] == base["demo-ddp"]["aggregation"] == "secure-sum"
-    # Fixed batches of SHUFFLE_L (demo-ddp's growing schedule is the services' own test's).
+    # Fixed batches of SHUFFLE_L (the growing schedules of demo-ddp and demo-shuffle are the
+    # services' own tests'), and demo-shuffle at a fixed ε0 the client reads from the task (its
+    # default ε0 per batch length comes from the accountant, which the client does not run).
     base["demo-ddp"]["policy"].pop("batch_schedule", None)
+    for key in ("batch_schedule", "epsilon", "accountant"):
+        shuffle["policy"].pop(key, None)
+    shuffle["policy"].update(eps0=30.0, m=1)
     shuffle["policy"]["batch_size"] = base["demo-ddp"]["policy"]["batch_size"] = SHUFFLE_L
     ldp["policy"]["update_every"] = 10
     # The twins' models are compared exactly: no analyzer-drawn perturbation of θ̃ (issue 22).

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from privbandit.demo.config import DemoError, choose_task, demo_task, derived_config, load_settings
-from shared.core.policies.bco_config import BCO_CONFIGS
-from shared.settings import DEFAULT_CONFIG
+from privbandit.shared.core.policies.bco_config import BCO_CONFIGS
+from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import write_config
 
 

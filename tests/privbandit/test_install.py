@@ -4,8 +4,9 @@ virtual environment, and run ``privbandit demo --users 500`` from an empty direc
 The dependencies are not downloaded again: a ``.pth`` file in the new environment lists this
 environment's site-packages. A path line in a ``.pth`` file only adds the directory to
 ``sys.path``; that directory's own ``.pth`` files (among them the editable install's finder,
-which maps ``privbandit``, ``shared`` and ``services`` to the checkout) are not processed, so the
-three packages can only come from the wheel. The services the demo starts are child processes of
+which maps ``privbandit`` to the checkout) are not processed, so the package can only come from
+the wheel. The wheel holds one top-level name, ``privbandit`` (issue 25): ``shared`` and
+``services`` are inside it. The services the demo starts are child processes of
 the new environment's interpreter, so they prove the install too."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -75,6 +77,9 @@ def fresh_env() -> dict[str, str]:
 
 def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as z:
+        tops = {name.split("/")[0] for name in z.namelist()}
+    assert tops == {"privbandit", "privbandit-0.1.0.dist-info"}, tops
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
@@ -92,19 +97,22 @@ def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> 
     # The three packages, the packaged default config and the launcher all resolve inside the
     # new environment; children get no PYTHONPATH into the checkout.
     probe = (
-        "import json, sys, privbandit, shared, services\n"
+        "import importlib.util, json, sys, privbandit, privbandit.shared, privbandit.services\n"
         "from privbandit.launcher import Cluster, SERVICES, import_root\n"
-        "from shared.settings import DEFAULT_CONFIG\n"
+        "from privbandit.shared.settings import DEFAULT_CONFIG\n"
         "c = Cluster('d', {s: 1 + i for i, s in enumerate(SERVICES)})\n"
-        "print(json.dumps({'files': [privbandit.__file__, shared.__file__, services.__file__,\n"
+        "print(json.dumps({'files': [privbandit.__file__, privbandit.shared.__file__,\n"
+        "    privbandit.services.__file__,\n"
         "    str(DEFAULT_CONFIG)], 'config_exists': DEFAULT_CONFIG.exists(),\n"
         "    'import_root': str(import_root()), 'pythonpath': c.env().get('PYTHONPATH'),\n"
-        "    'path': sys.path}))\n"
+        "    'path': sys.path, 'bare': [importlib.util.find_spec(n) is not None\n"
+        "    for n in ('shared', 'services')]}))\n"
     )
     seen = json.loads(run([str(python), "-c", probe], cwd=empty, env=env).stdout)
     for file in seen["files"]:
         assert Path(file).resolve().is_relative_to(venv.resolve()), seen
     assert seen["config_exists"], seen
+    assert seen["bare"] == [False, False], seen  # no top-level `shared` or `services` installed
     assert seen["import_root"] == "None" and seen["pythonpath"] is None, seen
     assert not any(p and Path(p).resolve() == REPO for p in seen["path"]), seen["path"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from privbandit import launcher, services_cmd
 from privbandit.launcher import TOKEN_ENV, TOKEN_FILE, Cluster, LaunchError, data_dir_token
-from shared.settings import shuffler_token_problem
+from privbandit.shared.settings import shuffler_token_problem
 from tests.helpers import E2E_CONFIG, cli, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,5 +103,5 @@ def test_up_init_starts_the_services_with_init(
         commands.clear()
         with pytest.raises(Started):
             cli(["up", "--config", str(config), "--data-dir", str(tmp_path / "data"), *flags])
-        assert commands and commands[0][2] == "services.analyzer"
+        assert commands and commands[0][2] == "privbandit.services.analyzer"
         assert ("--init" in commands[0]) is init

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from privbandit.privacy_cmd import add_privacy_parser, run_privacy
-from shared.core.accounting import ledgers
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
-from shared.core.accounting.shuffle import shuffle_epsilon
+from privbandit.shared.core.accounting import ledgers
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
+from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -168,7 +168,7 @@ def test_ledger_builders() -> None:
 
 
 def test_shuffle_ledger_dispatches_secure_sum() -> None:
-    from shared.core.accounting.sum_only import sum_only_epsilon
+    from privbandit.shared.core.accounting.sum_only import sum_only_epsilon
 
     sums = ledgers.shuffle_ledger(16.0, 300, 1e-6, aggregation="secure-sum")
     assert sums.model_dump()["aggregation"] == "secure-sum"

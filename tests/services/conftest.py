@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.settings import Settings
+from privbandit.shared.settings import Settings
 from tests.helpers import make_settings
 
 

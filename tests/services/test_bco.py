@@ -21,12 +21,17 @@ import httpx
 import numpy as np
 import pytest
 
-from services.analyzer.app import create_app as create_analyzer
-from shared.core.policies import build_policy
-from shared.core.policies.bco_service import VERSION_HISTORY
-from shared.crypto.hpke import pack_report, seal
-from shared.protocol.messages import BatchAck, BCOModelMessage, EncryptedReport, b64decode
-from shared.settings import Settings, TaskConfig
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.core.policies.bco_service import VERSION_HISTORY
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.protocol.messages import (
+    BatchAck,
+    BCOModelMessage,
+    EncryptedReport,
+    b64decode,
+)
+from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import auth, error, eventually, ldp_task, make_settings, privacy
 from tests.services.analyzer.support import assert_row_refused_alone, batch, hpke_of
 from tests.services.device.support import PAILLIER_TEST_BITS, Stack, running, stack, status

@@ -22,11 +22,16 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from shared.core.policies import build_policy
-from shared.crypto.hpke import pack_report, row_length, seal, unpack_report
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import BatchAck, EncryptedReport, GLBModelMessage, b64decode
-from shared.settings import Settings, TaskConfig
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.crypto.hpke import pack_report, row_length, seal, unpack_report
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import (
+    BatchAck,
+    EncryptedReport,
+    GLBModelMessage,
+    b64decode,
+)
+from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import auth, eventually, make_settings, privacy
 from tests.services.analyzer.support import batch, hpke_of
 from tests.services.device.support import Stack, features, stack, status
@@ -213,7 +218,7 @@ def test_state_round_trips_with_theta_hat_and_versions() -> None:
 
 def test_device_ignores_a_model_whose_theta_hat_leaves_the_ball() -> None:
     """The report is calibrated for ‖θ̂‖ ≤ S only: a model with θ̂ outside is not installed."""
-    from services.device.cache import ModelCache
+    from privbandit.services.device.cache import ModelCache
 
     base = {"task": "glb", "version": 3, "theta": [0.0] * D, "V": np.eye(D).tolist(),
             "beta": 1.0, "reports": 6}

@@ -22,11 +22,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.core.policies import build_policy
-from shared.core.policies.gope_service import AdaRGOPEService, seeded_arms
-from shared.crypto.hpke import pack_report, seal
-from shared.protocol.messages import BatchAck, EncryptedReport, PhaseModelMessage, b64decode
-from shared.settings import Settings, TaskConfig
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.core.policies.gope_service import AdaRGOPEService, seeded_arms
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.protocol.messages import (
+    BatchAck,
+    EncryptedReport,
+    PhaseModelMessage,
+    b64decode,
+)
+from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import auth, error, eventually, make_settings, privacy
 from tests.services.analyzer.support import batch, hpke_of
 from tests.services.device.support import Stack, stack

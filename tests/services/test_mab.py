@@ -21,10 +21,15 @@ import httpx
 import numpy as np
 import pytest
 
-from shared.core.policies import build_policy
-from shared.crypto.hpke import pack_report, seal
-from shared.protocol.messages import ArmModelMessage, BatchAck, EncryptedReport, b64decode
-from shared.settings import Settings, TaskConfig
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.protocol.messages import (
+    ArmModelMessage,
+    BatchAck,
+    EncryptedReport,
+    b64decode,
+)
+from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import auth, error, eventually, ldp_task, make_settings, privacy
 from tests.services.analyzer.support import assert_row_refused_alone, batch, hpke_of
 from tests.services.device.support import Stack, features, stack, status

@@ -3,13 +3,13 @@ what both backends share; ``AnalyzerStore`` (``sqlite``) is the default, ``PgAna
 (``postgres``) lets a standby take over a task (it is not imported here: psycopg loads only for
 a postgresql:// store setting)."""
 
-from services.analyzer.store.base import (
+from privbandit.services.analyzer.store.base import (
     TASK_COUNTERS,
     BatchResult,
     Store,
     TaskRecord,
     totals,
 )
-from services.analyzer.store.sqlite import AnalyzerStore
+from privbandit.services.analyzer.store.sqlite import AnalyzerStore
 
 __all__ = ["TASK_COUNTERS", "AnalyzerStore", "BatchResult", "Store", "TaskRecord", "totals"]

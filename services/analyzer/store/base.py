@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from services.common.metrics import TxMetrics
+from privbandit.services.common.metrics import TxMetrics
 
 # A task's counters: its ``tasks`` columns, and the ``TaskRuntime`` fields they load into.
 TASK_COUNTERS = ("reports_counted", "rejected", "duplicates", "batches", "quarantined")

@@ -29,15 +29,15 @@ from typing import Any
 
 import psycopg
 
-from services.analyzer.store import base
-from services.common import pg
-from services.common.metrics import TxMetrics
-from services.common.migrations import scripts
+from privbandit.services.analyzer.store import base
+from privbandit.services.common import pg
+from privbandit.services.common.metrics import TxMetrics
+from privbandit.services.common.migrations import scripts
 
 log = logging.getLogger(__name__)
 
 # Append only: a released migration never changes (a new one is a new file).
-MIGRATIONS = scripts("services.analyzer.store", "postgres")
+MIGRATIONS = scripts("privbandit.services.analyzer.store", "postgres")
 
 
 class PgAnalyzerStore:

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from services.analyzer.store import base
-from services.common.metrics import TxMetrics
-from services.common.migrations import script
-from services.common.sqlite import Migration, add_columns, migrate, open_db, transaction
+from privbandit.services.analyzer.store import base
+from privbandit.services.common.metrics import TxMetrics
+from privbandit.services.common.migrations import script
+from privbandit.services.common.sqlite import Migration, add_columns, migrate, open_db, transaction
 
-SCHEMA_V1 = script("services.analyzer.store", "sqlite", 1)
+SCHEMA_V1 = script("privbandit.services.analyzer.store", "sqlite", 1)
 
 # Secure-sum batches refused as a whole: their reports, per task and per batch.
 SCHEMA_V2 = add_columns(

@@ -13,11 +13,11 @@ defining its transport object, registered in ``TRANSPORTS`` below.
 
 from __future__ import annotations
 
-from services.analyzer.transports.base import AnalyzerTransport
-from services.analyzer.transports.reports import ReportsTransport
-from services.analyzer.transports.secure_sum import SecureSumTransport
-from services.common.transports import lookup
-from shared.settings import Settings, TaskConfig
+from privbandit.services.analyzer.transports.base import AnalyzerTransport
+from privbandit.services.analyzer.transports.reports import ReportsTransport
+from privbandit.services.analyzer.transports.secure_sum import SecureSumTransport
+from privbandit.services.common.transports import lookup
+from privbandit.shared.settings import Settings, TaskConfig
 
 _REGISTERED: tuple[AnalyzerTransport, ...] = (ReportsTransport(), SecureSumTransport())
 TRANSPORTS: dict[str, AnalyzerTransport] = {t.name: t for t in _REGISTERED}

@@ -18,10 +18,10 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from services.analyzer.errors import AggregationMismatch, BatchSizeMismatch
-from shared.core.policies import Policy
-from shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
-from shared.settings import TaskConfig
+from privbandit.services.analyzer.errors import AggregationMismatch, BatchSizeMismatch
+from privbandit.shared.core.policies import Policy
+from privbandit.shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
+from privbandit.shared.settings import TaskConfig
 
 
 class Item(Protocol):

@@ -17,14 +17,14 @@ import numpy as np
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
-from services.common.web import report_json_bytes
-from shared.core.policies import Policy, randomizer_for
-from shared.core.randomizers.base import Randomizer
-from shared.crypto.hpke import CryptoError, ciphertext_length, row_length, unpack_report
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import BatchUpload
-from shared.settings import TaskConfig
+from privbandit.services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
+from privbandit.services.common.web import report_json_bytes
+from privbandit.shared.core.policies import Policy, randomizer_for
+from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.crypto.hpke import CryptoError, ciphertext_length, row_length, unpack_report
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import BatchUpload
+from privbandit.shared.settings import TaskConfig
 
 log = logging.getLogger(__name__)
 

@@ -27,20 +27,20 @@ from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from services.analyzer.errors import NotSecureSum, UnknownKey
-from services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
-from services.common.deps import get_runtime, task_dependency
-from services.common.web import error_responses, report_json_bytes
-from shared.core.policies import Policy
-from shared.core.policies.base import SumIngesting
-from shared.crypto.hpke import CryptoError
-from shared.crypto.keystore import PAILLIER_KEY_FILE, HpkeKeyStore, PaillierKeyStore
-from shared.crypto.paillier import CiphertextError, decode_ciphertexts
-from shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError, layout_for
-from shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES, open_tag
-from shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
-from shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
-from shared.settings import TaskConfig
+from privbandit.services.analyzer.errors import NotSecureSum, UnknownKey
+from privbandit.services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
+from privbandit.services.common.deps import get_runtime, task_dependency
+from privbandit.services.common.web import error_responses, report_json_bytes
+from privbandit.shared.core.policies import Policy
+from privbandit.shared.core.policies.base import SumIngesting
+from privbandit.shared.crypto.hpke import CryptoError
+from privbandit.shared.crypto.keystore import PAILLIER_KEY_FILE, HpkeKeyStore, PaillierKeyStore
+from privbandit.shared.crypto.paillier import CiphertextError, decode_ciphertexts
+from privbandit.shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError, layout_for
+from privbandit.shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES, open_tag
+from privbandit.shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
+from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
+from privbandit.shared.settings import TaskConfig
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ in ``TRANSPORTS`` below.
 
 from __future__ import annotations
 
-from services.common.transports import TransportSet
-from services.device.transports.base import Context, DeviceTransport
-from services.device.transports.reports import ReportsTransport
-from services.device.transports.secure_sum import SecureSumTransport
-from shared.settings import Settings
+from privbandit.services.common.transports import TransportSet
+from privbandit.services.device.transports.base import Context, DeviceTransport
+from privbandit.services.device.transports.reports import ReportsTransport
+from privbandit.services.device.transports.secure_sum import SecureSumTransport
+from privbandit.shared.settings import Settings
 
 _REGISTERED: tuple[type[DeviceTransport], ...] = (ReportsTransport, SecureSumTransport)
 TRANSPORTS: dict[str, type[DeviceTransport]] = {t.name: t for t in _REGISTERED}

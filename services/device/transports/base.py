@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import httpx
 import numpy as np
 
-from services.device.cache import ModelCache
-from services.device.errors import NoHpkeKey
-from shared.core.randomizers.base import Randomizer
-from shared.settings import Settings, TaskConfig
+from privbandit.services.device.cache import ModelCache
+from privbandit.services.device.errors import NoHpkeKey
+from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.settings import Settings, TaskConfig
 
 if TYPE_CHECKING:  # the metrics module imports the secure-sum transport's key type
-    from services.device.metrics import DeviceMetrics
+    from privbandit.services.device.metrics import DeviceMetrics
 
 # Re-fetch a task's key; the current key id, or None if the analyzer is unreachable.
 KeyRefresher = Callable[[str], Awaitable[int | None]]

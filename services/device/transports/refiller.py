@@ -30,8 +30,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 import gmpy2
 
-from shared.crypto.obfuscators import obfuscators
-from shared.crypto.paillier import PaillierEncryptor
+from privbandit.shared.crypto.obfuscators import obfuscators
+from privbandit.shared.crypto.paillier import PaillierEncryptor
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
-from shared.core.randomizers.base import Randomizer
-from shared.crypto.hpke import pack_report, seal
-from shared.settings import TaskConfig
+from privbandit.services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
+from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.settings import TaskConfig
 
 
 @dataclass(frozen=True)

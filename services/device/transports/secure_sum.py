@@ -33,20 +33,24 @@ import gmpy2
 import httpx
 import numpy as np
 
-from services.common.retry import Backoff
-from services.device.background import Loops
-from services.device.errors import NoPaillierKey
-from services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
-from services.device.transports.refiller import PoolRefiller, start_refiller, start_workers
-from shared.core.randomizers.base import Randomizer
-from shared.core.randomizers.binary import BinaryRandomizer
-from shared.core.randomizers.skellam import SkellamRandomizer
-from shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
-from shared.crypto.slots import layout_for
-from shared.crypto.tags import make_tag
-from shared.protocol.messages import REPORT_ID_BYTES, TaskInfo, b64decode
-from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSumLayout
-from shared.settings import DeviceTiming, TaskConfig
+from privbandit.services.common.retry import Backoff
+from privbandit.services.device.background import Loops
+from privbandit.services.device.errors import NoPaillierKey
+from privbandit.services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
+from privbandit.services.device.transports.refiller import (
+    PoolRefiller,
+    start_refiller,
+    start_workers,
+)
+from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
+from privbandit.shared.crypto.slots import layout_for
+from privbandit.shared.crypto.tags import make_tag
+from privbandit.shared.protocol.messages import REPORT_ID_BYTES, TaskInfo, b64decode
+from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSumLayout
+from privbandit.shared.settings import DeviceTiming, TaskConfig
 
 log = logging.getLogger(__name__)
 

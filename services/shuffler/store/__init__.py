@@ -3,7 +3,7 @@ per backend: ``sqlite`` (``ShufflerStore``, one process, the zero-setup default)
 (``PgShufflerStore``, N replicas on one database; imported only when a store setting names
 PostgreSQL, so psycopg is loaded only then)."""
 
-from services.shuffler.store.base import (
+from privbandit.services.shuffler.store.base import (
     AcceptResult,
     Batch,
     SecureBatch,
@@ -16,7 +16,7 @@ from services.shuffler.store.base import (
     tag_from_bytes,
     tag_hash,
 )
-from services.shuffler.store.sqlite import ShufflerStore
+from privbandit.services.shuffler.store.sqlite import ShufflerStore
 
 __all__ = [
     "AcceptResult",

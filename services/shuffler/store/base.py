@@ -39,10 +39,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from services.common.metrics import TxMetrics
-from shared.core.policies.schedule import BatchSchedule
-from shared.protocol.messages import EncryptedReport, b64decode, b64encode
-from shared.protocol.secure_sum import EncryptedCounts
+from privbandit.services.common.metrics import TxMetrics
+from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.protocol.messages import EncryptedReport, b64decode, b64encode
+from privbandit.shared.protocol.secure_sum import EncryptedCounts
 
 T = TypeVar("T")
 

@@ -44,16 +44,16 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from services.common import pg
-from services.common.metrics import TxMetrics
-from services.common.migrations import scripts
-from services.shuffler.store import base
-from shared.core.policies.schedule import BatchSchedule
+from privbandit.services.common import pg
+from privbandit.services.common.metrics import TxMetrics
+from privbandit.services.common.migrations import scripts
+from privbandit.services.shuffler.store import base
+from privbandit.shared.core.policies.schedule import BatchSchedule
 
 log = logging.getLogger(__name__)
 
 # Append only: a released migration never changes (a new one is a new file).
-MIGRATIONS = scripts("services.shuffler.store", "postgres")
+MIGRATIONS = scripts("privbandit.services.shuffler.store", "postgres")
 
 
 class PgShufflerStore:

@@ -34,9 +34,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.common.metrics import TxMetrics
-from services.common.migrations import script
-from services.common.sqlite import (
+from privbandit.services.common.metrics import TxMetrics
+from privbandit.services.common.migrations import script
+from privbandit.services.common.sqlite import (
     Migration,
     WalSync,
     add_columns,
@@ -44,11 +44,11 @@ from services.common.sqlite import (
     open_db,
     transaction,
 )
-from services.shuffler.store import base
-from shared.core.policies.schedule import BatchSchedule
+from privbandit.services.shuffler.store import base
+from privbandit.shared.core.policies.schedule import BatchSchedule
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
-SCHEMA_V1 = script("services.shuffler.store", "sqlite", 1)
+SCHEMA_V1 = script("privbandit.services.shuffler.store", "sqlite", 1)
 
 # Secure-sum report tags: with each pending or batched report, and with each stored sum.
 SCHEMA_V3 = add_columns(

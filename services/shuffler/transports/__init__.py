@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common.transports import TransportSet, lookup
-from services.shuffler.published import PublishedConfig
-from services.shuffler.transports.base import (
+from privbandit.services.common.transports import TransportSet, lookup
+from privbandit.services.shuffler.published import PublishedConfig
+from privbandit.services.shuffler.transports.base import (
     Context,
     OnAdopted,
     ShufflerTransport,
     upload_limit,
 )
-from services.shuffler.transports.reports import ReportsTransport
-from services.shuffler.transports.secure_sum import SecureSumTransport
-from shared.settings import Settings, TaskConfig
+from privbandit.services.shuffler.transports.reports import ReportsTransport
+from privbandit.services.shuffler.transports.secure_sum import SecureSumTransport
+from privbandit.shared.settings import Settings, TaskConfig
 
 _REGISTERED: tuple[type[ShufflerTransport], ...] = (ReportsTransport, SecureSumTransport)
 TRANSPORTS: dict[str, type[ShufflerTransport]] = {t.name: t for t in _REGISTERED}

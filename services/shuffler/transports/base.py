@@ -18,14 +18,14 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
-from services.common.web import report_json_bytes
-from services.shuffler.hpke import HpkeState, Refresh
-from services.shuffler.metrics import ShufflerMetrics
-from services.shuffler.published import PublishedConfig
-from services.shuffler.store import Store
-from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, EncryptedReport
-from shared.protocol.secure_sum import EncryptedCounts
-from shared.settings import TaskConfig
+from privbandit.services.common.web import report_json_bytes
+from privbandit.services.shuffler.hpke import HpkeState, Refresh
+from privbandit.services.shuffler.metrics import ShufflerMetrics
+from privbandit.services.shuffler.published import PublishedConfig
+from privbandit.services.shuffler.store import Store
+from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, EncryptedReport
+from privbandit.shared.protocol.secure_sum import EncryptedCounts
+from privbandit.shared.settings import TaskConfig
 
 # What one device upload carries (each transport takes one kind of report).
 Reports = Sequence[EncryptedReport] | Sequence[EncryptedCounts]

@@ -10,19 +10,19 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel
 
-from services.shuffler.hpke import HpkeState, Refresh
-from services.shuffler.published import PublishedConfig
-from services.shuffler.transports.base import (
+from privbandit.services.shuffler.hpke import HpkeState, Refresh
+from privbandit.services.shuffler.published import PublishedConfig
+from privbandit.services.shuffler.transports.base import (
     Context,
     Delivery,
     OnAdopted,
     Reports,
     upload_limit,
 )
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import ciphertext_length, row_length
-from shared.protocol.messages import BatchUpload, EncryptedReport, ReportUpload
-from shared.settings import TaskConfig
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import ciphertext_length, row_length
+from privbandit.shared.protocol.messages import BatchUpload, EncryptedReport, ReportUpload
+from privbandit.shared.settings import TaskConfig
 
 
 class ReportsTransport:

@@ -38,35 +38,35 @@ import anyio.to_thread
 import gmpy2
 from pydantic import BaseModel, TypeAdapter
 
-from services.common.web import report_json_bytes
-from services.shuffler.errors import BadCiphertext, NotReady, SumUnavailable, UnknownKey
-from services.shuffler.hpke import HpkeState, Refresh
-from services.shuffler.published import PublishedConfig
-from services.shuffler.store import SecureBatch, tag_from_bytes
-from services.shuffler.transports.base import (
+from privbandit.services.common.web import report_json_bytes
+from privbandit.services.shuffler.errors import BadCiphertext, NotReady, SumUnavailable, UnknownKey
+from privbandit.services.shuffler.hpke import HpkeState, Refresh
+from privbandit.services.shuffler.published import PublishedConfig
+from privbandit.services.shuffler.store import SecureBatch, tag_from_bytes
+from privbandit.services.shuffler.transports.base import (
     Context,
     Delivery,
     OnAdopted,
     Reports,
     upload_limit,
 )
-from shared.crypto.paillier import (
+from privbandit.shared.crypto.paillier import (
     DEFAULT_KEY_BITS,
     CiphertextError,
     decode_ciphertexts,
     homomorphic_sum,
 )
-from shared.crypto.slots import SlotLayout, ciphertext_width, layout_for
-from shared.crypto.tags import TAG_CIPHERTEXT_BYTES, ciphertext_digest
-from shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, b64encode
-from shared.protocol.secure_sum import (
+from privbandit.shared.crypto.slots import SlotLayout, ciphertext_width, layout_for
+from privbandit.shared.crypto.tags import TAG_CIPHERTEXT_BYTES, ciphertext_digest
+from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, b64encode
+from privbandit.shared.protocol.secure_sum import (
     EncryptedBatchSum,
     EncryptedCounts,
     PaillierConfig,
     SecureSumUpload,
     SumMember,
 )
-from shared.settings import TaskConfig
+from privbandit.shared.settings import TaskConfig
 
 log = logging.getLogger(__name__)
 

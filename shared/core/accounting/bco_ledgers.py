@@ -11,10 +11,10 @@ achieves otherwise.
 
 from __future__ import annotations
 
-from shared.core.accounting import ledgers
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.mab_ledgers import COMPOSITION
-from shared.core.randomizers.bco import Calibration, achieved_epsilon
+from privbandit.shared.core.accounting import ledgers
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.mab_ledgers import COMPOSITION
+from privbandit.shared.core.randomizers.bco import Calibration, achieved_epsilon
 
 MECHANISMS = {
     "ldp-bco": ("Zheng et al. Alg. 1: the loss f_t(x_t) ∈ [0, B] plus N(0, σ²), sensitivity B",

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from shared.core.accounting.garcelon import theorem5_epsilon
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
-from shared.core.accounting.shuffle import shuffle_epsilon
+from privbandit.shared.core.accounting.garcelon import theorem5_epsilon
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
+from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
 
 COMPOSITION = (
     "one report per user, each report in exactly one batch: parallel composition; later batches "
@@ -82,7 +82,7 @@ def shuffle_ledger(
     over horizon T with δ0 = δ/2 (None without T or where its conditions fail).
     """
     if aggregation == "secure-sum":
-        from shared.core.accounting.sum_only import secure_sum_central
+        from privbandit.shared.core.accounting.sum_only import secure_sum_central
 
         central, accounting = secure_sum_central(eps0, batch_size, delta, d, m)
     elif aggregation == "reports":

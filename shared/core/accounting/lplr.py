@@ -11,9 +11,9 @@ as any observer on the way, so central = local.
 
 from __future__ import annotations
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.ledgers import COMPOSITION
-from shared.core.randomizers.lplr import LPLRRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledgers import COMPOSITION
+from privbandit.shared.core.randomizers.lplr import LPLRRandomizer
 
 
 def lplr_ledger(randomizer: LPLRRandomizer) -> PrivacyLedger:

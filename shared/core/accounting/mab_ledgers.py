@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.core.accounting import ledgers
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.privacy_levels import PrivacyLevels
+from privbandit.shared.core.accounting import ledgers
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.privacy_levels import PrivacyLevels
 
 COMPOSITION = ("one report per user; later models are post-processing of published ones, so a "
                "user's guarantee is that of her own report")

@@ -57,8 +57,8 @@ import math
 
 import numpy as np
 
-from shared.core.accounting.binomial import truncated_binomial
-from shared.core.accounting.search import (
+from privbandit.shared.core.accounting.binomial import truncated_binomial
+from privbandit.shared.core.accounting.search import (
     bisect_boundary,
     largest_satisfying,
     smallest_satisfying,

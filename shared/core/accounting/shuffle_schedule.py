@@ -32,10 +32,10 @@ import functools
 from collections.abc import Sequence
 from typing import Literal
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.search import illinois
-from shared.core.accounting.shuffle import shuffle_epsilon, shuffle_max_eps0
-from shared.core.accounting.sum_only import sum_only_epsilon
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.search import illinois
+from privbandit.shared.core.accounting.shuffle import shuffle_epsilon, shuffle_max_eps0
+from privbandit.shared.core.accounting.sum_only import sum_only_epsilon
 
 Aggregation = Literal["reports", "secure-sum"]
 

@@ -39,8 +39,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.search import bisect_boundary
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.search import bisect_boundary
 
 # Integer Rényi orders (AKL Cor. 3.6 is stated for integer α > 1).
 ORDERS: tuple[int, ...] = (*range(2, 129), 160, 192, 256, 320, 384, 512, 768, 1024)

@@ -60,10 +60,10 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from shared.core.accounting.binomial import truncated_binomial
-from shared.core.accounting.garcelon import randomizer_probability
-from shared.core.accounting.search import largest_satisfying, smallest_satisfying
-from shared.core.accounting.shuffle import shuffle_epsilon
+from privbandit.shared.core.accounting.binomial import truncated_binomial
+from privbandit.shared.core.accounting.garcelon import randomizer_probability
+from privbandit.shared.core.accounting.search import largest_satisfying, smallest_satisfying
+from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
 
 if TYPE_CHECKING:  # imported where used: dp-accounting loads scipy.signal (seconds of start-up)
     from dp_accounting.pld import privacy_loss_distribution as pld_lib

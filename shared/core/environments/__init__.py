@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.environments.base import Environment
-from shared.core.environments.bco import BCO_ENVIRONMENTS, make_bco_environment
-from shared.core.environments.digits import DigitsEnvironment, digits_dimension
-from shared.core.environments.fixed_linear import FixedLinearEnvironment
-from shared.core.environments.letter import LetterEnvironment, letter_dimension
-from shared.core.environments.linear import LinearEnvironment
-from shared.core.environments.logistic import LogisticEnvironment
+from privbandit.shared.core.environments.base import Environment
+from privbandit.shared.core.environments.bco import BCO_ENVIRONMENTS, make_bco_environment
+from privbandit.shared.core.environments.digits import DigitsEnvironment, digits_dimension
+from privbandit.shared.core.environments.fixed_linear import FixedLinearEnvironment
+from privbandit.shared.core.environments.letter import LetterEnvironment, letter_dimension
+from privbandit.shared.core.environments.linear import LinearEnvironment
+from privbandit.shared.core.environments.logistic import LogisticEnvironment
 
 ENVIRONMENTS = ("linear", "digits", "fixed-linear", "logistic", "letter")
 # Synthetic environments with the caller's (d, K); data sets fix their own.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.environments.multiclass import MulticlassEnvironment, components_for
+from privbandit.shared.core.environments.multiclass import MulticlassEnvironment, components_for
 
 N_CLASSES = 10
 

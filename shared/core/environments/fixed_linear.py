@@ -17,7 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.linear import LinearEnvironment, biased_features, unit_directions
+from privbandit.shared.core.environments.linear import (
+    LinearEnvironment,
+    biased_features,
+    unit_directions,
+)
 
 MAX_ARMS = 10_000
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.core.environments.multiclass import MulticlassEnvironment, components_for
+from privbandit.shared.core.environments.multiclass import MulticlassEnvironment, components_for
 
 N_CLASSES = 26
 N_ATTRIBUTES = 16

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.base import Environment
+from privbandit.shared.core.environments.base import Environment
 
 
 def unit_directions(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -15,7 +15,7 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from shared.core.environments.linear import LinearEnvironment
+from privbandit.shared.core.environments.linear import LinearEnvironment
 
 LOGIT_SCALE = 2.0
 

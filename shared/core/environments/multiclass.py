@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.base import Environment
+from privbandit.shared.core.environments.base import Environment
 
 MAX_DIMENSION = 64  # PolicyConfig.d's upper bound
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from shared.core.policies.base import Policy
-from shared.core.policies.config import PolicyConfig
-from shared.core.policies.model import Model
-from shared.core.policies.registry import (
+from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.policies.config import PolicyConfig
+from privbandit.shared.core.policies.model import Model
+from privbandit.shared.core.policies.registry import (
     REGISTRY,
     build_policy,
     entry,

@@ -42,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.rdp import gaussian_rdp_sigma
-from shared.core.design import g_optimal_design
-from shared.core.policies.base import Policy
-from shared.core.policies.config import AdaRGOPEConfig
-from shared.core.randomizers.identity import IdentityRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.rdp import gaussian_rdp_sigma
+from privbandit.shared.core.design import g_optimal_design
+from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.policies.config import AdaRGOPEConfig
+from privbandit.shared.core.randomizers.identity import IdentityRandomizer
 
 MAX_WINDOW = 8192
 REWARD_SENSITIVITY = 1.0  # one reward in [0, 1] moves one per-arm sum by at most 1
@@ -249,7 +249,7 @@ class AdaRGOPE(Policy[AdaRGOPEConfig, IdentityRandomizer]):
                                        version=model.version + 1)
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
-        from shared.core.accounting import ledgers
+        from privbandit.shared.core.accounting import ledgers
 
         c = self.config
         ledger = ledgers.central_ledger(c.alpha, c.epsilon, c.delta)

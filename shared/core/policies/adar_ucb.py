@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.mab_ledgers import adar_ucb_ledger
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.mab_base import MABPolicy
-from shared.core.policies.mab_config import AdaRUCBConfig
-from shared.core.randomizers.arms import IdentityArmRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.mab_ledgers import adar_ucb_ledger
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.mab_base import MABPolicy
+from privbandit.shared.core.policies.mab_config import AdaRUCBConfig
+from privbandit.shared.core.randomizers.arms import IdentityArmRandomizer
 
 
 class AdaRUCB(MABPolicy):

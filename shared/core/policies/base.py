@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
 
 # A policy's config and randomizer classes: ``class SBLB(NoisyStatisticsPolicy[SBLBConfig,
 # BinaryRandomizer])`` types its ``config`` and ``randomizer`` attributes.

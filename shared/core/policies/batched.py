@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shared.core.confidence import logdet_pd
-from shared.core.policies.linear import (
+from privbandit.shared.core.confidence import logdet_pd
+from privbandit.shared.core.policies.linear import (
     ConfigT,
     NoisyStatisticsPolicy,
     StatisticsRandomizerT,

@@ -44,13 +44,18 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.bco_ledgers import ldp_bco_ledger
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.ledgers import none_ledger
-from shared.core.environments.bco import BCOEnvironment, KernelParams
-from shared.core.policies.bco_config import BCOConfig, LDPBCO2Config, LDPBCOConfig, PrivateBCO
-from shared.core.policies.bco_kernels import one_point_loop, two_point_loop
-from shared.core.randomizers.bco import one_point_sigma, two_point_sigma
+from privbandit.shared.core.accounting.bco_ledgers import ldp_bco_ledger
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledgers import none_ledger
+from privbandit.shared.core.environments.bco import BCOEnvironment, KernelParams
+from privbandit.shared.core.policies.bco_config import (
+    BCOConfig,
+    LDPBCO2Config,
+    LDPBCOConfig,
+    PrivateBCO,
+)
+from privbandit.shared.core.policies.bco_kernels import one_point_loop, two_point_loop
+from privbandit.shared.core.randomizers.bco import one_point_sigma, two_point_sigma
 
 BARRIER_NU = 1.0  # ν of −ln(R² − ‖x‖²)
 

@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.core.randomizers.bco import Calibration
+from privbandit.shared.core.randomizers.bco import Calibration
 
 
 class BCOConfig(BaseModel):

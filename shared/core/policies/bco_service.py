@@ -38,20 +38,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.base import Policy
-from shared.core.policies.bco import OnePointBCO, TwoPointBCO
-from shared.core.policies.bco_config import BCOConfig
-from shared.core.policies.bco_kernels import (
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.policies.bco import OnePointBCO, TwoPointBCO
+from privbandit.shared.core.policies.bco_config import BCOConfig
+from privbandit.shared.core.policies.bco_kernels import (
     barrier_eigs,
     ellipsoid_apply,
     ftrl_ball,
     one_point_gradient,
     two_point_gradient,
 )
-from shared.core.policies.bco_model import BCOModel
-from shared.core.randomizers.bco import OnePointReport, TwoPointReport
-from shared.core.randomizers.bco_rows import BCORowRandomizer
+from privbandit.shared.core.policies.bco_model import BCOModel
+from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
+from privbandit.shared.core.randomizers.bco_rows import BCORowRandomizer
 
 VERSION_HISTORY = 256
 

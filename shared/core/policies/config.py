@@ -13,23 +13,23 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from shared.core.design import DEFAULT_TOL
-from shared.core.policies import practical
-from shared.core.policies.bco_config import (
+from privbandit.shared.core.design import DEFAULT_TOL
+from privbandit.shared.core.policies import practical
+from privbandit.shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
     LDPBCO2Config,
     LDPBCOConfig,
 )
-from shared.core.policies.mab_config import (
+from privbandit.shared.core.policies.mab_config import (
     AdaRUCBConfig,
     HeLDPUCBBConfig,
     HeLDPUCBLConfig,
     LDPMABConfig,
     UCBConfig,
 )
-from shared.core.policies.privacy_params import RenyiDP
-from shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.policies.privacy_params import RenyiDP
+from privbandit.shared.core.policies.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
 
@@ -262,7 +262,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         released coordinate (the diagonal's; off-diagonal entries carry σ_b/√2): 497 at ε = 1,
         where first batches of 350, 497 and 650 learned alike (BENCHMARKS.md, issue 22, "tighter
         sensitivity"). The cap is raised to L0 if below it."""
-        from shared.core.randomizers.skellam import batch_noise_sd
+        from privbandit.shared.core.randomizers.skellam import batch_noise_sd
 
         def get(name: str) -> float:
             value = data.get(name, cls.model_fields[name].default)

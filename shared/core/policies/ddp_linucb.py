@@ -61,11 +61,11 @@ sum out of range raises before anything reaches the policy, so its state does no
 
 from __future__ import annotations
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.skellam import batch_schedule_ledger
-from shared.core.policies.batched import ScheduledBatchPolicy
-from shared.core.policies.config import DDPLinUCBConfig
-from shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.skellam import batch_schedule_ledger
+from privbandit.shared.core.policies.batched import ScheduledBatchPolicy
+from privbandit.shared.core.policies.config import DDPLinUCBConfig
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 
 
 class DDPLinUCB(ScheduledBatchPolicy[DDPLinUCBConfig, SkellamRandomizer]):

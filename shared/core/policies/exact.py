@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.confidence import logdet_pd, time_uniform
-from shared.core.policies.config import AdaROFULConfig, LinUCBConfig
-from shared.core.policies.linear import LinearPolicy
-from shared.core.randomizers.identity import IdentityRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.confidence import logdet_pd, time_uniform
+from privbandit.shared.core.policies.config import AdaROFULConfig, LinUCBConfig
+from privbandit.shared.core.policies.linear import LinearPolicy
+from privbandit.shared.core.randomizers.identity import IdentityRandomizer
 
 MAX_WINDOW = 8192
 # first_switch materialises (window, d, d) cumulative matrices: keep them near 32 MB.
@@ -120,7 +120,7 @@ class LinUCB(ExactPolicy):
     threat_model = "none"
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
-        from shared.core.accounting import ledgers
+        from privbandit.shared.core.accounting import ledgers
 
         return ledgers.none_ledger()
 
@@ -177,7 +177,7 @@ class AdaROFUL(ExactPolicy):
         self._publish(theta, self.V.copy(), beta)
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
-        from shared.core.accounting import ledgers
+        from privbandit.shared.core.accounting import ledgers
 
         c = self.config
         return ledgers.central_ledger(c.alpha, c.epsilon, c.delta)

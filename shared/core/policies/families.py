@@ -23,12 +23,12 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
 
-from shared.core.policies.adar_gope import PhaseModel
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.base import PublishedModel
-from shared.core.policies.bco_model import BCOModel
-from shared.core.policies.model import GLBModel, Model
-from shared.protocol.messages import (
+from privbandit.shared.core.policies.adar_gope import PhaseModel
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.base import PublishedModel
+from privbandit.shared.core.policies.bco_model import BCOModel
+from privbandit.shared.core.policies.model import GLBModel, Model
+from privbandit.shared.protocol.messages import (
     AnyModelMessage,
     ArmModelMessage,
     BCOModelMessage,

@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.environments.linear import biased_features, unit_directions
-from shared.core.policies.adar_gope import AdaRGOPE, PhaseModel
-from shared.core.policies.config import AdaRGOPEConfig
-from shared.core.randomizers.base import unpack_row
+from privbandit.shared.core.environments.linear import biased_features, unit_directions
+from privbandit.shared.core.policies.adar_gope import AdaRGOPE, PhaseModel
+from privbandit.shared.core.policies.config import AdaRGOPEConfig
+from privbandit.shared.core.randomizers.base import unpack_row
 
 MAX_PHASE = 2**32 - 1
 

@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.policies.config import LDPGLBConfig
-from shared.core.policies.ldp_linucb import LDPLinUCB
-from shared.core.policies.model import GLBModel, Model
-from shared.core.randomizers.glb import VersionedGLBRandomizer
+from privbandit.shared.core.policies.config import LDPGLBConfig
+from privbandit.shared.core.policies.ldp_linucb import LDPLinUCB
+from privbandit.shared.core.policies.model import GLBModel, Model
+from privbandit.shared.core.randomizers.glb import VersionedGLBRandomizer
 
 LINK_BOUND = 1.0  # C: |g| ≤ 1 for the logistic link
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.config import LDPLinUCBConfig
-from shared.core.policies.linear import NoisyStatisticsPolicy
-from shared.core.randomizers.gaussian import GaussianRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.policies.config import LDPLinUCBConfig
+from privbandit.shared.core.policies.linear import NoisyStatisticsPolicy
+from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
 
 
 class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
@@ -82,7 +82,7 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
         return k
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
-        from shared.core.accounting import ledgers
+        from privbandit.shared.core.accounting import ledgers
 
         ledger = ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)
         return ledger.model_copy(update={"accounting": self.report_accounting()

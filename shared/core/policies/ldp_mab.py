@@ -30,15 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.mab_ledgers import ldp_mab_ledger
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.index import IndexState
-from shared.core.policies.mab_base import MABPolicy
-from shared.core.policies.mab_config import LDPMABConfig
-from shared.core.policies.tsallis import TsallisState
-from shared.core.privacy_levels import levels_for
-from shared.core.randomizers.arms import GaussianArmRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.mab_ledgers import ldp_mab_ledger
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.index import IndexState
+from privbandit.shared.core.policies.mab_base import MABPolicy
+from privbandit.shared.core.policies.mab_config import LDPMABConfig
+from privbandit.shared.core.policies.tsallis import TsallisState
+from privbandit.shared.core.privacy_levels import levels_for
+from privbandit.shared.core.randomizers.arms import GaussianArmRandomizer
 
 
 class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):

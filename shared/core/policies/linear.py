@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from shared.core.confidence import (
+from privbandit.shared.core.confidence import (
     clip_eigenvalues,
     matrix_noise_bound,
     noisy_ridge_beta,
@@ -19,10 +19,10 @@ from shared.core.confidence import (
     time_uniform,
     vector_noise_bound,
 )
-from shared.core.policies.base import Policy, RandomizerT
-from shared.core.policies.config import PolicyConfig
-from shared.core.policies.model import Model
-from shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.policies.base import Policy, RandomizerT
+from privbandit.shared.core.policies.config import PolicyConfig
+from privbandit.shared.core.policies.model import Model
+from privbandit.shared.core.randomizers.base import Randomizer
 
 # A linear policy's config: the parameters of ``PolicyConfig`` (d, L, S, σ, δ, λ, the scale).
 ConfigT = TypeVar("ConfigT", bound=PolicyConfig)

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.linear import LinearPolicy
-from shared.core.policies.lplr_config import LPLRConfig
-from shared.core.policies.lplr_tree import OracleTree
-from shared.core.randomizers.lplr import BlockSums, LPLRRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.policies.linear import LinearPolicy
+from privbandit.shared.core.policies.lplr_config import LPLRConfig
+from privbandit.shared.core.policies.lplr_tree import OracleTree
+from privbandit.shared.core.randomizers.lplr import BlockSums, LPLRRandomizer
 
 MAX_EPOCHS = 64  # union bound of the failure probability over epochs (τ_1·2^63 users suffice)
 INEQUALITIES_PER_BIN = 6  # count, sampling (u, Σ), noise (u, Σ) and one spare, per bin
@@ -172,7 +172,7 @@ class LPLR(LinearPolicy[LPLRConfig, LPLRRandomizer]):
         self.in_group += n
 
     def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
-        from shared.core.accounting.lplr import lplr_ledger
+        from privbandit.shared.core.accounting.lplr import lplr_ledger
 
         return lplr_ledger(self.randomizer)
 

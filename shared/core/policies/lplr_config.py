@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from shared.core.policies.config import PolicyConfig
+from privbandit.shared.core.policies.config import PolicyConfig
 
 
 class LPLRConfig(PolicyConfig):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.core.randomizers.lplr import BlockSums, LPLRRandomizer
+from privbandit.shared.core.randomizers.lplr import BlockSums, LPLRRandomizer
 
 
 @dataclass(frozen=True)

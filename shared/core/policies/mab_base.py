@@ -23,11 +23,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.base import Policy
-from shared.core.policies.mab_config import MABConfig
-from shared.core.randomizers.arms import ArmRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.policies.mab_config import MABConfig
+from privbandit.shared.core.randomizers.arms import ArmRandomizer
 
 MABConfigT = TypeVar("MABConfigT", bound=MABConfig)
 ArmRandomizerT = TypeVar("ArmRandomizerT", bound=ArmRandomizer)

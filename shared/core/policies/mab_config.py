@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from shared.core.policies.privacy_params import RenyiDP
-from shared.core.privacy_levels import EPS_MAX, PrivacyLevels, choose_eps_min, levels_for
+from privbandit.shared.core.policies.privacy_params import RenyiDP
+from privbandit.shared.core.privacy_levels import EPS_MAX, PrivacyLevels, choose_eps_min, levels_for
 
 
 class MABConfig(BaseModel):

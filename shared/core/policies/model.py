@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from shared.core.confidence import ellipsoid_norms
+from privbandit.shared.core.confidence import ellipsoid_norms
 
 
 def shared_arms(A: np.ndarray) -> bool:

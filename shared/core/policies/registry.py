@@ -20,17 +20,17 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from shared.core.policies.adar_gope import AdaRGOPE
-from shared.core.policies.adar_ucb import AdaRUCB
-from shared.core.policies.base import Policy, SumIngesting
-from shared.core.policies.bco_config import (
+from privbandit.shared.core.policies.adar_gope import AdaRGOPE
+from privbandit.shared.core.policies.adar_ucb import AdaRUCB
+from privbandit.shared.core.policies.base import Policy, SumIngesting
+from privbandit.shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
     LDPBCO2Config,
     LDPBCOConfig,
 )
-from shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBCO2
-from shared.core.policies.config import (
+from privbandit.shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBCO2
+from privbandit.shared.core.policies.config import (
     AdaRGOPEConfig,
     AdaROFULConfig,
     DDPLinUCBConfig,
@@ -40,25 +40,25 @@ from shared.core.policies.config import (
     SBLBConfig,
     SBLBFixedConfig,
 )
-from shared.core.policies.ddp_linucb import DDPLinUCB
-from shared.core.policies.exact import AdaROFUL, LinUCB
-from shared.core.policies.families import ARMS, BCO_FAMILY, GLB, LINEAR, PHASE, Family
-from shared.core.policies.gope_service import AdaRGOPEService
-from shared.core.policies.ldp_glb import LDPGLB
-from shared.core.policies.ldp_linucb import LDPLinUCB
-from shared.core.policies.ldp_mab import LDPMAB
-from shared.core.policies.lplr import LPLR
-from shared.core.policies.lplr_config import LPLRConfig
-from shared.core.policies.mab_config import (
+from privbandit.shared.core.policies.ddp_linucb import DDPLinUCB
+from privbandit.shared.core.policies.exact import AdaROFUL, LinUCB
+from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, LINEAR, PHASE, Family
+from privbandit.shared.core.policies.gope_service import AdaRGOPEService
+from privbandit.shared.core.policies.ldp_glb import LDPGLB
+from privbandit.shared.core.policies.ldp_linucb import LDPLinUCB
+from privbandit.shared.core.policies.ldp_mab import LDPMAB
+from privbandit.shared.core.policies.lplr import LPLR
+from privbandit.shared.core.policies.lplr_config import LPLRConfig
+from privbandit.shared.core.policies.mab_config import (
     AdaRUCBConfig,
     HeLDPUCBBConfig,
     HeLDPUCBLConfig,
     LDPMABConfig,
     UCBConfig,
 )
-from shared.core.policies.sblb import SBLB, SBLBFixed
-from shared.core.policies.ucb import UCB, HeLDPUCBB, HeLDPUCBL
-from shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.policies.sblb import SBLB, SBLBFixed
+from privbandit.shared.core.policies.ucb import UCB, HeLDPUCBB, HeLDPUCBL
+from privbandit.shared.core.randomizers.base import Randomizer
 
 ThreatModel = Literal["none", "ldp", "shuffle", "central"]
 Transport = Literal["reports", "secure-sum"]

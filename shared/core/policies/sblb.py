@@ -39,10 +39,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.batched import ScheduledBatchPolicy
-from shared.core.policies.config import SBLBConfig
-from shared.core.randomizers.binary import BinaryRandomizer
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.policies.batched import ScheduledBatchPolicy
+from privbandit.shared.core.policies.config import SBLBConfig
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer
 
 
 class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
@@ -55,7 +55,7 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         c = self.config
         if c.fixed_eps0 is not None:
             return c.fixed_eps0
-        from shared.core.accounting.shuffle_schedule import max_eps0
+        from privbandit.shared.core.accounting.shuffle_schedule import max_eps0
 
         assert c.epsilon is not None  # fixed_eps0 is None only with a central target
         return max_eps0(c.epsilon, size, c.delta, c.d, c.m, c.accountant)
@@ -85,8 +85,8 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         Fixed ε0 and fixed batches: as before (``ledgers.shuffle_ledger``, with Thm 5's figure).
         Otherwise per batch length of the schedule (each with its own ε0) and the worst case over
         them (``shuffle_schedule.schedule_ledger``)."""
-        from shared.core.accounting import ledgers
-        from shared.core.accounting.shuffle_schedule import schedule_ledger
+        from privbandit.shared.core.accounting import ledgers
+        from privbandit.shared.core.accounting.shuffle_schedule import schedule_ledger
 
         c = self.config
         if aggregation not in ("reports", "secure-sum"):
@@ -106,9 +106,9 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         """One batch length's ledger at its ε0. Secure-sum batches longer than the sum-only
         accountant's length are accounted there (an upper bound), and the whole-report bound,
         cheap at any length, is taken at the true length when lower."""
-        from shared.core.accounting import ledgers
-        from shared.core.accounting.shuffle import shuffle_epsilon
-        from shared.core.accounting.shuffle_schedule import accounted_length
+        from privbandit.shared.core.accounting import ledgers
+        from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
+        from privbandit.shared.core.accounting.shuffle_schedule import accounted_length
 
         c, eps0 = self.config, self.eps0_for(size)
         if size <= 1:

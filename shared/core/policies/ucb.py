@@ -31,16 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.accounting import ledgers
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.mab_ledgers import heldp_ledger, no_local_levels
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.index import IndexState
-from shared.core.policies.mab_base import MABPolicy
-from shared.core.policies.mab_config import HeLDPConfig, MABConfig, UCBConfig
-from shared.core.privacy_levels import bernoulli_factor, laplace_factor
-from shared.core.randomizers.arms import ArmRandomizer, IdentityArmRandomizer
-from shared.core.randomizers.heldp import CTBRandomizer, CTLRandomizer, debias_bernoulli
+from privbandit.shared.core.accounting import ledgers
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.mab_ledgers import heldp_ledger, no_local_levels
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.index import IndexState
+from privbandit.shared.core.policies.mab_base import MABPolicy
+from privbandit.shared.core.policies.mab_config import HeLDPConfig, MABConfig, UCBConfig
+from privbandit.shared.core.privacy_levels import bernoulli_factor, laplace_factor
+from privbandit.shared.core.randomizers.arms import ArmRandomizer, IdentityArmRandomizer
+from privbandit.shared.core.randomizers.heldp import CTBRandomizer, CTLRandomizer, debias_bernoulli
 
 
 class IndexPolicy(MABPolicy):

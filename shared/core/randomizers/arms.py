@@ -38,8 +38,8 @@ import numpy as np
 # norm.isf(q) is -ndtri(q): the normal quantile without scipy.stats (a second of start-up).
 from scipy.special import ndtri
 
-from shared.core.accounting.gaussian import gaussian_sigma
-from shared.core.randomizers.base import unpack_row
+from privbandit.shared.core.accounting.gaussian import gaussian_sigma
+from privbandit.shared.core.randomizers.base import unpack_row
 
 HONEST_REFUSAL = 2.0**-40
 MAX_ARMS = 65_535

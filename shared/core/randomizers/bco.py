@@ -29,8 +29,8 @@ from typing import Literal
 
 import numpy as np
 
-from shared.core.accounting.gaussian import gaussian_delta, gaussian_sigma
-from shared.core.accounting.search import bisect_boundary
+from privbandit.shared.core.accounting.gaussian import gaussian_delta, gaussian_sigma
+from privbandit.shared.core.accounting.search import bisect_boundary
 
 Calibration = Literal["analytic", "paper"]
 

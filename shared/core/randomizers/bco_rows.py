@@ -24,9 +24,9 @@ import numpy as np
 # norm.isf(q) is -ndtri(q): the normal quantile without scipy.stats (a second of start-up).
 from scipy.special import ndtri
 
-from shared.core.randomizers.arms import HONEST_REFUSAL
-from shared.core.randomizers.base import versioned_row
-from shared.core.randomizers.bco import OnePointReport, TwoPointReport
+from privbandit.shared.core.randomizers.arms import HONEST_REFUSAL
+from privbandit.shared.core.randomizers.base import versioned_row
+from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
 
 UNIT_TOLERANCE = 1e-9
 TAIL = float(-ndtri(HONEST_REFUSAL / 2))

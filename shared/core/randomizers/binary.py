@@ -26,7 +26,12 @@ import math
 
 import numpy as np
 
-from shared.core.randomizers.base import Estimate, check_inputs, symmetric_from_upper, upper_indices
+from privbandit.shared.core.randomizers.base import (
+    Estimate,
+    check_inputs,
+    symmetric_from_upper,
+    upper_indices,
+)
 
 
 def n_coords(d: int) -> int:

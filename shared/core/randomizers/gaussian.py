@@ -42,8 +42,13 @@ import numpy as np
 # norm.isf(q) is -ndtri(q): the normal quantile without scipy.stats (a second of start-up).
 from scipy.special import ndtri
 
-from shared.core.accounting.gaussian import gaussian_sigma
-from shared.core.randomizers.base import Estimate, check_inputs, symmetric_from_upper, upper_indices
+from privbandit.shared.core.accounting.gaussian import gaussian_sigma
+from privbandit.shared.core.randomizers.base import (
+    Estimate,
+    check_inputs,
+    symmetric_from_upper,
+    upper_indices,
+)
 
 # Probability that an honest report has some entry outside the admissible box (see module doc).
 HONEST_REFUSAL = 2.0**-40

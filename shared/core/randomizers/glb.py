@@ -41,12 +41,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from shared.core.randomizers.base import (
+from privbandit.shared.core.randomizers.base import (
     Estimate,
     symmetric_from_upper,
     versioned_row,
 )
-from shared.core.randomizers.gaussian import GaussianRandomizer
+from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
 
 
 def glb_sensitivity(L: float, S: float) -> float:

@@ -26,8 +26,8 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from shared.core.privacy_levels import EPS_MAX
-from shared.core.randomizers.arms import (
+from privbandit.shared.core.privacy_levels import EPS_MAX
+from privbandit.shared.core.randomizers.arms import (
     HONEST_REFUSAL,
     ArmRandomizer,
     check_rewards,

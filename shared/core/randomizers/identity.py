@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.randomizers.base import Estimate, check_inputs
+from privbandit.shared.core.randomizers.base import Estimate, check_inputs
 
 
 class IdentityRandomizer:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.core.randomizers.base import symmetric_from_upper, upper_indices
+from privbandit.shared.core.randomizers.base import symmetric_from_upper, upper_indices
 
 
 @dataclass(frozen=True)

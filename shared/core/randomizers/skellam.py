@@ -75,15 +75,20 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.accounting.skellam import (
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.skellam import (
     ddp_ledger,
     honest_shares,
     replacement_sensitivities,
     skellam_mu,
 )
-from shared.core.randomizers.base import Estimate, check_inputs, symmetric_from_upper, upper_indices
-from shared.core.randomizers.exact_poisson import ExactSkellam, rational_rate
+from privbandit.shared.core.randomizers.base import (
+    Estimate,
+    check_inputs,
+    symmetric_from_upper,
+    upper_indices,
+)
+from privbandit.shared.core.randomizers.exact_poisson import ExactSkellam, rational_rate
 
 # Sub-Gaussian factor of a Skellam share for |t| ≤ 1 (module docstring).
 SKELLAM_SUBGAUSSIAN = 2.0 * (math.cosh(1.0) - 1.0)

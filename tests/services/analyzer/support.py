@@ -9,17 +9,17 @@ from collections.abc import Callable
 
 import httpx
 
-from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
-from shared.crypto.slots import ciphertext_width
-from shared.protocol.messages import (
+from privbandit.shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
+from privbandit.shared.crypto.slots import ciphertext_width
+from privbandit.shared.protocol.messages import (
     BatchAck,
     BatchUpload,
     EncryptedReport,
     HpkeConfig,
     b64decode,
 )
-from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
-from shared.settings import TaskConfig
+from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
+from privbandit.shared.settings import TaskConfig
 from tests.helpers import (
     auth,
     central_task,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.analyzer.app import create_app
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app
+from privbandit.shared.settings import Settings
 from tests.helpers import TOKEN, error, privacy, report_maker, running
 from tests.services.analyzer.support import SHUF, batch, hpke_of
 

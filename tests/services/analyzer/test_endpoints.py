@@ -3,10 +3,10 @@ ledgers and metrics."""
 
 from __future__ import annotations
 
-from services.analyzer.app import create_app
-from services.analyzer.runtime import AnalyzerRuntime
-from shared.protocol.messages import ModelMessage, TaskInfo, b64decode
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app
+from privbandit.services.analyzer.runtime import AnalyzerRuntime
+from privbandit.shared.protocol.messages import ModelMessage, TaskInfo, b64decode
+from privbandit.shared.settings import Settings
 from tests.helpers import auth, error, privacy, report_maker, running
 from tests.services.analyzer.support import CEN, LOC, SHUF, batch, hpke_of
 

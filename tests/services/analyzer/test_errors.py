@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.analyzer.app import create_app
-from shared.protocol.messages import BatchAck
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app
+from privbandit.shared.protocol.messages import BatchAck
+from privbandit.shared.settings import Settings
 from tests.helpers import (
     TOKEN,
     auth,

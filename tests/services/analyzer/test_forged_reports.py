@@ -15,13 +15,19 @@ import httpx
 import numpy as np
 import pytest
 
-from services.analyzer.app import create_app as create_analyzer
-from services.shuffler.app import create_app as create_shuffler
-from shared.core.policies import linear as policy_linear
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import pack_report, seal
-from shared.protocol.messages import BatchAck, EncryptedReport, HpkeConfig, ModelMessage, b64decode
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.core.policies import linear as policy_linear
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.protocol.messages import (
+    BatchAck,
+    EncryptedReport,
+    HpkeConfig,
+    ModelMessage,
+    b64decode,
+)
+from privbandit.shared.settings import Settings
 from tests.helpers import (
     auth,
     eventually,

@@ -7,12 +7,18 @@ import asyncio
 
 import numpy as np
 
-from services.analyzer.app import create_app
-from services.analyzer.ingest import IngestPipeline
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import pack_report, seal
-from shared.protocol.messages import BatchAck, BatchUpload, ModelMessage, b64decode, b64encode
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app
+from privbandit.services.analyzer.ingest import IngestPipeline
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.protocol.messages import (
+    BatchAck,
+    BatchUpload,
+    ModelMessage,
+    b64decode,
+    b64encode,
+)
+from privbandit.shared.settings import Settings
 from tests.helpers import auth, encrypt_rows, make_rows, privacy, report_maker, running
 from tests.services.analyzer.support import CEN, LOC, SHUF, batch, hpke_of
 

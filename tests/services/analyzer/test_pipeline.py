@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from services.analyzer.app import create_app
-from services.analyzer.ingest import IngestPipeline
-from shared.protocol.messages import BatchAck, HpkeConfig
-from shared.protocol.secure_sum import PaillierConfig
+from privbandit.services.analyzer.app import create_app
+from privbandit.services.analyzer.ingest import IngestPipeline
+from privbandit.shared.protocol.messages import BatchAck, HpkeConfig
+from privbandit.shared.protocol.secure_sum import PaillierConfig
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     counts_maker,

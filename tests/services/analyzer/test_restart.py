@@ -8,14 +8,14 @@ import sqlite3
 import numpy as np
 import pytest
 
-from services.analyzer.app import create_app
-from services.analyzer.runtime import DB_FILE
-from services.analyzer.store.sqlite import MIGRATIONS
-from services.common.sqlite import schema_version
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import seal
-from shared.protocol.messages import BatchAck, b64decode
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app
+from privbandit.services.analyzer.runtime import DB_FILE
+from privbandit.services.analyzer.store.sqlite import MIGRATIONS
+from privbandit.services.common.sqlite import schema_version
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import seal
+from privbandit.shared.protocol.messages import BatchAck, b64decode
+from privbandit.shared.settings import Settings
 from tests.helpers import (
     auth,
     central_task,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.analyzer.app import create_app
-from services.analyzer.status import TaskStatus, render
-from shared.core.accounting.ledger import PrivacyLedger
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app
+from privbandit.services.analyzer.status import TaskStatus, render
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.settings import Settings
 from tests.helpers import auth, make_settings, privacy, report_maker, running
 from tests.services.analyzer.support import SHUF, batch, hpke_of
 

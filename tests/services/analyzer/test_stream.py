@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from privbandit.launcher import free_ports
-from services.analyzer.__main__ import build_server
-from services.analyzer.app import create_app
-from shared.protocol.messages import ModelMessage
-from shared.settings import Settings
+from privbandit.services.analyzer.__main__ import build_server
+from privbandit.services.analyzer.app import create_app
+from privbandit.shared.protocol.messages import ModelMessage
+from privbandit.shared.settings import Settings
 from tests.helpers import TOKEN, auth, patience, report_maker
 from tests.services.analyzer.support import SHUF, batch, hpke_of, next_event
 
@@ -77,7 +77,8 @@ async def test_main_serves_and_sigterm_ends_streams(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVBANDIT_")}
     env.update(PRIVBANDIT_CONFIG=str(config), PYTHONPATH=str(Path(__file__).parents[3]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.analyzer", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "privbandit.services.analyzer",
+         "--host", "127.0.0.1", "--port", str(port)],
         env=env,
     )
     try:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 
-from services.analyzer.__main__ import build_server
-from services.analyzer.app import create_app
-from shared.settings import Limits
+from privbandit.services.analyzer.__main__ import build_server
+from privbandit.services.analyzer.app import create_app
+from privbandit.shared.settings import Limits
 from tests.helpers import error, eventually, make_settings, patience
 from tests.services.analyzer.support import next_event
 

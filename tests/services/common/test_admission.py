@@ -12,8 +12,8 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from services.common.admission import BACKLOG, AdmissionMiddleware
-from shared.settings import Limits
+from privbandit.services.common.admission import BACKLOG, AdmissionMiddleware
+from privbandit.shared.settings import Limits
 from tests.helpers import error, make_settings, patience
 
 
@@ -109,7 +109,7 @@ def test_every_service_has_a_bound_and_others_none() -> None:
 async def test_a_device_app_sheds_beyond_its_setting_and_counts_it(tmp_path: Path) -> None:
     """The device app built from its settings carries the bound, and its ``/metrics`` counts
     the shed requests (``privbandit_device_requests_shed_total``)."""
-    from services.device.app import create_app
+    from privbandit.services.device.app import create_app
     from tests.helpers import running
 
     settings = make_settings(tmp_path, limits={"device_requests": 1, "retry_after": 4})

@@ -12,12 +12,18 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
 
-from services.common.app import build_app
-from services.common.deps import get_runtime, task_dependency
-from services.common.errors import Conflict, NotFound, ServiceError, Unavailable, UnknownTask
-from services.common.group_commit import ShuttingDown
-from services.common.health import Readiness, health
-from services.common.metrics import ServiceMetrics
+from privbandit.services.common.app import build_app
+from privbandit.services.common.deps import get_runtime, task_dependency
+from privbandit.services.common.errors import (
+    Conflict,
+    NotFound,
+    ServiceError,
+    Unavailable,
+    UnknownTask,
+)
+from privbandit.services.common.group_commit import ShuttingDown
+from privbandit.services.common.health import Readiness, health
+from privbandit.services.common.metrics import ServiceMetrics
 from tests.helpers import error, make_settings, running
 
 
@@ -138,7 +144,7 @@ def test_a_service_process_runs_blas_on_one_thread() -> None:
     loop on d×d work); the limiter restores the previous limits."""
     from threadpoolctl import threadpool_info
 
-    from services.common.cli import single_threaded_blas
+    from privbandit.services.common.cli import single_threaded_blas
 
     limiter = single_threaded_blas()
     try:
@@ -156,7 +162,7 @@ def test_no_page_loads_scripts_from_a_cdn() -> None:
 
     from fastapi.testclient import TestClient
 
-    from services.shuffler.app import create_app
+    from privbandit.services.shuffler.app import create_app
     from tests.helpers import make_settings
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -174,7 +180,7 @@ def test_an_unreachable_database_is_a_503_with_retry_after() -> None:
     from fastapi import FastAPI
     from fastapi.testclient import TestClient
 
-    from services.common.web import STORE_RETRY_AFTER, install_error_handlers
+    from privbandit.services.common.web import STORE_RETRY_AFTER, install_error_handlers
 
     app = FastAPI()
     install_error_handlers(app)

@@ -11,12 +11,12 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, Field
 
-from services.common.body import JsonBody, body_openapi, json_response
-from services.common.web import install_error_handlers
-from services.device.app import create_app as create_device
-from services.shuffler.app import create_app as create_shuffler
-from shared.protocol.messages import DecideRequest, FeedbackRequest, ReportUpload
-from shared.protocol.secure_sum import SecureSumUpload
+from privbandit.services.common.body import JsonBody, body_openapi, json_response
+from privbandit.services.common.web import install_error_handlers
+from privbandit.services.device.app import create_app as create_device
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.protocol.messages import DecideRequest, FeedbackRequest, ReportUpload
+from privbandit.shared.protocol.secure_sum import SecureSumUpload
 from tests.helpers import make_settings
 
 

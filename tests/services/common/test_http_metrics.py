@@ -8,8 +8,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.analyzer.app import create_app
-from services.common.http_metrics import HTTP_SECONDS
+from privbandit.services.analyzer.app import create_app
+from privbandit.services.common.http_metrics import HTTP_SECONDS
 from tests.helpers import make_settings, running
 
 

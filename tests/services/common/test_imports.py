@@ -14,8 +14,9 @@ import pytest
 HEAVY = ("dp_accounting", "scipy.signal", "scipy.stats", "scipy.optimize")
 
 
-@pytest.mark.parametrize("app", ["services.shuffler.app", "services.analyzer.app",
-                                 "services.device.app", "privbandit.cli"])
+@pytest.mark.parametrize("app", ["privbandit.services.shuffler.app",
+                                 "privbandit.services.analyzer.app",
+                                 "privbandit.services.device.app", "privbandit.cli"])
 def test_a_service_app_imports_no_accountant_library(app: str) -> None:
     code = (f"import json, sys, {app}\n"
             f"print(json.dumps(sorted(m for m in sys.modules if m in {HEAVY!r})))")

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from services.common import pg
-from services.common.metrics import ServiceMetrics, TxMetrics
+from privbandit.services.common import pg
+from privbandit.services.common.metrics import ServiceMetrics, TxMetrics
 from tests.helpers import PG_SERVER, pg_schemas
 
 SERVICE = "pgtest"

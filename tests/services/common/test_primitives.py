@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from services.common.group_commit import GroupCommitter, ShuttingDown
-from services.common.retry import Backoff
-from services.common.sqlite import (
+from privbandit.services.common.group_commit import GroupCommitter, ShuttingDown
+from privbandit.services.common.retry import Backoff
+from privbandit.services.common.sqlite import (
     SchemaError,
     add_columns,
     migrate,

@@ -12,8 +12,8 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 from uvicorn.server import ServerState
 
-from services.common.admission import BACKLOG
-from services.common.server import HeadTimeoutProtocol
+from privbandit.services.common.admission import BACKLOG
+from privbandit.services.common.server import HeadTimeoutProtocol
 
 
 class Transport(asyncio.Transport):

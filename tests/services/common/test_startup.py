@@ -17,14 +17,14 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from services.analyzer.app import create_app as create_analyzer
-from services.common.datadir import MARKER, StartupRefused
-from services.common.sqlite import open_db
-from services.device.app import create_app as create_device
-from services.device.decision_ids import KEY_FILE as DECISION_KEY_FILE
-from services.shuffler.app import create_app as create_shuffler
-from shared.crypto.keystore import HPKE_KEY_FILE, PAILLIER_KEY_FILE
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.common.datadir import MARKER, StartupRefused
+from privbandit.services.common.sqlite import open_db
+from privbandit.services.device.app import create_app as create_device
+from privbandit.services.device.decision_ids import KEY_FILE as DECISION_KEY_FILE
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.crypto.keystore import HPKE_KEY_FILE, PAILLIER_KEY_FILE
+from privbandit.shared.settings import Settings
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     make_settings,
@@ -233,7 +233,7 @@ async def test_init_creates_new_files_in_place_of_lost_ones(
     settings = await first_start(tmp_path, service)
     lost = directory(settings, service) / STATE_FILES[service][0]
     lost.unlink()
-    with caplog.at_level(logging.WARNING, logger="services.common.datadir"):
+    with caplog.at_level(logging.WARNING, logger="privbandit.services.common.datadir"):
         await start_and_stop(service, settings, init=True)
     assert f"--init: {lost}" in caplog.text
     assert lost.stat().st_size > 0
@@ -381,7 +381,7 @@ def run_service(service: str, data_dir: Path, token: str | None) -> subprocess.C
     if token is not None:
         env["PRIVBANDIT_SHUFFLER_TOKEN"] = token
     return subprocess.run(
-        [sys.executable, "-m", f"services.{service}", "--port", "1"],
+        [sys.executable, "-m", f"privbandit.services.{service}", "--port", "1"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(60),
     )
 

@@ -7,14 +7,14 @@ import typing
 
 import pytest
 
-from services.analyzer.transports import TRANSPORTS as ANALYZER
-from services.analyzer.transports import transport_for
-from services.common.transports import lookup, tasks_by_transport
-from services.device.transports import TRANSPORTS as DEVICE
-from services.shuffler.transports import TRANSPORTS as SHUFFLER
-from services.shuffler.transports import transport_class
-from shared.protocol.messages import TaskInfo
-from shared.settings import Settings, TaskConfig
+from privbandit.services.analyzer.transports import TRANSPORTS as ANALYZER
+from privbandit.services.analyzer.transports import transport_for
+from privbandit.services.common.transports import lookup, tasks_by_transport
+from privbandit.services.device.transports import TRANSPORTS as DEVICE
+from privbandit.services.shuffler.transports import TRANSPORTS as SHUFFLER
+from privbandit.services.shuffler.transports import transport_class
+from privbandit.shared.protocol.messages import TaskInfo
+from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import central_task, ldp_task, shuffle_task
 
 

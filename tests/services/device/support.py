@@ -20,14 +20,14 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from services.analyzer.app import create_app as create_analyzer
-from services.device import create_app as create_device
-from shared.core.policies import randomizer_for
-from shared.crypto.keystore import PaillierKeyStore
-from shared.crypto.paillier import decode_ciphertexts, decrypt_sum
-from shared.protocol.messages import EncryptedReport, ReportUpload
-from shared.protocol.secure_sum import EncryptedCounts, SecureSumUpload
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.device import create_app as create_device
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.keystore import PaillierKeyStore
+from privbandit.shared.crypto.paillier import decode_ciphertexts, decrypt_sum
+from privbandit.shared.protocol.messages import EncryptedReport, ReportUpload
+from privbandit.shared.protocol.secure_sum import EncryptedCounts, SecureSumUpload
+from privbandit.shared.settings import Settings
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     eventually,

@@ -13,9 +13,9 @@ import numpy as np
 import pydantic
 import pytest
 
-from services.device.decision_ids import uid_floor
-from services.device.store import DeviceStore
-from shared.settings import DeviceTiming, Limits
+from privbandit.services.device.decision_ids import uid_floor
+from privbandit.services.device.store import DeviceStore
+from privbandit.shared.settings import DeviceTiming, Limits
 from tests.helpers import FAST_DEVICE, error, eventually, make_settings
 
 from .support import FakeShuffler, decide, delivered, features, stack, status

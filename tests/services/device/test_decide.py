@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.settings import Settings
+from privbandit.shared.settings import Settings
 from tests.helpers import error
 
 from .support import D, K, decide, features, stack, status
@@ -129,9 +129,9 @@ async def test_malformed_bodies_and_routes(settings: Settings) -> None:
 def test_check_features_names_the_first_bad_row() -> None:
     """The fast path converts and checks the whole matrix at once; a refusal still names the
     first offending row (and its norm), as the per-row checks did."""
-    from services.device.decisions import check_features
-    from services.device.errors import FeatureNorm, NotFinite, WrongDimension
-    from shared.settings import TaskConfig
+    from privbandit.services.device.decisions import check_features
+    from privbandit.services.device.errors import FeatureNorm, NotFinite, WrongDimension
+    from privbandit.shared.settings import TaskConfig
 
     cfg = TaskConfig.model_validate({"id": "t", "threat_model": "none", "K": 4,
                                      "policy": {"algo": "linucb", "d": 3}})

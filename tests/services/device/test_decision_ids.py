@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.device.decision_ids import (
+from privbandit.services.device.decision_ids import (
     KEY_BYTES,
     DecisionIds,
     issued_ms,
     uid_floor,
 )
-from services.device.errors import UnknownDecision
+from privbandit.services.device.errors import UnknownDecision
 
 
 def raw(decision_id: str) -> bytes:

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import unpack_report
-from shared.crypto.keystore import HpkeKeyStore
-from shared.settings import Settings
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import unpack_report
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.settings import Settings
 from tests.helpers import central_task, error, eventually, ldp_task, shuffle_task
 
 from .support import D, decide, delivered, features, stack, status

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from services.device import create_app as create_device
-from shared.settings import Settings
+from privbandit.services.device import create_app as create_device
+from privbandit.shared.settings import Settings
 from tests.helpers import auth, central_task, eventually, make_settings, report_maker, running
 
 from .support import D, K, Stack, decide, features, give_feedbacks, outbox_empty, stack, status
@@ -19,7 +19,7 @@ async def test_device_follows_new_models(settings: Settings) -> None:
     polling here, since an in-process transport cannot stream) and decides with them."""
     async with stack(settings) as s:
         hpke = (await s.analyzer.get("/v1/hpke-config")).json()
-        from shared.protocol.messages import HpkeConfig
+        from privbandit.shared.protocol.messages import HpkeConfig
 
         make = report_maker(HpkeConfig.model_validate(hpke), seed=3)
         cfg = central_task()
@@ -63,7 +63,7 @@ async def test_status_is_json_of_the_protocol_message(settings: Settings) -> Non
     """``/v1/status`` is exactly the protocol's ``DeviceStatus`` (including ``dropped``)."""
     async with stack(settings) as s:
         body = (await s.device.get("/v1/status")).json()
-        from shared.protocol.messages import DeviceStatus
+        from privbandit.shared.protocol.messages import DeviceStatus
 
         status = DeviceStatus.model_validate_json(json.dumps(body))
         assert status.dropped == 0 and set(body) == set(DeviceStatus.model_fields)

@@ -8,9 +8,9 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from services.analyzer.app import create_app as create_analyzer
-from shared.protocol.messages import ReportUpload
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.shared.protocol.messages import ReportUpload
+from privbandit.shared.settings import Settings
 from tests.helpers import eventually, running
 
 from .support import (

@@ -13,8 +13,12 @@ from contextlib import contextmanager
 import pytest
 from phe import paillier
 
-from services.device.transports.refiller import WORKER_NICE, start_refiller, start_workers
-from shared.crypto.paillier import PaillierEncryptor, decrypt_sum
+from privbandit.services.device.transports.refiller import (
+    WORKER_NICE,
+    start_refiller,
+    start_workers,
+)
+from privbandit.shared.crypto.paillier import PaillierEncryptor, decrypt_sum
 from tests.helpers import deadline
 
 
@@ -75,7 +79,7 @@ def test_a_dead_worker_leaves_the_refill_to_the_device_process(keypair, workers)
 
 ORPHAN_PROBE = """
 import os, sys, time
-from services.device.transports.refiller import start_workers
+from privbandit.services.device.transports.refiller import start_workers
 pool = start_workers(2)
 pids = {pool.submit(os.getpid).result() for _ in range(20)}
 print(" ".join(map(str, sorted(pids))), flush=True)

@@ -15,16 +15,16 @@ import httpx
 import numpy as np
 import pytest
 
-from services.analyzer.app import create_app as create_analyzer
-from services.shuffler.app import create_app as create_shuffler
-from shared.core.policies import randomizer_for
-from shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
-from shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, decrypt_sum
-from shared.crypto.slots import pack, unpack
-from shared.crypto.tags import ciphertext_digest, open_tag
-from shared.protocol.messages import b64decode
-from shared.protocol.secure_sum import PaillierConfig, SecureSumUpload
-from shared.settings import Retry
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
+from privbandit.shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, decrypt_sum
+from privbandit.shared.crypto.slots import pack, unpack
+from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
+from privbandit.shared.protocol.messages import b64decode
+from privbandit.shared.protocol.secure_sum import PaillierConfig, SecureSumUpload
+from privbandit.shared.settings import Retry
 from tests.helpers import (
     FAST_DEVICE,
     PAILLIER_TEST_BITS,
@@ -268,11 +268,11 @@ async def _dropped(client: httpx.AsyncClient, n: int) -> bool:
 def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
     """A config whose layout differs from what the device derives (c, m, l), a task the
     analyzer does not run as secure-sum, or a key below the minimum is refused."""
-    from services.device.transports.secure_sum import ConfigMismatch, check_config
-    from shared.crypto.paillier import generate_keypair
-    from shared.crypto.slots import layout
-    from shared.protocol.messages import TaskInfo
-    from shared.protocol.secure_sum import paillier_config
+    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.shared.crypto.paillier import generate_keypair
+    from privbandit.shared.crypto.slots import layout
+    from privbandit.shared.protocol.messages import TaskInfo
+    from privbandit.shared.protocol.secure_sum import paillier_config
 
     public, _ = generate_keypair(512, allow_small=True)
     info = TaskInfo(id="sum", threat_model="shuffle", algo="sblb-fixed", d=3, K=4,
@@ -300,11 +300,11 @@ async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop
     """With the pool empty, a report is still encrypted correctly (r^n computed on the spot, in
     a worker thread that releases the GIL) and counted as a fallback; its tag binds a fresh
     report id to its ciphertext bytes."""
-    from services.device.transports.refiller import PoolRefiller
-    from services.device.transports.secure_sum import TaskKey
-    from shared.crypto.paillier import generate_keypair
-    from shared.crypto.slots import layout
-    from shared.protocol.secure_sum import paillier_config
+    from privbandit.services.device.transports.refiller import PoolRefiller
+    from privbandit.services.device.transports.secure_sum import TaskKey
+    from privbandit.shared.crypto.paillier import generate_keypair
+    from privbandit.shared.crypto.slots import layout
+    from privbandit.shared.protocol.secure_sum import paillier_config
 
     public, private = generate_keypair(512, allow_small=True)
     config = paillier_config(public.n, layout(9, 10, 1, 512))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from services.common.sqlite import schema_version
-from services.device.errors import DecisionUsed
-from services.device.store import MIGRATIONS, SCHEMA_V1, DeviceStore
+from privbandit.services.common.sqlite import schema_version
+from privbandit.services.device.errors import DecisionUsed
+from privbandit.services.device.store import MIGRATIONS, SCHEMA_V1, DeviceStore
 
 # The device's schema before secure-sum (no transport / key id columns), without versioning.
 BEFORE_SECURE_SUM = """
@@ -143,7 +143,7 @@ async def test_the_wal_is_checkpointed_by_the_sync_thread_not_inside_a_commit(
     """SQLite's automatic checkpoint (inside a COMMIT, on the event loop's thread) is off; the
     sync's worker thread checkpoints every ``CHECKPOINT_EVERY`` groups instead, so the rows
     reach the database file itself (read here without the WAL: ``immutable=1``)."""
-    from services.device.store import CHECKPOINT_EVERY
+    from privbandit.services.device.store import CHECKPOINT_EVERY
 
     path = tmp_path / "device.sqlite3"
     store = DeviceStore(path)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from services.common.retry import Backoff
-from shared.settings import DeviceTiming, Retry, Settings
+from privbandit.services.common.retry import Backoff
+from privbandit.shared.settings import DeviceTiming, Retry, Settings
 
 
 def test_defaults_are_the_former_module_constants() -> None:

@@ -17,13 +17,18 @@ import httpx
 import numpy as np
 from fastapi import FastAPI
 
-from services.analyzer.app import create_app as create_analyzer
-from services.shuffler.app import create_app as create_shuffler
-from shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
-from shared.crypto.slots import ciphertext_width
-from shared.protocol.messages import HpkeConfig, PrivacyReport, TaskQueueStatus, b64decode
-from shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
-from shared.settings import Settings
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
+from privbandit.shared.crypto.slots import ciphertext_width
+from privbandit.shared.protocol.messages import (
+    HpkeConfig,
+    PrivacyReport,
+    TaskQueueStatus,
+    b64decode,
+)
+from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
+from privbandit.shared.settings import Settings
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     assert_same_state,

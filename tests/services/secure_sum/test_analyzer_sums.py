@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from services.analyzer.app import create_app as create_analyzer
-from shared.crypto.keystore import PAILLIER_KEY_FILE
-from shared.crypto.paillier import (
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.shared.crypto.keystore import PAILLIER_KEY_FILE
+from privbandit.shared.crypto.paillier import (
     PaillierEncryptor,
     PaillierKeyError,
     encode_ciphertexts,
     homomorphic_sum,
 )
-from shared.crypto.slots import ciphertext_width, pack
-from shared.crypto.tags import ciphertext_digest
-from shared.protocol.messages import BatchAck, HpkeConfig, b64decode, b64encode
-from shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
+from privbandit.shared.crypto.slots import ciphertext_width, pack
+from privbandit.shared.crypto.tags import ciphertext_digest
+from privbandit.shared.protocol.messages import BatchAck, HpkeConfig, b64decode, b64encode
+from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
 from tests.helpers import (
     auth,
     counts_maker,

@@ -22,26 +22,26 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from services.analyzer.app import create_app as create_analyzer
-from services.shuffler.app import create_app as create_shuffler
-from shared.core.policies import build_policy, randomizer_for
-from shared.core.randomizers.skellam import SkellamRandomizer
-from shared.crypto.keystore import PaillierKeyStore
-from shared.crypto.paillier import (
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.core.policies import build_policy, randomizer_for
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.crypto.keystore import PaillierKeyStore
+from privbandit.shared.crypto.paillier import (
     PaillierEncryptor,
     decode_ciphertexts,
     decrypt_sum,
     encode_ciphertexts,
 )
-from shared.crypto.slots import pack_signed, unpack_signed
-from shared.protocol.messages import HpkeConfig
-from shared.protocol.secure_sum import (
+from privbandit.shared.crypto.slots import pack_signed, unpack_signed
+from privbandit.shared.protocol.messages import HpkeConfig
+from privbandit.shared.protocol.secure_sum import (
     EncryptedBatchSum,
     EncryptedCounts,
     PaillierConfig,
     SecureSumUpload,
 )
-from shared.settings import Settings, TaskConfig
+from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     assert_same_state,
@@ -219,7 +219,8 @@ async def test_an_out_of_range_sum_is_quarantined_without_a_state_change(
     async with ddp_stack(settings) as s:
         before = json.dumps(s.state(), sort_keys=True)
         model_before = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
-        with caplog.at_level(logging.WARNING, logger="services.analyzer.transports.secure_sum"):
+        logger = "privbandit.services.analyzer.transports.secure_sum"
+        with caplog.at_level(logging.WARNING, logger=logger):
             accepted = await upload(s.shuffler, lying_reports(s, RANDOMIZER.offset), "ddp")
             assert accepted.accepted == L
             await eventually(
@@ -247,11 +248,11 @@ async def _outbox_empty(device: httpx.AsyncClient) -> bool:
 def test_the_device_checks_the_signed_layout() -> None:
     """A ddp-linucb device derives its own offset O from the task's parameters: a published
     layout with another O (or the unsigned layout of the same c, l) is refused."""
-    from services.device.transports.secure_sum import ConfigMismatch, check_config
-    from shared.crypto.paillier import generate_keypair
-    from shared.crypto.slots import layout
-    from shared.protocol.messages import TaskInfo
-    from shared.protocol.secure_sum import paillier_config
+    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.shared.crypto.paillier import generate_keypair
+    from privbandit.shared.crypto.slots import layout
+    from privbandit.shared.protocol.messages import TaskInfo
+    from privbandit.shared.protocol.secure_sum import paillier_config
 
     public, _ = generate_keypair(1024, allow_small=True)
     o = RANDOMIZER.offset

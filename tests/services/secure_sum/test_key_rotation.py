@@ -9,12 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.shuffler import published as shuffler_keys
-from services.shuffler.app import create_app as create_shuffler
-from shared.crypto.keystore import PAILLIER_KEY_FILE
-from shared.protocol.messages import HpkeConfig
-from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
-from shared.settings import Settings
+from privbandit.services.shuffler import published as shuffler_keys
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.crypto.keystore import PAILLIER_KEY_FILE
+from privbandit.shared.protocol.messages import HpkeConfig
+from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from privbandit.shared.settings import Settings
 from tests.helpers import (
     counted,
     counts_maker,

@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from services.shuffler.forwarder import WINDOW
-from shared.crypto.paillier import encode_ciphertexts
-from shared.protocol.messages import (
+from privbandit.services.shuffler.forwarder import WINDOW
+from privbandit.shared.crypto.paillier import encode_ciphertexts
+from privbandit.shared.protocol.messages import (
     BatchAck,
     HpkeConfig,
     ModelMessage,
     ReportsAccepted,
     b64decode,
 )
-from shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     analyzer_totals,

@@ -5,8 +5,8 @@ refused before anything is stored, and intake (and readiness) wait for the analy
 from pathlib import Path
 from typing import Any
 
-from shared.crypto.slots import ciphertext_width
-from shared.protocol.messages import HpkeConfig, ReportsAccepted, b64decode, b64encode
+from privbandit.shared.crypto.slots import ciphertext_width
+from privbandit.shared.protocol.messages import HpkeConfig, ReportsAccepted, b64decode, b64encode
 from tests.helpers import counts_maker, error, eventually, report_maker, secure_sum_ready, upload
 
 from .support import SUM, Recorder, acked, settings_for, stack

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.crypto.keystore import HpkeKeyStore
 from tests.services.stores import store
 
 

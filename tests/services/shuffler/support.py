@@ -12,10 +12,10 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from services.shuffler.app import create_app as create_shuffler
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import BatchUpload
-from shared.settings import Settings
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import BatchUpload
+from privbandit.shared.settings import Settings
 from tests.helpers import ldp_task, make_settings, queue_status, shuffle_task
 
 SHUF = shuffle_task()  # l = 5

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from shared.crypto.keystore import HpkeKeyStore
-from shared.settings import Limits
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.settings import Limits
 from tests.helpers import error, eventually, queue_status, report_maker, running, upload
 
 from .support import BIG, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.crypto.keystore import HpkeKeyStore
 from tests.helpers import TOKEN, eventually, queue_status, report_maker, running, upload
 
 from .support import BIG, LOC, SHUF, FakeAnalyzer, acked, settings_for, shuffler_app

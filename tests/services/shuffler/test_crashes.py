@@ -14,7 +14,12 @@ import httpx
 import pytest
 
 from privbandit.launcher import free_ports
-from shared.protocol.messages import EncryptedReport, HpkeConfig, PrivacyReport, ShufflerStatus
+from privbandit.shared.protocol.messages import (
+    EncryptedReport,
+    HpkeConfig,
+    PrivacyReport,
+    ShufflerStatus,
+)
 from tests.helpers import TOKEN, eventually, patience, report_maker
 
 from .support import LOC, SHUF
@@ -34,7 +39,8 @@ class Service:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVBANDIT_")}
         env.update(PRIVBANDIT_CONFIG=str(self.config), PYTHONPATH=str(ROOT))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", f"services.{self.name}", "--port", str(self.port)], env=env
+            [sys.executable, "-m", f"privbandit.services.{self.name}", "--port", str(self.port)],
+            env=env
         )
 
     async def ready(self) -> None:

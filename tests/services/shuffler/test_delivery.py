@@ -10,10 +10,10 @@ from pathlib import Path
 
 import httpx
 
-from services.analyzer.app import create_app as create_analyzer
-from services.shuffler.app import create_app as create_shuffler
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import HpkeConfig, PrivacyReport
+from privbandit.services.analyzer.app import create_app as create_analyzer
+from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import HpkeConfig, PrivacyReport
 from tests.helpers import eventually, queue_status, report_maker, running, upload
 
 from .support import SHUF, FakeAnalyzer, acked, settings_for, shuffler_app

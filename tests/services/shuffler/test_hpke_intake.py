@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from services.shuffler import published
-from services.shuffler.tasks import ct_bytes
-from shared.crypto.hpke import LOW_ORDER_U
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import EncryptedReport, ReportsAccepted, b64encode
+from privbandit.services.shuffler import published
+from privbandit.services.shuffler.tasks import ct_bytes
+from privbandit.shared.crypto.hpke import LOW_ORDER_U
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import EncryptedReport, ReportsAccepted, b64encode
 from tests.helpers import error, queue_status, report_maker, running, upload
 
 from .support import SHUF, FakeAnalyzer, settings_for, shuffler_app

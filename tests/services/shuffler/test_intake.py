@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import (
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import (
     MAX_REPORTS_PER_UPLOAD,
     EncryptedReport,
     ReportsAccepted,
@@ -135,9 +135,9 @@ async def test_sqlite_intake_commits_on_the_loop_and_checkpoints_in_a_worker(
     per group); SQLite's automatic checkpoint (inside a COMMIT, on the loop) is off, and a worker
     thread checkpoints every ``CHECKPOINT_EVERY`` groups, so the reports reach the database file
     itself (read without the WAL: ``immutable=1``). A PostgreSQL commit stays in a worker."""
-    from services.shuffler import intake as intake_mod
-    from services.shuffler.store import ShufflerStore
-    from services.shuffler.store.postgres import PgShufflerStore
+    from privbandit.services.shuffler import intake as intake_mod
+    from privbandit.services.shuffler.store import ShufflerStore
+    from privbandit.services.shuffler.store.postgres import PgShufflerStore
 
     assert ShufflerStore.accept_in_loop and not PgShufflerStore.accept_in_loop
     threads: dict[str, set[int]] = {"accept": set(), "checkpoint": set()}

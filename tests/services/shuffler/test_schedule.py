@@ -16,11 +16,11 @@ import psycopg
 import pytest
 
 import tests.helpers as helpers
-from services.shuffler.store import ShufflerStore, Store, Upload
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.schedule import BatchSchedule
-from shared.protocol.messages import EncryptedReport, b64encode
-from shared.protocol.secure_sum import EncryptedCounts
+from privbandit.services.shuffler.store import ShufflerStore, Store, Upload
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.protocol.messages import EncryptedReport, b64encode
+from privbandit.shared.protocol.secure_sum import EncryptedCounts
 
 SCHEDULE = BatchSchedule.parse("geometric:3,2,12")  # 3, 6, 12, 12, …
 
@@ -38,7 +38,7 @@ def open_store(backend: str, tmp_path: Path, *, poll: float = 3600) -> Store:
     ``poll`` says otherwise)."""
     if backend == "sqlite":
         return ShufflerStore(tmp_path / "shuffler.sqlite3", {"sum": SCHEDULE})
-    from services.shuffler.store.postgres import PgShufflerStore
+    from privbandit.services.shuffler.store.postgres import PgShufflerStore
 
     return PgShufflerStore(helpers.STORES["shuffler"], {"sum": SCHEDULE}, poll=poll)
 
@@ -169,7 +169,7 @@ def test_a_report_never_lands_in_a_batch_shorter_than_its_share_is_sized_for(
     if store == "sqlite":
         shuffler: Store = ShufflerStore(tmp_path / "s.sqlite3", {"ddp": schedule})
     else:
-        from services.shuffler.store.postgres import PgShufflerStore
+        from privbandit.services.shuffler.store.postgres import PgShufflerStore
 
         shuffler = PgShufflerStore(helpers.STORES["shuffler"], {"ddp": schedule}, poll=3600)
     models = [analyzer.model]
@@ -240,8 +240,8 @@ def test_a_store_started_afresh_catches_up_with_the_analyzers_announced_length(
 async def test_the_shuffler_reads_the_announced_length_from_the_analyzers_model(
     tmp_path: Path, store: str
 ) -> None:
-    from services.shuffler.schedule import ScheduleCatchUp
-    from shared.settings import Settings
+    from privbandit.services.shuffler.schedule import ScheduleCatchUp
+    from privbandit.shared.settings import Settings
 
     announced: dict[str, object] = {"batch_size": None}
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import tests.helpers as helpers
-from services.common.sqlite import schema_version
-from services.shuffler.store import ShufflerStore, StaleKeyRefusal, Store, Upload
-from services.shuffler.store.sqlite import MIGRATIONS, SCHEMA_V1
-from shared.crypto.keystore import HpkeKeyStore
-from shared.protocol.messages import EncryptedReport, b64encode
-from shared.protocol.secure_sum import EncryptedCounts
+from privbandit.services.common.sqlite import schema_version
+from privbandit.services.shuffler.store import ShufflerStore, StaleKeyRefusal, Store, Upload
+from privbandit.services.shuffler.store.sqlite import MIGRATIONS, SCHEMA_V1
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.protocol.messages import EncryptedReport, b64encode
+from privbandit.shared.protocol.secure_sum import EncryptedCounts
 from tests.helpers import report_maker
 
 from .support import SHUF
@@ -68,7 +68,7 @@ def open_store(backend: str, tmp_path: Path, sizes: dict[str, int]) -> Store:
     that every batch is formed by the call under test)."""
     if backend == "sqlite":
         return ShufflerStore(tmp_path / "shuffler.sqlite3", sizes)
-    from services.shuffler.store.postgres import PgShufflerStore
+    from privbandit.services.shuffler.store.postgres import PgShufflerStore
 
     return PgShufflerStore(helpers.STORES["shuffler"], sizes, poll=3600)
 

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.accounting.rdp import gaussian_rdp_epsilon
-from shared.core.environments.fixed_linear import FixedLinearEnvironment
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.adar_gope import AdaRGOPE, PhaseModel
+from privbandit.shared.core.accounting.rdp import gaussian_rdp_epsilon
+from privbandit.shared.core.environments.fixed_linear import FixedLinearEnvironment
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.adar_gope import AdaRGOPE, PhaseModel
 
 
 def _policy(d: int, seed: int = 0, **params: float) -> AdaRGOPE:
@@ -141,7 +141,10 @@ def test_state_round_trip_continues_the_same_schedule() -> None:
 
 
 def test_ledger_is_the_rdp_gaussian_converted_by_dp_accounting() -> None:
-    from shared.core.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
+    from privbandit.shared.core.accounting.rdp import (
+        gaussian_dp_epsilon_via_dp_accounting,
+        rdp_to_dp,
+    )
 
     policy = _policy(4, alpha=2.0, epsilon=0.5, delta=1e-6)
     ledger = policy.ledger()

@@ -12,10 +12,10 @@ import pytest
 from pydantic import ValidationError
 
 from privbandit.cli import main
-from shared.core.confidence import logdet_pd
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.config import ADAR_AUTO_FIRST_PER_SIGMA, AdaROFULConfig
-from shared.core.simulator import simulate
+from privbandit.shared.core.confidence import logdet_pd
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.config import ADAR_AUTO_FIRST_PER_SIGMA, AdaROFULConfig
+from privbandit.shared.core.simulator import simulate
 
 # RDP ε at α = 2 whose conversion is central (1, 10⁻⁶) (BENCHMARKS.md, issue 10 item 5).
 RDP_EPS_CENTRAL_1 = 0.04871
@@ -173,7 +173,7 @@ def test_rdp_epsilon_for_central_states_the_target_and_the_exact_gaussian_agrees
     e^ε Φ(−Δ/(2σ) − εσ/Δ)), which the RDP conversion only bounds, is within δ at the target."""
     from scipy.stats import norm
 
-    from shared.core.accounting.ledgers import central_ledger, rdp_epsilon_for_central
+    from privbandit.shared.core.accounting.ledgers import central_ledger, rdp_epsilon_for_central
 
     rdp = rdp_epsilon_for_central(alpha, central, delta)
     stated = central_ledger(alpha, rdp, delta).central_epsilon

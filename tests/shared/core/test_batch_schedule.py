@@ -12,19 +12,19 @@ import pytest
 from pydantic import ValidationError
 
 from privbandit.cli import main
-from shared.core.accounting.rdp import rdp_to_dp
-from shared.core.accounting.skellam import (
+from privbandit.shared.core.accounting.rdp import rdp_to_dp
+from privbandit.shared.core.accounting.skellam import (
     honest_shares,
     skellam_epsilon,
     skellam_mu,
     skellam_rdp,
 )
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.config import AUTO_FIRST_PER_SIGMA, DDPLinUCBConfig
-from shared.core.policies.model import Model
-from shared.core.policies.schedule import BatchSchedule
-from shared.core.simulator import contains, simulate, summarize
-from shared.settings import TaskConfig
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.config import AUTO_FIRST_PER_SIGMA, DDPLinUCBConfig
+from privbandit.shared.core.policies.model import Model
+from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.simulator import contains, simulate, summarize
+from privbandit.shared.settings import TaskConfig
 from tests.helpers import run_recording_batches
 
 

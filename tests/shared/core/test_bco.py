@@ -8,11 +8,15 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from shared.core.bco_simulator import simulate_bco, unit_directions
-from shared.core.environments.bco import BCO_ENVIRONMENTS, BCOEnvironment, uniform_in_ball
-from shared.core.policies.bco import build_bco_policy
-from shared.core.policies.bco_config import BCO_CONFIGS
-from shared.core.policies.bco_kernels import ftrl_ball, one_point_loop, two_point_loop
+from privbandit.shared.core.bco_simulator import simulate_bco, unit_directions
+from privbandit.shared.core.environments.bco import (
+    BCO_ENVIRONMENTS,
+    BCOEnvironment,
+    uniform_in_ball,
+)
+from privbandit.shared.core.policies.bco import build_bco_policy
+from privbandit.shared.core.policies.bco_config import BCO_CONFIGS
+from privbandit.shared.core.policies.bco_kernels import ftrl_ball, one_point_loop, two_point_loop
 
 ALGOS = sorted(BCO_CONFIGS)
 

@@ -19,14 +19,14 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.bco_simulator import unit_directions
-from shared.core.policies.bco_kernels import (
+from privbandit.shared.core.bco_simulator import unit_directions
+from privbandit.shared.core.policies.bco_kernels import (
     barrier_eigs,
     ellipsoid_apply,
     one_point_gradient,
     two_point_gradient,
 )
-from shared.core.randomizers.bco import OnePointReport, TwoPointReport
+from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
 
 K_SE = 5.0
 N = 300_000

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from shared.core.bco_simulator import unit_directions
-from shared.core.environments.bco import BCOEnvironment
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.bco import build_bco_policy
-from shared.core.policies.bco_kernels import barrier_eigs
-from shared.core.policies.bco_service import VERSION_HISTORY, exploration_matrix
-from shared.core.randomizers.bco_rows import TAIL, BCORowRandomizer
+from privbandit.shared.core.bco_simulator import unit_directions
+from privbandit.shared.core.environments.bco import BCOEnvironment
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.bco import build_bco_policy
+from privbandit.shared.core.policies.bco_kernels import barrier_eigs
+from privbandit.shared.core.policies.bco_service import VERSION_HISTORY, exploration_matrix
+from privbandit.shared.core.randomizers.bco_rows import TAIL, BCORowRandomizer
 
 D = 3
 

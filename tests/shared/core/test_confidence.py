@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.confidence import (
+from privbandit.shared.core.confidence import (
     clip_eigenvalues,
     ellipsoid_norms,
     make_positive_definite,
@@ -16,7 +16,7 @@ from shared.core.confidence import (
     time_uniform,
     vector_noise_bound,
 )
-from shared.core.randomizers.base import symmetric_from_upper
+from privbandit.shared.core.randomizers.base import symmetric_from_upper
 
 
 def test_matrix_noise_bound_covers_gaussian_symmetric_noise() -> None:
@@ -76,7 +76,7 @@ def test_eq8_regularizer_dominates_the_bit_noise_bound_where_it_matters() -> Non
     """SBLB's paper regularizer c_t = 2L²·2λ_j (Eq. 8) exceeds our high-probability bound Υ_t on
     ‖H_t‖ once a few reports are in, for every supported d and m; where it does not (d·m large,
     t tiny) the policy raises c_t to Υ_t + λ, so ρ_min > 0 and β is always finite."""
-    from shared.core.policies import build_policy, make_config
+    from privbandit.shared.core.policies import build_policy, make_config
 
     raised = 0
     for d in (2, 5, 10, 20, 40, 64):
@@ -99,7 +99,7 @@ def test_one_users_decision_is_the_batched_decision(beta: float) -> None:
     """``Model.decide_one`` (‖W x‖ with the cached W = chol⁻¹) chooses the arm ``decide`` (a
     triangular solve) does, and its index agrees with ``scores`` to rounding: 2,000 random
     users, K = 20, d = 5, on ill- and well-conditioned V."""
-    from shared.core.policies.model import Model
+    from privbandit.shared.core.policies.model import Model
 
     rng = np.random.default_rng(11)
     d, K = 5, 20

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.core.environments.linear import LinearEnvironment
-from shared.core.policies import build_policy, make_config
-from shared.core.simulator import checkpoints_for, run_once
+from privbandit.shared.core.environments.linear import LinearEnvironment
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.simulator import checkpoints_for, run_once
 
 DELTA = 0.1
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from privbandit.cli import main
-from shared.core.policies import build_policy, make_config
-from shared.core.randomizers.skellam import clean_statistics
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.randomizers.skellam import clean_statistics
 
 
 def test_noise_free_sum_recovers_the_statistics() -> None:
@@ -68,7 +68,7 @@ def test_simulate_command_with_honest_fraction(tmp_path: Path) -> None:
 
 
 def test_packed_batch_round_trip_and_out_of_range_sum_refused_without_state_change() -> None:
-    from shared.crypto.slots import SlotRangeError, layout, pack_signed, unpack_signed
+    from privbandit.shared.crypto.slots import SlotRangeError, layout, pack_signed, unpack_signed
 
     def ingest_plaintexts(policy, plaintexts, lay, n):  # type: ignore[no-untyped-def]
         """The analyzer's order: decode (may refuse), then ingest."""
@@ -103,7 +103,7 @@ def test_packed_batch_round_trip_and_out_of_range_sum_refused_without_state_chan
 def test_a_ddp_task_is_served_over_the_secure_sum_only() -> None:
     from pydantic import ValidationError
 
-    from shared.settings import TaskConfig
+    from privbandit.shared.settings import TaskConfig
 
     task = TaskConfig(id="ddp", threat_model="shuffle", aggregation="secure-sum",
                       policy={"algo": "ddp-linucb", "d": 5})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.core.design import g_optimal_design
-from shared.core.environments.fixed_linear import FixedLinearEnvironment
+from privbandit.shared.core.design import g_optimal_design
+from privbandit.shared.core.environments.fixed_linear import FixedLinearEnvironment
 
 
 def _g(arms: np.ndarray, w: np.ndarray) -> float:

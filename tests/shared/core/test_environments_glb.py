@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from shared.core.environments import make_environment
-from shared.core.environments.letter import load_letter
-from shared.core.environments.logistic import LOGIT_SCALE
+from privbandit.shared.core.environments import make_environment
+from privbandit.shared.core.environments.letter import load_letter
+from privbandit.shared.core.environments.logistic import LOGIT_SCALE
 from tests.helpers import patience
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,7 +73,7 @@ def test_letter_loads_with_the_network_disabled() -> None:
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
         import numpy as np
-        from shared.core.environments import make_environment
+        from privbandit.shared.core.environments import make_environment
         env = make_environment("letter", 52, 26, np.random.default_rng(0))
         print(env.labels.shape[0], env.K, env.d)
     """)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from privbandit.cli import main
-from shared.core.confidence import clip_eigenvalues
-from shared.core.policies import build_policy
-from shared.core.policies.config import LDPGLBConfig, LDPLinUCBConfig
-from shared.core.simulator import simulate
+from privbandit.shared.core.confidence import clip_eigenvalues
+from privbandit.shared.core.policies import build_policy
+from privbandit.shared.core.policies.config import LDPGLBConfig, LDPLinUCBConfig
+from privbandit.shared.core.simulator import simulate
 
 
 @pytest.mark.parametrize("algo,env,cls", [("ldp-linucb", "linear", LDPLinUCBConfig),

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.ldp_glb import LDPGLB
-from shared.core.simulator import simulate, summarize
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.ldp_glb import LDPGLB
+from privbandit.shared.core.simulator import simulate, summarize
 
 
 def _policy(**params: float) -> LDPGLB:

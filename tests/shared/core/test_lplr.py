@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.core.environments import make_environment
-from shared.core.lplr_simulator import run_lplr_once, simulate_lplr
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.lplr import LPLR
-from shared.core.simulator import checkpoints_for
+from privbandit.shared.core.environments import make_environment
+from privbandit.shared.core.lplr_simulator import run_lplr_once, simulate_lplr
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.lplr import LPLR
+from privbandit.shared.core.simulator import checkpoints_for
 
 D = 5
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.environments.mab import MABEnvironment, default_means
+from privbandit.shared.core.environments.mab import MABEnvironment, default_means
 
 
 def test_default_instance() -> None:

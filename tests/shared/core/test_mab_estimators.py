@@ -15,11 +15,16 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.environments.mab import MABEnvironment, default_means
-from shared.core.policies import build_policy, make_config
-from shared.core.privacy_levels import parse_levels
-from shared.core.randomizers.arms import GaussianArmRandomizer
-from shared.core.randomizers.heldp import CTBRandomizer, CTLRandomizer, debias_bernoulli, sigmoid
+from privbandit.shared.core.environments.mab import MABEnvironment, default_means
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.privacy_levels import parse_levels
+from privbandit.shared.core.randomizers.arms import GaussianArmRandomizer
+from privbandit.shared.core.randomizers.heldp import (
+    CTBRandomizer,
+    CTLRandomizer,
+    debias_bernoulli,
+    sigmoid,
+)
 
 N = 300_000
 K_SE = 5

@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.environments.mab import MABEnvironment, default_means
-from shared.core.mab_simulator import levels_of, play_by_rows
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.arm_model import ArmModel
-from shared.core.policies.tsallis import tsallis_weights
+from privbandit.shared.core.environments.mab import MABEnvironment, default_means
+from privbandit.shared.core.mab_simulator import levels_of, play_by_rows
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.arm_model import ArmModel
+from privbandit.shared.core.policies.tsallis import tsallis_weights
 
 K = 6
 CASES = {

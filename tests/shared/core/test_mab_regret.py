@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.environments.mab import MABEnvironment, default_means
-from shared.core.mab_simulator import simulate_mab
-from shared.core.policies import make_config
+from privbandit.shared.core.environments.mab import MABEnvironment, default_means
+from privbandit.shared.core.mab_simulator import simulate_mab
+from privbandit.shared.core.policies import make_config
 
 K, T, RUNS = 5, 20_000, 6
 ENV = MABEnvironment(default_means(K))

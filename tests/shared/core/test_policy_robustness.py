@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies import build_policy, make_config
 
 
 def _good_rows(policy, n: int, rng: np.random.Generator) -> np.ndarray:

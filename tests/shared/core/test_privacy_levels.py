@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.privacy_levels import (
+from privbandit.shared.core.privacy_levels import (
     EPS_MAX,
     bernoulli_factor,
     choose_eps_min,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.policies import build_policy, make_config
-from shared.core.simulator import simulate, summarize
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.simulator import simulate, summarize
 
 
 def _finals(algo: str, T: int, runs: int, seed: int, **params) -> np.ndarray:
@@ -90,7 +90,7 @@ def test_simulation_is_reproducible() -> None:
 def test_same_users_replay_varies_only_private_randomness() -> None:
     """The demo's reference replays fixed users: a non-private policy is then deterministic,
     while a private one varies with the device randomness."""
-    from shared.core.simulator import same_users_regret
+    from privbandit.shared.core.simulator import same_users_regret
 
     exact = same_users_regret(make_config("linucb", d=3), "linear", 5, 2000, seed=3, reps=3)
     assert np.ptp(exact) == 0

@@ -14,20 +14,20 @@ import pytest
 from pydantic import ValidationError
 
 from privbandit.cli import main
-from shared.core.accounting import shuffle_schedule
-from shared.core.accounting.ledgers import shuffle_ledger
-from shared.core.accounting.shuffle import (
+from privbandit.shared.core.accounting import shuffle_schedule
+from privbandit.shared.core.accounting.ledgers import shuffle_ledger
+from privbandit.shared.core.accounting.shuffle import (
     shuffle_closed_form_epsilon,
     shuffle_epsilon,
     shuffle_max_eps0,
 )
-from shared.core.accounting.shuffle_schedule import central_epsilon, max_eps0
-from shared.core.accounting.sum_only import sum_only_epsilon, sum_only_max_eps0
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.config import SBLBConfig
-from shared.core.randomizers.binary import flip_probability
-from shared.core.simulator import simulate, summarize
-from shared.settings import TaskConfig
+from privbandit.shared.core.accounting.shuffle_schedule import central_epsilon, max_eps0
+from privbandit.shared.core.accounting.sum_only import sum_only_epsilon, sum_only_max_eps0
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.config import SBLBConfig
+from privbandit.shared.core.randomizers.binary import flip_probability
+from privbandit.shared.core.simulator import simulate, summarize
+from privbandit.shared.settings import TaskConfig
 from tests.helpers import run_recording_batches
 
 DELTA = 1e-6

@@ -12,8 +12,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
-from shared.core.policies import randomizer_for
-from shared.crypto.hpke import (
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import (
     ENC_BYTES,
     LOW_ORDER_U,
     SUITE,
@@ -27,8 +27,13 @@ from shared.crypto.hpke import (
     seal,
     unpack_report,
 )
-from shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore
-from shared.protocol.messages import REPORT_ID_BYTES, EncryptedReport, b64decode, b64encode
+from privbandit.shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore
+from privbandit.shared.protocol.messages import (
+    REPORT_ID_BYTES,
+    EncryptedReport,
+    b64decode,
+    b64encode,
+)
 from tests.helpers import central_task, ldp_task, shuffle_task
 
 

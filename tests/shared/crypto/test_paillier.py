@@ -14,12 +14,12 @@ import pytest
 from phe import paillier
 from pydantic import ValidationError
 
-from services.device.transports.refiller import start_refiller
-from shared.core.policies import build_policy, make_config
-from shared.core.policies.sblb import SBLB
-from shared.core.randomizers.binary import BinaryRandomizer, n_coords
-from shared.crypto.keystore import PAILLIER_KEY_FILE, PaillierKeyStore
-from shared.crypto.paillier import (
+from privbandit.services.device.transports.refiller import start_refiller
+from privbandit.shared.core.policies import build_policy, make_config
+from privbandit.shared.core.policies.sblb import SBLB
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer, n_coords
+from privbandit.shared.crypto.keystore import PAILLIER_KEY_FILE, PaillierKeyStore
+from privbandit.shared.crypto.paillier import (
     CiphertextError,
     PaillierEncryptor,
     PaillierKeyError,
@@ -31,9 +31,9 @@ from shared.crypto.paillier import (
     open_batch_sum,
     paillier_key_id,
 )
-from shared.crypto.slots import SlotRangeError, ciphertext_width, layout, pack, unpack
-from shared.protocol.messages import b64encode
-from shared.protocol.secure_sum import PaillierConfig, paillier_config
+from privbandit.shared.crypto.slots import SlotRangeError, ciphertext_width, layout, pack, unpack
+from privbandit.shared.protocol.messages import b64encode
+from privbandit.shared.protocol.secure_sum import PaillierConfig, paillier_config
 from tests.helpers import deadline
 
 KEY_BITS = 1024  # small keys keep the suite fast; one test below uses the 2048-bit default

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.core.randomizers.binary import n_coords
-from shared.crypto.slots import (
+from privbandit.shared.core.randomizers.binary import n_coords
+from privbandit.shared.crypto.slots import (
     GUARD_BITS,
     SlotRangeError,
     layout,
@@ -165,7 +165,7 @@ class _DDPTask:
     serve it)."""
 
     def __init__(self, l: int, eps: float = 1.0, gamma: float = 1.0) -> None:
-        from shared.core.policies import make_config
+        from privbandit.shared.core.policies import make_config
 
         self.id, self.batch_size, self.max_batch = "ddp", l, l
         self.policy = make_config("ddp-linucb", d=5, batch_size=l, epsilon=eps,
@@ -176,7 +176,7 @@ _ddp_task = _DDPTask
 
 
 def test_signed_round_trip_with_negative_and_extreme_values() -> None:
-    from shared.crypto.slots import layout_for, pack_signed, unpack_signed
+    from privbandit.shared.crypto.slots import layout_for, pack_signed, unpack_signed
 
     lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
     o = lay.offset
@@ -196,7 +196,7 @@ def test_signed_round_trip_with_negative_and_extreme_values() -> None:
 
 
 def test_signed_pack_refuses_values_beyond_the_offset() -> None:
-    from shared.crypto.slots import layout_for, pack_signed
+    from privbandit.shared.crypto.slots import layout_for, pack_signed
 
     lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
     with pytest.raises(SlotRangeError):
@@ -206,7 +206,7 @@ def test_signed_pack_refuses_values_beyond_the_offset() -> None:
 
 
 def test_signed_unpack_refuses_sums_beyond_the_honest_bound() -> None:
-    from shared.crypto.slots import layout_for, pack_signed, unpack_signed
+    from privbandit.shared.crypto.slots import layout_for, pack_signed, unpack_signed
 
     lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
     values = np.zeros(lay.c, dtype=np.int64)
@@ -220,8 +220,8 @@ def test_signed_unpack_refuses_sums_beyond_the_honest_bound() -> None:
 def test_signed_slots_hold_every_honest_batch() -> None:
     """Slot width from l, s, the clip and the noise tail: the largest honest slot sum l·2O fits,
     and the analyzer's refusal bound lies inside the slot range."""
-    from shared.core.policies import randomizer_for
-    from shared.crypto.slots import layout_for
+    from privbandit.shared.core.policies import randomizer_for
+    from privbandit.shared.crypto.slots import layout_for
 
     for l, eps, gamma in [(100, 0.5, 0.5), (1000, 1.0, 1.0), (10000, 4.0, 0.5)]:
         task = _ddp_task(l, eps, gamma)

@@ -9,8 +9,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from shared.crypto.hpke import CryptoError, open_report, seal
-from shared.crypto.tags import ciphertext_digest, make_tag, open_tag
+from privbandit.shared.crypto.hpke import CryptoError, open_report, seal
+from privbandit.shared.crypto.tags import ciphertext_digest, make_tag, open_tag
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from shared.core.accounting.garcelon import (
+from privbandit.shared.core.accounting.garcelon import (
     condition_i,
     eq3_slack,
     randomizer_probability,

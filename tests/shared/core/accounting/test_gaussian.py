@@ -9,7 +9,11 @@ import pytest
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from scipy.stats import norm
 
-from shared.core.accounting.gaussian import classic_gaussian_sigma, gaussian_delta, gaussian_sigma
+from privbandit.shared.core.accounting.gaussian import (
+    classic_gaussian_sigma,
+    gaussian_delta,
+    gaussian_sigma,
+)
 
 CASES = [
     (1.0, 1e-6, 1.0),

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from dp_accounting.rdp import RdpAccountant
 
-from shared.core.accounting.gaussian import gaussian_delta
-from shared.core.accounting.rdp import rdp_to_dp
-from shared.core.policies import build_policy, make_config
+from privbandit.shared.core.accounting.gaussian import gaussian_delta
+from privbandit.shared.core.accounting.rdp import rdp_to_dp
+from privbandit.shared.core.policies import build_policy, make_config
 
 FIELDS = {"threat_model", "ldp_epsilon", "ldp_delta", "central_epsilon", "central_delta",
           "rdp_alpha", "rdp_epsilon", "accounting", "per_user_epsilon"}

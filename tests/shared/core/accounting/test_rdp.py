@@ -8,8 +8,8 @@ import dp_accounting
 import pytest
 from dp_accounting.rdp import RdpAccountant
 
-from shared.core.accounting.gaussian import gaussian_delta
-from shared.core.accounting.rdp import (
+from privbandit.shared.core.accounting.gaussian import gaussian_delta
+from privbandit.shared.core.accounting.rdp import (
     gaussian_dp_epsilon_via_dp_accounting,
     gaussian_rdp_epsilon,
     gaussian_rdp_sigma,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from shared.core.accounting.search import (
+from privbandit.shared.core.accounting.search import (
     bisect_boundary,
     illinois,
     largest_satisfying,

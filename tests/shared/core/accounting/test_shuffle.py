@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from shared.core.accounting.shuffle import (
+from privbandit.shared.core.accounting.shuffle import (
     EPS_TOL,
     _conditional_divergence,
     shuffle_closed_form_epsilon,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy.special import ive, logsumexp
 
-from shared.core.accounting.rdp import rdp_to_dp
-from shared.core.accounting.skellam import (
+from privbandit.shared.core.accounting.rdp import rdp_to_dp
+from privbandit.shared.core.accounting.skellam import (
     ddp_ledger,
     honest_shares,
     replacement_sensitivities,

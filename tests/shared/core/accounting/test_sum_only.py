@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.accounting.ledgers import shuffle_ledger
-from shared.core.accounting.shuffle import shuffle_epsilon
-from shared.core.accounting.sum_only import (
+from privbandit.shared.core.accounting.ledgers import shuffle_ledger
+from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
+from privbandit.shared.core.accounting.sum_only import (
     DISCRETIZATION,
     PMF_DISCRETIZATION,
     bit_pld,

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from services.device.families import HANDLERS
-from shared.core.policies import REGISTRY, build_policy, entry, make_config
-from shared.core.policies.base import Policy
-from shared.core.policies.config import AnyPolicyConfig
-from shared.core.policies.registry import PolicyEntry
-from shared.settings import TaskConfig
+from privbandit.services.device.families import HANDLERS
+from privbandit.shared.core.policies import REGISTRY, build_policy, entry, make_config
+from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.policies.config import AnyPolicyConfig
+from privbandit.shared.core.policies.registry import PolicyEntry
+from privbandit.shared.settings import TaskConfig
 
 ALGOS = list(REGISTRY)
 SERVICE_ALGOS = [a for a in ALGOS if REGISTRY[a].services]

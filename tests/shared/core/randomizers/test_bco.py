@@ -18,9 +18,9 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from scipy.integrate import quad
 from scipy.stats import norm
 
-from shared.core.accounting.bco_ledgers import ldp_bco_ledger
-from shared.core.accounting.gaussian import gaussian_delta, gaussian_sigma
-from shared.core.randomizers.bco import (
+from privbandit.shared.core.accounting.bco_ledgers import ldp_bco_ledger
+from privbandit.shared.core.accounting.gaussian import gaussian_delta, gaussian_sigma
+from privbandit.shared.core.randomizers.bco import (
     OnePointReport,
     TwoPointReport,
     achieved_epsilon,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.randomizers.binary import (
+from privbandit.shared.core.randomizers.binary import (
     BinaryRandomizer,
     encode_values,
     flip_probability,

@@ -16,7 +16,7 @@ import pytest
 from scipy.special import ive
 from scipy.stats import chi2, poisson
 
-from shared.core.randomizers.exact_poisson import (
+from privbandit.shared.core.randomizers.exact_poisson import (
     ExactPoisson,
     ExactSkellam,
     cdf_bounds,

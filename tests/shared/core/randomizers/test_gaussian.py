@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.accounting.gaussian import gaussian_delta
-from shared.core.randomizers.base import upper_indices
-from shared.core.randomizers.gaussian import (
+from privbandit.shared.core.accounting.gaussian import gaussian_delta
+from privbandit.shared.core.randomizers.base import upper_indices
+from privbandit.shared.core.randomizers.gaussian import (
     GaussianRandomizer,
     report_sensitivity,
     report_sensitivity_joint,
@@ -146,7 +146,7 @@ def test_admissible_box_refuses_honest_reports_with_probability_two_to_minus_40(
     honest row (‖x‖ = L, y = 1, coordinates at ±L/√2) sits inside the box by exactly τσ."""
     from scipy.stats import norm
 
-    from shared.core.randomizers.gaussian import HONEST_REFUSAL
+    from privbandit.shared.core.randomizers.gaussian import HONEST_REFUSAL
 
     rand = GaussianRandomizer(d=4, epsilon=1.0, delta=1e-6, L=1.0)
     assert rand.width * 2 * norm.sf(rand.tail_z) == pytest.approx(HONEST_REFUSAL, rel=1e-9)

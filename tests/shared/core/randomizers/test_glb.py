@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from shared.core.accounting.gaussian import gaussian_delta
-from shared.core.randomizers.base import upper_indices
-from shared.core.randomizers.glb import GLBRandomizer, glb_sensitivity
+from privbandit.shared.core.accounting.gaussian import gaussian_delta
+from privbandit.shared.core.randomizers.base import upper_indices
+from privbandit.shared.core.randomizers.glb import GLBRandomizer, glb_sensitivity
 
 
 def _sphere(rng: np.random.Generator, n: int, d: int, radius: float) -> np.ndarray:

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from shared.core.accounting.gaussian import gaussian_delta
-from shared.core.randomizers.arms import GaussianArmRandomizer, IdentityArmRandomizer
-from shared.core.randomizers.heldp import (
+from privbandit.shared.core.accounting.gaussian import gaussian_delta
+from privbandit.shared.core.randomizers.arms import GaussianArmRandomizer, IdentityArmRandomizer
+from privbandit.shared.core.randomizers.heldp import (
     CTBRandomizer,
     CTLRandomizer,
     debias_bernoulli,

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy.stats import laplace, wishart
 
-from shared.core.accounting.lplr import lplr_ledger
-from shared.core.randomizers.base import upper_indices
-from shared.core.randomizers.lplr import (
+from privbandit.shared.core.accounting.lplr import lplr_ledger
+from privbandit.shared.core.randomizers.base import upper_indices
+from privbandit.shared.core.randomizers.lplr import (
     BlockSums,
     LPLRRandomizer,
     laplace_sum,

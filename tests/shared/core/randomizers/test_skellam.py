@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from shared.core.randomizers.skellam import (
+from privbandit.shared.core.randomizers.skellam import (
     SkellamRandomizer,
     batch_noise_sd,
     clean_statistics,
