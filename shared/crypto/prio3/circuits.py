@@ -66,13 +66,12 @@ def _bit_check_inputs(
     padded[: len(bits)] = bits
     x = padded.reshape(calls, chunk)
     shares_inv = field.inv(num_shares)
-    r = np.asarray(joint_rand[:calls], dtype=object)
+    r = np.asarray(joint_rand[:calls], dtype=object).reshape(calls, 1)
+    # r_i^(j+1) for j < chunk: exact products along the row, one reduction at the end
+    powers = np.multiply.accumulate(np.repeat(r, chunk, axis=1), axis=1) % field.MODULUS
     out = np.empty((calls, 2 * chunk), dtype=object)
-    r_power = r
-    for j in range(chunk):
-        out[:, 2 * j] = field.mul(r_power, x[:, j])
-        out[:, 2 * j + 1] = field.sub(x[:, j], shares_inv)
-        r_power = field.mul(r_power, r)
+    out[:, 0::2] = field.mul(powers, x)
+    out[:, 1::2] = field.sub(x, shares_inv)
     return out
 
 

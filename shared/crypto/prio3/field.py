@@ -24,12 +24,23 @@ Parameters (§6.1.4, table "fields"):
 from __future__ import annotations
 
 from functools import cache
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 FVec = npt.NDArray[np.object_]
+_MASK64 = (1 << 64) - 1
+
+
+def _any(x: object) -> Any:
+    """``x`` for arithmetic on object arrays, whose results NumPy's stubs cannot type."""
+    return x
+
+
+def _vec(x: object) -> FVec:
+    """The result of object-array arithmetic, typed as the vector it is."""
+    return cast(FVec, x)
 """A vector (or matrix) of field elements: Python ints in [0, p), ``dtype=object``."""
 
 
@@ -63,7 +74,7 @@ class Field:
     def vec(cls, values: object) -> FVec:
         """Vector from ints, reduced into [0, p) (negative ints are negations, as Field(int))."""
         arr = np.array(values, dtype=object)
-        return arr % cls.MODULUS  # type: ignore[no-any-return]  # numpy types % on object as Any
+        return arr % cls.MODULUS
 
     @classmethod
     def zeros(cls, length: int) -> FVec:
@@ -75,8 +86,12 @@ class Field:
     @classmethod
     def encode_vec(cls, vec: FVec) -> bytes:
         """Each element as ENCODED_SIZE little-endian bytes, concatenated (§6.1.1 encode_vec)."""
-        size = cls.ENCODED_SIZE
-        return b"".join(int(x).to_bytes(size, "little") for x in vec.ravel())
+        flat = vec.ravel()
+        words = [
+            ((flat >> (64 * k)) & _MASK64).astype(np.uint64) for k in range(cls.ENCODED_SIZE // 8)
+        ]
+        # little-endian 64-bit words, low word first: the element's little-endian bytes
+        return np.stack(words, axis=-1).astype("<u8").tobytes()
 
     @classmethod
     def decode_vec(cls, encoded: bytes) -> FVec:
@@ -98,34 +113,34 @@ class Field:
         out = words[:, 0].astype(object)
         for k in range(1, words.shape[1]):
             out = out + (words[:, k].astype(object) << (64 * k))
-        return out  # type: ignore[no-any-return]  # object-array arithmetic is typed Any
+        return out
 
     # -- arithmetic on vectors (exact ints, one reduction per operation) ------------------------
 
     @classmethod
     def add(cls, a: FVec | int, b: FVec | int) -> FVec:
         """a + b mod p, elementwise."""
-        return (a + b) % cls.MODULUS  # type: ignore[no-any-return,operator]  # object arrays
+        return _vec((_any(a) + b) % cls.MODULUS)
 
     @classmethod
     def sub(cls, a: FVec | int, b: FVec | int) -> FVec:
         """a − b mod p, elementwise."""
-        return (a - b) % cls.MODULUS  # type: ignore[no-any-return,operator]  # object arrays
+        return _vec((_any(a) - b) % cls.MODULUS)
 
     @classmethod
     def mul(cls, a: FVec | int, b: FVec | int) -> FVec:
         """a · b mod p, elementwise."""
-        return (a * b) % cls.MODULUS  # type: ignore[no-any-return,operator]  # object arrays
+        return _vec((_any(a) * b) % cls.MODULUS)
 
     @classmethod
     def dot(cls, m: FVec, v: FVec) -> FVec:
         """m @ v mod p (exact: the sum of products is a Python int before the one reduction)."""
-        return np.dot(m, v) % cls.MODULUS  # type: ignore[no-any-return]  # object arrays
+        return np.dot(m, v) % cls.MODULUS
 
     @classmethod
     def total(cls, a: FVec, axis: int | None = None) -> FVec:
         """Σ a mod p along ``axis``."""
-        return np.sum(a, axis=axis) % cls.MODULUS  # type: ignore[no-any-return]  # object arrays
+        return _vec(_any(np.sum(a, axis=axis)) % cls.MODULUS)
 
     @classmethod
     def inv(cls, x: int) -> int:
@@ -171,8 +186,10 @@ class Field:
             blocks = a.reshape(a.shape[:-1] + (n // m, m))
             u = blocks[..., :half]
             v = blocks[..., half:] * tw % p
-            a = np.concatenate(((u + v) % p, (u - v) % p), axis=-1).reshape(a.shape)
-        return a
+            # lazy reduction: sums and differences are left unreduced (they grow by at most
+            # one bit per stage; the product above brings them back below p); one final % p
+            a = np.concatenate((u + v, u - v), axis=-1).reshape(a.shape)
+        return a % p
 
     @classmethod
     def inv_ntt(cls, values: FVec, n: int) -> FVec:
@@ -183,7 +200,7 @@ class Field:
         forward = cls.ntt(values, n)
         # Σ_i v[i] W^(-ik) is the forward transform at index −k mod n
         idx = (-np.arange(n)) % n
-        return forward[..., idx] * cls.inv(n) % cls.MODULUS  # type: ignore[no-any-return]
+        return forward[..., idx] * cls.inv(n) % cls.MODULUS
 
     # -- Lagrange basis (§6.1.3) ----------------------------------------------------------------
 
@@ -294,15 +311,18 @@ class Field128(Field):
     GENERATOR = pow(7, 4611686018427387897, MODULUS)
 
 
-@cache
 def _root_powers(field: type[Field], n: int) -> FVec:
     """[W_n^i for i < n], computed once per field and n (read-only array)."""
-    w = field.nth_root(n)
+    return _root_powers_of(field.MODULUS, field.nth_root(n), n)
+
+
+@cache
+def _root_powers_of(modulus: int, w: int, n: int) -> FVec:
     out = np.empty(n, dtype=object)
     acc = 1
     for i in range(n):
         out[i] = acc
-        acc = acc * w % field.MODULUS
+        acc = acc * w % modulus
     out.setflags(write=False)
     return out
 

@@ -270,7 +270,7 @@ class Flp(Generic[Measurement, AggResult]):
             gpoly = g.eval_poly(self.field, wires)
             parts.append(seeds)
             parts.append(gpoly[: gadget_poly_len(g.DEGREE, wire_poly_len(calls))])
-        return np.concatenate(parts)  # type: ignore[no-any-return]  # object arrays
+        return np.concatenate(parts)
 
     def query(
         self, meas: FVec, proof: FVec, query_rand: FVec, joint_rand: FVec, num_shares: int
@@ -308,7 +308,7 @@ class Flp(Generic[Measurement, AggResult]):
         else:
             reduced = int(out[0])
         verifier: list[int] = [reduced]
-        for g, t, wires, poly in zip(v.GADGETS, qr, wire_sets, polys, strict=True):
+        for t, wires, poly in zip(qr, wire_sets, polys, strict=True):
             t = int(t)
             p = wires.shape[1]
             if pow(t, p, f.MODULUS) == 1:

@@ -58,7 +58,7 @@ class Xof(ABC):
             parts.append(kept)
             have += kept.size
         out = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        return out  # type: ignore[no-any-return]  # object arrays
+        return out
 
     @classmethod
     def expand_into_vec(
