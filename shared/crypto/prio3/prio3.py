@@ -188,16 +188,25 @@ class Prio3(Generic[Measurement, AggResult]):
     ) -> tuple[list[bytes] | None, list[InputShare]]:
         """Public share and the SHARES input shares of ``measurement``. ``rand`` (RAND_SIZE
         bytes) is drawn from the OS CSPRNG unless given (test vectors)."""
+        return self.shard_encoded(ctx, self.flp.encode(measurement), nonce, rand)
+
+    def shard_encoded(
+        self, ctx: bytes, meas: FVec, nonce: bytes, rand: bytes | None = None
+    ) -> tuple[list[bytes] | None, list[InputShare]]:
+        """``shard`` of an already encoded measurement, valid or not: what a hostile client can
+        send (the tests' forged reports); an honest client calls ``shard``."""
         if len(nonce) != self.NONCE_SIZE:
             raise ValueError("incorrect nonce size")
+        if len(meas) != self.flp.MEAS_LEN:
+            raise ValueError("encoded measurement of the wrong length")
         if rand is None:
             rand = secrets.token_bytes(self.RAND_SIZE)
         if len(rand) != self.RAND_SIZE:
             raise ValueError("incorrect size of random bytes argument")
         size = self.xof.SEED_SIZE
         seeds = [rand[i : i + size] for i in range(0, self.RAND_SIZE, size)]
-        meas = self.flp.encode(measurement)
         f = self.field
+        meas = f.vec(meas)
         s = self.SHARES
         if self.uses_joint_rand:
             helper_seeds = seeds[: 2 * (s - 1)]
