@@ -32,6 +32,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,31 @@ def field_arithmetic(n: int, repeats: int) -> dict[str, float]:
     }
 
 
+def _device(vdaf: Prio3[Any, Any], meas: list[int], nonce: bytes, wire: dict[str, Any]) -> None:
+    public, shares = vdaf.shard(CTX, meas, nonce)
+    wire["public"] = vdaf.encode_public_share(public)
+    wire["shares"] = [vdaf.encode_input_share(s) for s in shares]
+
+
+def _aggregator(
+    vdaf: Prio3[Any, Any], key: bytes, agg_id: int, nonce: bytes, wire: dict[str, Any],
+    out: dict[Any, Any],
+) -> None:
+    pub = vdaf.decode_public_share(wire["public"])
+    share = vdaf.decode_input_share(agg_id, wire["shares"][agg_id])
+    state, vshare = vdaf.verify_init(key, CTX, agg_id, nonce, pub, share)
+    out[agg_id] = (state, vdaf.encode_verifier_share(vshare))
+
+
+def _combine(vdaf: Prio3[Any, Any], out: dict[Any, Any]) -> None:
+    vs = [vdaf.decode_verifier_share(out[j][1]) for j in range(2)]
+    out["msg"] = vdaf.encode_verifier_message(vdaf.verifier_shares_to_message(CTX, vs))
+
+
+def _next(vdaf: Prio3[Any, Any], out: dict[Any, Any]) -> None:
+    vdaf.verify_next(out[1][0], vdaf.decode_verifier_message(out["msg"]))
+
+
 def bench_variant(
     vdaf: Prio3[Any, Any],
     measurements: list[list[int]],
@@ -121,35 +147,16 @@ def bench_variant(
     init0_t, init1_t, combine_t, next_t = [], [], [], []
     sizes: dict[str, int] = {}
     for i, meas in enumerate(measurements):
-        floor_t.append(timed(lambda: paillier_report(i)))
+        floor_t.append(timed(partial(paillier_report, i)))
         floor_refill_t.append(timed(paillier_refill))
         nonce = secrets.token_bytes(16)
         wire: dict[str, Any] = {}
-
-        def device() -> None:
-            public, shares = vdaf.shard(CTX, meas, nonce)
-            wire["public"] = vdaf.encode_public_share(public)
-            wire["shares"] = [vdaf.encode_input_share(s) for s in shares]
-
-        shard_t.append(timed(device))
-        out: dict[str, Any] = {}
-
-        def agg(agg_id: int) -> None:
-            pub = vdaf.decode_public_share(wire["public"])
-            share = vdaf.decode_input_share(agg_id, wire["shares"][agg_id])
-            state, vshare = vdaf.verify_init(key, CTX, agg_id, nonce, pub, share)
-            out[agg_id] = (state, vdaf.encode_verifier_share(vshare))
-
-        init0_t.append(timed(lambda: agg(0)))
-        init1_t.append(timed(lambda: agg(1)))
-
-        def combine() -> None:
-            vs = [vdaf.decode_verifier_share(out[j][1]) for j in range(2)]
-            out["msg"] = vdaf.encode_verifier_message(vdaf.verifier_shares_to_message(CTX, vs))
-
-        combine_t.append(timed(combine))
-        next_t.append(timed(lambda: vdaf.verify_next(
-            out[1][0], vdaf.decode_verifier_message(out["msg"]))))
+        out: dict[Any, Any] = {}
+        shard_t.append(timed(partial(_device, vdaf, meas, nonce, wire)))
+        init0_t.append(timed(partial(_aggregator, vdaf, key, 0, nonce, wire, out)))
+        init1_t.append(timed(partial(_aggregator, vdaf, key, 1, nonce, wire, out)))
+        combine_t.append(timed(partial(_combine, vdaf, out)))
+        next_t.append(timed(partial(_next, vdaf, out)))
         if not sizes:
             sizes = {
                 "leader_share": len(wire["shares"][0]),
