@@ -1,0 +1,297 @@
+"""Validity circuits of the Prio3 variants (draft-irtf-cfrg-vdaf-18…20, §7.4), in the two-phase
+form of ``shared.crypto.prio3.flp.Valid``.
+
+Range-checked integers (§7.4.2, ``encode_range_checked_int``): an integer v ∈ [0, B] with
+b = bit_length(B) is encoded as b field elements e_0 … e_{b−1} ∈ {0, 1} with weights
+1, 2, …, 2^(b−2) and w_last = B − (2^(b−1) − 1), so Σ weights = B; v = Σ_l w_l e_l. Every 0/1
+vector decodes into [0, B] and every v ∈ [0, B] has such an encoding, so "each e_l is a bit"
+is exactly "v ∈ [0, B]". Decoding is linear, so it maps additive shares to additive shares.
+
+Bit checks with joint randomness (SumVec, Histogram, MultihotCountVec; [BBCGGI19] Thm 5.2): the
+encoded vector x (zero-padded to calls · chunk) is cut into ``calls`` chunks; call i of the
+ParallelSum(Mul, chunk) gadget gets the pairs (r_i^(j+1) x_{ij}, x_{ij} − 1/num_shares), so its
+output is Σ_j r_i^(j+1) x_{ij}(x_{ij} − 1) and the circuit's output Σ_i of those. It is 0 when
+every x is a bit; otherwise it is a non-zero polynomial in r_i of degree ≤ chunk, zero with
+probability ≤ chunk/|F| over the joint randomness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from shared.crypto.prio3.field import Field, FVec
+from shared.crypto.prio3.flp import Gadget, Mul, ParallelSum, PolyEval, Valid
+
+
+def _check_int(value: object, max_measurement: int) -> int:
+    """``value`` as an int in [0, max_measurement]; ValueError otherwise (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"measurement entry {value!r} is not an integer")
+    v = int(value)
+    if not 0 <= v <= max_measurement:
+        raise ValueError(f"measurement entry {v} outside [0, {max_measurement}]")
+    return v
+
+
+def range_check_weights(max_measurement: int) -> list[int]:
+    """The weights 1, 2, …, 2^(b−2), B − (2^(b−1) − 1) of the modified bit decomposition."""
+    if max_measurement < 1:
+        raise ValueError("max_measurement must be positive")
+    bits = max_measurement.bit_length()
+    rest = 2 ** (bits - 1) - 1
+    return [1 << l for l in range(bits - 1)] + [max_measurement - rest]
+
+
+def encode_range_checked_int(value: int, max_measurement: int) -> list[int]:
+    """The 0/1 encoding of v ∈ [0, B] (§7.4.2): if v ≤ 2^(b−1) − 1 its b − 1 low bits and a last
+    bit 0, else the b − 1 low bits of v − w_last and a last bit 1."""
+    bits = max_measurement.bit_length()
+    rest_all_ones = 2 ** (bits - 1) - 1
+    last_weight = max_measurement - rest_all_ones
+    if value <= rest_all_ones:
+        rest, last = value, 0
+    else:
+        rest, last = value - last_weight, 1
+    return [(rest >> l) & 1 for l in range(bits - 1)] + [last]
+
+
+def _bit_check_inputs(
+    field: type[Field], bits: FVec, joint_rand: FVec, chunk: int, calls: int, num_shares: int
+) -> FVec:
+    """Inputs (calls, 2 · chunk) of the ParallelSum(Mul, chunk) calls that check ``bits``:
+    pair j of call i is (r_i^(j+1) x_{ij}, x_{ij} − 1/num_shares), x zero-padded."""
+    padded = field.zeros(calls * chunk)
+    padded[: len(bits)] = bits
+    x = padded.reshape(calls, chunk)
+    shares_inv = field.inv(num_shares)
+    r = np.asarray(joint_rand[:calls], dtype=object).reshape(calls, 1)
+    # r_i^(j+1) for j < chunk: exact products along the row, one reduction at the end
+    powers = np.multiply.accumulate(np.repeat(r, chunk, axis=1), axis=1) % field.MODULUS
+    out = np.empty((calls, 2 * chunk), dtype=object)
+    out[:, 0::2] = field.mul(powers, x)
+    out[:, 1::2] = field.sub(x, shares_inv)
+    return out
+
+
+class Count(Valid[int, int]):
+    """x ∈ {0, 1}: C(x) = Mul(x, x) − x (§7.4.1)."""
+
+    JOINT_RAND_LEN = 0
+    MEAS_LEN = 1
+    OUTPUT_LEN = 1
+    EVAL_OUTPUT_LEN = 1
+
+    def __init__(self, field: type[Field]) -> None:
+        self.field = field
+        self.GADGETS: list[Gadget] = [Mul()]
+        self.GADGET_CALLS = [1]
+
+    def encode(self, measurement: int) -> FVec:
+        return self.field.vec([_check_int(measurement, 1)])
+
+    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [np.array([[meas[0], meas[0]]], dtype=object)]
+
+    def eval_with(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
+    ) -> FVec:
+        return self.field.vec([int(gadget_outputs[0][0]) - int(meas[0])])
+
+    def truncate(self, meas: FVec) -> FVec:
+        return meas
+
+    def decode(self, output: FVec, num_measurements: int) -> int:
+        return int(output[0])
+
+
+class Sum(Valid[int, int]):
+    """v ∈ [0, max_measurement] as range-checked bits, each checked by PolyEval(x² − x); one
+    output per bit (§7.4.2)."""
+
+    JOINT_RAND_LEN = 0
+    OUTPUT_LEN = 1
+
+    def __init__(self, field: type[Field], max_measurement: int) -> None:
+        self.field = field
+        self.max_measurement = max_measurement
+        self.weights = field.vec(range_check_weights(max_measurement))
+        self.bits = max_measurement.bit_length()
+        self.GADGETS: list[Gadget] = [PolyEval([0, -1, 1], self.bits)]
+        self.GADGET_CALLS = [self.bits]
+        self.MEAS_LEN = self.bits
+        self.EVAL_OUTPUT_LEN = self.bits
+
+    def encode(self, measurement: int) -> FVec:
+        v = _check_int(measurement, self.max_measurement)
+        return self.field.vec(encode_range_checked_int(v, self.max_measurement))
+
+    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [np.asarray(meas, dtype=object).reshape(-1, 1)]
+
+    def eval_with(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
+    ) -> FVec:
+        return gadget_outputs[0]
+
+    def truncate(self, meas: FVec) -> FVec:
+        return self.field.vec([int(self.field.dot(meas, self.weights))])
+
+    def decode(self, output: FVec, num_measurements: int) -> int:
+        return int(output[0])
+
+
+class SumVec(Valid[Sequence[int], list[int]]):
+    """A vector of ``length`` integers, each in [0, max_measurement], as concatenated
+    range-checked bits, checked with joint randomness by ParallelSum(Mul, chunk_length)
+    (§7.4.3). One output: Σ over calls."""
+
+    EVAL_OUTPUT_LEN = 1
+
+    def __init__(
+        self, field: type[Field], length: int, max_measurement: int, chunk_length: int
+    ) -> None:
+        if length < 1 or chunk_length < 1:
+            raise ValueError("length and chunk_length must be positive")
+        self.field = field
+        self.length = length
+        self.max_measurement = max_measurement
+        self.weights = field.vec(range_check_weights(max_measurement))
+        self.bits = max_measurement.bit_length()
+        self.chunk_length = chunk_length
+        self.MEAS_LEN = length * self.bits
+        self.GADGETS: list[Gadget] = [ParallelSum(Mul(), chunk_length)]
+        self.GADGET_CALLS = [(self.MEAS_LEN + chunk_length - 1) // chunk_length]
+        self.OUTPUT_LEN = length
+        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+
+    def encode(self, measurement: Sequence[int]) -> FVec:
+        if len(measurement) != self.length:
+            raise ValueError(f"measurement has {len(measurement)} entries, not {self.length}")
+        out: list[int] = []
+        for x in measurement:
+            out += encode_range_checked_int(_check_int(x, self.max_measurement),
+                                            self.max_measurement)
+        return self.field.vec(out)
+
+    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def eval_with(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
+    ) -> FVec:
+        return self.field.vec([int(self.field.total(gadget_outputs[0]))])
+
+    def truncate(self, meas: FVec) -> FVec:
+        return self.field.dot(meas.reshape(self.length, self.bits), self.weights)
+
+    def decode(self, output: FVec, num_measurements: int) -> list[int]:
+        return [int(x) for x in output]
+
+
+class Histogram(Valid[int, list[int]]):
+    """A one-hot vector of ``length`` buckets (§7.4.4): bits checked as in SumVec, plus
+    Σ x − 1 = 0 (the constant scaled by 1/num_shares). Two outputs."""
+
+    EVAL_OUTPUT_LEN = 2
+
+    def __init__(self, field: type[Field], length: int, chunk_length: int) -> None:
+        if length < 1 or chunk_length < 1:
+            raise ValueError("length and chunk_length must be positive")
+        self.field = field
+        self.length = length
+        self.chunk_length = chunk_length
+        self.GADGETS: list[Gadget] = [ParallelSum(Mul(), chunk_length)]
+        self.GADGET_CALLS = [(length + chunk_length - 1) // chunk_length]
+        self.MEAS_LEN = length
+        self.OUTPUT_LEN = length
+        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+
+    def encode(self, measurement: int) -> FVec:
+        out = [0] * self.length
+        out[_check_int(measurement, self.length - 1)] = 1
+        return self.field.vec(out)
+
+    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def eval_with(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
+    ) -> FVec:
+        f = self.field
+        range_check = int(f.total(gadget_outputs[0]))
+        sum_check = (int(f.total(meas)) - f.inv(num_shares)) % f.MODULUS
+        return f.vec([range_check, sum_check])
+
+    def truncate(self, meas: FVec) -> FVec:
+        return meas
+
+    def decode(self, output: FVec, num_measurements: int) -> list[int]:
+        return [int(x) for x in output]
+
+
+class MultihotCountVec(Valid[Sequence[bool], list[int]]):
+    """A 0/1 vector of ``length`` entries with at most ``max_weight`` ones (§7.4.5): the
+    vector followed by its weight as a range-checked integer; all bits checked as in SumVec,
+    plus Σ x − decode(weight bits) = 0. Two outputs."""
+
+    EVAL_OUTPUT_LEN = 2
+
+    def __init__(
+        self, field: type[Field], length: int, max_weight: int, chunk_length: int
+    ) -> None:
+        if length < 1 or chunk_length < 1 or not 0 < max_weight <= length:
+            raise ValueError("need length, chunk_length > 0 and 0 < max_weight <= length")
+        self.field = field
+        self.length = length
+        self.max_weight = max_weight
+        self.weights = field.vec(range_check_weights(max_weight))
+        self.bits_for_weight = max_weight.bit_length()
+        self.chunk_length = chunk_length
+        self.MEAS_LEN = length + self.bits_for_weight
+        self.GADGETS: list[Gadget] = [ParallelSum(Mul(), chunk_length)]
+        self.GADGET_CALLS = [(self.MEAS_LEN + chunk_length - 1) // chunk_length]
+        self.OUTPUT_LEN = length
+        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+
+    def encode(self, measurement: Sequence[bool]) -> FVec:
+        if len(measurement) != self.length:
+            raise ValueError(f"measurement has {len(measurement)} entries, not {self.length}")
+        if not all(isinstance(x, bool | np.bool_) for x in measurement):
+            raise ValueError("measurement entries must be booleans")
+        counts = [int(x) for x in measurement]
+        weight = sum(counts)
+        if weight > self.max_weight:
+            raise ValueError(f"weight {weight} exceeds {self.max_weight}")
+        return self.field.vec(counts + encode_range_checked_int(weight, self.max_weight))
+
+    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def eval_with(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
+    ) -> FVec:
+        f = self.field
+        range_check = int(f.total(gadget_outputs[0]))
+        weight = int(f.total(meas[: self.length]))
+        reported = int(f.dot(meas[self.length :], self.weights))
+        return f.vec([range_check, weight - reported])
+
+    def truncate(self, meas: FVec) -> FVec:
+        return meas[: self.length]
+
+    def decode(self, output: FVec, num_measurements: int) -> list[int]:
+        return [int(x) for x in output]
