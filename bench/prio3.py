@@ -38,17 +38,17 @@ from typing import Any
 import numpy as np
 
 from bench.args import parse, write_json
-from shared.core.policies import make_config, randomizer_for
-from shared.crypto.paillier import PaillierEncryptor, decrypt_sum, generate_keypair
-from shared.crypto.prio3.field import Field64, Field128
-from shared.crypto.prio3.prio3 import (
+from privbandit.shared.core.policies import make_config, randomizer_for
+from privbandit.shared.crypto.paillier import PaillierEncryptor, decrypt_sum, generate_keypair
+from privbandit.shared.crypto.prio3.field import Field64, Field128
+from privbandit.shared.crypto.prio3.prio3 import (
     Prio3,
     chunk_length_for,
     prio3_sum_vec,
     prio3_sum_vec_multiproof,
 )
-from shared.crypto.slots import pack, pack_signed, policy_layout
-from shared.crypto.tags import make_tag, open_tag
+from privbandit.shared.crypto.slots import pack, pack_signed, policy_layout
+from privbandit.shared.crypto.tags import make_tag, open_tag
 
 CTX = b"privbandit bench"
 

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shared.crypto.prio3.field import Field, FVec
-from shared.crypto.prio3.flp import Gadget, Mul, ParallelSum, PolyEval, Valid
+from privbandit.shared.crypto.prio3.field import Field, FVec
+from privbandit.shared.crypto.prio3.flp import Gadget, Mul, ParallelSum, PolyEval, Valid
 
 
 def _check_int(value: object, max_measurement: int) -> int:

@@ -37,7 +37,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from shared.crypto.prio3.field import Field, FVec, log2_exact, next_power_of_2
+from privbandit.shared.crypto.prio3.field import Field, FVec, log2_exact, next_power_of_2
 
 Measurement = TypeVar("Measurement")
 AggResult = TypeVar("AggResult")

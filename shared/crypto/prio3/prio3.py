@@ -36,10 +36,10 @@ from typing import Generic
 
 import numpy as np
 
-from shared.crypto.prio3.circuits import Count, Histogram, MultihotCountVec, Sum, SumVec
-from shared.crypto.prio3.field import Field, Field64, Field128, FVec
-from shared.crypto.prio3.flp import AggResult, Flp, Measurement
-from shared.crypto.prio3.xof import Xof, XofTurboShake128
+from privbandit.shared.crypto.prio3.circuits import Count, Histogram, MultihotCountVec, Sum, SumVec
+from privbandit.shared.crypto.prio3.field import Field, Field64, Field128, FVec
+from privbandit.shared.crypto.prio3.flp import AggResult, Flp, Measurement
+from privbandit.shared.crypto.prio3.xof import Xof, XofTurboShake128
 
 VERSION = 18  # the spec's VERSION constant (drafts 18–20): the first byte of every dst
 NONCE_SIZE = 16

@@ -22,7 +22,7 @@ import numpy as np
 from Crypto.Cipher import AES
 from Crypto.Hash import TurboSHAKE128
 
-from shared.crypto.prio3.field import Field, FVec, next_power_of_2
+from privbandit.shared.crypto.prio3.field import Field, FVec, next_power_of_2
 
 
 class Xof(ABC):

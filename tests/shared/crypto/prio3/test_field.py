@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.crypto.prio3.circuits import SumVec
-from shared.crypto.prio3.field import Field, Field64, Field128
-from shared.crypto.prio3.flp import Flp
-from shared.crypto.prio3.xof import Xof
+from privbandit.shared.crypto.prio3.circuits import SumVec
+from privbandit.shared.crypto.prio3.field import Field, Field64, Field128
+from privbandit.shared.crypto.prio3.flp import Flp
+from privbandit.shared.crypto.prio3.xof import Xof
 
 FIELDS = [Field64, Field128]
 

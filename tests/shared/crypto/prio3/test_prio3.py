@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.crypto.prio3.field import FVec
-from shared.crypto.prio3.prio3 import (
+from privbandit.shared.crypto.prio3.field import FVec
+from privbandit.shared.crypto.prio3.prio3 import (
     HelperShare,
     LeaderShare,
     Prio3,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from shared.crypto.prio3.field import Field64, Field128
-from shared.crypto.prio3.prio3 import (
+from privbandit.shared.crypto.prio3.field import Field64, Field128
+from privbandit.shared.crypto.prio3.prio3 import (
     Prio3,
     VerifierShare,
     VerifyState,
@@ -26,7 +26,7 @@ from shared.crypto.prio3.prio3 import (
     prio3_sum_vec,
     prio3_sum_vec_multiproof,
 )
-from shared.crypto.prio3.xof import XofFixedKeyAes128, XofTurboShake128
+from privbandit.shared.crypto.prio3.xof import XofFixedKeyAes128, XofTurboShake128
 
 VECTORS = Path(__file__).parent / "vectors"
 
