@@ -14,15 +14,20 @@ from privbandit.bco_cmd import add_bco_arguments, run_simulate_bco
 from privbandit.summary import fmt, ledger_lines
 from shared.core.environments import BCO_ENVIRONMENTS, ENVIRONMENTS
 from shared.core.environments.mab import REWARD_DISTS
-from shared.core.policies.families import ARMS, BCO_FAMILY, PHASE
+from shared.core.logged import UniformConfig
+from shared.core.policies.families import ARMS, BCO_FAMILY, LINEAR, PHASE
 from shared.core.policies.registry import REGISTRY
 
 if TYPE_CHECKING:  # imported where used (the CLI starts without loading them)
     from rich.progress import Progress
 
+    from shared.core.logged import DecisionLog
     from shared.core.simulator import RunResult
 
 ALL_CONFIGS = {algo: e.config for algo, e in REGISTRY.items()}
+# ``--algo random``: the uniform-random logging policy (not a registered policy: it learns
+# nothing; the logging policy of a uniform log for replay, ``--log``).
+RANDOM = "random"
 BCO_ALGOS = [algo for algo, e in REGISTRY.items() if e.family is BCO_FAMILY]
 
 # Command-line flag → config field. A flag the chosen policy does not use is reported, not silently
@@ -64,7 +69,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         "Simulate T users of one policy on one environment, with the whole device → shuffler → "
         "analyzer pipeline in memory. Writes the JSON described in docs/simulator.md "
         "('Options and output')."))
-    p.add_argument("--algo", required=True, choices=sorted(ALL_CONFIGS))
+    p.add_argument("--algo", required=True, choices=sorted([*ALL_CONFIGS, RANDOM]),
+                   help="the policy; random: the uniform-random logging policy (for --log)")
     p.add_argument("--env", default="linear", choices=[*ENVIRONMENTS, "mab", *BCO_ENVIRONMENTS])
     p.add_argument("--d", type=int, default=None,
                    help="feature dimension (default 5; digits 40 = 10 classes × 4 PCs; letter 52 = "
@@ -155,6 +161,11 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "learning")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
+    p.add_argument("--log", type=Path,
+                   help="write every decision (context, action, reward, pscore = the deciding "
+                        "model's propensity, position, expected_reward) as Open Bandit "
+                        "Pipeline's bandit_feedback, an .npz (contextual environments, --runs 1; "
+                        "docs/api.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
@@ -168,7 +179,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
                  extra: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The policy config from the flags (``d`` for linear policies, ``K`` for multi-armed ones),
     and the flags the policy does not use."""
-    cls = ALL_CONFIGS[args.algo]
+    cls = ALL_CONFIGS[args.algo] if args.algo in ALL_CONFIGS else UniformConfig
     params: dict[str, Any] = {"d": d} if d is not None else {"K": K}
     params.update(extra or {})
     params.update(practical_defaults(cls, args))
@@ -226,7 +237,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     from shared.core.environments import environment_dimensions
     from shared.core.simulator import simulate
 
-    family = REGISTRY[args.algo].family
+    family = REGISTRY[args.algo].family if args.algo != RANDOM else LINEAR
+    if args.log is not None and (family in (ARMS, BCO_FAMILY) or args.algo == "lplr"
+                                 or args.runs != 1):
+        print("error: --log records the contextual simulator's decisions (not mab, BCO or "
+              "lplr) of one run (--runs 1)", file=sys.stderr)
+        return 2
     if (family is BCO_FAMILY) != (args.env in BCO_ENVIRONMENTS):
         print(f"error: use the BCO policies ({', '.join(BCO_ALGOS)}) with the BCO "
               f"environments ({', '.join(BCO_ENVIRONMENTS)}) and only there", file=sys.stderr)
@@ -270,16 +286,27 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     total = args.T * args.runs
+    logs: list[DecisionLog] = []
+    kw: dict[str, Any] = {"logs": logs} if args.log is not None else {}
     with _progress(total, f"{args.algo} on {args.env}", disable=args.no_progress) as advance:
         results, env_params = run(config, args.env, K, args.T, args.runs, args.seed,
-                                  on_progress=advance)
+                                  on_progress=advance, **kw)
     wall = time.perf_counter() - started
 
-    from shared.core.policies import build_policy
+    from shared.core.simulator import make_policy
 
-    ledger = build_policy(config).ledger(args.T, aggregation=args.aggregation)
+    ledger = make_policy(config).ledger(args.T, aggregation=args.aggregation)
+    extra = {}
+    if args.log is not None:
+        from shared.core.logged import save_feedback
+
+        feedback = logs[0].bandit_feedback()
+        save_feedback(args.log, feedback)
+        extra["log"] = {"path": str(args.log), "n_rounds": feedback["n_rounds"],
+                        "n_actions": feedback["n_actions"],
+                        "feature_map": feedback["feature_map"]}
     return _finish(args, {**config.model_dump(), **env_params}, results, wall,
-                   ledger.model_dump())
+                   ledger.model_dump(), extra)
 
 
 def run_simulate_mab(args: argparse.Namespace) -> int:
@@ -325,8 +352,9 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any], wall: float,
-            privacy: dict[str, Any]) -> int:
-    """Spec §6's JSON of a simulation (``summarize`` of the runs), printed, written, plotted."""
+            privacy: dict[str, Any], extra: dict[str, Any] | None = None) -> int:
+    """Spec §6's JSON of a simulation (``summarize`` of the runs), printed, written, plotted;
+    ``extra``: further keys (``log``: where ``--log`` wrote the decisions)."""
     from shared.core.simulator import summarize
 
     out: dict[str, Any] = {"algo": args.algo, "env": args.env, "T": args.T, "runs": args.runs,
@@ -334,6 +362,7 @@ def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any]
     out.update(summarize(results))
     out["wall_seconds"] = wall
     out["privacy"] = privacy
+    out.update(extra or {})
     return _emit(out, args)
 
 
