@@ -211,6 +211,9 @@ class UniformModel:
     def propensity(self, X: np.ndarray, a: np.ndarray) -> np.ndarray:
         return np.full(np.shape(a)[0], 1.0 / X.shape[1])
 
+    def distribution(self, X: np.ndarray) -> np.ndarray:
+        return np.full(X.shape[:2], 1.0 / X.shape[1])
+
     def to_dict(self) -> dict[str, Any]:
         return {"version": 0}
 

@@ -101,6 +101,11 @@ class PhaseModel:
         share[self.support] = self.counts / float(self.counts.sum())
         return share[a]
 
+    def distribution(self, X: np.ndarray) -> np.ndarray:
+        """(n, K): every user's law of ``decide``'s arm, ``propensity`` of each of the K arms."""
+        K = X.shape[1]
+        return np.broadcast_to(self.propensity(X, np.arange(K)), X.shape[:2]).copy()
+
     def probability(self, arm: int) -> float:
         """π_ℓ(arm): the probability with which ``sample`` (the services' devices) draws
         ``arm`` (0 off the design's support)."""
