@@ -170,6 +170,21 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_simulate)
 
 
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """The policy parameters of a command that builds a policy without simulating it
+    (``evaluate``): the common ones of ``simulate`` (see its help), same names and meanings."""
+    g = p.add_argument_group("policy parameters (as for simulate)")
+    for flag, kind in (("epsilon", float), ("delta", float), ("eps0", float), ("alpha", float),
+                       ("batch-size", int), ("batch-schedule", str), ("honest-fraction", float),
+                       ("scale", float), ("m", int), ("confidence-scale", float),
+                       ("noise-ridge", float), ("update-every", int), ("switching", float),
+                       ("eta", float), ("failure-prob", float), ("lam", float)):
+        g.add_argument(f"--{flag}", type=kind)
+    g.add_argument("--regularizer", choices=["paper", "clip", "noise"])
+    g.add_argument("--paper", action="store_true", help="the papers' settings, not PRACTICAL")
+    g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum")
+
+
 def first_episode_arg(text: str) -> int | str:
     """``--first-episode``: a number of reports, or ``auto`` (resolved by the config)."""
     return text if text == "auto" else int(text)
@@ -205,7 +220,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
             delta = float(params.get("delta", cls.model_fields["delta"].default))
             params["epsilon"] = rdp_epsilon_for_central(alpha, central, delta)
     if "horizon" in cls.model_fields:
-        params["horizon"] = args.T
+        params["horizon"] = getattr(args, "T", None) or 1
     if "accountant" in cls.model_fields:  # sblb: ε0 sized for what the shuffler releases
         params["accountant"] = getattr(args, "aggregation", "reports")
     return cls(**params), ignored
@@ -377,7 +392,7 @@ def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:
         return None
     if ignored:
         print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
-    if args.T < 1 or args.runs < 1:
+    if getattr(args, "T", 1) < 1 or getattr(args, "runs", 1) < 1:
         print("error: --T and --runs must be >= 1", file=sys.stderr)
         return None
     return config

@@ -177,3 +177,20 @@ def test_log_is_refused_where_it_records_nothing(tmp_path: Path, extra: list[str
     assert main(argv) == 2
     assert "--log" in capsys.readouterr().err
     assert not (tmp_path / "l.npz").exists()
+
+
+def test_evaluate_prints_and_writes_every_estimate(tmp_path: Path) -> None:
+    log, out = tmp_path / "u.npz", tmp_path / "ev.json"
+    assert main(["simulate", "--algo", "random", "--env", "digits", "--T", "3000", "--log",
+                 str(log), "--no-progress"]) == 0
+    assert main(["evaluate", "--log", str(log), "--algo", "linucb", "--repeats", "2",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["estimates"]) == {"replay", "ips", "snips", "dr"}
+    for e in data["estimates"].values():
+        assert e["low"] <= e["value"] <= e["high"] and 0 < e["n"] <= 3000
+    assert len(data["estimates"]["replay"]["replays"]) == 2
+    assert data["frozen"] == {"train_rounds": 1500, "eval_rounds": 1500,
+                              "model_version": data["frozen"]["model_version"]}
+    assert main(["evaluate", "--log", str(log), "--algo", "linucb", "--methods", "bogus"]) == 2
+    assert main(["evaluate", "--log", str(tmp_path / "none.npz"), "--algo", "linucb"]) == 2
