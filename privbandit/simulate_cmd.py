@@ -71,7 +71,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         "('Options and output')."))
     p.add_argument("--algo", required=True, choices=sorted([*ALL_CONFIGS, RANDOM]),
                    help="the policy; random: the uniform-random logging policy (for --log)")
-    p.add_argument("--env", default="linear", choices=[*ENVIRONMENTS, "mab", *BCO_ENVIRONMENTS])
+    p.add_argument("--env", default="linear", type=env_arg,
+                   help=f"one of {', '.join([*ENVIRONMENTS, 'mab', *BCO_ENVIRONMENTS])}, or "
+                        "package.module:Class, an Environment subclass taking (d, K, rng) "
+                        "(docs/api.md)")
     p.add_argument("--d", type=int, default=None,
                    help="feature dimension (default 5; digits 40 = 10 classes × 4 PCs; letter 52 = "
                         "26 classes × 2 PCs)")
@@ -185,6 +188,15 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum")
 
 
+def env_arg(text: str) -> str:
+    """``--env``: a built-in name or a ``package.module:Class`` path (loaded when used)."""
+    if text in (*ENVIRONMENTS, "mab", *BCO_ENVIRONMENTS) or ":" in text:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"invalid choice {text!r}: one of {', '.join([*ENVIRONMENTS, 'mab', *BCO_ENVIRONMENTS])}"
+        " or package.module:Class")
+
+
 def first_episode_arg(text: str) -> int | str:
     """``--first-episode``: a number of reports, or ``auto`` (resolved by the config)."""
     return text if text == "auto" else int(text)
@@ -275,6 +287,14 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 2
     if args.env == "mab":
         return run_simulate_mab(args)
+    if ":" in args.env:
+        from shared.core.environments import load_environment_class
+
+        try:
+            load_environment_class(args.env)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.means is not None or args.reward_dist != "bernoulli":
         print("note: --means and --reward-dist apply to --env mab only; ignored", file=sys.stderr)
     if args.K is None:
