@@ -215,7 +215,7 @@ def log_uniform(env: str, T: int, *, d: int = 5, K: int = 20, seed: int = 0
     d, K = environment_dimensions(env, d, K)
     logs: list[Any] = []
     simulator.simulate(UniformConfig(d=d), env, K, T, 1, seed, logs=logs)
-    return logs[0].bandit_feedback()  # type: ignore[no-any-return]  # a DecisionLog's dict
+    return logs[0].bandit_feedback()
 
 
 def replay(feedback: dict[str, Any], algo: str, *, repeats: int = 5, seed: int = 0,

@@ -206,7 +206,7 @@ class UniformModel:
         self.rng = rng
 
     def decide(self, X: np.ndarray) -> np.ndarray:
-        return self.rng.integers(0, X.shape[1], size=X.shape[0])
+        return np.asarray(self.rng.integers(0, X.shape[1], size=X.shape[0]))
 
     def propensity(self, X: np.ndarray, a: np.ndarray) -> np.ndarray:
         return np.full(np.shape(a)[0], 1.0 / X.shape[1])
