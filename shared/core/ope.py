@@ -18,9 +18,9 @@ where obp is importable.
            iff the policy's current model picks a_i; only kept events update the policy
            (Li, Chu, Langford & Wang 2011, Alg. 3). For a uniform log (p_i = 1/K) the M kept
            events are distributed as M rounds of the policy run online (their Thm 1), so V̂
-           estimates the policy's online average reward over M rounds; interval from the
-           M rewards as above (their variance given the policy's path: the normal interval of
-           a mean of independent rewards).
+           estimates the policy's online average reward over M rounds. One replay is one
+           path of the policy; ``replay`` repeats it with independent policy and device noise
+           and adds the between-path variance to the rewards' own (its docstring).
 
 The project's policies are evaluated with their own noise: every kept event's (x_{a_i}, r_i)
 goes through the policy's device randomizer (``policy.randomizer.randomize``, the draw the
