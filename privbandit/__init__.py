@@ -1,2 +1,21 @@
-"""The privbandit command line: ``simulate``, ``privacy``, ``up`` and ``demo``, the local launcher,
-plots and the demo driver. Nothing under ``shared/`` or ``services/`` imports this package."""
+"""The privbandit command line: ``simulate``, ``evaluate``, ``privacy``, ``up`` and ``demo``, the
+local launcher, plots and the demo driver; and the Python API (``privbandit.api``, re-exported
+here: ``privbandit.Bandit``, ``privbandit.simulate``, …; docs/api.md). Nothing under ``shared/``
+or ``services/`` imports this package."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The API's names, loaded on first use: the command line starts without importing the policies.
+API = ("Bandit", "Choice", "Environment", "Estimate", "config", "evaluate", "log_uniform",
+       "policy_ledger", "rdp_epsilon_for_central", "register_environment", "replay",
+       "shuffle_epsilon", "shuffle_max_eps0", "shuffle_min_batch", "simulate")
+
+
+def __getattr__(name: str) -> Any:
+    if name in API:
+        from privbandit import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'privbandit' has no attribute {name!r}")

@@ -1,11 +1,12 @@
-"""The ``privbandit`` command line (spec §6): builds the parser of ``simulate``, ``privacy``, ``up``
-and ``demo`` and runs the chosen command (each subcommand sets ``func``)."""
+"""The ``privbandit`` command line (spec §6): builds the parser of ``simulate``, ``evaluate``,
+``privacy``, ``up`` and ``demo`` and runs the chosen command (each subcommand sets ``func``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from privbandit.evaluate_cmd import add_evaluate_parser
 from privbandit.privacy_cmd import add_privacy_parser
 from privbandit.services_cmd import add_demo_parser, add_up_parser
 from privbandit.simulate_cmd import add_simulate_parser
@@ -16,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Private contextual-bandit learning: simulator, privacy accountant and services."))
     sub = parser.add_subparsers(dest="command", required=True)
     add_simulate_parser(sub)
+    add_evaluate_parser(sub)
     add_privacy_parser(sub)
     add_up_parser(sub)
     add_demo_parser(sub)

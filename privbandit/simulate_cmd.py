@@ -13,16 +13,21 @@ from typing import TYPE_CHECKING, Any
 from privbandit.bco_cmd import add_bco_arguments, run_simulate_bco
 from privbandit.shared.core.environments import BCO_ENVIRONMENTS, ENVIRONMENTS
 from privbandit.shared.core.environments.mab import REWARD_DISTS
-from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, PHASE
+from privbandit.shared.core.logged import UniformConfig
+from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, LINEAR, PHASE
 from privbandit.shared.core.policies.registry import REGISTRY
 from privbandit.summary import fmt, ledger_lines
 
 if TYPE_CHECKING:  # imported where used (the CLI starts without loading them)
     from rich.progress import Progress
 
+    from privbandit.shared.core.logged import DecisionLog
     from privbandit.shared.core.simulator import RunResult
 
 ALL_CONFIGS = {algo: e.config for algo, e in REGISTRY.items()}
+# ``--algo random``: the uniform-random logging policy (not a registered policy: it learns
+# nothing; the logging policy of a uniform log for replay, ``--log``).
+RANDOM = "random"
 BCO_ALGOS = [algo for algo, e in REGISTRY.items() if e.family is BCO_FAMILY]
 
 # Command-line flag → config field. A flag the chosen policy does not use is reported, not silently
@@ -64,8 +69,12 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         "Simulate T users of one policy on one environment, with the whole device → shuffler → "
         "analyzer pipeline in memory. Writes the JSON described in docs/simulator.md "
         "('Options and output')."))
-    p.add_argument("--algo", required=True, choices=sorted(ALL_CONFIGS))
-    p.add_argument("--env", default="linear", choices=[*ENVIRONMENTS, "mab", *BCO_ENVIRONMENTS])
+    p.add_argument("--algo", required=True, choices=sorted([*ALL_CONFIGS, RANDOM]),
+                   help="the policy; random: the uniform-random logging policy (for --log)")
+    p.add_argument("--env", default="linear", type=env_arg,
+                   help=f"one of {', '.join([*ENVIRONMENTS, 'mab', *BCO_ENVIRONMENTS])}, or "
+                        "package.module:Class, an Environment subclass taking (d, K, rng) "
+                        "(docs/api.md)")
     p.add_argument("--d", type=int, default=None,
                    help="feature dimension (default 5; digits 40 = 10 classes × 4 PCs; letter 52 = "
                         "26 classes × 2 PCs)")
@@ -155,8 +164,37 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "learning")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
+    p.add_argument("--log", type=Path,
+                   help="write every decision (context, action, reward, pscore = the deciding "
+                        "model's propensity, position, expected_reward) as Open Bandit "
+                        "Pipeline's bandit_feedback, an .npz (contextual environments, --runs 1; "
+                        "docs/api.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
+
+
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """The policy parameters of a command that builds a policy without simulating it
+    (``evaluate``): the common ones of ``simulate`` (see its help), same names and meanings."""
+    g = p.add_argument_group("policy parameters (as for simulate)")
+    for flag, kind in (("epsilon", float), ("delta", float), ("eps0", float), ("alpha", float),
+                       ("batch-size", int), ("batch-schedule", str), ("honest-fraction", float),
+                       ("scale", float), ("m", int), ("confidence-scale", float),
+                       ("noise-ridge", float), ("update-every", int), ("switching", float),
+                       ("eta", float), ("failure-prob", float), ("lam", float)):
+        g.add_argument(f"--{flag}", type=kind)
+    g.add_argument("--regularizer", choices=["paper", "clip", "noise"])
+    g.add_argument("--paper", action="store_true", help="the papers' settings, not PRACTICAL")
+    g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum")
+
+
+def env_arg(text: str) -> str:
+    """``--env``: a built-in name or a ``package.module:Class`` path (loaded when used)."""
+    if text in (*ENVIRONMENTS, "mab", *BCO_ENVIRONMENTS) or ":" in text:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"invalid choice {text!r}: one of {', '.join([*ENVIRONMENTS, 'mab', *BCO_ENVIRONMENTS])}"
+        " or package.module:Class")
 
 
 def first_episode_arg(text: str) -> int | str:
@@ -168,7 +206,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
                  extra: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The policy config from the flags (``d`` for linear policies, ``K`` for multi-armed ones),
     and the flags the policy does not use."""
-    cls = ALL_CONFIGS[args.algo]
+    cls = ALL_CONFIGS[args.algo] if args.algo in ALL_CONFIGS else UniformConfig
     params: dict[str, Any] = {"d": d} if d is not None else {"K": K}
     params.update(extra or {})
     params.update(practical_defaults(cls, args))
@@ -194,7 +232,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
             delta = float(params.get("delta", cls.model_fields["delta"].default))
             params["epsilon"] = rdp_epsilon_for_central(alpha, central, delta)
     if "horizon" in cls.model_fields:
-        params["horizon"] = args.T
+        params["horizon"] = getattr(args, "T", None) or 1
     if "accountant" in cls.model_fields:  # sblb: ε0 sized for what the shuffler releases
         params["accountant"] = getattr(args, "aggregation", "reports")
     return cls(**params), ignored
@@ -226,7 +264,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     from privbandit.shared.core.environments import environment_dimensions
     from privbandit.shared.core.simulator import simulate
 
-    family = REGISTRY[args.algo].family
+    family = REGISTRY[args.algo].family if args.algo != RANDOM else LINEAR
+    if args.log is not None and (family in (ARMS, BCO_FAMILY) or args.algo == "lplr"
+                                 or args.runs != 1):
+        print("error: --log records the contextual simulator's decisions (not mab, BCO or "
+              "lplr) of one run (--runs 1)", file=sys.stderr)
+        return 2
     if (family is BCO_FAMILY) != (args.env in BCO_ENVIRONMENTS):
         print(f"error: use the BCO policies ({', '.join(BCO_ALGOS)}) with the BCO "
               f"environments ({', '.join(BCO_ENVIRONMENTS)}) and only there", file=sys.stderr)
@@ -244,6 +287,14 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 2
     if args.env == "mab":
         return run_simulate_mab(args)
+    if ":" in args.env:
+        from privbandit.shared.core.environments import load_environment_class
+
+        try:
+            load_environment_class(args.env)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.means is not None or args.reward_dist != "bernoulli":
         print("note: --means and --reward-dist apply to --env mab only; ignored", file=sys.stderr)
     if args.K is None:
@@ -270,16 +321,27 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     total = args.T * args.runs
+    logs: list[DecisionLog] = []
+    kw: dict[str, Any] = {"logs": logs} if args.log is not None else {}
     with _progress(total, f"{args.algo} on {args.env}", disable=args.no_progress) as advance:
         results, env_params = run(config, args.env, K, args.T, args.runs, args.seed,
-                                  on_progress=advance)
+                                  on_progress=advance, **kw)
     wall = time.perf_counter() - started
 
-    from privbandit.shared.core.policies import build_policy
+    from privbandit.shared.core.simulator import make_policy
 
-    ledger = build_policy(config).ledger(args.T, aggregation=args.aggregation)
+    ledger = make_policy(config).ledger(args.T, aggregation=args.aggregation)
+    extra = {}
+    if args.log is not None:
+        from privbandit.shared.core.logged import save_feedback
+
+        feedback = logs[0].bandit_feedback()
+        save_feedback(args.log, feedback)
+        extra["log"] = {"path": str(args.log), "n_rounds": feedback["n_rounds"],
+                        "n_actions": feedback["n_actions"],
+                        "feature_map": feedback["feature_map"]}
     return _finish(args, {**config.model_dump(), **env_params}, results, wall,
-                   ledger.model_dump())
+                   ledger.model_dump(), extra)
 
 
 def run_simulate_mab(args: argparse.Namespace) -> int:
@@ -325,8 +387,9 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any], wall: float,
-            privacy: dict[str, Any]) -> int:
-    """Spec §6's JSON of a simulation (``summarize`` of the runs), printed, written, plotted."""
+            privacy: dict[str, Any], extra: dict[str, Any] | None = None) -> int:
+    """Spec §6's JSON of a simulation (``summarize`` of the runs), printed, written, plotted;
+    ``extra``: further keys (``log``: where ``--log`` wrote the decisions)."""
     from privbandit.shared.core.simulator import summarize
 
     out: dict[str, Any] = {"algo": args.algo, "env": args.env, "T": args.T, "runs": args.runs,
@@ -334,6 +397,7 @@ def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any]
     out.update(summarize(results))
     out["wall_seconds"] = wall
     out["privacy"] = privacy
+    out.update(extra or {})
     return _emit(out, args)
 
 
@@ -348,7 +412,7 @@ def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:
         return None
     if ignored:
         print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
-    if args.T < 1 or args.runs < 1:
+    if getattr(args, "T", 1) < 1 or getattr(args, "runs", 1) < 1:
         print("error: --T and --runs must be >= 1", file=sys.stderr)
         return None
     return config

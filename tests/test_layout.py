@@ -103,7 +103,8 @@ def test_services_import_only_shared_common_and_themselves(path: Path) -> None:
     assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-@pytest.mark.parametrize("package", ["shared", "services", "privbandit", "tests", "bench", "load"])
+@pytest.mark.parametrize("package", ["shared", "services", "privbandit", "tests", "bench", "load",
+                                     "examples"])
 def test_nothing_imports_the_folders_by_their_own_names(package: str) -> None:
     """``import shared`` would load a second copy of every module beside ``privbandit.shared``
     (two registries, two settings classes) and fail outside the checkout: one name only."""

@@ -98,7 +98,7 @@ async def decide(
     rt.metrics.decisions.labels(task).inc()
     rt.metrics.decide_seconds.observe(time.perf_counter() - started)
     return DecideResponse(decision_id=decision_id, action=action, model_version=model.version,
-                          points=points)
+                          points=points, propensity=decision.propensity)
 
 
 async def give_feedback(

@@ -23,11 +23,15 @@ Value = float | list[float]
 
 @dataclass(frozen=True)
 class Decision:
-    """What decide answers and seals: the state, the arm (0 for BCO) and the points played."""
+    """What decide answers and seals: the state, the arm (0 for BCO) and the points played;
+    ``propensity``: the probability with which the model that decided took ``action`` (1 for a
+    deterministic argmax, ties to the lowest index; π(a) for a sampled arm; None for a BCO
+    task, whose points are drawn from a continuous law: a density, no probability)."""
 
     state: np.ndarray
     action: int
     points: list[list[float]] | None = None
+    propensity: float | None = None
 
 
 class DeviceFamily(Protocol):
@@ -51,7 +55,8 @@ class Linear:
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
         assert X is not None
         action = model.decide_one(X)
-        return Decision(self.state(model, X[action]), action)
+        # argmax with ties to the lowest index: a rule, not a coin (Model.propensity)
+        return Decision(self.state(model, X[action]), action, propensity=1.0)
 
     def state(self, model: Any, x: np.ndarray) -> np.ndarray:
         """The chosen arm's features."""
@@ -82,7 +87,8 @@ class Phase:
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
         # [arm, phase]: the arm drawn from π_ℓ, the phase it names.
         state = np.array([model.sample(rng.random()), model.phase])
-        return Decision(state, int(state[0]))
+        arm = int(state[0])
+        return Decision(state, arm, propensity=model.probability(arm))
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:
@@ -94,7 +100,8 @@ class Arms:
 
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
         state = arms.decide_arm(model, rng)
-        return Decision(state, int(state[0]))
+        arm = int(state[0])
+        return Decision(state, arm, propensity=float(model.propensity(arm)[0]))
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from privbandit.shared.core.environments import Environment, make_environment
+from privbandit.shared.core.logged import DecisionLog, UniformConfig, UniformPolicy
 from privbandit.shared.core.policies import Policy, PolicyConfig, build_policy
 from privbandit.shared.core.policies.model import shared_arms
 
@@ -32,6 +33,19 @@ class ContextDeciding(Protocol):
     linear, GLB and phase families' models (what this simulator serves)."""
 
     def decide(self, X: np.ndarray) -> np.ndarray: ...
+
+
+def make_policy(config: Any, rng: np.random.Generator | None = None) -> Policy[Any, Any]:
+    """The policy of a config: a registered one (``build_policy``), or the uniform-random
+    logging policy of a ``UniformConfig`` (``--algo random``)."""
+    if isinstance(config, UniformConfig):
+        return UniformPolicy(config, rng)
+    return build_policy(config, rng)
+
+
+def log_for(env: Environment) -> DecisionLog:
+    """An empty decision log whose contexts follow the environment's ``feature_map``."""
+    return DecisionLog(env.feature_map, env.fixed_arms)  # type: ignore[arg-type]  # one of FEATURE_MAPS, checked there
 
 
 @dataclass
@@ -85,8 +99,11 @@ def run_once(
     device_rng: np.random.Generator,
     checkpoints: np.ndarray,
     on_progress: Callable[[int], None] | None = None,
+    log: DecisionLog | None = None,
 ) -> RunResult:
-    """Simulate T users; returns the regret curve at ``checkpoints``."""
+    """Simulate T users; returns the regret curve at ``checkpoints``. ``log``: where to record
+    every decision kept (features, arm, reward, the propensity of the model that decided it,
+    the true means) — the users a model switch sends back are recorded when re-decided."""
     start = time.perf_counter()
     cum = np.zeros(checkpoints.shape[0])
     rnd = np.zeros(checkpoints.shape[0])
@@ -123,6 +140,8 @@ def run_once(
                     covered += inside
         if k < n:
             env.unread(X[k:], mu[k:])
+        if log is not None:
+            log.record(X[:k], a[:k], r[:k], propensity_of(model, X[:k], a[:k]), mu[:k])
         best, average = _best_and_average(mu[:k])
         inst = np.cumsum(best - mu_a[:k])
         inst_random = np.cumsum(best - average)
@@ -147,6 +166,14 @@ def run_once(
         wall_seconds=time.perf_counter() - start,
         coverage=covered / published if published else None,
     )
+
+
+def propensity_of(model: Any, X: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """π(a_i | X_i) under the model that decided (its ``propensity``)."""
+    rule = getattr(model, "propensity", None)
+    if rule is None:
+        raise TypeError(f"{type(model).__name__} states no propensity")
+    return np.asarray(rule(X, a), dtype=float)
 
 
 def contains(model: Any, theta_star: np.ndarray) -> bool | None:
@@ -196,7 +223,7 @@ def simulate_runs(
 
 
 def simulate(
-    config: PolicyConfig,
+    config: PolicyConfig | UniformConfig,
     env_name: str,
     K: int,
     T: int,
@@ -205,19 +232,26 @@ def simulate(
     on_progress: Callable[[int], None] | None = None,
     points: int = 200,
     extra_checkpoints: Sequence[int] = (),
+    logs: list[DecisionLog] | None = None,
 ) -> tuple[list[RunResult], dict[str, Any]]:
     """``runs`` independent runs; returns the results and the environment's parameters.
     ``extra_checkpoints``: times t ≤ T recorded besides the ``points`` evenly spread ones
-    (checkpoints only record the running regret: they draw nothing, so the runs are the same)."""
+    (checkpoints only record the running regret: they draw nothing, so the runs are the same).
+    ``logs``: a list that receives each run's ``DecisionLog`` (logging draws nothing either).
+    A ``UniformConfig`` runs the uniform-random logging policy."""
     extra = [t for t in extra_checkpoints if 1 <= t <= T]
 
     def one(env: Environment, policy_rng: np.random.Generator, reward_rng: np.random.Generator,
             device_rng: np.random.Generator, checkpoints: np.ndarray) -> RunResult:
-        policy = build_policy(config, policy_rng)
+        policy = make_policy(config, policy_rng)
         policy.bind_arms(env.fixed_arms)
         if extra:
             checkpoints = np.union1d(checkpoints, extra).astype(checkpoints.dtype)
-        return run_once(policy, env, T, reward_rng, device_rng, checkpoints, on_progress)
+        log = None
+        if logs is not None:
+            log = log_for(env)
+            logs.append(log)
+        return run_once(policy, env, T, reward_rng, device_rng, checkpoints, on_progress, log)
 
     return simulate_runs(config.d, env_name, K, T, runs, seed, points, one)
 

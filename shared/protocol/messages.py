@@ -353,12 +353,18 @@ class DecideRequest(Message):
 
 class DecideResponse(Message):
     """``points``: a BCO task's point(s) to play (one, or two for a two-point task; ``action`` is
-    then 0); null for the bandit tasks."""
+    then 0); null for the bandit tasks. ``propensity``: the probability with which the model
+    that decided took ``action`` — 1 for a deterministic argmax (linear, GLB and index models;
+    ties go to the lowest index by rule, so the chosen arm still has probability 1), π(a) for
+    an arm the device sampled (Tsallis-INF's distribution, uniform before its first report;
+    ``adar-gope``'s G-optimal design); null for a BCO task (continuous points: a density, not
+    a probability). What off-policy evaluation needs as the logged ``pscore``."""
 
     decision_id: DecisionId
     action: int = Field(ge=0)
     model_version: int = Field(ge=0)
     points: list[list[FiniteFloat]] | None = Field(None, min_length=1, max_length=2)
+    propensity: FiniteFloat | None = Field(None, gt=0.0, le=1.0)
 
 
 class FeedbackRequest(Message):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from privbandit.cli import main
@@ -151,3 +152,45 @@ def test_mab_invalid_parameters_are_clear_errors(argv: list[str], needle: str, c
 def test_mab_flags_a_policy_does_not_use_are_reported(tmp_path: Path, capsys) -> None:
     _mab(tmp_path, "adar-ucb", "--epsilon-dist", "fixed:1", "--sigmoid", "--eps0", "2", T=500)
     assert "does not use --eps0, --epsilon-dist, --sigmoid" in capsys.readouterr().err
+
+
+def test_log_writes_a_uniform_bandit_feedback(tmp_path: Path) -> None:
+    from privbandit.shared.core.logged import load_feedback
+
+    log, out = tmp_path / "uniform.npz", tmp_path / "out.json"
+    assert main(["simulate", "--algo", "random", "--env", "digits", "--T", "2000", "--log",
+                 str(log), "--json", str(out), "--no-progress"]) == 0
+    fb = load_feedback(log)
+    assert fb["n_rounds"] == 2000 and fb["n_actions"] == 10
+    assert np.allclose(fb["pscore"], 0.1) and fb["feature_map"] == "disjoint"
+    data = json.loads(out.read_text())
+    assert data["log"]["n_rounds"] == 2000 and data["privacy"]["threat_model"] == "none"
+    # the uniform policy's regret is the uniformly random policy's on the same users
+    assert data["final_regret_mean"] == pytest.approx(data["random_regret_mean"], rel=0.05)
+
+
+@pytest.mark.parametrize("extra", [["--runs", "2"], ["--algo", "ucb", "--env", "mab"]])
+def test_log_is_refused_where_it_records_nothing(tmp_path: Path, extra: list[str],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--algo", "linucb", "--T", "10", "--log", str(tmp_path / "l.npz"),
+            "--no-progress", *extra]
+    assert main(argv) == 2
+    assert "--log" in capsys.readouterr().err
+    assert not (tmp_path / "l.npz").exists()
+
+
+def test_evaluate_prints_and_writes_every_estimate(tmp_path: Path) -> None:
+    log, out = tmp_path / "u.npz", tmp_path / "ev.json"
+    assert main(["simulate", "--algo", "random", "--env", "digits", "--T", "3000", "--log",
+                 str(log), "--no-progress"]) == 0
+    assert main(["evaluate", "--log", str(log), "--algo", "linucb", "--repeats", "2",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["estimates"]) == {"replay", "ips", "snips", "dr"}
+    for e in data["estimates"].values():
+        assert e["low"] <= e["value"] <= e["high"] and 0 < e["n"] <= 3000
+    assert len(data["estimates"]["replay"]["replays"]) == 2
+    assert data["frozen"] == {"train_rounds": 1500, "eval_rounds": 1500,
+                              "model_version": data["frozen"]["model_version"]}
+    assert main(["evaluate", "--log", str(log), "--algo", "linucb", "--methods", "bogus"]) == 2
+    assert main(["evaluate", "--log", str(tmp_path / "none.npz"), "--algo", "linucb"]) == 2

@@ -108,6 +108,9 @@ async def test_devices_draw_from_the_design_and_phases_end_on_schedule(
             assert resp.status_code == 200, resp.text
             out = resp.json()
             assert out["action"] in m1.support and out["model_version"] == 0
+            # drawn from the design: its propensity is π_1(action)
+            assert out["propensity"] == pytest.approx(
+                m1.weights[m1.support.index(out["action"])] / sum(m1.weights))
             plays.append(out)
             resp = await s.device.post("/v1/tasks/gope/feedback",
                                        json={"decision_id": out["decision_id"], "reward": 1.0})

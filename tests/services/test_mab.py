@@ -75,6 +75,8 @@ async def test_decide_takes_no_features(mab_settings: Settings) -> None:
         for cfg in (HELDP, TSALLIS, ADAR, UCB):
             out = await decide(s, cfg.id)
             assert 0 <= out["action"] < K
+            # Tsallis-INF samples (version 0: uniform); the index and episode models do not.
+            assert out["propensity"] == pytest.approx(1 / K if cfg is TSALLIS else 1.0)
         error(await s.device.post("/v1/tasks/heldp/decide",
                                   json={"features": [[0.1]] * K}), 422, "unexpected_features")
         error(await s.device.post("/v1/tasks/loc/decide", json={}), 422, "missing_features")

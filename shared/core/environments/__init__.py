@@ -4,6 +4,9 @@ optimisation ones (``BCO_ENVIRONMENTS``, issue 12) live in ``bco``."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 import numpy as np
 
 from privbandit.shared.core.environments.base import Environment
@@ -20,14 +23,49 @@ SYNTHETIC = {"linear": LinearEnvironment, "fixed-linear": FixedLinearEnvironment
              "logistic": LogisticEnvironment}
 
 
+# Environments registered by users (``register_environment``): name → class taking (d, K, rng).
+REGISTERED: dict[str, Callable[[int, int, np.random.Generator], Environment]] = {}
+
+
+def register_environment(name: str,
+                         factory: Callable[[int, int, np.random.Generator], Environment]) -> None:
+    """Make ``name`` an environment of ``make_environment`` (and of ``simulate``): ``factory``
+    (usually an ``Environment`` subclass) is called as factory(d, K, rng) once per run."""
+    if name in ENVIRONMENTS or name in ("mab", *BCO_ENVIRONMENTS) or ":" in name:
+        raise ValueError(f"{name!r} is a built-in environment name or contains ':'")
+    REGISTERED[name] = factory
+
+
+def load_environment_class(path: str) -> Callable[[int, int, np.random.Generator], Environment]:
+    """The class a ``package.module:Class`` path names (the command line's ``--env``)."""
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise ValueError(f"an environment path is package.module:Class, got {path!r}")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load environment {path!r}: {exc}") from None
+    if not callable(obj):
+        raise ValueError(f"{path!r} is not a class")
+    return obj  # a user's factory: make_environment checks what it builds
+
+
 def make_environment(name: str, d: int, K: int, rng: np.random.Generator) -> Environment:
+    """A built-in environment, a registered one, or a ``package.module:Class`` path."""
     if name in SYNTHETIC:
         return SYNTHETIC[name](d, K, rng)
     if name == "digits":
         return DigitsEnvironment(d, rng)
     if name == "letter":
         return LetterEnvironment(d, rng)
-    raise ValueError(f"unknown environment {name!r}; known: {', '.join(ENVIRONMENTS)}")
+    factory = REGISTERED.get(name) or (load_environment_class(name) if ":" in name else None)
+    if factory is None:
+        raise ValueError(f"unknown environment {name!r}; known: "
+                         f"{', '.join([*ENVIRONMENTS, *REGISTERED])} or package.module:Class")
+    env = factory(d, K, rng)
+    if not isinstance(env, Environment):
+        raise TypeError(f"environment {name!r} is not an Environment")
+    return env
 
 
 def environment_dimensions(name: str, d: int, K: int) -> tuple[int, int]:
@@ -46,4 +84,5 @@ __all__ = [
     "environment_dimensions",
     "make_bco_environment",
     "make_environment",
+    "register_environment",
 ]

@@ -21,6 +21,9 @@ class Environment(ABC):
     L: float
     # The one (K, d) arm set every user sees, when the environment has one (``fixed-linear``).
     fixed_arms: np.ndarray | None = None
+    # How a logged round's context is kept (``shared.core.logged``): ``flat`` (the K·d
+    # features), ``disjoint`` (c with x_a = e_a ⊗ c) or ``fixed`` (the arm set, once).
+    feature_map: str = "flat"
 
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng = rng

@@ -28,6 +28,7 @@ MAX_ARMS = 10_000
 
 class FixedLinearEnvironment(LinearEnvironment):
     name = "fixed-linear"
+    feature_map = "fixed"
     fixed_arms: np.ndarray  # always set here (None in the base: contextual arms)
 
     def __init__(self, d: int, K: int, rng: np.random.Generator) -> None:

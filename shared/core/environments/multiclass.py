@@ -39,6 +39,7 @@ class MulticlassEnvironment(Environment):
     """C classes as C arms, features e_a ⊗ c (see module docstring)."""
 
     L = 1.0
+    feature_map = "disjoint"
 
     def __init__(self, data: np.ndarray, labels: np.ndarray, n_classes: int, d: int,
                  rng: np.random.Generator) -> None:

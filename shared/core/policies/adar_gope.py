@@ -89,6 +89,30 @@ class PhaseModel:
         j = (stride * i + self.order_seed % total) % total
         return self.support[np.searchsorted(np.cumsum(self.counts), j, side="right")]
 
+    def propensity(self, X: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """P(a_i) of ``decide``'s arms over the phase's random start s (``order_seed``, drawn
+        uniformly from [0, 2⁶³) by the analyzer): j = (P i + s) mod T_ℓ is uniform on
+        {0, …, T_ℓ − 1} for every position i, so arm b is played with probability
+        T_ℓ(b) / T_ℓ (its share of the rounded play counts ⌈π_ℓ(b) c_ℓ⌉; 0 off the support).
+        (Uniform up to T_ℓ / 2⁶³ from s mod T_ℓ.) The services' devices draw from π_ℓ instead:
+        ``probability``."""
+        a = np.asarray(a, dtype=np.int64)
+        share = np.zeros(int(max(self.support.max(), a.max(initial=0))) + 1)
+        share[self.support] = self.counts / float(self.counts.sum())
+        return share[a]
+
+    def distribution(self, X: np.ndarray) -> np.ndarray:
+        """(n, K): every user's law of ``decide``'s arm, ``propensity`` of each of the K arms."""
+        K = X.shape[1]
+        return np.broadcast_to(self.propensity(X, np.arange(K)), X.shape[:2]).copy()
+
+    def probability(self, arm: int) -> float:
+        """π_ℓ(arm): the probability with which ``sample`` (the services' devices) draws
+        ``arm`` (0 off the design's support)."""
+        weights = self.weights if self.weights is not None else self.counts.astype(float)
+        hit = np.flatnonzero(self.support == arm)
+        return float(weights[hit[0]] / weights.sum()) if hit.size else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "phase": self.phase, "beta": self.beta,
                 "active": self.active.tolist(), "support": self.support.tolist(),

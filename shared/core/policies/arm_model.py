@@ -51,6 +51,17 @@ class ArmModel:
         pick = np.searchsorted(cum, u * cum[-1], side="right")
         return np.minimum(pick, cum.shape[0] - 1).astype(np.int64)
 
+    def propensity(self, a: np.ndarray | int) -> np.ndarray:
+        """P(a) under this model for chosen arm(s) ``a``: w_a / Σ_b w_b for a ``probabilities``
+        model (the inverse-CDF draw of ``decide`` picks a with exactly that probability for
+        u ~ U[0, 1) — before the first report Tsallis-INF's w is uniform, 1/K); 1 for an
+        ``indices`` model (argmax, ties to the lowest index: a rule, not a coin) and for an
+        episode's ``arm``."""
+        a = np.atleast_1d(np.asarray(a, dtype=np.int64))
+        if self.probabilities is None:
+            return np.ones(a.shape[0])
+        return self.probabilities[a] / float(self.probabilities.sum())
+
     def to_dict(self) -> dict[str, Any]:
         def vec(v: np.ndarray | None) -> list[float | None] | None:
             if v is None:

@@ -92,6 +92,13 @@ class LPLR(LinearPolicy[LPLRConfig, LPLRRandomizer]):
         """a_t uniform over A_m(x_t) (device randomness)."""
         return self.choose(self.active_sets(X), rng)
 
+    def propensity(self, X: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """P(a_i | x_i) = 1 / |A_m(x_i)| for an arm a_i of the active set (0 outside it): the
+        device draws uniformly from A_m(x) (Alg. 1 line 5)."""
+        mask = self.active_sets(X)
+        rows = np.arange(mask.shape[0])
+        return np.where(mask[rows, a], 1.0 / mask.sum(axis=1), 0.0)
+
     @staticmethod
     def choose(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One uniformly random True column per row of ``mask`` (n, K)."""

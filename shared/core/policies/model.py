@@ -59,6 +59,13 @@ class Model:
             return np.repeat(self.decide(X[:1]), X.shape[0])
         return np.argmax(self.scores(X), axis=-1)
 
+    def propensity(self, X: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """P(a_i | X_i) under this model for the arms ``a`` chosen by ``decide``: 1 for every
+        user. The choice is the deterministic argmax of the index, and a tie is broken by a rule
+        (the lowest index), not by a coin, so the chosen arm has probability 1 and every other
+        arm 0 — including for users whose indices tie."""
+        return np.ones(np.shape(a)[0])
+
     @cached_property
     def chol_inv(self) -> np.ndarray:
         """W = chol⁻¹, so that ‖x‖_{V⁻¹} = ‖W x‖₂ (V⁻¹ = chol⁻ᵀ chol⁻¹); once per model."""

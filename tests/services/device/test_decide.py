@@ -35,6 +35,7 @@ async def test_health_status_and_decide(settings: Settings) -> None:
             assert len(out["decision_id"]) == -(-(1 + 12 + 8 * D + 16) * 4 // 3)
             assert 0 <= out["action"] < K
             assert out["model_version"] == 0
+            assert out["propensity"] == 1.0  # a deterministic argmax
 
 
 async def test_decide_picks_the_models_argmax(settings: Settings) -> None:
@@ -42,6 +43,16 @@ async def test_decide_picks_the_models_argmax(settings: Settings) -> None:
     async with stack(settings) as s:
         feats = [[0.1, 0.0, 0.0], [0.0, 0.9, 0.0], [0.0, 0.0, 0.5], [0.3, 0.3, 0.3]]
         assert (await decide(s.device, "cen", feats))["action"] == 1
+
+
+async def test_a_tie_goes_to_the_lowest_index_with_probability_one(settings: Settings) -> None:
+    # Rows 1 and 2 have the same norm, so the same version-0 index: the rule picks row 1, and
+    # the choice is not a coin, so its propensity is 1.
+    async with stack(settings) as s:
+        feats = [[0.1, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 0.5], [0.2, 0.2, 0.2]]
+        for _ in range(5):
+            out = await decide(s.device, "cen", feats)
+            assert (out["action"], out["propensity"]) == (1, 1.0)
 
 
 async def test_decide_ids_are_unique(settings: Settings) -> None:

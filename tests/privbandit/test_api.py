@@ -1,0 +1,52 @@
+"""The API's documented examples run: the module docstring of ``privbandit.api`` and the
+snippets of docs/api.md (doctest), and the names re-exported from ``privbandit``."""
+
+from __future__ import annotations
+
+import doctest
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import privbandit
+from privbandit import api
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+def test_the_api_docstring_examples_run() -> None:
+    result = doctest.testmod(api, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 10 and result.failed == 0
+
+
+def test_the_api_page_snippets_run() -> None:
+    result = doctest.testfile(str(DOCS), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 5 and result.failed == 0
+
+
+def test_privbandit_re_exports_the_api() -> None:
+    for name in privbandit.API:
+        assert getattr(privbandit, name) is getattr(api, name)
+    with pytest.raises(AttributeError):
+        privbandit.nothing_here  # noqa: B018
+
+
+def test_bad_features_and_rewards_are_refused() -> None:
+    bandit = api.Bandit("linucb", d=2, seed=0)
+    for X in (np.ones((3, 3)), np.full((3, 2), 2.0), np.array([[np.nan, 0.0]])):
+        with pytest.raises(ValueError):
+            bandit.decide(X)
+    choice = bandit.decide(np.eye(2) / 2)
+    with pytest.raises(ValueError):
+        bandit.feedback(choice, float("inf"))
+
+
+def test_a_shuffle_policy_ingests_only_full_batches() -> None:
+    bandit = api.Bandit("ddp-linucb", d=2, batch_size=50, seed=1)
+    X = np.eye(2) / 2
+    for _ in range(49):
+        bandit.feedback(bandit.decide(X), 1.0)
+    assert bandit.policy.reports == 0
+    bandit.feedback(bandit.decide(X), 1.0)
+    assert bandit.policy.reports == 50
