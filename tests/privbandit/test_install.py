@@ -133,3 +133,10 @@ def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> 
     for key in ("ldp_epsilon", "ldp_delta", "central_epsilon", "central_delta", "accounting"):
         assert key in privacy, key
     assert sorted(p.name for p in empty.iterdir()) == ["out.json"]  # nothing else written here
+
+    # The examples, as a user who installed the wheel runs them: from outside the checkout, with
+    # nothing of it on the path (issue 25). The OPE example takes minutes: tests/examples runs it.
+    for script in ("own_stream.py", "own_environment.py"):
+        done = run([str(python), str(REPO / "examples" / script)], timeout=patience(300),
+                   cwd=empty, env=env)
+        assert isinstance(json.loads(done.stdout), dict), script
