@@ -23,7 +23,7 @@ A simulation on an environment of your own: a subclass of ``Environment`` (``_dr
 users' features (n, K, d) and true means (n, K) in [0, 1]), registered by name or passed as an
 object:
 
->>> from shared.core.environments import Environment
+>>> from privbandit.shared.core.environments import Environment
 >>> class TwoArms(Environment):
 ...     name, L = "two-arms", 1.0
 ...     def __init__(self, d, K, rng):
