@@ -34,7 +34,7 @@ MESSAGES: dict[str, list[type[BaseModel]]] = {
                  messages.GLBModelMessage, messages.ArmModelMessage,
                  messages.PhaseModelMessage, messages.BCOModelMessage,
                  messages.BatchUpload, messages.BatchAck, messages.PrivacyReport],
-    "Shuffler": [messages.EncryptedReport, messages.ReportUpload, messages.ReportsAccepted,
+    "Shuffler": [messages.EncryptedReport, messages.UploadedReport, messages.ReportUpload, messages.ReportsAccepted,
                  messages.TaskQueueStatus, messages.ShufflerStatus],
     "Secure sum": [secure_sum.SecureSumLayout, secure_sum.PaillierConfig,
                    secure_sum.EncryptedCounts, secure_sum.SecureSumUpload,
