@@ -22,7 +22,6 @@ from typing import Any
 
 import httpx
 import pytest
-import tomli_w
 
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster, local_cluster
