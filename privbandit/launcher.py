@@ -447,11 +447,13 @@ def local_cluster(
     log_dir: Path | None = None,
     timeout: float = 60.0,
     store: str | None = None,
+    shufflers: int = 1,
 ) -> Iterator[Cluster]:
     """Start all three services (on free loopback ports unless given) and stop them on exit;
-    ``store`` as for ``Cluster``."""
+    ``store`` and ``shufflers`` as for ``Cluster``."""
     if ports is None:
         ports = dict(zip(SERVICES, free_ports(len(SERVICES)), strict=True))
-    with Cluster(data_dir, ports, config=config, log_dir=log_dir, store=store) as cluster:
+    with Cluster(data_dir, ports, config=config, log_dir=log_dir, store=store,
+                 shufflers=shufflers) as cluster:
         cluster.start(timeout=timeout)
         yield cluster

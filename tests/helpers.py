@@ -15,6 +15,7 @@ import os
 import secrets
 import sqlite3
 import time
+import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from importlib import resources
@@ -23,6 +24,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import tomli_w
 from fastapi import FastAPI
 
 from privbandit.demo import (
@@ -432,6 +434,26 @@ E2E_CONFIG = (
 )
 
 TASKS = {"shuffle": "small-shuffle", "ldp": "small-ldp", "central": "small-central"}
+# The crash tests' growing batch schedule (issue 22): 20, 40, 80, then 160 for ever (cumulative
+# 20, 60, 140, 300, 460, 620): a kill a fifth of the way into 600–700 users falls after batch 1
+# and before the cap. sblb's ε0 follows it from a central target of (1, 1e-6).
+CRASH_SCHEDULE = "geometric:20,2,160"
+SBLB_SCHEDULED = {"eps0": None, "epsilon": 1.0, "batch_schedule": CRASH_SCHEDULE}
+
+
+def with_policy(config: Path, task_id: str, out: Path, only: bool = False,
+                **changes: Any) -> Path:
+    """A copy of ``config`` where ``task_id``'s policy has ``changes`` (a None value removes
+    the key; ``only``: the only task)."""
+    data = tomllib.loads(config.read_text())
+    for task in data["tasks"]:
+        if task["id"] == task_id:
+            task["policy"].update(changes)
+            task["policy"] = {k: v for k, v in task["policy"].items() if v is not None}
+    if only:
+        data["tasks"] = [t for t in data["tasks"] if t["id"] == task_id]
+    out.write_text(tomli_w.dumps(data))
+    return out
 BATCH = {"shuffle": 20, "ldp": 1, "central": 1}
 
 

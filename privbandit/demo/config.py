@@ -161,12 +161,30 @@ def derived_config(
                 for key in set(practical) - {"confidence_scale", "regularizer"}:
                     if policy.pop(key, None) is not None and key == "batch_schedule":
                         policy["batch_size"] = known["batch_size"].default
+                if "accountant" in known and "epsilon" not in policy:
+                    policy.pop("accountant", None)  # sblb's fixed ε0: no central target to size
                 if "perturb" in known:  # ldp-linucb's perturbed publication is not the paper's
                     policy["perturb"] = 0.0
             if aggregation is not None:
+                if aggregation != task.get("aggregation", "reports"):
+                    _follow_aggregation(policy, aggregation, paper)
                 task["aggregation"] = aggregation
     out.write_text(tomli_w.dumps(data))
     return out
+
+
+def _follow_aggregation(policy: dict[str, object], aggregation: str, paper: bool) -> None:
+    """An sblb task moved to another transport: ε0 sized by that transport's accountant (a
+    secure-sum accountant over whole reports would overstate the amplification) and, unless
+    ``paper``, that transport's practical defaults where they differ
+    (``practical.PRACTICAL_BY_AGGREGATION``: over reports, m = 1 and batches doubling on)."""
+    from privbandit.shared.core.policies.practical import PRACTICAL_BY_AGGREGATION
+
+    if "accountant" in policy:
+        policy["accountant"] = aggregation
+    if not paper:
+        policy.update(PRACTICAL_BY_AGGREGATION.get(str(policy.get("algo")), {}).get(
+            aggregation, {}))
 
 
 def paper_config(base: Path, task_id: str, out: Path) -> Path:

@@ -142,6 +142,22 @@ class AnalyzerRuntime:
         except BaseException:
             self.store.close()
             raise
+        # The linear tasks' ledgers, computed once in a thread: an sblb schedule over the secure
+        # sum runs the sum-only accountant at each batch length (seconds), which must not stall
+        # the event loop of the first /status or metrics scrape. Ready once they are computed.
+        self._ledgers = threading.Thread(target=self._warm_ledgers, daemon=True,
+                                         name="privacy-ledgers")
+        self._ledgers.start()
+        self.readiness.require(
+            "the privacy ledgers", lambda: ["ledgers"] if self._ledgers.is_alive() else [])
+
+    def _warm_ledgers(self) -> None:
+        for rt in self.tasks.values():
+            if not rt.config.multi_armed:
+                try:
+                    self.ledger(rt, wait=False)
+                except Exception:  # computed (and raised) again by the request that needs it
+                    log.exception("task %s: privacy ledger", rt.id)
 
     # -----------------------------------------------------------------------------------------
     # Loading
@@ -204,12 +220,15 @@ class AnalyzerRuntime:
     # -----------------------------------------------------------------------------------------
     # Ledger and readiness
 
-    def ledger(self, rt: TaskRuntime) -> PrivacyLedger:
-        """The task's ledger (a linear task's depends on its parameters only: computed once, it
-        can take ~1 s; a multi-armed task's carries the per-user fractions so far)."""
+    def ledger(self, rt: TaskRuntime, wait: bool = True) -> PrivacyLedger:
+        """The task's ledger (a linear task's depends on its parameters only: computed once at
+        start-up in a thread, it can take seconds; a multi-armed task's carries the per-user
+        fractions so far). ``wait``: first let the start-up thread finish (it computes it)."""
         if rt.config.multi_armed:
             # Cheap, and its per-user fractions (used, declined) move with every report.
             return rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
+        if rt.ledger_cache is None and wait and self._ledgers.is_alive():
+            self._ledgers.join()
         if rt.ledger_cache is None:
             # The transport decides what an observer of the shuffler output sees (spec §3).
             rt.ledger_cache = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)

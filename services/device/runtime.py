@@ -66,8 +66,8 @@ class DeviceRuntime:
     metrics: DeviceMetrics
     randomizers: dict[str, Randomizer]
     readiness: Readiness
-    # ddp-linucb tasks with a growing batch schedule: one randomizer per batch length.
-    sized: dict[str, dict[int, SkellamRandomizer]] = field(default_factory=dict)
+    # Tasks with a growing batch schedule (ddp-linucb, sblb): one randomizer per batch length.
+    sized: dict[str, dict[int, Randomizer]] = field(default_factory=dict)
     # Device-side randomness for the local randomizers: seeded once per process from the OS
     # CSPRNG (never a fixed seed), so reports cannot be de-randomised by anyone.
     rng: np.random.Generator = field(
@@ -79,12 +79,15 @@ class DeviceRuntime:
         return self.cache.tasks
 
     def report_randomizer(self, task: str) -> Randomizer:
-        """The randomizer of a report of ``task`` made now. A ``ddp-linucb`` task with a growing
-        batch schedule sizes the Skellam share for the batch length announced with the newest
-        model the device holds (``ModelMessage.batch_size``; the first length before one is
-        announced), rounded down to a length of the schedule: the analyzer announced l_b after
-        b batches were formed, so the report lands in a batch of length ≥ l_b and its share is
-        at least what that batch needs (``policies.ddp_linucb``)."""
+        """The randomizer of a report of ``task`` made now. A task with a growing batch schedule
+        sizes its noise for the batch length announced with the newest model the device holds
+        (``ModelMessage.batch_size``; the first length before one is announced), rounded down
+        to a length of the schedule: the analyzer announced l_b after b batches were formed, so
+        the report lands in a batch of length ≥ l_b. ``ddp-linucb``: its Skellam share is at
+        least what that batch needs (``policies.ddp_linucb``); ``sblb``: its ε0(l_b) is at most
+        the batch's ε0 (``accounting.shuffle_schedule``: a late report is the batch's own
+        randomizer applied to a randomised input). The newest model is never older than the
+        one the user decided with, so the length is at least the decision's."""
         sized = self.sized.get(task)
         if not sized:
             return self.randomizers[task]
@@ -175,12 +178,12 @@ async def open_runtime(
 
 def task_randomizers(
     tasks: list[TaskConfig],
-) -> tuple[dict[str, Randomizer], dict[str, dict[int, SkellamRandomizer]]]:
+) -> tuple[dict[str, Randomizer], dict[str, dict[int, Randomizer]]]:
     """Each task's device randomizer, and for a task with a growing batch schedule whose
-    policy sizes its noise per batch length (``randomizer_for(length)``: ``ddp-linucb``) one
-    per length of the schedule (``DeviceRuntime.report_randomizer``)."""
+    policy sizes its noise per batch length (``randomizer_for(length)``: ``ddp-linucb``,
+    ``sblb``) one per length of the schedule (``DeviceRuntime.report_randomizer``)."""
     randomizers: dict[str, Randomizer] = {}
-    sized: dict[str, dict[int, SkellamRandomizer]] = {}
+    sized: dict[str, dict[int, Randomizer]] = {}
     for t in tasks:
         if t.schedule.is_fixed:  # the randomizer alone: no analyzer state to build
             randomizers[t.id] = randomizer_for(t.policy)

@@ -131,9 +131,10 @@ class ModelMessage(Message):
     beta: FiniteFloat = Field(ge=0)
     reports: int = Field(ge=0, description="reports counted into this model")
     batch_size: int | None = Field(
-        None, ge=1, le=MAX_BATCH, description="ddp-linucb with a growing batch schedule: the "
-        "batch length l the reports of this model's users are sized for (their Skellam share "
-        "has variance μ/⌈γl⌉; issue 22); null: the task's batch_size")
+        None, ge=1, le=MAX_BATCH, description="a growing batch schedule (ddp-linucb, sblb, "
+        "sblb-fixed): the batch length l the reports of this model's users are sized for "
+        "(ddp-linucb: their Skellam share has variance μ/⌈γl⌉; sblb: their ε0 is the largest "
+        "whose batch of l meets the task's central ε; issue 22); null: the task's batch_size")
 
 
 class GLBModelMessage(ModelMessage):
@@ -294,10 +295,23 @@ class PrivacyReport(Message):
 # Shuffler
 
 
+class UploadedReport(EncryptedReport):
+    """Device → shuffler: one HPKE report as uploaded, with the batch length its noise is sized
+    for when the task's ε0 follows a growing batch schedule (sblb, issue 22). The length is for
+    the shuffler alone: it refuses a report sized for a longer batch than its next one, and
+    forwards only (key id, enc, ct), so the analyzer never learns which report was sized for
+    which length (``docs/services.md``, "Batch schedules in the services")."""
+
+    batch_size: int | None = Field(
+        None, ge=1, le=MAX_BATCH, description="sblb/sblb-fixed with a growing batch schedule: "
+        "the batch length l its ε0 is sized for (the model's ``batch_size``); the shuffler "
+        "refuses it if l exceeds the task's next batch (issue 22); never forwarded")
+
+
 class ReportUpload(Message):
     """Device → shuffler: one or many ciphertexts for one task."""
 
-    reports: list[EncryptedReport] = Field(min_length=1, max_length=MAX_REPORTS_PER_UPLOAD)
+    reports: list[UploadedReport] = Field(min_length=1, max_length=MAX_REPORTS_PER_UPLOAD)
 
 
 class ReportsAccepted(Message):

@@ -126,8 +126,8 @@ class EncryptedCounts(Message):
     tag: EncryptedReport
     batch_size: int | None = Field(
         None, ge=1, le=MAX_BATCH, description="ddp-linucb: the batch length l its Skellam share is "
-        "sized for (the model's ``batch_size``); the shuffler refuses it if l exceeds the "
-        "task's next batch (issue 22)",
+        "sized for; sblb with a growing schedule: the length its ε0 is sized for (the model's "
+        "``batch_size``); the shuffler refuses it if l exceeds the task's next batch (issue 22)",
     )
 
 

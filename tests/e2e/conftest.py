@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from privbandit.launcher import Cluster, local_cluster
-from tests.helpers import patience, pg_schemas, write_config
+from tests.helpers import SBLB_SCHEDULED, TASKS, patience, pg_schemas, with_policy, write_config
 
 
 @pytest.fixture(scope="session")
@@ -44,15 +44,19 @@ def store_cluster(
     request: pytest.FixtureRequest, tmp_path: Path, e2e_config: Path
 ) -> Iterator[Cluster]:
     """A deployment of its own for one test, once with the embedded SQLite files and once with
-    the analyzer and the shuffler on the real PostgreSQL server (a fresh schema, dropped
-    afterwards); ``cluster.store`` says which."""
+    the analyzer and two shuffler replicas on the real PostgreSQL server (a fresh schema,
+    dropped afterwards); ``cluster.store`` says which. Its ``small-shuffle`` task (sblb over
+    HPKE reports) follows the crash tests' growing schedule, ε0 from a central target
+    (``tests.helpers.CRASH_SCHEDULE``), so a crash falls in the middle of a schedule."""
+    config = with_policy(e2e_config, TASKS["shuffle"], tmp_path / "scheduled.toml",
+                         **SBLB_SCHEDULED)
     if request.param == "sqlite":
-        with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs",
+        with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
                            store="sqlite", timeout=patience(60)) as c:
             yield c
         return
     with pg_schemas("app") as urls, local_cluster(
-        tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs", store=urls["app"],
-        timeout=patience(60),
+        tmp_path / "data", config=config, log_dir=tmp_path / "logs", store=urls["app"],
+        timeout=patience(60), shufflers=2,
     ) as c:
         yield c

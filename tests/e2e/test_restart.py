@@ -21,7 +21,9 @@ import pytest
 from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
 from privbandit.demo.driver import REQUEST_RETRIES
 from privbandit.launcher import Cluster
+from privbandit.shared.core.policies.schedule import BatchSchedule
 from tests.helpers import (
+    CRASH_SCHEDULE,
     TASKS,
     analyzer_totals,
     assert_crash_safe,
@@ -39,7 +41,11 @@ USERS = 700
 def test_crash_of_shuffler_and_analyzer_loses_and_duplicates_nothing(
     store_cluster: Cluster,
 ) -> None:
-    """Once per store, for every threat model's task at once (one crash, users of both)."""
+    """Once per store, for every threat model's task at once (one crash, users of both). The
+    shuffle task (sblb over HPKE reports) is in the middle of its growing schedule when the
+    crash comes (``store_cluster``; on PostgreSQL one of two shuffler replicas is killed): the
+    batches are the schedule's lengths in order, each once, and the restarted analyzer
+    announces the next one."""
     seeds = {TASKS[threat_model]: 11 for threat_model in ("shuffle", "central")}
     runs, events = run_with_backend_crash(store_cluster, seeds, USERS)
     for task_id, (driver, rec) in runs.items():
@@ -54,6 +60,17 @@ def test_crash_of_shuffler_and_analyzer_loses_and_duplicates_nothing(
                 == sum(totals["per_batch"]) == rec["reports_counted"]), task_id
         assert totals["rejected"] == 0
         assert totals["batches"] == rec["batches"]
+    # The schedule: 700 reports fill 20 + 40 + 80 + 160 + 160 + 160 = 620, 80 wait for a 160.
+    rec = runs[TASKS["shuffle"]][1]
+    sizes = BatchSchedule.parse(CRASH_SCHEDULE).sizes(USERS)
+    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (
+        sum(sizes), USERS - sum(sizes), len(sizes)) == (620, 80, 6)
+    totals = analyzer_totals(store_cluster.data_dir, TASKS["shuffle"], store=store_cluster.store)
+    assert sorted(totals["per_batch"]) == sorted(sizes)
+    assert rec["reports_refused"] == 0
+    with httpx.Client(base_url=store_cluster.urls["analyzer"], timeout=patience(10)) as c:
+        model = c.get(f"/v1/tasks/{TASKS['shuffle']}/model").json()
+    assert model["batch_size"] == 160
 
 
 # Pass-through tasks of the multi-armed and BCO kinds (issue 8 item 5, issue 12 item 3): each is

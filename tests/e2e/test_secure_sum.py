@@ -22,13 +22,21 @@ from typing import Any
 
 import httpx
 import pytest
-import tomli_w
 
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster, local_cluster
 from privbandit.shared.core.policies.schedule import BatchSchedule
 from privbandit.shared.settings import DEFAULT_CONFIG
-from tests.helpers import TASKS, analyzer_totals, cli, patience, run_with_backend_crash
+from tests.helpers import (
+    CRASH_SCHEDULE,
+    SBLB_SCHEDULED,
+    TASKS,
+    analyzer_totals,
+    cli,
+    patience,
+    run_with_backend_crash,
+    with_policy,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -77,22 +85,9 @@ def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) ->
 
 
 DDP_TASK = "small-ddp"
-# small-ddp in the crash test: 20, 40, 80, then 160 for ever (cumulative 20, 60, 140, 300, 460,
-# 620): the kill, a fifth of the way into 600 users, falls after batch 1 and before the cap.
-CRASH_SCHEDULE = BatchSchedule.parse("geometric:20,2,160")
-
-
-def with_policy(config: Path, task_id: str, out: Path, only: bool = False,
-                **changes: Any) -> Path:
-    """A copy of ``config`` where ``task_id``'s policy has ``changes`` (``only``: the only task)."""
-    data = tomllib.loads(config.read_text())
-    for task in data["tasks"]:
-        if task["id"] == task_id:
-            task["policy"].update(changes)
-    if only:
-        data["tasks"] = [t for t in data["tasks"] if t["id"] == task_id]
-    out.write_text(tomli_w.dumps(data))
-    return out
+# small-ddp and small-shuffle (sblb over the secure sum, ε0 from a central target) in the crash
+# test: the kill, a fifth of the way into 600 users, falls after batch 1 and before the cap.
+SCHEDULE = BatchSchedule.parse(CRASH_SCHEDULE)
 
 
 def run_demo(task_id: str, users: int, config: Path, data: Path, seed: int) -> dict[str, Any]:
@@ -119,11 +114,13 @@ def shuffler_batches(data_dir: Path, task_id: str) -> dict[int, int]:
 
 @pytest.fixture
 def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
-    """A fresh deployment whose shuffle task uses secure-sum aggregation, and whose
-    ``small-ddp`` task follows ``CRASH_SCHEDULE``."""
+    """A fresh deployment whose shuffle task (sblb) uses secure-sum aggregation, and whose
+    ``small-ddp`` and ``small-shuffle`` tasks follow ``CRASH_SCHEDULE`` (sblb's ε0 from a central
+    target, sized by the sum-only accountant)."""
     config = derived_config(e2e_config, TASK, tmp_path / "secure-sum.toml",
                             aggregation="secure-sum")
-    config = with_policy(config, DDP_TASK, config, batch_schedule=CRASH_SCHEDULE.spec())
+    config = with_policy(config, DDP_TASK, config, batch_schedule=CRASH_SCHEDULE)
+    config = with_policy(config, TASK, config, **SBLB_SCHEDULED, accountant="secure-sum")
     with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
                        timeout=patience(60)) as c:
         yield c
@@ -137,9 +134,10 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
     (persisted) Paillier key, and every accepted report ends up in exactly one counted sum or
     still pending: counted + pending == accepted == feedbacks.
 
-    ``small-ddp`` runs at once with a growing schedule, killed in its middle (after batch 1,
-    before the cap): the restarted shuffler goes on from its stored batch index, so batch k is
-    l_k long for every k, once, and the restarted analyzer announces the right next length."""
+    ``small-ddp`` and ``small-shuffle`` (sblb, ε0 following the lengths) run at once with a
+    growing schedule, killed in its middle (after batch 1, before the cap): the restarted
+    shuffler goes on from its stored batch index, so batch k is l_k long for every k, once, and
+    the restarted analyzer announces the right next length."""
     users = 600
     data = secure_sum_cluster.data_dir
     runs, events = run_with_backend_crash(secure_sum_cluster, {TASK: 13, DDP_TASK: 17}, users)
@@ -152,22 +150,26 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
         assert totals["counted"] == sum(totals["per_batch"]) == rec["reports_counted"]
         assert totals["rejected"] == 0 and rec["reports_refused"] == 0
         assert totals["report_ids"] == totals["distinct_report_ids"] == rec["reports_counted"]
-    rec = runs[TASK][1]
-    assert rec["reports_counted"] == L * rec["batches"] and rec["reports_pending"] < L
-    assert analyzer_totals(data, TASK)["per_batch"] == [L] * rec["batches"]
-    # The schedule: 600 reports fill 20 + 40 + 80 + 160 + 160 = 460, 140 wait for a 160.
-    rec = runs[DDP_TASK][1]
-    sizes = CRASH_SCHEDULE.sizes(users)
-    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (
-        sum(sizes), users - sum(sizes), len(sizes)) == (460, 140, 5)
-    assert sorted(analyzer_totals(data, DDP_TASK)["per_batch"]) == sorted(sizes)
-    assert shuffler_batches(data, DDP_TASK) == dict(enumerate(sizes))
+        # The schedule: 600 reports fill 20 + 40 + 80 + 160 + 160 = 460, 140 wait for a 160.
+        sizes = SCHEDULE.sizes(users)
+        assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (
+            sum(sizes), users - sum(sizes), len(sizes)) == (460, 140, 5), task_id
+        assert sorted(totals["per_batch"]) == sorted(sizes), task_id
+        assert shuffler_batches(data, task_id) == dict(enumerate(sizes)), task_id
     with httpx.Client(base_url=secure_sum_cluster.urls["shuffler"], timeout=patience(10)) as c:
         status = {t["task"]: t for t in c.get("/v1/status").json()["tasks"]}
-    assert status[DDP_TASK]["refused_oversized"] == 0
-    assert status[DDP_TASK]["next_batch_size"] == CRASH_SCHEDULE.size(len(sizes)) == 160
     with httpx.Client(base_url=secure_sum_cluster.urls["analyzer"], timeout=patience(10)) as c:
-        assert c.get(f"/v1/tasks/{DDP_TASK}/model").json()["batch_size"] == 160
+        for task_id in (TASK, DDP_TASK):
+            assert status[task_id]["refused_oversized"] == 0
+            assert status[task_id]["next_batch_size"] == SCHEDULE.size(5) == 160
+            assert c.get(f"/v1/tasks/{task_id}/model").json()["batch_size"] == 160
+        # sblb's ledger: one row per length, each within the central target, ε0 growing.
+        ledger = c.get(f"/v1/tasks/{TASK}/privacy").json()["ledger"]
+    rows = ledger["per_batch"]
+    assert [r["batch_size"] for r in rows] == [20, 40, 80, 160]
+    assert all(r["central_epsilon"] <= 1.0 for r in rows)
+    assert [r["eps0"] for r in rows] == sorted(r["eps0"] for r in rows)
+    assert ledger["worst_batch_epsilon"] == max(r["central_epsilon"] for r in rows)
 
 
 def test_ddp_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
@@ -240,5 +242,60 @@ def test_demo_ddp_runs_its_schedule_end_to_end(tmp_path: Path) -> None:
     # Learning through the services lands where the simulator does on the same users (20 runs):
     # within 4 of their standard deviations (the devices may decide with a model a batch old,
     # and size their share for its length: more noise than the simulator's, never less).
+    ref = out["simulator_reference"]
+    assert abs(ref["demo_z"]) < 4, ref
+
+
+DEMO_SHUFFLE = "demo-shuffle"
+
+
+@pytest.mark.parametrize(("algo", "aggregation"), [("sblb", "secure-sum"),
+                                                   ("sblb-fixed", "reports")])
+def test_demo_shuffle_runs_its_schedule_end_to_end(
+    tmp_path: Path, algo: str, aggregation: str
+) -> None:
+    """``privbandit demo --task demo-shuffle`` with the packaged practical defaults (a central
+    target ε = 1 with ε0 per batch length, the noise-calibrated regularizer, confidence_scale
+    0.02; over reports, the reports transport's own: m = 1), as sblb over the secure sum and as
+    sblb-fixed over whole HPKE reports, with a first batch of 50 (the packaged one is 1000):
+    real processes over HTTP, exact reconciliation, batches of the scheduled lengths, every
+    model announcing the next length, the per-batch ledger within the target, and a regret
+    where the in-process simulator lands on the same users."""
+    users = 900
+    packaged = tomllib.loads(DEFAULT_CONFIG.read_text())
+    task = next(t for t in packaged["tasks"] if t["id"] == DEMO_SHUFFLE)
+    policy = task["policy"]
+    assert (task["aggregation"], policy["algo"]) == ("secure-sum", "sblb")
+    assert (policy["epsilon"], policy["regularizer"], policy["confidence_scale"]) == (
+        1.0, "noise", 0.02)
+    assert policy["batch_schedule"] == "geometric:1000,1.25,4096" and policy["m"] == 4
+    config = derived_config(DEFAULT_CONFIG, DEMO_SHUFFLE, tmp_path / "demo-shuffle.toml",
+                            aggregation=aggregation)
+    config = with_policy(config, DEMO_SHUFFLE, config, only=True, algo=algo,
+                         batch_schedule=DEMO_SCHEDULE.spec())
+    data = tmp_path / "data"
+    out = run_demo(DEMO_SHUFFLE, users, config, data, seed=3)
+    assert out["algo"] == algo and out["aggregation"] == aggregation
+    assert out["params"]["batch_schedule"] == DEMO_SCHEDULE.spec()
+    assert out["params"]["m"] == (4 if aggregation == "secure-sum" else 1)
+    rec = out["reconciliation"]
+    assert rec["consistent"], rec
+    sizes = DEMO_SCHEDULE.sizes(users)
+    assert rec["feedbacks_sent"] == rec["reports_accepted"] == users
+    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (
+        sum(sizes), users - sum(sizes), len(sizes))
+    assert rec["reports_refused"] == 0 and rec["model_versions"] >= len(sizes)
+    totals = analyzer_totals(data, DEMO_SHUFFLE)
+    assert sorted(totals["per_batch"]) == sizes and totals["rejected"] == 0
+    assert shuffler_batches(data, DEMO_SHUFFLE) == dict(enumerate(sizes))
+    assert out["next_batch_size"] == DEMO_SCHEDULE.size(len(sizes))
+    privacy = out["privacy"]
+    rows = privacy["per_batch"]
+    assert [r["batch_size"] for r in rows] == DEMO_SCHEDULE.distinct_sizes()
+    assert all(r["central_epsilon"] <= 1.0 for r in rows) and privacy["central_epsilon"] <= 1.0
+    assert privacy["ldp_epsilon"] == max(r["eps0"] for r in rows) == rows[-1]["eps0"]
+    # Learning through the services lands where the simulator does on the same users (20 runs):
+    # within 4 of their standard deviations (late reports carry a smaller ε0 than the
+    # simulator's, never a larger one).
     ref = out["simulator_reference"]
     assert abs(ref["demo_z"]) < 4, ref

@@ -12,6 +12,7 @@ import pytest
 
 from privbandit.demo.config import DemoError, choose_task, demo_task, derived_config, load_settings
 from privbandit.shared.core.policies.bco_config import BCO_CONFIGS
+from privbandit.shared.core.policies.practical import PRACTICAL_BY_AGGREGATION
 from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import write_config
 
@@ -44,7 +45,16 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
                 task["policy"]["batch_size"] = 1000  # the paper's fixed l
         if task["policy"]["algo"] in ("ldp-linucb", "ldp-glb"):  # no perturbed θ̃ (issue 22)
             task["policy"]["perturb"] = 0.0
+        if "accountant" in task["policy"] and "epsilon" not in task["policy"]:
+            del task["policy"]["accountant"]  # sblb's fixed ε0: no target to size
     if aggregation is not None:
+        if aggregation != task.get("aggregation", "reports"):
+            # sblb moved to another transport: its accountant and practical defaults follow.
+            if "accountant" in task["policy"]:
+                task["policy"]["accountant"] = aggregation
+            if not paper:
+                task["policy"].update(PRACTICAL_BY_AGGREGATION.get(
+                    task["policy"]["algo"], {}).get(aggregation, {}))
         task["aggregation"] = aggregation
     return want
 

@@ -11,6 +11,7 @@ import numpy as np
 from privbandit.services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
 from privbandit.shared.core.randomizers.base import Randomizer
 from privbandit.shared.crypto.hpke import pack_report, seal
+from privbandit.shared.protocol.messages import UploadedReport
 from privbandit.shared.settings import TaskConfig
 
 
@@ -23,7 +24,13 @@ class ReportSealer:
     async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
         _, plaintext = pack_report(randomizer.to_bytes(row))
         report = seal(self.public_key, self.key_id, self.task, plaintext)
-        return Encoded(report.model_dump_json(), ReportsTransport.name)
+        # sblb under a growing schedule states the length its ε0 is sized for, for the shuffler
+        # only (``UploadedReport``); any other report's bytes are what they always were.
+        sized_for = getattr(randomizer, "batch_size", None)
+        if sized_for is None:
+            return Encoded(report.model_dump_json(), ReportsTransport.name)
+        uploaded = UploadedReport(**report.model_dump(), batch_size=sized_for)
+        return Encoded(uploaded.model_dump_json(), ReportsTransport.name)
 
 
 class ReportsTransport:

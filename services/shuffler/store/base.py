@@ -17,9 +17,11 @@ only ever enters batches at least as long as the task's next one when it was acc
 
 Oversized shares (``admit``'s ``limit``). A ``ddp-linucb`` device sizes its Skellam share for the
 batch length l announced with the model (σ² = μ/⌈γl⌉: the longer the batch, the smaller each
-share) and says which (``EncryptedCounts.batch_size``). A report sized for l lands in a batch
-k ≥ the task's next index at acceptance, of length ≥ l_next; it carries enough noise iff
-l ≤ l_k, guaranteed if l ≤ l_next. An honest device cannot exceed it (the analyzer announced
+share) and says which (``EncryptedCounts.batch_size``); an ``sblb`` device under a growing
+schedule sizes its ε0 the same way (the longer the batch, the larger ε0) and says which
+(``EncryptedCounts.batch_size`` or ``UploadedReport.batch_size``). A report sized for l lands
+in a batch k ≥ the task's next index at acceptance, of length ≥ l_next; it carries enough noise
+iff l ≤ l_k, guaranteed if l ≤ l_next. An honest device cannot exceed it (the analyzer announced
 l_b after ingesting b batches, all formed before: b ≤ next, so l_b ≤ l_next); a report that
 does is refused alone (``refused_oversized``) and never stored. One case makes honest reports
 oversized: a shuffler whose store was started afresh (``--init``) beside an analyzer that kept
@@ -132,7 +134,9 @@ class Candidate:
             tag = tag_bytes(report.tag)
             return cls((key_id, enc, ct, tag), hashlib.sha256(enc + ct).digest(), tag_hash(tag),
                        report.batch_size)
-        return cls((key_id, enc, ct, None), hashlib.sha256(enc + ct).digest(), None)
+        # An HPKE report may state its length too (``UploadedReport``: sblb's ε0 per length).
+        return cls((key_id, enc, ct, None), hashlib.sha256(enc + ct).digest(), None,
+                   getattr(report, "batch_size", None))
 
 
 def seen_entries(candidates: Iterable[Candidate]) -> list[bytes]:

@@ -78,7 +78,20 @@ _FOUND: dict[tuple[float, float, int, int, str], dict[int, float]] = {}
 def max_eps0(target_eps: float, l: int, delta: float, d: int, m: int,
              aggregation: Aggregation) -> float:
     """ε0*(l): the largest ε0 (to ``EPS0_TOL``, rounded down) whose batch of length ``l`` is
-    central (target_eps, δ)-DP under the aggregation's accountant.
+    central (target_eps, δ)-DP under the aggregation's accountant (``search_eps0``); the
+    packaged tasks' answers come from ``eps0_table`` (each re-checked by its test)."""
+    from privbandit.shared.core.accounting.eps0_table import lookup
+
+    known = lookup(target_eps, l, delta, d, m, aggregation)
+    if known is not None:
+        return known
+    return search_eps0(target_eps, l, delta, d, m, aggregation)
+
+
+def search_eps0(target_eps: float, l: int, delta: float, d: int, m: int,
+                aggregation: Aggregation) -> float:
+    """ε0*(l) by search: the largest ε0 (to ``EPS0_TOL``, rounded down) whose batch of length
+    ``l`` is central (target_eps, δ)-DP under the aggregation's accountant.
 
     ``reports``: ``shuffle.shuffle_max_eps0`` (FMT). ``secure-sum``: the FMT answer is admissible
     (the central figure is a minimum that includes it), and so is ε0* of any shorter batch; the

@@ -114,6 +114,25 @@ class ScheduledBatchPolicy(BatchedNoisyPolicy[ConfigT, StatisticsRandomizerT]):
         """Length of the next batch (the one the current model's users fill)."""
         return self.schedule.size(self.batches)
 
+    @property
+    def announced_batch_size(self) -> int | None:
+        """l_b, published with the model (``Model.batch_size``) for a growing schedule: the
+        length the reports of the model's users are sized for (ddp-linucb: their Skellam share;
+        sblb: their ε0). None for a fixed schedule (one length, the task's)."""
+        return None if self.schedule.is_fixed else self.batch_size
+
+    def _must_publish(self) -> bool:
+        """A growing schedule publishes when the next batch's length differs from the one the
+        current model announced, whatever det Ṽ did: the devices learn the new length (and size
+        their noise for it) with the next model instead of keeping the old one until det grows.
+        While the batches grow det Ṽ grows by far more than 1 + η per batch anyway (each batch
+        adds at least as much data as all before it at growth ≥ 2), so the simulator's trajectory
+        barely changes (BENCHMARKS.md, issue 22)."""
+        if self.schedule.is_fixed:
+            return super()._must_publish()
+        announced = self.model.batch_size or self.schedule.size(0)
+        return super()._must_publish() or announced != self.batch_size
+
     def _accumulate(self, stat: np.ndarray, n: int) -> bool:
         """Add one batch and move the schedule on: the next batch's randomizer is the one the
         devices deciding with the next model use."""

@@ -48,9 +48,9 @@ it lands in a batch k ≥ b with l_k ≥ l_b: a late report (an old model) is ov
 under-noised; the shuffler refuses a report stating a length above its next batch's
 (``services.shuffler.store.base``). When the schedule moves to a new length the candidate is
 published whatever det Ṽ did (``_must_publish``), so the devices learn the new length with the
-next model rather than over-noising until det grows; while the batches grow det Ṽ grows by far
-more than 1 + η per batch anyway (each batch at least doubles the data), so the simulator's
-trajectory is unchanged in practice.
+next model rather than over-noising until det grows (``ScheduledBatchPolicy._must_publish``,
+shared with sblb); while the batches grow det Ṽ grows by far more than 1 + η per batch anyway
+(each batch at least doubles the data), so the simulator's trajectory is unchanged in practice.
 
 Publication: determinant-based rare switching (``BatchedNoisyPolicy``), as in SBLB.
 
@@ -79,19 +79,6 @@ class DDPLinUCB(ScheduledBatchPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         c = self.config
         return SkellamRandomizer(c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L,
                                  c.encoding, c.u_weight)
-
-    @property
-    def announced_batch_size(self) -> int | None:
-        """l_b, published with the model (``Model.batch_size``) for a growing schedule."""
-        return None if self.schedule.is_fixed else self.batch_size
-
-    def _must_publish(self) -> bool:
-        """A growing schedule publishes when the next batch's length differs from the one the
-        current model announced (module docstring)."""
-        if self.schedule.is_fixed:
-            return super()._must_publish()
-        announced = self.model.batch_size or self.schedule.size(0)
-        return super()._must_publish() or announced != self.batch_size
 
     def paper_regularizer(self, t: int) -> float:
         """c_t = Υ_t + λ: just enough to keep H_t + c_t I ⪰ λ I with high probability."""

@@ -61,8 +61,11 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         return max_eps0(c.epsilon, size, c.delta, c.d, c.m, c.accountant)
 
     def _randomizer_of_size(self, size: int) -> BinaryRandomizer:
+        """Alg. 2–3 at ε0(size); under a growing schedule it carries ``size``, which a device
+        states with its report (``BinaryRandomizer.batch_size``)."""
         c = self.config
-        return BinaryRandomizer(c.d, self.eps0_for(size), c.m, c.L)
+        return BinaryRandomizer(c.d, self.eps0_for(size), c.m, c.L,
+                                batch_size=None if self.schedule.is_fixed else size)
 
     def eq8_lambda(self, t: int) -> float:
         """λ_j of Eq. 8 (paper units): √(8t ln(2t/δ))/m + 2√(8t ln(2t/δ))/((1−p)√m) + λ.

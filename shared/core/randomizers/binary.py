@@ -92,10 +92,15 @@ class BinaryRandomizer:
 
     exact = False
 
-    def __init__(self, d: int, eps0: float, m: int = 1, L: float = 1.0) -> None:
+    def __init__(self, d: int, eps0: float, m: int = 1, L: float = 1.0,
+                 batch_size: int | None = None) -> None:
         if d < 1 or m < 1 or L <= 0:
             raise ValueError("need d >= 1, m >= 1, L > 0")
         self.d, self.m, self.L, self.eps0 = d, m, float(L), float(eps0)
+        # The batch length ε0 was sized for, under a growing schedule (sblb, issue 22): a device
+        # states it with its report so the shuffler can refuse one sized for a longer batch than
+        # its next; None when ε0 is not tied to a length.
+        self.batch_size = batch_size
         self.p = flip_probability(eps0, d, m)
         self.c = n_coords(d)
 
