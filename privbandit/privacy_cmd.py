@@ -323,6 +323,7 @@ def run_privacy(args: argparse.Namespace) -> int:
     """Run ``privbandit privacy``; 0 on success, 1 if an inverse question has no solution, 2 on
     invalid or missing parameters."""
     ledger: PrivacyLedger | None
+    solution: dict[str, Any] | None
     try:
         if (args.target_epsilon is None) != (args.solve is None):
             raise _UsageError("--target-epsilon and --solve go together")
@@ -333,7 +334,7 @@ def run_privacy(args: argparse.Namespace) -> int:
                               "--contributions")
         if person_solve:
             args, solution = _person_solution(args)
-            ledger = None if "reason" in solution and args.solve != "k" else _ledger(args)[0]
+            ledger = None if "reason" in solution else _ledger(args)[0]
         else:
             ledger, solution = _ledger(args)
         if ledger is not None and args.contributions is not None:
