@@ -219,6 +219,7 @@ async def get_privacy(rt: TaskDep, runtime: RuntimeDep) -> PrivacyReport:
     return PrivacyReport(
         task=rt.id,
         ledger=ledger,
+        per_person=(ledger.model_extra or {}).get("per_person"),
         reports_counted=rt.reports_counted,
         reports_refused=rt.reports_refused,
         batches=rt.batches,

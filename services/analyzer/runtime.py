@@ -29,6 +29,7 @@ from services.common.datadir import StateDir
 from services.common.group_commit import GroupCommitter, ShuttingDown
 from services.common.health import Readiness
 from shared.core.accounting.ledger import PrivacyLedger
+from shared.core.policies.person import person_ledger
 from shared.core.policies import build_policy
 from shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
@@ -207,11 +208,24 @@ class AnalyzerRuntime:
         can take ~1 s; a multi-armed task's carries the per-user fractions so far)."""
         if rt.config.multi_armed:
             # Cheap, and its per-user fractions (used, declined) move with every report.
-            return rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
+            ledger = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
+            if rt.person_cache is None:  # per person: parameters only, computed once
+                rt.person_cache = self._with_person(rt, ledger).model_extra["per_person"]  # type: ignore[index]  # set by person_ledger
+            return ledger.model_copy(update={"per_person": rt.person_cache})
         if rt.ledger_cache is None:
             # The transport decides what an observer of the shuffler output sees (spec §3).
-            rt.ledger_cache = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
+            rt.ledger_cache = self._with_person(
+                rt, rt.policy.ledger(T=None, aggregation=rt.config.aggregation))
         return rt.ledger_cache
+
+    @staticmethod
+    def _with_person(rt: TaskRuntime, ledger: PrivacyLedger) -> PrivacyLedger:
+        """``ledger`` with the task's guarantee per person (issue 24): at most k reports per
+        person and period, as the devices enforce (``TaskConfig.contributions``)."""
+        bound = rt.config.contributions
+        return person_ledger(rt.policy, ledger, None if bound is None else bound.k,
+                             "forever" if bound is None else bound.period,
+                             rt.config.aggregation)
 
     def _not_ingesting(self) -> list[str]:
         """Tasks whose group committer is not running (all of them before ``start`` and after
