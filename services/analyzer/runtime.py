@@ -29,8 +29,8 @@ from services.common.datadir import StateDir
 from services.common.group_commit import GroupCommitter, ShuttingDown
 from services.common.health import Readiness
 from shared.core.accounting.ledger import PrivacyLedger
-from shared.core.policies.person import person_ledger
 from shared.core.policies import build_policy
+from shared.core.policies.person import person_ledger
 from shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
 from shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
 from shared.protocol.messages import BatchAck
