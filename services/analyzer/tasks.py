@@ -25,6 +25,8 @@ def task_info(config: TaskConfig) -> TaskInfo:
         batch_size=config.batch_size,
         aggregation=config.aggregation,
         policy=config.policy.model_dump(mode="json"),
+        contributions=(None if config.contributions is None
+                       else config.contributions.model_dump(mode="json")),
     )
 
 

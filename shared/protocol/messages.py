@@ -110,6 +110,10 @@ class TaskInfo(Message):
     batch_size: int = Field(ge=1, le=MAX_BATCH)
     aggregation: Literal["reports", "secure-sum"] = "reports"
     policy: dict[str, Any] = Field(description="the task's full policy configuration")
+    contributions: dict[str, Any] | None = Field(
+        None, description="the bound on each person's reports (issue 24): {k, period_seconds} "
+                          "(period_seconds null: forever); null when the task bounds no one, "
+                          "else feedback must carry the person's user key")
 
     @property
     def max_batch(self) -> int:

@@ -205,7 +205,16 @@ def person_figures(
         if eps_report is not None:
             words.append(f"per-user levels: each report at her own ε_t ≤ {eps_report:g}, so "
                          f"Σ ε_t ≤ k · {eps_report:g}")
-    if eps_report is not None:
+    extra = ledger.model_extra or {}
+    if eps_report is not None and extra.get("noise_multiplier") and delta_report:
+        # An analytic Gaussian report: k of them are one Gaussian at σ/(√k Δ), at the same δ.
+        ratio = float(extra["noise_multiplier"])
+        local = (gaussian_composed_epsilon(ratio, k, delta_report), delta_report)
+        out["ldp_epsilon"], out["ldp_delta"] = local
+        words.append(f"local: k={k} Gaussian ({eps_report:g}, {delta_report:g})-LDP reports "
+                     f"(σ/Δ={ratio:.4g}) compose to one Gaussian at σ/(√k Δ) (dp-accounting "
+                     f"PLD)")
+    elif eps_report is not None:
         if not delta_report:
             e = pure_composed_epsilon(eps_report, k, delta)
             # Within 0.1 % of kε the exact (kε, 0) is the stronger statement.
@@ -220,7 +229,6 @@ def person_figures(
         out["ldp_epsilon"], out["ldp_delta"] = local
 
     central: tuple[float, float] | None = None
-    extra = ledger.model_extra or {}
     if ledger.threat_model == "ldp":
         central = local
         words.append("central = local (the analyzer sees the same reports)")

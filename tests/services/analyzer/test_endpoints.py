@@ -135,7 +135,7 @@ async def test_privacy_states_per_person_beside_per_report(tmp_path: Path) -> No
             loc.ledger.ldp_delta, "86400 s")
         assert loc.per_person is not None
         assert loc.per_person["ldp_epsilon"] == expected["ldp_epsilon"]
-        assert loc.per_person["ldp_delta"] == 6 * loc.ledger.ldp_delta  # (k + 1) δ
+        assert loc.per_person["ldp_delta"] == loc.ledger.ldp_delta  # Gaussians: exact, same δ
         cen = await privacy(client, "cen")
         assert cen.per_person is not None and cen.per_person["k"] is None
         assert cen.per_person["central_epsilon"] is None

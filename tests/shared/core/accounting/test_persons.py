@@ -179,3 +179,19 @@ def test_inverse_questions_round_trip() -> None:
     assert e is not None
     assert by_eps(e) <= target < by_eps(e * (1 + 2e-5))
     assert persons.largest_report_epsilon(by_eps, 1e-9) is None
+
+
+def test_gaussian_ldp_reports_compose_exactly_at_the_same_delta() -> None:
+    """An analytic-Gaussian (ε, δ)-LDP report (σ/Δ from Balle–Wang's calibration): k of them
+    are one Gaussian at μ = √k Δ/σ, whose exact δ(ε) (closed form) meets δ at the stated ε, and
+    which is far below basic composition kε."""
+    eps, delta, k = 2.0, 1e-6, 6
+    ledger = ledgers.ldp_gaussian_ledger(eps, delta)
+    ratio = (ledger.model_extra or {})["noise_multiplier"]
+    assert analytic_gaussian_delta(eps, 1 / ratio) == pytest.approx(delta, rel=1e-6)
+    fig = persons.person_figures(ledger, k, delta)
+    assert fig["ldp_delta"] == delta and fig["central_epsilon"] == fig["ldp_epsilon"]
+    mu = math.sqrt(k) / ratio
+    assert analytic_gaussian_delta(fig["ldp_epsilon"], mu) <= delta * (1 + 1e-6)
+    assert analytic_gaussian_delta(fig["ldp_epsilon"] - 0.01, mu) > delta
+    assert fig["ldp_epsilon"] < 0.6 * k * eps
