@@ -258,8 +258,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.users is not None and args.env not in ("linear", "mab"):
         print("error: returning users (--users) run on --env linear or mab", file=sys.stderr)
         return 2
-    if args.users is not None and (args.users < 1 or (args.contributions or 1) < 1
-                                   or not args.user_offset >= 0):
+    bad_k = args.contributions is not None and args.contributions < 1
+    if args.users is not None and (args.users < 1 or bad_k or not args.user_offset >= 0):
         print("error: --users and --contributions must be >= 1, --user-offset >= 0",
               file=sys.stderr)
         return 2
