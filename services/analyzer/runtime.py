@@ -14,6 +14,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -208,24 +209,23 @@ class AnalyzerRuntime:
         can take ~1 s; a multi-armed task's carries the per-user fractions so far)."""
         if rt.config.multi_armed:
             # Cheap, and its per-user fractions (used, declined) move with every report.
-            ledger = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
-            if rt.person_cache is None:  # per person: parameters only, computed once
-                rt.person_cache = self._with_person(rt, ledger).model_extra["per_person"]  # type: ignore[index]  # set by person_ledger
-            return ledger.model_copy(update={"per_person": rt.person_cache})
+            return rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
         if rt.ledger_cache is None:
             # The transport decides what an observer of the shuffler output sees (spec §3).
-            rt.ledger_cache = self._with_person(
-                rt, rt.policy.ledger(T=None, aggregation=rt.config.aggregation))
+            rt.ledger_cache = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
         return rt.ledger_cache
 
-    @staticmethod
-    def _with_person(rt: TaskRuntime, ledger: PrivacyLedger) -> PrivacyLedger:
-        """``ledger`` with the task's guarantee per person (issue 24): at most k reports per
-        person and period, as the devices enforce (``TaskConfig.contributions``)."""
-        bound = rt.config.contributions
-        return person_ledger(rt.policy, ledger, None if bound is None else bound.k,
-                             "forever" if bound is None else bound.period,
-                             rt.config.aggregation)
+    def person(self, rt: TaskRuntime, ledger: PrivacyLedger) -> dict[str, Any]:
+        """The task's guarantee per person beside ``ledger`` (its per-report one; issue 24):
+        at most k reports per person and period, as the devices enforce
+        (``TaskConfig.contributions``). It depends on the task's parameters only: computed once."""
+        if rt.person_cache is None:
+            bound = rt.config.contributions
+            person = person_ledger(rt.policy, ledger, None if bound is None else bound.k,
+                                   "forever" if bound is None else bound.period,
+                                   rt.config.aggregation)
+            rt.person_cache = (person.model_extra or {})["per_person"]
+        return rt.person_cache
 
     def _not_ingesting(self) -> list[str]:
         """Tasks whose group committer is not running (all of them before ``start`` and after

@@ -49,7 +49,7 @@ class TaskRuntime:
     # ``policy.skipped`` as last exported to the ``updates_skipped`` metric.
     skipped: int = 0
     ledger_cache: PrivacyLedger | None = None
-    person_cache: dict[str, Any] | None = None  # a multi-armed task's per-person figures
+    person_cache: dict[str, Any] | None = None  # the per-person figures (``runtime.person``)
     # Coalesces the task's batches into group commits; set by ``AnalyzerRuntime.start``.
     committer: GroupCommitter[Item, BatchAck] | None = None
 

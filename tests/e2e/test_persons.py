@@ -14,18 +14,14 @@ with the device's durable per-person counts at exactly k each.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
-from privbandit.demo.driver import REQUEST_RETRIES
 from privbandit.launcher import Cluster, local_cluster
-from tests.helpers import E2E_CONFIG, patience, patient_tries, wait_done
+from tests.helpers import E2E_CONFIG, patience, run_with_device_crashes
 
 pytestmark = pytest.mark.slow
 
@@ -60,35 +56,14 @@ def persons_cluster(tmp_path: Path) -> Iterator[Cluster]:
 def test_kill_9_of_the_device_never_lets_a_report_beyond_the_bound_leave(
     persons_cluster: Cluster,
 ) -> None:
+    """The task's contributions are public (``TaskInfo``), the counts reconcile with the
+    withheld feedbacks, and exactly P·k reports left the device."""
     cluster = persons_cluster
-    urls = cluster.urls
-    events: list[str] = []
-
-    async def chaos(driver: Driver) -> None:
-        for fraction in (0.35, 0.45):  # around the visit (~42 %) where persons reach k
-            await wait_done(driver, int(USERS * fraction))
-            await asyncio.to_thread(cluster.kill, "device")
-            events.append(f"device killed at {driver.done}")
-            await asyncio.to_thread(cluster.restart, "device", patience(60))
-
-    async def run() -> tuple[Driver, dict]:
-        task = await fetch_task(urls["analyzer"], TASK)
-        assert task.contributions == {"k": K, "period_seconds": None}
-        async with httpx.AsyncClient(timeout=patience(10)) as c:
-            before = await snapshot(urls, TASK, c)
-        driver = Driver(urls["device"], task, USERS, concurrency=8, seed=21, persons=PERSONS,
-                        request_retries=patient_tries(REQUEST_RETRIES))
-        result, _ = await asyncio.gather(driver.run(), chaos(driver))
-        after = await wait_quiescent(urls, TASK, task.max_batch, timeout=patience(90))
-        assert after.per_person is not None and after.per_person["k"] == K
-        return driver, reconcile(result.feedbacks_sent, before, after)
-
-    driver, rec = asyncio.run(run())
-    assert len(events) == 2, events
-    assert driver.errors > 0  # the crashes were felt by the users' requests
-    assert driver.feedbacks_sent == USERS
-    assert rec["consistent"], (rec, events)
-    assert rec["reports_accepted"] == PERSONS * K, (rec, events)  # none beyond, none lost
+    # Two crashes around the visit (~42 %) where the persons reach k.
+    _, rec, after = run_with_device_crashes(cluster, TASK, USERS, (0.35, 0.45), concurrency=8,
+                                            seed=21, persons=PERSONS)
+    assert after.per_person is not None and after.per_person["k"] == K
+    assert rec["reports_accepted"] == PERSONS * K, rec  # none beyond the bound, none lost
     assert rec["feedbacks_withheld"] == USERS - PERSONS * K
     assert rec["reports_counted"] == PERSONS * K and rec["reports_refused"] == 0
     # The device's durable counts: k for each person, nothing else.
