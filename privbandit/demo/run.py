@@ -48,7 +48,10 @@ async def run_demo_against(
                       f"acknowledged (l = {task.batch_size})...[/dim]")
     after = await wait_quiescent(urls, task.id, task.max_batch, opts.settle_timeout)
     rec = reconcile(result.feedbacks_sent, before, after)
-    reference = simulator_reference(task, opts, result.final_regret)
+    # The in-process reference replays every user's report: not a run whose persons return
+    # and are bounded (their later feedbacks make no report), so none is given for those.
+    returning = opts.persons is not None or task.contributions is not None
+    reference = None if returning else simulator_reference(task, opts, result.final_regret)
     return {
         "threat_model": task.threat_model,
         "task": task.id,
