@@ -10,6 +10,13 @@ Inverse questions (shuffle only): ``--target-epsilon E --solve eps0 --batch-size
 largest ε0 whose central ε at (L, δ) is at most E; ``--target-epsilon E --solve batch-size --eps0
 E0`` gives the smallest batch size reaching E. The JSON then has a ``solution`` object and the
 ledger is evaluated at the solution.
+
+A guarantee per person (issue 24): ``--contributions K [--period P]`` adds the ``per_person``
+object — the guarantee of a person who sends at most K reports per period, composed
+(``shared.core.accounting.persons``). With it, ``--target-epsilon E`` is the per-person central ε
+and the inverse questions are ``--solve k`` (the largest K reaching E; ``--contributions`` not
+needed) and ``--solve eps0`` / ``--solve epsilon`` (the largest per-report ε0 — 0/1 randomizer,
+ldp or shuffle — or ε — the Gaussian randomizer's, or central's RDP ε — for E at K).
 """
 
 from __future__ import annotations
@@ -106,10 +113,17 @@ def add_privacy_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
     )
     p.add_argument(
         "--solve",
-        choices=["eps0", "batch-size"],
+        choices=["eps0", "batch-size", "k", "epsilon"],
         help="inverse question: largest eps0 (given --batch-size) or smallest batch size "
-        "(given --eps0) reaching --target-epsilon",
+        "(given --eps0) reaching --target-epsilon; per person (with --contributions): largest "
+        "eps0 or epsilon per report, or the largest k (--solve k)",
     )
+    p.add_argument(
+        "--contributions", type=_positive_int, metavar="K",
+        help="at most K reports per person and period: adds the per-person guarantee "
+        "(per_person); with --target-epsilon, the target is the per-person central ε")
+    p.add_argument("--period", default="forever",
+                   help="the bound's period, in words (default forever); reported as given")
     p.add_argument("--json", dest="json_out", type=Path, help="write the ledger JSON here")
     p.set_defaults(func=run_privacy)
     return p
@@ -203,6 +217,67 @@ def _shuffle_ledger(
     return build(eps0, batch, args.delta, T=args.T, d=args.d, m=args.m), solution
 
 
+def _central_at(args: argparse.Namespace) -> Callable[[int], tuple[float, float]] | None:
+    """A shuffle task's central (ε, δ) of one report in a batch of length n (None otherwise)."""
+    from privbandit.shared.core.accounting import ledgers
+
+    if args.threat_model != "shuffle" or args.eps0 is None:
+        return None
+
+    def at(n: int) -> tuple[float, float]:
+        lg = ledgers.shuffle_ledger(args.eps0, n, args.delta, d=args.d, m=args.m,
+                                    aggregation=args.aggregation)
+        assert lg.central_epsilon is not None  # a shuffle ledger states its central ε
+        return lg.central_epsilon, args.delta
+
+    return at
+
+
+def _person(args: argparse.Namespace, ledger: PrivacyLedger, k: int) -> dict[str, Any]:
+    """The ``per_person`` object of ``ledger`` for at most k reports per person."""
+    from privbandit.shared.core.accounting import persons
+
+    return persons.person_figures(ledger, k, args.delta, args.period, _central_at(args),
+                                  args.batch_size)
+
+
+def _person_solution(args: argparse.Namespace) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """An inverse question per person: the arguments at the solution and the ``solution``."""
+    from privbandit.shared.core.accounting import persons
+
+    target, solve = args.target_epsilon, args.solve
+    base = argparse.Namespace(**{**vars(args), "target_epsilon": None, "solve": None})
+
+    def central(ns: argparse.Namespace, k: int) -> float | None:
+        eps: float | None = _person(ns, _ledger(ns)[0], k)["central_epsilon"]
+        return eps
+
+    if solve == "k":
+        k = persons.largest_k(lambda k: central(base, k), target)
+        solution: dict[str, Any] = {"solve": "k", "target_epsilon": target, "k": k}
+        if k == 0:
+            solution["reason"] = "even one report exceeds the target"
+        return argparse.Namespace(**{**vars(base), "contributions": max(k, 1)}), solution
+    k = args.contributions
+    if solve == "eps0" and args.threat_model == "central":
+        raise _UsageError("central: solve for the RDP ε with --solve epsilon")
+    if solve == "epsilon" and args.threat_model == "shuffle":
+        raise _UsageError("shuffle: solve for the 0/1 randomizer's ε0 with --solve eps0")
+    if args.threat_model == "shuffle" and args.batch_size is None:
+        raise _UsageError("--solve eps0 per person needs --batch-size")
+    other = "epsilon" if solve == "eps0" else "eps0"
+
+    def at(value: float) -> float | None:
+        return central(argparse.Namespace(**{**vars(base), solve: value, other: None}), k)
+
+    value = persons.largest_report_epsilon(at, target)
+    solution = {"solve": solve, "target_epsilon": target, "k": k, solve: value}
+    if value is None:
+        solution["reason"] = "no per-report ε reaches the target"
+        return base, solution
+    return argparse.Namespace(**{**vars(base), solve: value, other: None}), solution
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "null"
@@ -222,9 +297,16 @@ def _summary(out: dict[str, Any]) -> str:
     ]
     if out.get("aggregation") is None:
         rows.pop(1)
+    person = out.get("per_person")
+    if person is not None:
+        rows.append((f"per person, k={person['k']}: LDP (ε, δ)",
+                     f"({_fmt(person['ldp_epsilon'])}, {_fmt(person['ldp_delta'])})"))
+        rows.append((f"per person, k={person['k']}: central (ε, δ)",
+                     f"({_fmt(person['central_epsilon'])}, {_fmt(person['central_delta'])})"))
     solution = out.get("solution")
     if solution is not None:
-        key = "eps0" if solution["solve"] == "eps0" else "batch_size"
+        key = {"eps0": "eps0", "batch-size": "batch_size"}.get(solution["solve"],
+                                                              solution["solve"])
         rows.append((f"solution ({solution['solve']})", _fmt(solution[key])))
         if "reason" in solution:
             rows.append(("", solution["reason"]))
@@ -232,40 +314,67 @@ def _summary(out: dict[str, Any]) -> str:
     lines = ["privacy ledger"]
     lines += [f"  {name:<{width}}  {value}" for name, value in rows]
     lines.append(f"  {'accounting':<{width}}  {out['accounting']}")
+    if person is not None:
+        lines.append(f"  {'per person':<{width}}  {person['accounting']}")
     return "\n".join(lines)
 
 
 def run_privacy(args: argparse.Namespace) -> int:
     """Run ``privbandit privacy``; 0 on success, 1 if an inverse question has no solution, 2 on
     invalid or missing parameters."""
+    ledger: PrivacyLedger | None
+    solution: dict[str, Any] | None
     try:
-        ledger, solution = _ledger(args)
+        if (args.target_epsilon is None) != (args.solve is None):
+            raise _UsageError("--target-epsilon and --solve go together")
+        person_solve = args.solve in ("k", "epsilon") or (
+            args.solve == "eps0" and args.contributions is not None)
+        if args.solve == "epsilon" and args.contributions is None:
+            raise _UsageError("--solve epsilon (per report, for a per-person target) needs "
+                              "--contributions")
+        if person_solve:
+            args, solution = _person_solution(args)
+            ledger = None if "reason" in solution else _ledger(args)[0]
+        else:
+            ledger, solution = _ledger(args)
+        if ledger is not None and args.contributions is not None:
+            from privbandit.shared.core.accounting.persons import with_person
+
+            ledger = with_person(ledger, _person(args, ledger, args.contributions))
     except (_UsageError, ValueError) as exc:
         print(f"privbandit privacy: error: {exc}", file=sys.stderr)
         return 2
-    out = ledger.model_dump()
-    out.setdefault("central_epsilon_paper", None)
-    for field in LEDGER_FIELDS:  # spec §6: fields that do not apply are null, never omitted
-        out.setdefault(field, None)
+    if ledger is None:  # a per-person question without a solution: nothing to evaluate
+        assert solution is not None
+        print(f"privbandit privacy: no solution: {solution['reason']}")
+        out: dict[str, Any] = {"solution": solution}
+    else:
+        out = ledger.model_dump()
+        out.setdefault("central_epsilon_paper", None)
+        for field in LEDGER_FIELDS:  # spec §6: fields that do not apply are null, never omitted
+            out.setdefault(field, None)
+        if solution is not None:
+            out["solution"] = solution
+        print(_summary(out))
+    sol = solution or {}
     out["parameters"] = {
         "threat_model": args.threat_model,
-        "eps0": args.eps0 if solution is None else solution["eps0"],
-        "batch_size": args.batch_size if solution is None else solution["batch_size"],
+        "eps0": sol.get("eps0", args.eps0),
+        "batch_size": sol.get("batch_size", args.batch_size),
         "delta": args.delta,
         "T": args.T,
         "d": args.d,
         "m": args.m,
-        "epsilon": args.epsilon,
+        "epsilon": sol.get("epsilon", args.epsilon),
         "alpha": args.alpha if args.threat_model == "central" else None,
         "aggregation": args.aggregation if args.threat_model == "shuffle" else None,
+        "contributions": args.contributions,
+        "period": args.period if args.contributions is not None else None,
     }
-    if solution is not None:
-        out["solution"] = solution
-    print(_summary(out))
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(out, indent=2, allow_nan=False) + "\n")
         print(f"wrote {args.json_out}")
-    if solution is not None and solution.get("batch_size") is None:
+    if "reason" in sol:
         return 1
     return 0

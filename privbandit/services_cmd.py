@@ -102,6 +102,13 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                         "to the paper's, e.g. adar-oful's episodes) on freshly started services")
     p.add_argument("--fresh", action="store_true",
                    help="always start fresh services, even if some are running")
+    p.add_argument("--returning", type=int, metavar="P",
+                   help="returning users: the --users visits come from P persons (visit i is "
+                        "person i mod P's), each feedback carrying its person's user key")
+    p.add_argument("--contributions", type=int, metavar="K",
+                   help="bound each person of the task to K reports (the device withholds the "
+                        "rest; the ledger states the per-person guarantee); runs the task on "
+                        "freshly started services")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result (JSON) here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
     p.add_argument("--no-progress", dest="progress", action="store_false",

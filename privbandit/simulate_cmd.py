@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -162,6 +163,15 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                    help="sblb: what the shuffler releases — only batch sums (secure summation, "
                         "default) or whole shuffled reports; changes the central ledger, not the "
                         "learning")
+    p.add_argument("--users", type=int, default=None, metavar="N",
+                   help="returning users (linear and mab, issue 24): the T rounds are visits "
+                        "of N persons, each with her own context offset (mab: mean shift)")
+    p.add_argument("--contributions", type=int, default=None, metavar="K",
+                   help="with --users: each person's first K reports only (the device's "
+                        "bound); the ledger adds the per-person guarantee")
+    p.add_argument("--user-offset", type=float, default=0.5,
+                   help="with --users: strength of a person's context offset (default 0.5; "
+                        "mab: her mean shift is uniform in ±offset, use e.g. 0.05)")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
     p.add_argument("--log", type=Path,
@@ -266,9 +276,9 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     family = REGISTRY[args.algo].family if args.algo != RANDOM else LINEAR
     if args.log is not None and (family in (ARMS, BCO_FAMILY) or args.algo == "lplr"
-                                 or args.runs != 1):
+                                 or args.runs != 1 or args.users is not None):
         print("error: --log records the contextual simulator's decisions (not mab, BCO or "
-              "lplr) of one run (--runs 1)", file=sys.stderr)
+              "lplr, nor returning users) of one run (--runs 1)", file=sys.stderr)
         return 2
     if (family is BCO_FAMILY) != (args.env in BCO_ENVIRONMENTS):
         print(f"error: use the BCO policies ({', '.join(BCO_ALGOS)}) with the BCO "
@@ -283,6 +293,17 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 2
     if family is PHASE and args.env != "fixed-linear":
         print(f"error: {args.algo} eliminates arms of a fixed arm set; use --env fixed-linear",
+              file=sys.stderr)
+        return 2
+    if args.users is None and args.contributions is not None:
+        print("error: --contributions bounds returning users: give --users N", file=sys.stderr)
+        return 2
+    if args.users is not None and args.env not in ("linear", "mab"):
+        print("error: returning users (--users) run on --env linear or mab", file=sys.stderr)
+        return 2
+    bad_k = args.contributions is not None and args.contributions < 1
+    if args.users is not None and (args.users < 1 or bad_k or not args.user_offset >= 0):
+        print("error: --users and --contributions must be >= 1, --user-offset >= 0",
               file=sys.stderr)
         return 2
     if args.env == "mab":
@@ -314,7 +335,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         return 2
     # simulate's contract; lplr has its own simulator loop (per-layer block sums, docs/lplr.md)
     run: Callable[..., tuple[list[RunResult], dict[str, Any]]] = simulate
-    if args.algo == "lplr":
+    if args.users is not None:
+        if args.algo == "lplr":
+            print("error: lplr has its own simulator loop; no returning users", file=sys.stderr)
+            return 2
+        run = functools.partial(_returning, population=_population(args))
+    elif args.algo == "lplr":
         from privbandit.shared.core.lplr_simulator import simulate_lplr
 
         run = simulate_lplr
@@ -330,7 +356,10 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     from privbandit.shared.core.simulator import make_policy
 
-    ledger = make_policy(config).ledger(args.T, aggregation=args.aggregation)
+    policy = make_policy(config)
+    ledger = policy.ledger(args.T, aggregation=args.aggregation)
+    if args.users is not None:
+        ledger = _person(policy, ledger, args)
     extra = {}
     if args.log is not None:
         from privbandit.shared.core.logged import save_feedback
@@ -342,6 +371,29 @@ def run_simulate(args: argparse.Namespace) -> int:
                         "feature_map": feedback["feature_map"]}
     return _finish(args, {**config.model_dump(), **env_params}, results, wall,
                    ledger.model_dump(), extra)
+
+
+def _population(args: argparse.Namespace) -> Any:
+    from privbandit.shared.core.returning import Population
+
+    return Population(args.users, args.contributions, args.user_offset)
+
+
+def _returning(config: Any, env: str, K: int, T: int, runs: int, seed: int, *,
+               population: Any, on_progress: Callable[[int], None] | None = None,
+               mab_env: Any = None) -> tuple[list[RunResult], dict[str, Any]]:
+    from privbandit.shared.core.returning import simulate_returning
+
+    return simulate_returning(config, env, K, T, runs, seed, population, on_progress,
+                              mab_env=mab_env)
+
+
+def _person(policy: Any, ledger: Any, args: argparse.Namespace) -> Any:
+    """The ledger with the per-person guarantee of ``--contributions`` (none without)."""
+    from privbandit.shared.core.policies.person import person_ledger
+
+    return person_ledger(policy, ledger, args.contributions, "forever",
+                         getattr(args, "aggregation", "reports") or "reports")
 
 
 def run_simulate_mab(args: argparse.Namespace) -> int:
@@ -373,17 +425,31 @@ def run_simulate_mab(args: argparse.Namespace) -> int:
     with _progress(args.T * args.runs, f"{args.algo} on mab",
                    disable=args.no_progress) as advance:
         try:
-            results = simulate_mab(config, env, args.T, args.runs, args.seed, on_progress=advance)
+            if args.users is not None:
+                results, _ = _returning(config, "mab", env.K, args.T, args.runs, args.seed,
+                                        population=_population(args), on_progress=advance,
+                                        mab_env=env)
+            else:
+                results = simulate_mab(config, env, args.T, args.runs, args.seed,
+                                       on_progress=advance)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     wall = time.perf_counter() - started
-    privacy = build_policy(config).ledger(args.T).model_dump()
+    policy = build_policy(config)
+    ledger = policy.ledger(args.T)
+    if args.users is not None:
+        ledger = _person(policy, ledger, args)
+    privacy = ledger.model_dump()
     if privacy.get("per_user_epsilon") is not None:
         used, declined, reports = per_user_fractions(results)
         privacy["per_user_epsilon"].update(fraction_used=used / reports,
                                            fraction_declined=declined / reports)
-    return _finish(args, {**config.model_dump(), **env.params()}, results, wall, privacy)
+    params = {**config.model_dump(), **env.params()}
+    if args.users is not None:
+        params.update(users=args.users, contributions=args.contributions,
+                      user_offset=args.user_offset)
+    return _finish(args, params, results, wall, privacy)
 
 
 def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any], wall: float,
@@ -395,6 +461,11 @@ def _finish(args: argparse.Namespace, params: dict[str, Any], results: list[Any]
     out: dict[str, Any] = {"algo": args.algo, "env": args.env, "T": args.T, "runs": args.runs,
                            "seed": args.seed, "params": params}
     out.update(summarize(results))
+    if getattr(args, "users", None) is not None:  # returning users: reports withheld per run
+        import numpy as np
+
+        out["withheld_mean"] = float(np.mean([r.extra["withheld"] for r in results]))
+        out["max_reports_per_person"] = max(r.extra["max_reports_per_person"] for r in results)
     out["wall_seconds"] = wall
     out["privacy"] = privacy
     out.update(extra or {})
@@ -479,6 +550,18 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"  wall time         {out['wall_seconds']:.1f} s",
     ]
     lines += ledger_lines(p)
+    person = p.get("per_person")
+    if person is not None:
+        def pair(eps: Any, delta: Any) -> str:
+            return "null" if eps is None else f"ε={fmt(eps)}, δ={fmt(delta)}"
+
+        lines.append(f"    per person        k={person['k']}: local "
+                     f"{pair(person['ldp_epsilon'], person['ldp_delta'])}; central "
+                     f"{pair(person['central_epsilon'], person['central_delta'])}")
+    if out.get("withheld_mean") is not None:
+        lines.append(f"  returning users   {out['params'].get('users')} persons; reports "
+                     f"withheld {out['withheld_mean']:.0f} per run; at most "
+                     f"{out['max_reports_per_person']} per person")
     per_user = p.get("per_user_epsilon")
     if per_user:
         lines.append(f"    per-user ε        {per_user['distribution']}: mean "

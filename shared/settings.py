@@ -41,6 +41,24 @@ DEFAULT_CONFIG = Path(
 )
 
 
+class ContributionBound(BaseModel):
+    """At most ``k`` reports per person per period (issue 24), enforced by the device
+    (``services.device.persons``) and composed by the ledgers
+    (``shared.core.accounting.persons``). ``period_seconds``: the length of the period, in fixed
+    windows counted from the Unix epoch (UTC); absent: forever (k reports in all)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    k: int = Field(ge=1, le=100_000, description="reports per person and period")
+    period_seconds: int | None = Field(
+        None, ge=60, le=10 * 366 * 86400, description="the period's length; absent: forever")
+
+    @property
+    def period(self) -> str:
+        """The period in words, as the ledgers state it."""
+        return "forever" if self.period_seconds is None else f"{self.period_seconds} s"
+
+
 class TaskConfig(BaseModel):
     """One bandit problem: its threat model, policy and public parameters."""
 
@@ -51,6 +69,9 @@ class TaskConfig(BaseModel):
     K: int = Field(20, ge=2, le=1024, description="arms per decision")
     aggregation: Literal["reports", "secure-sum"] = "reports"
     policy: AnyPolicyConfig
+    # Returning users (issue 24): absent, a person's reports are not bounded and the ledger
+    # states no guarantee per person.
+    contributions: ContributionBound | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskConfig:

@@ -30,6 +30,7 @@ from fastapi import FastAPI
 from privbandit.demo import (
     DemoOptions,
     Driver,
+    Snapshot,
     fetch_task,
     reconcile,
     run_demo_against,
@@ -192,8 +193,13 @@ def make_settings(data_dir: Path, tasks: list[TaskConfig] | None = None, **kw: A
 
 @asynccontextmanager
 async def running(app: FastAPI, base_url: str = "http://test") -> AsyncIterator[httpx.AsyncClient]:
-    """Run the app's lifespan and yield a client talking to it in-process."""
+    """Run the app's lifespan and yield a client talking to it in-process, once the app is
+    ready (the analyzer computes its tasks' ledgers in a thread at start-up, answering 503
+    meanwhile)."""
     async with app.router.lifespan_context(app):
+        wait = getattr(getattr(app.state, "runtime", None), "wait_for_ledgers", None)
+        if wait is not None:
+            assert await asyncio.to_thread(wait, patience(120)), "the ledgers never finished"
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
@@ -472,6 +478,44 @@ def cli(argv: list[str]) -> int:
     add_demo_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
+
+
+def run_with_device_crashes(
+    cluster: Cluster, task_id: str, users: int, fractions: tuple[float, ...], **driver_kw: Any,
+) -> tuple[Driver, dict[str, Any], Snapshot]:
+    """Drive ``users`` users of ``task_id`` and kill -9 the device once each fraction of them is
+    done, restarting it on the same data directory; then wait for quiet and reconcile. Checks
+    that every crash happened and was felt, that every user's feedback was sent, and that the
+    counts reconcile; returns the driver, the reconciliation and the last snapshot."""
+    from privbandit.demo.driver import REQUEST_RETRIES
+
+    urls = cluster.urls
+    events: list[str] = []
+
+    async def chaos(driver: Driver) -> None:
+        for fraction in fractions:
+            await wait_done(driver, int(users * fraction))
+            await asyncio.to_thread(cluster.kill, "device")
+            events.append(f"device killed at {driver.done}")
+            await asyncio.to_thread(cluster.restart, "device", patience(60))
+
+    async def run() -> tuple[Driver, dict[str, Any], Snapshot]:
+        task = await fetch_task(urls["analyzer"], task_id)
+        async with httpx.AsyncClient(timeout=patience(10)) as c:
+            before = await snapshot(urls, task_id, c)
+        # The device's restart is felt by the users: their tries must outlast it.
+        driver = Driver(urls["device"], task, users,
+                        request_retries=patient_tries(REQUEST_RETRIES), **driver_kw)
+        result, _ = await asyncio.gather(driver.run(), chaos(driver))
+        after = await wait_quiescent(urls, task_id, task.max_batch, timeout=patience(90))
+        return driver, reconcile(result.feedbacks_sent, before, after), after
+
+    driver, rec, after = asyncio.run(run())
+    assert len(events) == len(fractions), events
+    assert driver.errors > 0  # the crashes were felt by the users' requests
+    assert driver.feedbacks_sent == users
+    assert rec["consistent"], (rec, events)
+    return driver, rec, after
 
 
 async def wait_done(driver: Driver, n: int, timeout: float = 60.0) -> None:

@@ -35,6 +35,8 @@ class DemoOptions:
     aggregation: str | None = None
     settle_timeout: float = 120.0
     progress: bool = True
+    # Returning users (issue 24): the users are visits of this many persons (None: one each).
+    persons: int | None = None
 
 
 def config_path(path: Path | None) -> Path:
@@ -134,7 +136,8 @@ def demo_task(
 
 
 def derived_config(
-    base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None
+    base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None,
+    contributions: int | None = None,
 ) -> Path:
     """A copy of ``base`` where ``task_id`` is changed for this demo run:
 
@@ -143,7 +146,8 @@ def derived_config(
       the config's (the paper's) default, e.g. adar-oful's first_episode and switching,
       no perturbation of the published θ̃ (``perturb = 0``), and fixed batches of the
       config's default length (1000) in place of a batch schedule;
-    - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
+    - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``);
+    - ``contributions``: each person's bound k (forever), the devices enforce it (issue 24).
     """
     from privbandit.shared.core.policies.registry import entry
 
@@ -169,6 +173,8 @@ def derived_config(
                 if aggregation != task.get("aggregation", "reports"):
                     _follow_aggregation(policy, aggregation, paper)
                 task["aggregation"] = aggregation
+            if contributions is not None:
+                task["contributions"] = {"k": contributions}
     out.write_text(tomli_w.dumps(data))
     return out
 

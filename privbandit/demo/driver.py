@@ -11,12 +11,19 @@ multi-armed task (``TaskInfo.d`` is null) plays the ``mab`` environment's defaul
 task with per-user privacy levels each user states her own ε_t in feedback, drawn from the task's
 ``epsilon_dist`` (a seeded stream of its own).
 
+Returning users (issue 24): with ``persons`` = P, the N users are visits of P persons (visit i
+is person i mod P's), and each feedback names its person with a user key of this run (random,
+so that runs against a long-lived device do not share counts); a task that bounds persons gets
+user keys even without ``persons`` (one person per visit). The device answers a feedback beyond
+the bound with ``withheld`` (counted in ``feedbacks_withheld``).
+
 Also used by the load test (``load/drive.py``) and the end-to-end tests."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,6 +89,8 @@ class DriveResult:
     wall_seconds: float
     model_version: int
     errors: int
+    feedbacks_withheld: int = 0
+    persons: int | None = None
 
     @property
     def users_per_second(self) -> float:
@@ -104,6 +113,8 @@ class Driver:
     # Tries per request on transport errors and 5xx (backoff doubling to 2 s): the default rides
     # out a device restart of a few seconds; fault campaigns that kill it often raise it.
     request_retries: int = REQUEST_RETRIES
+    # Returning users: the visits come from this many persons (None: one person per visit).
+    persons: int | None = None
     # Live state (read by progress displays and tests): users done and their regret so far...
     done: int = 0
     regret: float = 0.0
@@ -111,6 +122,7 @@ class Driver:
     curve: list[list[float]] = field(default_factory=list)
     # ... and the traffic: feedbacks accepted, the newest model version seen, retried requests.
     feedbacks_sent: int = 0
+    feedbacks_withheld: int = 0  # answered ``withheld`` (the answers seen; lost ones aside)
     model_version: int = 0
     errors: int = 0
     # Seconds per successful request, by endpoint ("decide", "feedback").
@@ -121,6 +133,11 @@ class Driver:
     def __post_init__(self) -> None:
         if self.users < 1 or self.concurrency < 1:
             raise ValueError("users and concurrency must be >= 1")
+        if self.persons is not None and self.persons < 1:
+            raise ValueError("persons must be >= 1")
+        # User keys of this run: opaque to the device, never shared with another run.
+        self._run_key = secrets.token_hex(8)
+        self._keyed = self.persons is not None or self.task.contributions is not None
         env_rng, self._reward_rng = user_streams(self.seed)
         family = family_of(self.task.algo)
         self.multi_armed = family is ARMS
@@ -194,6 +211,8 @@ class Driver:
             wall_seconds=wall,
             model_version=self.model_version,
             errors=self.errors,
+            feedbacks_withheld=self.feedbacks_withheld,
+            persons=self.persons,
         )
 
     async def _worker(self, client: httpx.AsyncClient) -> None:
@@ -220,17 +239,28 @@ class Driver:
             self.regret += best - float(mu[a])
             self.random_regret += best - float(mu.mean())
             reward = 1.0 if u < mu[a] else 0.0
-            body = {"decision_id": out["decision_id"], "reward": reward, **extra}
+            body = {"decision_id": out["decision_id"], "reward": reward, **extra,
+                    **self._user_key(i)}
             resp = await self._post(client, f"/v1/tasks/{task}/feedback", body, retry_409=True)
             if resp.status_code != 202:
                 raise DemoError(f"feedback failed: {resp.status_code} {resp.text[:300]}")
-            self._finished(t0, t1)
+            self._finished(t0, t1, resp)
 
-    def _finished(self, t0: float, t1: float) -> None:
+    def _user_key(self, i: int) -> dict[str, str]:
+        """The feedback's ``user`` field of visit i: its person's key (none for a task that
+        bounds no one, when the run has no returning persons)."""
+        if not self._keyed:
+            return {}
+        person = i if self.persons is None else i % self.persons
+        return {"user": f"{self._run_key}-{person}"}
+
+    def _finished(self, t0: float, t1: float, resp: httpx.Response | None = None) -> None:
         """Book-keeping after a user's feedback was accepted (decide sent at t0, answered t1)."""
         self.latencies["decide"].append(t1 - t0)
         self.latencies["feedback"].append(time.perf_counter() - t1)
         self.feedbacks_sent += 1
+        if resp is not None and resp.json().get("withheld"):
+            self.feedbacks_withheld += 1
         self.done += 1
         if self.done % self._every == 0:
             self.curve.append([self.done, self.regret])
@@ -251,11 +281,11 @@ class Driver:
         fields, regret = self.bco.respond(i, out["points"])
         self.regret += regret
         self.random_regret += self.bco.random
-        body = {"decision_id": out["decision_id"], **fields}
+        body = {"decision_id": out["decision_id"], **fields, **self._user_key(i)}
         resp = await self._post(client, f"/v1/tasks/{task}/feedback", body, retry_409=True)
         if resp.status_code != 202:
             raise DemoError(f"feedback failed: {resp.status_code} {resp.text[:300]}")
-        self._finished(t0, t1)
+        self._finished(t0, t1, resp)
 
     async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any],
                     retry_409: bool = False) -> httpx.Response:

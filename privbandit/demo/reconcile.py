@@ -4,12 +4,14 @@ system is quiescent, and the spec §6 reconciliation of a run.
 Quiescent means the device outbox is empty, every batch the shuffler formed is acknowledged, and
 fewer than l reports wait in the shuffler. Then
 
-    reports_accepted (shuffler) == feedbacks_sent (driver)
+    reports_accepted (shuffler) + feedbacks_withheld (device) == feedbacks_sent (driver)
     reports_counted + reports_refused (analyzer) + reports_pending (shuffler) == reports_accepted
 
 where refused reports are those the analyzer rejected as invalid (alone, or as members of a
 quarantined secure-sum batch) or dropped as duplicate report ids, and those the shuffler dropped
-because the analyzer's Paillier key changed (``refused_stale_key``).
+because the analyzer's Paillier key changed (``refused_stale_key``), and withheld feedbacks are
+those the device answered without making a report: their person had reached the task's bound
+(issue 24; 0 for a task without one).
 
 When the services were already running, every count is the change during the run."""
 
@@ -41,6 +43,10 @@ class Snapshot:
     outbox_pending: int
     device_feedbacks: int
     privacy: dict[str, Any]
+    # Feedbacks the device answered without a report (the person's bound, issue 24).
+    device_withheld: int = 0
+    # The per-person guarantee beside the ledger (``PrivacyReport.per_person``).
+    per_person: dict[str, Any] | None = None
     # The length of the task's next batch under its schedule (issue 22), as the shuffler says.
     next_batch: int | None = None
 
@@ -85,6 +91,8 @@ async def snapshot(urls: dict[str, str], task: str, client: httpx.AsyncClient) -
         device_feedbacks=int(d["feedbacks"]),
         privacy=p["ledger"],
         next_batch=queue.get("next_batch_size"),
+        device_withheld=int(d.get("withheld", 0)),
+        per_person=p.get("per_person"),
     )
 
 
@@ -131,6 +139,7 @@ def reconcile(sent: int, before: Snapshot, after: Snapshot) -> dict[str, Any]:
     """
     rec: dict[str, Any] = {
         "feedbacks_sent": sent,
+        "feedbacks_withheld": after.device_withheld - before.device_withheld,
         "reports_accepted": after.accepted - before.accepted,
         "reports_counted": after.counted - before.counted,
         "reports_refused": after.refused - before.refused,
@@ -140,9 +149,10 @@ def reconcile(sent: int, before: Snapshot, after: Snapshot) -> dict[str, Any]:
         "model_versions": after.model_version - before.model_version,
     }
     problems = []
-    if rec["reports_accepted"] != sent:
+    if rec["reports_accepted"] + rec["feedbacks_withheld"] != sent:
         problems.append(
-            f"reports_accepted ({rec['reports_accepted']}) != feedbacks_sent ({sent})"
+            f"reports_accepted ({rec['reports_accepted']}) + feedbacks_withheld "
+            f"({rec['feedbacks_withheld']}) != feedbacks_sent ({sent})"
         )
     if rec["reports_counted"] + rec["reports_refused"] + rec["reports_pending"] != (
         rec["reports_accepted"] + rec["reports_pending_before"]

@@ -196,10 +196,24 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         ledger = (" — sum-only ledger (observer of the released batch sums)" if secure
                   else " — whole-report ledger (observer of the shuffled reports)")
     lines += ledger_lines(p, ledger, escape)
+    person = out.get("per_person")
+    if person is not None and person.get("k") is not None:
+        def pair(eps: Any, delta: Any) -> str:
+            return "null" if eps is None else f"ε={eps:.4g}, δ={delta:.3g}"
+
+        lines += [
+            f"  per person        at most k={person['k']} reports ({person['period']}): "
+            f"local {pair(person['ldp_epsilon'], person['ldp_delta'])}; central "
+            f"{pair(person['central_epsilon'], person['central_delta'])}",
+        ]
+    if out.get("persons") is not None:
+        lines.append(f"  returning users   {out['users']} visits of {out['persons']} persons")
     mark = "[green]✓[/green]" if rec["consistent"] else "[bold red]✗[/bold red]"
     lines += [
         f"  reconciliation    {mark}",
         f"    feedbacks_sent    {rec['feedbacks_sent']}  (device API, 202)",
+        *([f"    feedbacks_withheld {rec['feedbacks_withheld']}  (device: the person's bound "
+           "was reached, no report made)"] if rec.get("feedbacks_withheld") else []),
         f"    reports_accepted  {rec['reports_accepted']}  (shuffler)",
         f"    reports_counted   {rec['reports_counted']}  (analyzer"
         + (": l per decrypted batch sum)" if secure else ")"),

@@ -36,7 +36,7 @@ async def run_demo_against(
         before = await snapshot(urls, task.id, client)
     progress = ProgressBar(opts, task, console) if opts.progress else None
     driver = Driver(urls["device"], task, opts.users, opts.concurrency, opts.seed,
-                    on_progress=progress.update if progress else None)
+                    on_progress=progress.update if progress else None, persons=opts.persons)
     extra = driver_hook(driver) if driver_hook is not None else None
     with progress if progress is not None else contextlib.nullcontext():
         if extra is not None:
@@ -48,13 +48,18 @@ async def run_demo_against(
                       f"acknowledged (l = {task.batch_size})...[/dim]")
     after = await wait_quiescent(urls, task.id, task.max_batch, opts.settle_timeout)
     rec = reconcile(result.feedbacks_sent, before, after)
-    reference = simulator_reference(task, opts, result.final_regret)
+    # The in-process reference replays every user's report: not a run whose persons return
+    # and are bounded (their later feedbacks make no report), so none is given for those.
+    returning = opts.persons is not None or task.contributions is not None
+    reference = None if returning else simulator_reference(task, opts, result.final_regret)
     return {
         "threat_model": task.threat_model,
         "task": task.id,
         "algo": task.algo,
         "env": demo_env_name(task),
         "users": opts.users,
+        "persons": opts.persons,
+        "contributions": task.contributions,
         "concurrency": opts.concurrency,
         "seed": opts.seed,
         "aggregation": task.aggregation,
@@ -64,6 +69,7 @@ async def run_demo_against(
         "random_regret": result.random_regret,
         "regret_curve": result.regret_curve,
         "privacy": after.privacy,
+        "per_person": after.per_person,
         "users_per_second": result.users_per_second,
         "wall_seconds": result.wall_seconds,
         "reconciliation": rec,
@@ -95,6 +101,8 @@ def main_demo(
     plot: Path | None = None,
     progress: bool = True,
     task: str | None = None,
+    returning: int | None = None,
+    contributions: int | None = None,
 ) -> int:
     """The ``privbandit demo`` command; returns the exit status."""
     console = make_console()
@@ -102,15 +110,22 @@ def main_demo(
     if users < 1 or concurrency < 1:
         err.print("[red]error:[/red] --users and --concurrency must be >= 1")
         return 2
+    if (returning is not None and returning < 1) or (contributions is not None
+                                                     and contributions < 1):
+        err.print("[red]error:[/red] --returning and --contributions must be >= 1")
+        return 2
     try:
         base, settings, task_id, override = demo_task(config, threat_model, aggregation, task)
     except (DemoError, ValueError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         return 2
-    opts = DemoOptions(threat_model, users, concurrency, seed, aggregation, progress=progress)
+    opts = DemoOptions(threat_model, users, concurrency, seed, aggregation, progress=progress,
+                       persons=returning)
+    # A bound on each person changes the task: services of their own, as --aggregation does.
+    changed = override or contributions is not None
 
     # Running services cannot change a task's transport or widths: those runs start their own.
-    urls = None if (paper or fresh or override) else running_services(settings)
+    urls = None if (paper or fresh or changed) else running_services(settings)
     cluster: Cluster | None = None
     tmp: Path | None = None  # fresh data dir and/or the --paper config; removed after success
     ok = False
@@ -129,12 +144,17 @@ def main_demo(
                 console.print(f"starting analyzer, shuffler and device with data directory "
                               f"{data}")
             cfg_file = base
-            if paper or override:
-                cfg_file = derived_config(base, task_id, tmp / "demo.toml", paper=paper,
-                                          aggregation=aggregation if override else None)
+            if paper or changed:
+                cfg_file = derived_config(
+                    base, task_id, tmp / "demo.toml", paper=paper,
+                    aggregation=aggregation if override else None,
+                    contributions=contributions)
             if paper:
                 console.print(f"--paper: task {task_id} with confidence_scale = 1 and the "
                               f"paper's regularizer ({cfg_file})")
+            if contributions is not None:
+                console.print(f"--contributions {contributions}: task {task_id} bounds each "
+                              f"person to {contributions} reports ({cfg_file})")
             if override:
                 configured = settings.task(task_id).aggregation  # type: ignore[union-attr]  # demo_task's
                 console.print(f"--aggregation {aggregation}: task {task_id} runs with "

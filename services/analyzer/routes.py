@@ -216,9 +216,11 @@ for _transport in TRANSPORTS.values():
 @router.get("/v1/tasks/{task}/privacy", responses=ERRORS)
 async def get_privacy(rt: TaskDep, runtime: RuntimeDep) -> PrivacyReport:
     ledger = await run_in_threadpool(runtime.ledger, rt)
+    per_person = await run_in_threadpool(runtime.person, rt, ledger)
     return PrivacyReport(
         task=rt.id,
         ledger=ledger,
+        per_person=per_person,
         reports_counted=rt.reports_counted,
         reports_refused=rt.reports_refused,
         batches=rt.batches,

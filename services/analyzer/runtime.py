@@ -14,6 +14,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -30,6 +31,7 @@ from privbandit.services.common.group_commit import GroupCommitter, ShuttingDown
 from privbandit.services.common.health import Readiness
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.policies import build_policy
+from privbandit.shared.core.policies.person import person_ledger
 from privbandit.shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
 from privbandit.shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
 from privbandit.shared.protocol.messages import BatchAck
@@ -151,6 +153,12 @@ class AnalyzerRuntime:
         self.readiness.require(
             "the privacy ledgers", lambda: ["ledgers"] if self._ledgers.is_alive() else [])
 
+    def wait_for_ledgers(self, timeout: float | None = None) -> bool:
+        """Block until the start-up thread has computed the ledgers (or ``timeout`` passed);
+        whether it has."""
+        self._ledgers.join(timeout)
+        return not self._ledgers.is_alive()
+
     def _warm_ledgers(self) -> None:
         for rt in self.tasks.values():
             if not rt.config.multi_armed:
@@ -233,6 +241,18 @@ class AnalyzerRuntime:
             # The transport decides what an observer of the shuffler output sees (spec §3).
             rt.ledger_cache = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
         return rt.ledger_cache
+
+    def person(self, rt: TaskRuntime, ledger: PrivacyLedger) -> dict[str, Any]:
+        """The task's guarantee per person beside ``ledger`` (its per-report one; issue 24):
+        at most k reports per person and period, as the devices enforce
+        (``TaskConfig.contributions``). It depends on the task's parameters only: computed once."""
+        if rt.person_cache is None:
+            bound = rt.config.contributions
+            person = person_ledger(rt.policy, ledger, None if bound is None else bound.k,
+                                   "forever" if bound is None else bound.period,
+                                   rt.config.aggregation)
+            rt.person_cache = (person.model_extra or {})["per_person"]
+        return rt.person_cache
 
     def _not_ingesting(self) -> list[str]:
         """Tasks whose group committer is not running (all of them before ``start`` and after

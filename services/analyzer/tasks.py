@@ -25,6 +25,8 @@ def task_info(config: TaskConfig) -> TaskInfo:
         batch_size=config.batch_size,
         aggregation=config.aggregation,
         policy=config.policy.model_dump(mode="json"),
+        contributions=(None if config.contributions is None
+                       else config.contributions.model_dump(mode="json")),
     )
 
 
@@ -47,6 +49,7 @@ class TaskRuntime:
     # ``policy.skipped`` as last exported to the ``updates_skipped`` metric.
     skipped: int = 0
     ledger_cache: PrivacyLedger | None = None
+    person_cache: dict[str, Any] | None = None  # the per-person figures (``runtime.person``)
     # Coalesces the task's batches into group commits; set by ``AnalyzerRuntime.start``.
     committer: GroupCommitter[Item, BatchAck] | None = None
 

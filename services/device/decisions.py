@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from privbandit.services.common.deps import lookup_task
-from privbandit.services.device import arms, bco
+from privbandit.services.device import arms, bco, persons
 from privbandit.services.device.decision_ids import OpenDecision, short
 from privbandit.services.device.errors import (
     DecisionUsed,
@@ -30,6 +30,7 @@ from privbandit.services.device.errors import (
 )
 from privbandit.services.device.families import handler
 from privbandit.services.device.runtime import DeviceRuntime
+from privbandit.services.device.store import PersonSlot
 from privbandit.shared.core.policies.config import PolicyConfig
 from privbandit.shared.protocol.messages import DecideResponse, FeedbackResponse
 from privbandit.shared.settings import TaskConfig
@@ -103,7 +104,7 @@ async def decide(
 
 async def give_feedback(
     rt: DeviceRuntime, task: str, decision_id: str, reward: float | None,
-    epsilon: float | None = None, losses: list[float] | None = None,
+    epsilon: float | None = None, losses: list[float] | None = None, user: str | None = None,
 ) -> FeedbackResponse:
     """Randomise, encrypt and queue the report of a decision; durable once this returns.
 
@@ -121,6 +122,7 @@ async def give_feedback(
     if not cfg.bco:
         arms.check_reward(reward, getattr(randomizer, "bounded", True))  # type: ignore[arg-type]  # not None: check_feedback
     eps = arms.user_level(cfg, randomizer, epsilon)  # BCO tasks: refuses a stated ε_t
+    slot = persons.slot_for(cfg, rt.store.person_key, user)  # the person's bound (issue 24)
     limits = rt.settings.limits
     if not rt.store.reserve_outbox(limits.outbox_reports):
         raise OutboxFull(
@@ -130,7 +132,7 @@ async def give_feedback(
             limits.retry_after,
         )
     try:
-        return await _give_feedback(rt, cfg, task, decision_id, value, eps)
+        return await _give_feedback(rt, cfg, task, decision_id, value, eps, slot)
     finally:
         rt.store.release_outbox()
 
@@ -156,7 +158,7 @@ async def open_decision(rt: DeviceRuntime, task: str, decision_id: str) -> OpenD
 
 async def _give_feedback(
     rt: DeviceRuntime, cfg: TaskConfig, task: str, decision_id: str,
-    reward: float | list[float], eps: float | None,
+    reward: float | list[float], eps: float | None, slot: PersonSlot | None = None,
 ) -> FeedbackResponse:
     """``reward``: the reward, or a BCO task's losses."""
     # The keys the task's transport encrypts under, as they are now (503 while one is unknown).
@@ -170,10 +172,14 @@ async def _give_feedback(
     except ValueError as exc:  # cannot happen for a vector accepted by decide; stay a 4xx anyway
         raise InvalidReport(str(exc)) from None
     # Re-checks the decision: of two concurrent feedbacks exactly one gets here first.
-    await rt.store.complete_feedback(
+    seq = await rt.store.complete_feedback(
         opened.uid, task, encoded.report_json, transport=encoded.transport,
-        key_id=encoded.key_id,
+        key_id=encoded.key_id, slot=slot,
     )
+    if seq is None:  # the person's bound was reached: the sealed report was dropped unstored
+        rt.metrics.withheld.labels(task).inc()
+        return FeedbackResponse(queued=False, withheld=True,
+                                outbox_pending=rt.store.counters.outbox_pending)
     rt.uploader.wake()
     rt.metrics.feedbacks.labels(task).inc()
     return FeedbackResponse(queued=True, outbox_pending=rt.store.counters.outbox_pending)

@@ -90,3 +90,7 @@ class WrongLossCount(Invalid, code="wrong_loss_count"):
 
 class LossOutOfRange(Invalid, code="loss_out_of_range"):
     """A BCO loss outside the task's [0, B]."""
+
+
+class MissingUser(Invalid, code="missing_user"):
+    """Feedback without a user key for a task that bounds each person's reports."""

@@ -23,6 +23,9 @@ class DeviceMetrics(ServiceMetrics):
         task = ["task"]
         self.decisions = self.counter("decisions", "Decisions answered", task)
         self.feedbacks = self.counter("feedbacks", "Feedbacks turned into queued reports", task)
+        self.withheld = self.counter(
+            "feedbacks_withheld", "Feedbacks accepted whose person had reached the task's bound "
+            "(no report made)", task)
         self.rejected = self.counter("requests_rejected", "Requests answered with a 4xx", ["code"])
         self.uploads = self.counter(
             "upload_events",

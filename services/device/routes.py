@@ -72,8 +72,8 @@ async def feedback(task: str, request: Request) -> Response:
     """
     body = await _FEEDBACK_BODY(request)  # as in ``decide``
     return json_response(await decisions.give_feedback(
-        runtime_of(request), task, body.decision_id, body.reward, body.epsilon, body.losses),
-        202)
+        runtime_of(request), task, body.decision_id, body.reward, body.epsilon, body.losses,
+        body.user), 202)
 
 
 @router.get("/v1/status", response_model=DeviceStatus)
@@ -85,6 +85,7 @@ async def status(runtime: RuntimeDep) -> DeviceStatus:
         outbox_pending=c.outbox_pending,
         uploaded=c.uploaded,
         dropped=c.dropped,
+        withheld=c.withheld,
     )
 
 

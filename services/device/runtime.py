@@ -11,6 +11,7 @@ import asyncio
 import logging
 import secrets
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from privbandit.services.device.cache import ModelCache
 from privbandit.services.device.decision_ids import KEY_FILE, DecisionIds
 from privbandit.services.device.metrics import DeviceMetrics
 from privbandit.services.device.outbox import Spread, Uploader
+from privbandit.services.device.persons import period_of
 from privbandit.services.device.store import DeviceStore
 from privbandit.services.device.transports import Transports
 from privbandit.services.device.transports.base import Context
@@ -221,5 +223,12 @@ async def _prune_forever(store: DeviceStore, settings: Settings, loops: Loops) -
             n = await store.prune_decisions(timing.used_decision_ttl)
             if n:
                 log.info("forgot %d tombstones of used decisions", n)
+            # Per-person counts of periods past (issue 24): no report of theirs can be made.
+            now = time.time()
+            current = {t.id: period_of(t.contributions.period_seconds, now)
+                       for t in settings.tasks if t.contributions is not None
+                       and t.contributions.period_seconds is not None}
+            if current:
+                await store.prune_periods(current)
         except Exception:
             log.exception("decision pruning failed")

@@ -12,7 +12,13 @@ One SQLite file in WAL mode (``<data_dir>/device/device.sqlite3``):
   ``reports`` (``EncryptedReport`` JSON, HPKE) or ``secure-sum`` (``EncryptedCounts`` JSON,
   Paillier, with its key id). A row is deleted only after the shuffler's 202, so a shuffler outage
   or a device crash loses nothing; the stored bytes are what every retry sends.
-- ``counters``: monotone totals shown by ``GET /v1/status`` (feedbacks, uploaded, dropped).
+- ``counters``: monotone totals shown by ``GET /v1/status`` (feedbacks, uploaded, dropped,
+  withheld).
+- ``person_reports`` (issue 24): the reports queued per task, person and period, counted in the
+  transaction that queues each one, so no report beyond a task's bound k is ever queued (a
+  report not queued never leaves); a person is named by an HMAC of the task and her user key
+  under ``secrets.person_key`` — the user key itself is not stored. Rows of past periods are
+  pruned. Deleting the store forgets the counts (and the reports not yet sent) together.
 
 Every operation (reads too: one connection, one writer) goes through a ``GroupCommitter`` that
 commits whatever requests have queued up in a single transaction (group commit), and every
@@ -31,12 +37,14 @@ The schema is versioned (``services.common.sqlite.migrate``): migration 1 is the
 release that introduced versioning; migration 2 adds the secure-sum columns to a store written by
 a device from before them (it finds them present in any other); migration 4 replaces the table
 of stored decisions by ``used_decisions`` (decisions open at the upgrade are forgotten: their
-feedback gets 404, as after ``unused_decision_ttl``).
+feedback gets 404, as after ``unused_decision_ttl``); migration 5 adds ``person_reports`` and
+the person key.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -112,7 +120,25 @@ MIGRATIONS: list[Migration] = [
     CREATE TABLE IF NOT EXISTS used_decisions (id BLOB PRIMARY KEY) WITHOUT ROWID;
     DROP TABLE IF EXISTS decisions;
     """,
+    # Returning users (issue 24): reports queued per person, task and period, and the key that
+    # names persons here (``services.device.persons``), created with the table it keys.
+    lambda conn: _person_tables(conn),
 ]
+
+
+def _person_tables(conn: sqlite3.Connection) -> None:
+    # One statement at a time: ``executescript`` would commit the migration's transaction.
+    conn.execute("""
+    CREATE TABLE IF NOT EXISTS person_reports (
+        task TEXT NOT NULL,
+        person BLOB NOT NULL,        -- HMAC-SHA256 of (task, user key) under person_key
+        period INTEGER NOT NULL,     -- floor(unix time / period length); 0 for forever
+        reports INTEGER NOT NULL,    -- reports of this person queued in this period
+        PRIMARY KEY (task, person, period)
+    ) WITHOUT ROWID""")
+    conn.execute("CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
+    conn.execute("INSERT OR IGNORE INTO secrets (name, value) VALUES ('person_key', ?)",
+                 (os.urandom(32),))
 
 # How many queued write requests one transaction may absorb (bounds commit latency).
 GROUP_COMMIT_MAX = 512
@@ -147,6 +173,18 @@ class Counters:
     # Secure-sum reports discarded because they were encrypted under a Paillier key the analyzer
     # no longer has (see ``DeviceStore.drop_stale``).
     dropped: int = 0
+    # Feedbacks answered whose report was withheld: their person had reached the task's bound.
+    withheld: int = 0
+
+
+@dataclass(frozen=True)
+class PersonSlot:
+    """Where a feedback's report counts against its person's bound (``services.device.
+    persons``): the person's name on this device, the period and the bound k."""
+
+    person: bytes
+    period: int
+    k: int
 
 
 class DeviceStore:
@@ -167,6 +205,7 @@ class DeviceStore:
         self._wal_sync = WalSync(path, checkpoint_every=CHECKPOINT_EVERY)
         migrate(self._conn, MIGRATIONS, store="device")
         self.counters = self._load_counters()
+        self.person_key = self._load_person_key()
         # Outbox room claimed by feedbacks in progress (``reserve_outbox``); event loop only.
         self._outbox_claims = 0
         self._committer: GroupCommitter[Op, Any] = GroupCommitter(
@@ -187,7 +226,14 @@ class DeviceStore:
             outbox_pending=int(pending),
             dead_letters=int(dead),
             dropped=int(rows.get("dropped", 0)),
+            withheld=int(rows.get("withheld", 0)),
         )
+
+    def _load_person_key(self) -> bytes:
+        """The key naming persons in ``person_reports`` (created by migration 5, kept in this
+        file: it lives and dies with the counters it keys)."""
+        row = self._conn.execute("SELECT value FROM secrets WHERE name = 'person_key'").fetchone()
+        return bytes(row[0])
 
     def start(self) -> None:
         self._committer.start()
@@ -252,20 +298,39 @@ class DeviceStore:
         report_json: str,
         transport: str = REPORTS,
         key_id: int | None = None,
-    ) -> int:
+        slot: PersonSlot | None = None,
+    ) -> int | None:
         """Atomically record the decision ``uid`` as used and queue its sealed report; returns
         the outbox seq. ``DecisionUsed`` (nothing queued) if it was used before.
 
         ``transport`` says where the uploader sends it (``reports`` or ``secure-sum``);
         ``key_id`` is the Paillier key id of a secure-sum report. Of two concurrent feedbacks
         for one decision exactly one inserts the tombstone; the other gets ``DecisionUsed``.
+
+        ``slot``: the feedback's person, period and bound k. If the person already has k
+        reports queued in the period, the report is withheld: the decision is recorded as used,
+        ``withheld`` counted, nothing queued, and None returned. The count, the tombstone and
+        the outbox row commit in one transaction (ops run one at a time on the store's one
+        connection), so neither concurrent feedbacks of one person nor a crash at any point
+        can queue a report beyond the bound.
         """
 
-        def op(conn: sqlite3.Connection) -> int:
+        def op(conn: sqlite3.Connection) -> int | None:
             try:
                 conn.execute("INSERT INTO used_decisions (id) VALUES (?)", (uid,))
             except sqlite3.IntegrityError:
                 raise DecisionUsed("feedback for this decision was already given") from None
+            if slot is not None:
+                row = conn.execute(
+                    "SELECT reports FROM person_reports WHERE task = ? AND person = ? AND "
+                    "period = ?", (task, slot.person, slot.period)).fetchone()
+                if row is not None and int(row[0]) >= slot.k:
+                    _bump(conn, "withheld", 1)
+                    return None
+                conn.execute(
+                    "INSERT INTO person_reports (task, person, period, reports) "
+                    "VALUES (?, ?, ?, 1) ON CONFLICT (task, person, period) "
+                    "DO UPDATE SET reports = reports + 1", (task, slot.person, slot.period))
             seq = conn.execute(
                 "INSERT INTO outbox (task, report, transport, key_id) VALUES (?, ?, ?, ?)",
                 (task, report_json, transport, key_id),
@@ -275,9 +340,30 @@ class DeviceStore:
             return seq
 
         seq = await self.run(op)
+        if seq is None:
+            self.counters.withheld += 1
+            return None
         self.counters.feedbacks += 1
         self.counters.outbox_pending += 1
         return seq
+
+    async def person_reports(self, task: str, person: bytes, period: int) -> int:
+        """Reports of ``person`` queued for ``task`` in ``period`` (0 if none)."""
+        row = await self.run(lambda conn: conn.execute(
+            "SELECT reports FROM person_reports WHERE task = ? AND person = ? AND period = ?",
+            (task, person, period)).fetchone())
+        return 0 if row is None else int(row[0])
+
+    async def prune_periods(self, current: dict[str, int]) -> int:
+        """Forget the counts of periods before each task's ``current`` one (no report of theirs
+        can be queued any more); returns how many rows."""
+
+        def op(conn: sqlite3.Connection) -> int:
+            return sum(conn.execute(
+                "DELETE FROM person_reports WHERE task = ? AND period < ?", (task, period)
+            ).rowcount for task, period in current.items())
+
+        return await self.run(op)
 
     async def outbox_head(
         self, limit: int, exclude: set[tuple[str, str]] | None = None

@@ -110,6 +110,10 @@ class TaskInfo(Message):
     batch_size: int = Field(ge=1, le=MAX_BATCH)
     aggregation: Literal["reports", "secure-sum"] = "reports"
     policy: dict[str, Any] = Field(description="the task's full policy configuration")
+    contributions: dict[str, Any] | None = Field(
+        None, description="the bound on each person's reports (issue 24): {k, period_seconds} "
+                          "(period_seconds null: forever); null when the task bounds no one, "
+                          "else feedback must carry the person's user key")
 
     @property
     def max_batch(self) -> int:
@@ -279,6 +283,13 @@ class PrivacyReport(Message):
 
     task: TaskId
     ledger: PrivacyLedger
+    per_person: dict[str, Any] | None = Field(
+        None,
+        description="the guarantee per person beside the ledger's per report (issue 24): "
+                    "{k, period, ldp_epsilon, ldp_delta, central_epsilon, central_delta, "
+                    "rdp_alpha, rdp_epsilon, accounting} for at most k reports per person and "
+                    "period, composed; k null when the task bounds no person (no figures)",
+    )
     reports_counted: int = Field(ge=0)
     reports_refused: int = Field(
         0, ge=0,
@@ -355,6 +366,10 @@ class ShufflerStatus(Message):
 # Device
 
 
+# A person's opaque key on the device (issue 24): printable ASCII, up to 256 characters.
+UserKey = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[\x21-\x7e]+$")]
+
+
 class DecideRequest(Message):
     """A user's private per-arm features, K rows of d numbers (never leave the device).
 
@@ -395,11 +410,21 @@ class FeedbackRequest(Message):
     losses: list[FiniteFloat] | None = Field(
         None, min_length=1, max_length=2,
         description="a BCO task's loss at each point played, in [0, B] (one or two)")
+    user: UserKey | None = Field(
+        None,
+        description="the person's opaque key (issue 24), required by a task that bounds each "
+                    "person's reports (``contributions``; 422 ``missing_user`` without it), "
+                    "ignored by the others; it never leaves the device")
 
 
 class FeedbackResponse(Message):
+    """``queued``: the report is in the device's outbox. ``withheld``: the feedback was accepted
+    but its person had reached the task's bound, so no report was made (``queued`` false)."""
+
     queued: bool
     outbox_pending: int = Field(ge=0, description="reports not yet accepted by the shuffler")
+    withheld: bool = Field(
+        False, description="the person's bound was reached: accepted, no report made")
 
 
 class DeviceStatus(Message):
@@ -411,4 +436,9 @@ class DeviceStatus(Message):
         0, ge=0,
         description="secure-sum reports dropped because they were encrypted under a Paillier key "
                     "the analyzer no longer has (they could never be counted)",
+    )
+    withheld: int = Field(
+        0, ge=0,
+        description="feedbacks accepted whose report was withheld: their person had reached "
+                    "the task's bound (sent = feedbacks + withheld, refusals aside)",
     )

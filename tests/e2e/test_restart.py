@@ -13,13 +13,9 @@ store, the multi-armed and BCO tasks on SQLite.
 
 from __future__ import annotations
 
-import asyncio
-
 import httpx
 import pytest
 
-from privbandit.demo import Driver, fetch_task, reconcile, snapshot, wait_quiescent
-from privbandit.demo.driver import REQUEST_RETRIES
 from privbandit.launcher import Cluster
 from privbandit.shared.core.policies.schedule import BatchSchedule
 from tests.helpers import (
@@ -28,9 +24,8 @@ from tests.helpers import (
     analyzer_totals,
     assert_crash_safe,
     patience,
-    patient_tries,
     run_with_backend_crash,
-    wait_done,
+    run_with_device_crashes,
 )
 
 pytestmark = pytest.mark.slow
@@ -90,32 +85,6 @@ def test_crash_of_the_device_loses_and_duplicates_nothing(store_cluster: Cluster
     """kill -9 the device mid-run and restart it: its outbox and open decisions are durable, a
     feedback whose answer was lost in the crash is retried and recognised (409 after a retry
     means it was recorded), so the counts still reconcile exactly."""
-    cluster = store_cluster
-    urls = cluster.urls
-    task_id = TASKS["shuffle"]
-    events: list[str] = []
-
-    async def chaos(driver: Driver) -> None:
-        for fraction in (0.3, 0.6):
-            await wait_done(driver, int(USERS * fraction))
-            await asyncio.to_thread(cluster.kill, "device")
-            events.append(f"device killed at {driver.done}")
-            await asyncio.to_thread(cluster.restart, "device", patience(60))
-
-    async def run() -> tuple[Driver, dict]:
-        task = await fetch_task(urls["analyzer"], task_id)
-        async with httpx.AsyncClient(timeout=patience(10)) as c:
-            before = await snapshot(urls, task_id, c)
-        # The device's restart is felt by the users: their tries must outlast it.
-        driver = Driver(urls["device"], task, USERS, concurrency=4, seed=12,
-                        request_retries=patient_tries(REQUEST_RETRIES))
-        result, _ = await asyncio.gather(driver.run(), chaos(driver))
-        after = await wait_quiescent(urls, task_id, task.max_batch, timeout=patience(90))
-        return driver, reconcile(result.feedbacks_sent, before, after)
-
-    driver, rec = asyncio.run(run())
-    assert len(events) == 2, events
-    assert driver.errors > 0  # the crashes were felt by the users' requests
-    assert driver.feedbacks_sent == USERS
-    assert rec["consistent"], (rec, events)
+    _, rec, _ = run_with_device_crashes(store_cluster, TASKS["shuffle"], USERS, (0.3, 0.6),
+                                        concurrency=4, seed=12)
     assert rec["reports_accepted"] == USERS

@@ -175,3 +175,72 @@ def test_shuffle_ledger_dispatches_secure_sum() -> None:
     assert sums.central_epsilon == pytest.approx(sum_only_epsilon(16.0, 300, 1e-6, 5, 1))
     with pytest.raises(ValueError):
         ledgers.shuffle_ledger(1.0, 10, 1e-6, aggregation="bogus")  # type: ignore[arg-type]
+
+
+# -- per person (issue 24) -----------------------------------------------------------------
+
+
+def test_contributions_add_the_per_person_object(tmp_path: Path) -> None:
+    code, data = run(["--threat-model", "ldp", "--eps0", "0.5", "--contributions", "8",
+                      "--period", "1d"], tmp_path)
+    assert code == 0
+    assert_all_fields(data)
+    person = data["per_person"]
+    assert person["k"] == 8 and person["period"] == "1d"
+    assert data["ldp_epsilon"] == 0.5  # per report, unchanged, side by side
+    assert person["ldp_epsilon"] == pytest.approx(4.0, rel=1e-3)
+    assert data["parameters"]["contributions"] == 8
+
+
+def test_solve_largest_k(tmp_path: Path) -> None:
+    """The largest k whose per-person central ε meets the target, and k + 1 does not."""
+    from privbandit.shared.core.accounting import persons
+
+    code, data = run(["--threat-model", "ldp", "--epsilon", "1", "--delta", "1e-7",
+                      "--target-epsilon", "4", "--solve", "k"], tmp_path)
+    assert code == 0
+    k = data["solution"]["k"]
+    assert k >= 1 and data["per_person"]["k"] == k
+    assert data["per_person"]["central_epsilon"] <= 4
+    more = persons.person_figures(ledgers.ldp_gaussian_ledger(1.0, 1e-7), k + 1, 1e-7)
+    assert more["central_epsilon"] > 4
+
+
+def test_solve_per_report_epsilon_for_a_person_target(tmp_path: Path) -> None:
+    code, data = run(["--threat-model", "central", "--contributions", "10",
+                      "--target-epsilon", "3", "--solve", "epsilon"], tmp_path)
+    assert code == 0
+    eps = data["solution"]["epsilon"]
+    assert data["rdp_epsilon"] == pytest.approx(eps)
+    assert 2.99 <= data["per_person"]["central_epsilon"] <= 3.0
+
+
+def test_solve_eps0_per_person_shuffle(tmp_path: Path) -> None:
+    code, data = run(["--threat-model", "shuffle", "--batch-size", "1000", "--aggregation",
+                      "reports", "--contributions", "4", "--target-epsilon", "4",
+                      "--solve", "eps0"], tmp_path)
+    assert code == 0
+    assert data["per_person"]["central_epsilon"] <= 4
+    assert data["parameters"]["eps0"] == data["solution"]["eps0"]
+
+
+def test_person_question_without_solution(tmp_path: Path) -> None:
+    code, data = run(["--threat-model", "ldp", "--eps0", "3", "--target-epsilon", "1",
+                      "--solve", "k"], tmp_path)
+    assert code == 1 and data["solution"]["k"] == 0 and "reason" in data["solution"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--threat-model", "ldp", "--target-epsilon", "1", "--solve", "epsilon"],  # needs K
+    ["--threat-model", "central", "--contributions", "3", "--target-epsilon", "1",
+     "--solve", "eps0"],
+    ["--threat-model", "shuffle", "--contributions", "3", "--target-epsilon", "1",
+     "--solve", "eps0"],  # needs --batch-size
+])
+def test_person_usage_errors(argv: list[str], tmp_path: Path) -> None:
+    assert run(argv, tmp_path)[0] == 2
+
+
+def test_contributions_must_be_positive() -> None:
+    with pytest.raises(SystemExit):
+        parse(["--threat-model", "ldp", "--eps0", "1", "--contributions", "0"])

@@ -194,3 +194,36 @@ def test_evaluate_prints_and_writes_every_estimate(tmp_path: Path) -> None:
                               "model_version": data["frozen"]["model_version"]}
     assert main(["evaluate", "--log", str(log), "--algo", "linucb", "--methods", "bogus"]) == 2
     assert main(["evaluate", "--log", str(tmp_path / "none.npz"), "--algo", "linucb"]) == 2
+# -- returning users (issue 24) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo,extra", [
+    ("ldp-linucb", ["--d", "4", "--K", "6"]),
+    ("ddp-linucb", ["--d", "4", "--K", "6", "--batch-size", "100", "--epsilon", "1"]),
+    ("heldp-ucb-b", ["--env", "mab", "--K", "5", "--epsilon-dist", "choice:0.5,1",
+                     "--user-offset", "0.05"]),
+])
+def test_returning_users_json(tmp_path: Path, algo: str, extra: list[str]) -> None:
+    out = tmp_path / "out.json"
+    argv = ["simulate", "--algo", algo, "--T", "2000", "--runs", "2", "--seed", "3",
+            "--users", "100", "--contributions", "6", "--json", str(out), "--no-progress",
+            *extra]
+    assert main(argv) == 0
+    data = json.loads(out.read_text())
+    assert TOP <= data.keys()
+    assert data["params"]["users"] == 100 and data["params"]["contributions"] == 6
+    assert data["withheld_mean"] == 2000 - 600 and data["max_reports_per_person"] == 6
+    person = data["privacy"]["per_person"]
+    assert person["k"] == 6 and person["central_epsilon"] is not None
+    if data["privacy"]["central_epsilon"] is not None:  # composed: above one report's figure
+        assert person["central_epsilon"] > data["privacy"]["central_epsilon"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--contributions", "3"],  # no --users
+    ["--users", "10", "--env", "digits"],
+    ["--users", "0"],
+    ["--users", "10", "--contributions", "0"],
+])
+def test_returning_users_bad_options(argv: list[str]) -> None:
+    assert main(["simulate", "--algo", "ldp-linucb", "--T", "100", "--no-progress", *argv]) == 2

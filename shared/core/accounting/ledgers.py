@@ -32,8 +32,11 @@ def ldp_gaussian_ledger(eps: float, delta: float) -> PrivacyLedger:
     """Zheng et al. Alg. 5: Gaussian noise calibrated exactly (Balle–Wang) to (ε, δ)-LDP.
 
     The analyzer sees the same noisy report as an observer between device and shuffler, so the
-    central figures equal the local ones.
+    central figures equal the local ones. ``noise_multiplier``: σ/Δ of that calibration (Balle–
+    Wang), with which a person's k reports compose exactly (``accounting.persons``).
     """
+    from privbandit.shared.core.accounting.gaussian import gaussian_sigma
+
     return PrivacyLedger(
         threat_model="ldp",
         ldp_epsilon=eps,
@@ -44,6 +47,7 @@ def ldp_gaussian_ledger(eps: float, delta: float) -> PrivacyLedger:
             f"(ε, δ)-LDP per report: analytic Gaussian mechanism (Balle–Wang 2018), ε={eps:g}, "
             f"δ={delta:g}; the analyzer sees the same report, so central = local; {COMPOSITION}"
         ),
+        noise_multiplier=gaussian_sigma(eps, delta, 1.0),
     )
 
 

@@ -3,11 +3,13 @@ ledgers and metrics."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from privbandit.services.analyzer.app import create_app
 from privbandit.services.analyzer.runtime import AnalyzerRuntime
 from privbandit.shared.protocol.messages import ModelMessage, TaskInfo, b64decode
 from privbandit.shared.settings import Settings
-from tests.helpers import auth, error, privacy, report_maker, running
+from tests.helpers import auth, error, patience, privacy, report_maker, running
 from tests.services.analyzer.support import CEN, LOC, SHUF, batch, hpke_of
 
 
@@ -85,6 +87,7 @@ async def test_healthz_is_503_until_ingest_runs(settings: Settings) -> None:
     # Keys and tasks are loaded by the runtime's constructor; ingest runs from ``start``.
     runtime = AnalyzerRuntime(settings)
     try:
+        assert runtime.wait_for_ledgers(patience(120))
         assert runtime.readiness.missing() == {"batch ingest": ["shuf", "loc", "cen"]}
         runtime.start()
         assert runtime.readiness.ready
@@ -104,3 +107,36 @@ async def test_healthz_is_503_until_ingest_runs(settings: Settings) -> None:
         assert starting.message == "waiting for batch ingest: shuf, loc, cen"
         r = await client.post("/v1/tasks/shuf/batches", json=batch(make(SHUF, 5)), headers=auth())
         error(r, 503, "unavailable")
+
+
+async def test_privacy_states_per_person_beside_per_report(tmp_path: Path) -> None:
+    """Issue 24: a task with ``contributions`` states its guarantee per person (k reports
+    composed, ``accounting.persons``) beside the per-report ledger; one without states none."""
+    from privbandit.shared.core.accounting import ledgers, persons
+    from privbandit.shared.settings import TaskConfig
+    from tests.helpers import make_settings
+
+    def bounded(cfg: TaskConfig, k: int) -> TaskConfig:
+        return TaskConfig.model_validate(
+            {**cfg.model_dump(), "contributions": {"k": k, "period_seconds": 86400}})
+
+    tasks = [bounded(SHUF, 3), bounded(LOC, 5), CEN]
+    async with running(create_app(make_settings(tmp_path, tasks=tasks))) as client:
+        shuf = await privacy(client, "shuf")
+        person = shuf.per_person
+        assert person is not None and person["k"] == 3 and person["period"] == "86400 s"
+        assert shuf.ledger.ldp_epsilon == 4.0  # per report, unchanged
+        assert person["ldp_epsilon"] == 12.0  # 3 pure 4-LDP reports: (3·4, 0)
+        assert person["ldp_delta"] == 0.0
+        local = persons.approx_composed_epsilon(4.0, 0.0, 3, person["central_delta"])
+        assert person["central_epsilon"] <= local  # never above the local composition
+        loc = await privacy(client, "loc")
+        expected = persons.person_figures(
+            ledgers.ldp_gaussian_ledger(loc.ledger.ldp_epsilon, loc.ledger.ldp_delta), 5,
+            loc.ledger.ldp_delta, "86400 s")
+        assert loc.per_person is not None
+        assert loc.per_person["ldp_epsilon"] == expected["ldp_epsilon"]
+        assert loc.per_person["ldp_delta"] == loc.ledger.ldp_delta  # Gaussians: exact, same δ
+        cen = await privacy(client, "cen")
+        assert cen.per_person is not None and cen.per_person["k"] is None
+        assert cen.per_person["central_epsilon"] is None

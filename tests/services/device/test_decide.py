@@ -27,6 +27,7 @@ async def test_health_status_and_decide(settings: Settings) -> None:
             "outbox_pending": 0,
             "uploaded": 0,
             "dropped": 0,
+            "withheld": 0,
         }
         for task in ("shuf", "loc", "cen"):
             out = await decide(s.device, task, features(rng))

@@ -50,7 +50,7 @@ async def test_an_unversioned_store_is_migrated_and_keeps_its_outbox(
         await store.stop()
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 4
+        assert schema_version(conn) == len(MIGRATIONS) == 5
         (transport,) = conn.execute("SELECT transport FROM dead_letters").fetchone()
         assert transport == "reports"
 
@@ -91,7 +91,7 @@ async def test_an_upgraded_store_forgets_its_plaintext_decisions(tmp_path: Path)
     store = DeviceStore(path)
     store.close()
     with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM schema_version WHERE version = 4")
+        conn.execute("DELETE FROM schema_version WHERE version >= 4")
         conn.execute("DROP TABLE used_decisions")
         conn.executescript(MIGRATIONS[0])  # type: ignore[arg-type]
         conn.execute("INSERT INTO decisions VALUES ('a', 'cen', x'0000803f', 1.0)")
@@ -99,7 +99,7 @@ async def test_an_upgraded_store_forgets_its_plaintext_decisions(tmp_path: Path)
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "decisions" not in tables and "used_decisions" in tables
-        assert schema_version(conn) == 4
+        assert schema_version(conn) == 5
 
 
 async def test_a_feedback_is_answered_only_after_the_wal_is_fsynced(
