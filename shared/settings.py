@@ -53,7 +53,7 @@ class TaskConfig(BaseModel):
     # How a ``secure-sum`` task's sums are formed (issue 23; ``transport``): ``prio3``, each
     # report secret-shared between shuffler and analyzer with a validity proof, invalid ones
     # refused alone; ``paillier``, the earlier Paillier sum, which cannot check a report.
-    secure_sum: Literal["prio3", "paillier"] = "paillier"
+    secure_sum: Literal["prio3", "paillier"] = "prio3"
     policy: AnyPolicyConfig
 
     @model_validator(mode="after")
