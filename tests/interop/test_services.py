@@ -147,6 +147,8 @@ def interop_tasks() -> list[dict[str, Any]]:
     # services' own tests'), and demo-shuffle at a fixed ε0 the client reads from the task (its
     # default ε0 per batch length comes from the accountant, which the client does not run).
     base["demo-ddp"]["policy"].pop("batch_schedule", None)
+    # The twins compare the Paillier transport (the prio3 one: tests/interop/test_prio3.py).
+    shuffle["secure_sum"] = base["demo-ddp"]["secure_sum"] = "paillier"
     for key in ("batch_schedule", "epsilon", "accountant"):
         shuffle["policy"].pop(key, None)
     shuffle["policy"].update(eps0=30.0, m=1)
