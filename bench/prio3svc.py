@@ -36,7 +36,6 @@ from bench.args import parse, write_json
 from privbandit.services.analyzer.transports.prio3 import Prio3Decoder
 from privbandit.services.device.transports.prio3 import make_report
 from privbandit.services.shuffler.transports.prio3 import leader_aggregate, leader_verify
-from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.crypto.keystore import HpkeKeyStore
 from privbandit.shared.crypto.paillier import (
     PaillierEncryptor,
