@@ -102,6 +102,8 @@ id = "{SUM_TASK}"
 threat_model = "shuffle"
 K = 20
 aggregation = "secure-sum"
+# The Paillier transport: the decide-refill scenario measures its pool refill (prio3 has none).
+secure_sum = "paillier"
 [tasks.policy]
 algo = "sblb"
 d = 5

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from privbandit.shared.protocol import messages, secure_sum
+from privbandit.shared.protocol import messages, prio3, secure_sum
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n)(.*?)(<!-- end:\2 -->)", re.S)
@@ -39,6 +39,8 @@ MESSAGES: dict[str, list[type[BaseModel]]] = {
     "Secure sum": [secure_sum.SecureSumLayout, secure_sum.PaillierConfig,
                    secure_sum.EncryptedCounts, secure_sum.SecureSumUpload,
                    secure_sum.EncryptedBatchSum],
+    "Prio3": [prio3.Prio3Report, prio3.Prio3Upload, prio3.VerifyItem, prio3.Prio3VerifyRequest,
+              prio3.Verdict, prio3.Prio3VerifyResponse, prio3.Prio3Aggregate],
     "Device": [messages.DecideRequest, messages.DecideResponse, messages.FeedbackRequest,
                messages.FeedbackResponse, messages.DeviceStatus],
     "Errors": [messages.ErrorBody],

@@ -68,6 +68,10 @@ class TaskConfig(BaseModel):
     threat_model: Literal["none", "ldp", "shuffle", "central"]
     K: int = Field(20, ge=2, le=1024, description="arms per decision")
     aggregation: Literal["reports", "secure-sum"] = "reports"
+    # How a ``secure-sum`` task's sums are formed (issue 23; ``transport``): ``prio3``, each
+    # report secret-shared between shuffler and analyzer with a validity proof, invalid ones
+    # refused alone; ``paillier``, the earlier Paillier sum, which cannot check a report.
+    secure_sum: Literal["prio3", "paillier"] = "prio3"
     policy: AnyPolicyConfig
     # Returning users (issue 24): absent, a person's reports are not bounded and the ledger
     # states no guarantee per person.
@@ -103,6 +107,14 @@ class TaskConfig(BaseModel):
                 "set both to the number of arms"
             )
         return self
+
+    @property
+    def transport(self) -> str:
+        """The shuffle transport's name in the services' registries, on the wire and in the
+        device's outbox: ``reports``, ``secure-sum`` (Paillier) or ``prio3``."""
+        if self.aggregation == "secure-sum" and self.secure_sum == "prio3":
+            return "prio3"
+        return self.aggregation
 
     @property
     def entry(self) -> PolicyEntry:

@@ -97,15 +97,20 @@ PAILLIER_TEST_BITS = 1024
 
 
 def shuffle_task(
-    task_id: str = "shuf", l: int = L, aggregation: str = "reports", **policy: Any
+    task_id: str = "shuf", l: int = L, aggregation: str = "reports",
+    secure_sum: str = "paillier", **policy: Any,
 ) -> TaskConfig:
-    """An SBLB-fixed shuffle task (d = 3, K = 4, batch size l); ``policy`` overrides fields."""
+    """An SBLB-fixed shuffle task (d = 3, K = 4, batch size l); ``policy`` overrides fields.
+    A ``secure-sum`` one runs the Paillier transport unless ``secure_sum`` says ``prio3`` (the
+    tests of the Paillier transport predate the prio3 default; tests/services/prio3 has its
+    own tasks)."""
     return TaskConfig.model_validate(
         {
             "id": task_id,
             "threat_model": "shuffle",
             "K": 4,
             "aggregation": aggregation,
+            "secure_sum": secure_sum,
             "policy": {"algo": "sblb-fixed", "d": 3, "eps0": 4.0, "batch_size": l, **policy},
         }
     )

@@ -183,8 +183,13 @@ def print_result(out: dict[str, Any], console: Any) -> None:
     ]
     aggregation = out.get("aggregation", "reports")
     secure = aggregation == "secure-sum"
+    prio3 = False
     if out["threat_model"] == "shuffle":
-        how = ("the shuffler forwards only the encrypted sum of each batch; the analyzer "
+        prio3 = secure and out.get("secure_sum") == "prio3"
+        how = ("prio3: each report secret-shared between shuffler and analyzer with a validity "
+               "proof, verified jointly, invalid ones refused alone; the analyzer sees only "
+               "batch sums of valid reports" if prio3 else
+               "the shuffler forwards only the encrypted sum of each batch; the analyzer "
                "decrypts only the sums" if secure else
                "the analyzer decrypts each shuffled report")
         overridden = " (overridden for this run)" if out.get("aggregation_overridden") else ""
@@ -216,7 +221,8 @@ def print_result(out: dict[str, Any], console: Any) -> None:
            "was reached, no report made)"] if rec.get("feedbacks_withheld") else []),
         f"    reports_accepted  {rec['reports_accepted']}  (shuffler)",
         f"    reports_counted   {rec['reports_counted']}  (analyzer"
-        + (": l per decrypted batch sum)" if secure else ")"),
+        + (": the valid reports of each batch sum)" if prio3
+           else ": l per decrypted batch sum)" if secure else ")"),
         f"    reports_refused   {rec.get('reports_refused', 0)}  (analyzer: invalid or "
         "duplicate" + (", or in a quarantined batch sum)" if secure else ")"),
         f"    reports_pending   {rec['reports_pending']}  (shuffler, waiting for a batch of "

@@ -63,6 +63,7 @@ async def run_demo_against(
         "concurrency": opts.concurrency,
         "seed": opts.seed,
         "aggregation": task.aggregation,
+        "secure_sum": task.secure_sum,
         "params": {**task.policy, "d": task.d, "K": task.K, "batch_size": task.batch_size,
                    "aggregation": task.aggregation},
         "final_regret": result.final_regret,

@@ -51,3 +51,10 @@ class TooManyStreams(Unavailable, code="too_many_streams"):
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
+class BadContinuation(BatchRefused, code="bad_continuation"):
+    """A ``prio3`` aggregate whose continuation this analyzer did not seal for the batch, or
+    whose count, refusals or accepted nonces differ from what the analyzer verified (nothing is
+    recorded: the shuffler verifies the batch again on its next attempt)."""
+

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated
@@ -14,7 +13,8 @@ from pydantic import BaseModel
 from starlette.types import Receive, Scope, Send
 
 from privbandit.services.analyzer import status
-from privbandit.services.analyzer.errors import NotShuffler, TooManyStreams
+from privbandit.services.analyzer.auth import require_shuffler
+from privbandit.services.analyzer.errors import TooManyStreams
 from privbandit.services.analyzer.runtime import AnalyzerRuntime
 from privbandit.services.analyzer.tasks import TaskRuntime, task_info
 from privbandit.services.analyzer.transports import TRANSPORTS
@@ -36,25 +36,6 @@ router = APIRouter()
 
 RuntimeDep = Annotated[AnalyzerRuntime, Depends(get_runtime)]
 TaskDep = Annotated[TaskRuntime, Depends(task_dependency("analyzer"))]
-
-
-async def require_shuffler(
-    runtime: RuntimeDep,
-    authorization: Annotated[str | None, Header()] = None,
-) -> None:
-    """Only the shuffler may post batches: ``Authorization: Bearer <settings.shuffler_token>``.
-
-    The scheme is matched case-insensitively (RFC 7235 §2.1: ``Bearer``, ``bearer`` and
-    ``BEARER`` are the same scheme); the token exactly, in constant time. An analyzer without a
-    token (never started so: ``build_app`` refuses) accepts nothing."""
-    scheme, _, token = (authorization or "").partition(" ")
-    expected = (runtime.settings.shuffler_token or "").encode()
-    # compare_digest: the comparison time does not reveal how much of the token matched.
-    given = token.strip().encode()
-    if scheme.lower() != "bearer" or not expected or not hmac.compare_digest(given, expected):
-        raise NotShuffler(
-            "batches are accepted from the shuffler only (missing or wrong bearer token)"
-        )
 
 
 ERRORS = error_responses(401, 404, 409, 413, 422)

@@ -24,6 +24,7 @@ def task_info(config: TaskConfig) -> TaskInfo:
         K=config.K,
         batch_size=config.batch_size,
         aggregation=config.aggregation,
+        secure_sum=config.secure_sum if config.aggregation == "secure-sum" else None,
         policy=config.policy.model_dump(mode="json"),
         contributions=(None if config.contributions is None
                        else config.contributions.model_dump(mode="json")),

@@ -1,7 +1,8 @@
 """What every service's transport registry shares (``services.device.transports``,
 ``services.shuffler.transports``, ``services.analyzer.transports``): a task's transport is
-looked up by the name it is configured with (``TaskConfig.aggregation``: ``reports``,
-``secure-sum``), and a name no transport is registered under is an error, never a default."""
+looked up by the name it is configured with (``TaskConfig.transport``: ``reports``,
+``secure-sum``, ``prio3``), and a name no transport is registered under is an error, never a
+default."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ T = TypeVar("T")
 
 
 def lookup(registry: Mapping[str, T], config: TaskConfig, service: str) -> T:
-    """``registry[config.aggregation]``; ``ValueError`` naming the known transports if none
+    """``registry[config.transport]``; ``ValueError`` naming the known transports if none
     is registered under that name."""
     try:
-        return registry[config.aggregation]
+        return registry[config.transport]
     except KeyError:
         raise ValueError(
-            f"task {config.id!r}: no {service} transport {config.aggregation!r} (known: "
+            f"task {config.id!r}: no {service} transport {config.transport!r} (known: "
             f"{', '.join(sorted(registry))})"
         ) from None
 
@@ -32,7 +33,7 @@ def tasks_by_transport(
     out: dict[str, list[TaskConfig]] = {name: [] for name in registry}
     for task in settings.tasks:
         lookup(registry, task, service)
-        out[task.aggregation].append(task)
+        out[task.transport].append(task)
     return out
 
 
@@ -59,7 +60,7 @@ class TransportSet(Generic[S]):
     ) -> None:
         tasks = tasks_by_transport(registry, settings, service)
         self.by_name = {name: make(tasks[name], context) for name, make in registry.items()}
-        self._of_task = {t.id: self.by_name[t.aggregation] for t in settings.tasks}
+        self._of_task = {t.id: self.by_name[t.transport] for t in settings.tasks}
 
     def __iter__(self) -> Iterator[S]:
         return iter(self.by_name.values())

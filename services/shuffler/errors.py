@@ -33,6 +33,10 @@ class BadCiphertext(Invalid, code="bad_ciphertext"):
     """Encrypted counts that are not the task's number of ciphertexts in Z*_{n²}."""
 
 
+class BadShare(Invalid, code="bad_share"):
+    """A ``prio3`` report whose leader share is not the task's length of field elements."""
+
+
 class NotReady(Unavailable, code="not_ready"):
     """Intake before the analyzer's keys are known, or while an unknown key id cannot be checked
     with the analyzer (retry shortly)."""
@@ -66,3 +70,10 @@ class SumUnavailable(Undeliverable):
     key)."""
 
     reason = "secure_sum"
+
+
+class VerifyUnavailable(Undeliverable):
+    """A ``prio3`` batch's verification exchange with the analyzer failed (unreachable, a
+    refusal, or an answer that does not fit the batch); retried."""
+
+    reason = "verify_failed"

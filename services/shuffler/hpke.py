@@ -60,6 +60,14 @@ class HpkeState(PublishedConfig[HpkeConfig]):
         await self._check(task, [(f"reports[{i}].tag", r.tag) for i, r in enumerate(reports)],
                           TAG_CIPHERTEXT_BYTES, refresh)
 
+    async def check_sealed(
+        self, task: str, sealed: list[tuple[str, EncryptedReport]], ct_bytes: int,
+        refresh: Refresh,
+    ) -> None:
+        """Intake checks of HPKE-sealed parts of reports (e.g. ``prio3`` helper shares): the
+        analyzer's key id, a well-formed encapsulated key and exactly ``ct_bytes``."""
+        await self._check(task, sealed, ct_bytes, refresh)
+
     async def _check(
         self, task: str, sealed: list[tuple[str, EncryptedReport]], ct_bytes: int,
         refresh: Refresh,

@@ -62,11 +62,11 @@ class Committed:
 def require_transport(spec: TaskSpec, transport: ShufflerTransport, own: ShufflerTransport
                       ) -> None:
     """409 unless the task takes uploads of this transport (``own`` is the task's)."""
-    if spec.config.aggregation == transport.name:
+    if spec.config.transport == transport.name:
         return
     hint = f"it takes {own.takes} at POST /v1/tasks/{spec.id}/{own.endpoint}"
     raise AggregationMismatch(
-        f"task {spec.id!r} uses {spec.config.aggregation} aggregation: {hint}; "
+        f"task {spec.id!r} uses {spec.config.transport} aggregation: {hint}; "
         "no report was stored"
     )
 

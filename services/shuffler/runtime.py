@@ -122,7 +122,8 @@ async def open_runtime(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=HTTP_TIMEOUT
     )
     transports = Transports(
-        settings, Context(store, metrics, cache_dir=Path(settings.data_dir) / "shuffler")
+        settings, Context(store, metrics, cache_dir=Path(settings.data_dir) / "shuffler",
+                          analyzer=client, settings=settings)
     )
     hpke = HpkeState(bool(settings.tasks), cache=Path(settings.data_dir) / "shuffler" / HPKE_CACHE)
     hpke_fetcher = ConfigFetcher(hpke, client, settings)

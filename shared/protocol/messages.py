@@ -109,6 +109,9 @@ class TaskInfo(Message):
     K: int = Field(ge=2, le=MAX_ARMS)
     batch_size: int = Field(ge=1, le=MAX_BATCH)
     aggregation: Literal["reports", "secure-sum"] = "reports"
+    secure_sum: Literal["prio3", "paillier"] | None = Field(
+        None, description="a secure-sum task's transport: prio3 (reports secret-shared with a "
+        "validity proof, POST /v1/tasks/{task}/prio3-reports) or paillier (encrypted counts)")
     policy: dict[str, Any] = Field(description="the task's full policy configuration")
     contributions: dict[str, Any] | None = Field(
         None, description="the bound on each person's reports (issue 24): {k, period_seconds} "

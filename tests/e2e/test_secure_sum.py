@@ -3,9 +3,12 @@ Paillier keys (the production path: the services offer no setting for smaller on
 
 The e2e config's shuffle task (d = 3, K = 5, l = 20) is configured with the ``reports``
 transport; ``privbandit demo --aggregation secure-sum`` runs it with ``secure-sum`` instead, and the
-crash test starts a deployment from the same kind of derived config. Devices encrypt their
-randomized counts, the shuffler releases only encrypted batch sums, the analyzer decrypts only
-those and counts l reports per sum, so the counts must reconcile exactly as for HPKE reports.
+crash test starts a deployment from the same kind of derived config. A secure-sum task runs the
+prio3 transport unless it says ``secure_sum = "paillier"`` (issue 23): devices secret-share their
+randomized counts between shuffler and analyzer with a validity proof, the two verify each report
+jointly and the analyzer learns only the sum of the valid ones of each batch; the Paillier
+transport (``test_paillier_secure_sum_demo_reconciles_exactly``) releases encrypted batch sums.
+Either way the counts must reconcile exactly as for HPKE reports.
 The config's ``small-ddp`` task (ddp-linucb, l = 20) runs the same way with signed values; with
 a growing batch schedule (issue 22) in the crash test, and the demo's own ``demo-ddp`` at its
 defaults (a short first batch) in ``test_demo_ddp_runs_its_schedule_end_to_end``.
@@ -22,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+import tomli_w
 
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster, local_cluster
@@ -45,6 +49,9 @@ L = 20
 
 
 def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
+    """``--aggregation secure-sum`` runs the default secure-sum transport, prio3 (issue 23): the
+    shuffler and the analyzer verify every report jointly and count the valid ones; no
+    Paillier key is made."""
     users = 250
     out_json, data = tmp_path / "demo.json", tmp_path / "data"
     code = cli([
@@ -54,8 +61,38 @@ def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) ->
     ])
     assert code == 0
     out = json.loads(out_json.read_text())
+    assert out["aggregation_overridden"] is True and out["secure_sum"] == "prio3"
+    check_sblb_secure_sum_demo(out, data, users)
+    assert not (data / "analyzer" / "paillier.json").exists()
+
+
+def test_paillier_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
+    """The same run over the Paillier transport (``secure_sum = "paillier"``), with a
+    2048-bit key."""
+    users = 250
+    config = derived_config(e2e_config, TASK, tmp_path / "paillier.toml",
+                            aggregation="secure-sum")
+    data_toml = tomllib.loads(config.read_text())
+    for task in data_toml["tasks"]:
+        if task["id"] == TASK:
+            task["secure_sum"] = "paillier"
+    config.write_text(tomli_w.dumps(data_toml))
+    out_json, data = tmp_path / "demo.json", tmp_path / "data"
+    code = cli([
+        "demo", "--task", TASK, "--users", str(users), "--concurrency", "4",
+        "--config", str(config), "--data-dir", str(data), "--no-progress", "--seed", "5",
+        "--json", str(out_json),
+    ])
+    assert code == 0
+    out = json.loads(out_json.read_text())
+    assert out["secure_sum"] == "paillier"
+    check_sblb_secure_sum_demo(out, data, users)
+    key = json.loads((data / "analyzer" / "paillier.json").read_text())
+    assert key["key_bits"] == 2048
+
+
+def check_sblb_secure_sum_demo(out: dict[str, Any], data: Path, users: int) -> None:
     assert out["task"] == TASK and out["aggregation"] == "secure-sum"
-    assert out["aggregation_overridden"] is True
     assert out["params"]["d"] == 3 and out["params"]["K"] == 5 and out["params"]["batch_size"] == L
     rec = out["reconciliation"]
     assert rec["consistent"], rec
@@ -70,9 +107,9 @@ def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) ->
     assert 0 < privacy["central_epsilon"] <= privacy["ldp_epsilon"]
     assert "batch sums" in privacy["accounting"]
     assert 0 <= out["final_regret"] <= users and out["users_per_second"] > 0
-    # What the stores kept: the analyzer counted l per decrypted sum and holds the report id of
-    # each counted report (from its tag), each once; the shuffler keeps nothing of an
-    # acknowledged batch.
+    # What the stores kept: the analyzer counted l per sum and holds the report id of each
+    # counted report (its tag's, or its Prio3 nonce), each once; the shuffler keeps nothing of
+    # an acknowledged batch.
     totals = analyzer_totals(data, TASK)
     assert totals["per_batch"] == [L] * 12 and totals["counted"] == 240
     assert totals["report_ids"] == totals["distinct_report_ids"] == 240
@@ -80,8 +117,6 @@ def test_secure_sum_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) ->
     db = data / "shuffler" / "shuffler.sqlite3"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         assert conn.execute("SELECT COUNT(*) FROM batch_reports").fetchone()[0] == 0
-    key = json.loads((data / "analyzer" / "paillier.json").read_text())
-    assert key["key_bits"] == 2048
 
 
 DDP_TASK = "small-ddp"
@@ -129,9 +164,10 @@ def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
 def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
     secure_sum_cluster: Cluster,
 ) -> None:
-    """kill -9 of the shuffler and the analyzer mid-run: the device's retries re-send the stored
-    ciphertexts (duplicates are dropped by the shuffler), the shuffler re-fetches the analyzer's
-    (persisted) Paillier key, and every accepted report ends up in exactly one counted sum or
+    """kill -9 of the shuffler and the analyzer mid-run (both tasks on the default prio3
+    transport): the device's retries re-send the stored reports (a nonce already held is a
+    duplicate at the shuffler), a batch whose verification or aggregate was cut off is verified
+    again on the next attempt, and every accepted report ends up in exactly one counted sum or
     still pending: counted + pending == accepted == feedbacks.
 
     ``small-ddp`` and ``small-shuffle`` (sblb, ε0 following the lengths) run at once with a
@@ -182,6 +218,7 @@ def test_ddp_demo_reconciles_exactly(tmp_path: Path, e2e_config: Path) -> None:
     out = run_demo(DDP_TASK, users, e2e_config, data, seed=5)
     assert out["task"] == DDP_TASK and out["algo"] == "ddp-linucb"
     assert out["aggregation"] == "secure-sum" and out["aggregation_overridden"] is False
+    assert out["secure_sum"] == "prio3"
     assert out["params"]["d"] == 3 and out["params"]["K"] == 5 and out["params"]["batch_size"] == L
     rec = out["reconciliation"]
     assert rec["consistent"], rec

@@ -464,3 +464,40 @@ def choose_phase_arm(model: dict, u: float) -> int:
 def gope_row(arm: int, phase: int, r: float) -> bytes:
     """§3.3 ``adar-gope``: arm (uint32), phase (uint32), reward (float64), little-endian."""
     return struct.pack("<IId", arm, phase, r)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prio3 reports (protocol.md §5.5). Prio3SumVec itself is draft-irtf-cfrg-vdaf-20's: any
+# implementation of it serves; this client uses the repository's core, which reproduces the
+# draft's published test vectors byte for byte (tests/shared/crypto/prio3). Everything around
+# it — parameters, context, nonce, encodings, the sealed helper share, the JSON — is built here
+# from protocol.md alone.
+
+
+def prio3_params(c: int, max_measurement: int) -> tuple[int, int, int]:
+    """§5.5: (length, max_measurement, chunk_length) of a task's Prio3SumVec."""
+    chunk = max(1, round((c * max_measurement.bit_length()) ** 0.5))
+    return c, max_measurement, chunk
+
+
+def prio3_report(task: str, hpke_config: dict, c: int, max_measurement: int,
+                 measurement: list[int] | None = None, encoded: list[int] | None = None
+                 ) -> dict[str, object]:
+    """One ``Prio3Report`` of a ``measurement`` (entries in [0, M]: the counts, or ddp's v + O),
+    or of an arbitrary ``encoded`` field vector (a forgery: what a script could send)."""
+    import hashlib
+    import secrets
+
+    from privbandit.shared.crypto.prio3.prio3 import prio3_sum_vec
+
+    vdaf = prio3_sum_vec(*prio3_params(c, max_measurement))
+    ctx, nonce = task.encode("ascii"), secrets.token_bytes(16)
+    meas = vdaf.flp.encode(measurement) if encoded is None else vdaf.field.vec(encoded)
+    public, (leader, helper) = vdaf.shard_encoded(ctx, meas, nonce, secrets.token_bytes(128))
+    assert public is not None
+    public_share = b"".join(public)
+    digest = hashlib.sha256(b"privbandit/prio3-public-share|" + public_share).digest()
+    sealed = seal(b64d(hpke_config["public_key"]), hpke_config["key_id"], task,
+                  nonce + digest + vdaf.encode_input_share(helper), "prio3-helper")
+    return {"nonce": b64e(nonce), "public_share": b64e(public_share),
+            "leader_share": b64e(vdaf.encode_input_share(leader)), "helper_share": sealed}

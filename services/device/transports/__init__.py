@@ -15,11 +15,13 @@ from __future__ import annotations
 
 from privbandit.services.common.transports import TransportSet
 from privbandit.services.device.transports.base import Context, DeviceTransport
+from privbandit.services.device.transports.prio3 import Prio3Transport
 from privbandit.services.device.transports.reports import ReportsTransport
 from privbandit.services.device.transports.secure_sum import SecureSumTransport
 from privbandit.shared.settings import Settings
 
-_REGISTERED: tuple[type[DeviceTransport], ...] = (ReportsTransport, SecureSumTransport)
+_REGISTERED: tuple[type[DeviceTransport], ...] = (
+    ReportsTransport, SecureSumTransport, Prio3Transport)
 TRANSPORTS: dict[str, type[DeviceTransport]] = {t.name: t for t in _REGISTERED}
 
 

@@ -44,6 +44,7 @@ from typing import Any, Protocol, TypeVar
 from privbandit.services.common.metrics import TxMetrics
 from privbandit.shared.core.policies.schedule import BatchSchedule
 from privbandit.shared.protocol.messages import EncryptedReport, b64decode, b64encode
+from privbandit.shared.protocol.prio3 import Prio3Report
 from privbandit.shared.protocol.secure_sum import EncryptedCounts
 
 T = TypeVar("T")
@@ -107,7 +108,7 @@ class Upload:
     secure-sum task; never both)."""
 
     task: str
-    reports: Sequence[EncryptedReport | EncryptedCounts]
+    reports: Sequence[EncryptedReport | EncryptedCounts | Prio3Report]
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,9 @@ class Candidate:
     sized_for: int | None = None  # the batch length its noise share is sized for, if stated
 
     @classmethod
-    def of(cls, report: EncryptedReport | EncryptedCounts) -> Candidate:
+    def of(cls, report: EncryptedReport | EncryptedCounts | Prio3Report) -> Candidate:
+        if isinstance(report, Prio3Report):
+            return cls.prio3(report)
         key_id, enc, ct = wire(report)
         if isinstance(report, EncryptedCounts):
             tag = tag_bytes(report.tag)
@@ -137,6 +140,22 @@ class Candidate:
         # An HPKE report may state its length too (``UploadedReport``: sblb's ε0 per length).
         return cls((key_id, enc, ct, None), hashlib.sha256(enc + ct).digest(), None,
                    getattr(report, "batch_size", None))
+
+
+    @classmethod
+    def prio3(cls, report: Prio3Report) -> Candidate:
+        """A ``prio3`` report, stored as its JSON (``ct``) with its nonce in the tag column:
+        its ``seen`` entries are the JSON's hash and the nonce's, so a second report under a
+        nonce already held is a duplicate whatever its shares (the nonce is the report id)."""
+        nonce = b64decode(report.nonce)
+        raw = report.model_dump_json(exclude_none=True).encode("utf-8")
+        return cls((report.helper_share.key_id, b"", raw, nonce), hashlib.sha256(raw).digest(),
+                   nonce_hash(nonce), report.batch_size)
+
+
+def nonce_hash(nonce: bytes) -> bytes:
+    """The ``seen`` entry of a ``prio3`` report's nonce (domain-separated)."""
+    return hashlib.sha256(b"privbandit/prio3-nonce|" + nonce).digest()
 
 
 def seen_entries(candidates: Iterable[Candidate]) -> list[bytes]:

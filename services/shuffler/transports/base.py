@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+import httpx
 from pydantic import BaseModel
 
 from privbandit.services.common.web import report_json_bytes
@@ -24,11 +25,12 @@ from privbandit.services.shuffler.metrics import ShufflerMetrics
 from privbandit.services.shuffler.published import PublishedConfig
 from privbandit.services.shuffler.store import Store
 from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, EncryptedReport
+from privbandit.shared.protocol.prio3 import Prio3Report
 from privbandit.shared.protocol.secure_sum import EncryptedCounts
-from privbandit.shared.settings import TaskConfig
+from privbandit.shared.settings import Settings, TaskConfig
 
 # What one device upload carries (each transport takes one kind of report).
-Reports = Sequence[EncryptedReport] | Sequence[EncryptedCounts]
+Reports = Sequence[EncryptedReport] | Sequence[EncryptedCounts] | Sequence[Prio3Report]
 # Run when the analyzer's published config changes: ``(config, wake)``, ``wake(task)`` making
 # delivery look at the task's batches again.
 OnAdopted = Callable[[Any, Callable[[str], None]], Awaitable[None]]
@@ -51,12 +53,16 @@ def upload_limit(ct_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class Context:
-    """What a transport may use of the shuffler: its runtime's store and metrics, and the
-    directory where the analyzer configs it follows are cached (None: not cached)."""
+    """What a transport may use of the shuffler: its runtime's store and metrics, the
+    directory where the analyzer configs it follows are cached (None: not cached), and, for a
+    transport that talks to the analyzer while forming what it forwards (``prio3``: the
+    verification exchange), the analyzer client and the settings (its bearer token)."""
 
     store: Store
     metrics: ShufflerMetrics
     cache_dir: Path | None = None
+    analyzer: httpx.AsyncClient | None = None
+    settings: Settings | None = None
 
 
 class ShufflerTransport(Protocol):

@@ -60,7 +60,7 @@ from .support import Recorder
 
 L = 10
 DDP = TaskConfig(
-    id="ddp", threat_model="shuffle", aggregation="secure-sum", K=4,
+    id="ddp", threat_model="shuffle", aggregation="secure-sum", secure_sum="paillier", K=4,
     policy={"algo": "ddp-linucb", "d": 3, "batch_size": L, "epsilon": 1.0, "delta": 1e-6,
             "regularizer": "clip", "eta": 0.0},
 )

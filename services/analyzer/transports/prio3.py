@@ -1,0 +1,343 @@
+"""The analyzer's side of the ``prio3`` transport (docs/prio3.md, issue 23): the analyzer is the
+Prio3 helper (aggregator 1), the shuffler the leader.
+
+**Verification** (``POST /v1/tasks/{task}/prio3-verify``, shuffler token; ``Prio3Decoder.verify``
+in a worker thread). Per report of the batch, in its order: a nonce already counted for the task
+(``Store.known_report_ids``) or repeated in the batch is refused (``replayed_nonce``,
+``repeated_nonce``); otherwise the sealed helper share is opened (refused as
+``bad_helper_share`` unless sealed for this task, nonce and public share:
+``shared.crypto.prio3_task.open_helper``), ``verify_init`` runs as aggregator 1,
+``verifier_shares_to_message`` combines the leader's verifier share with its own (``decide``:
+refused as ``invalid_proof`` when the proof fails — a count outside [0, m], a ddp value outside
+±O, garbage, a proof made for another report), and both joint-randomness checks run: the
+helper's (``verify_next``) and the leader's (the leader's corrected seed recomputed from its
+part and the public share), so that the leader's ``verify_next`` accepts exactly what the
+helper accepted. A bad leader verifier share is ``malformed``. The answer: a verdict per report
+(the verifier message, or the refusal) and the continuation — the helper's aggregate share over
+the accepted reports, their count and nonce digest, sealed to this analyzer alone and bound to
+(task, batch id). No state is kept: verification is deterministic, the shuffler repeats it on
+every attempt.
+
+**Aggregation** (``POST /v1/tasks/{task}/prio3-aggregates``: ``Prio3Aggregate``, through the
+ingest pipeline): the continuation must open and agree with the aggregate (count l, refusals,
+accepted nonces), else 422 ``bad_continuation`` and nothing is recorded. The batch sum is
+``unshard`` of the leader's and the helper's aggregate shares (for ``ddp-linucb`` minus n·O per
+coordinate), fed with n = the accepted count and their nonces as report ids; the refused reports
+are counted as ``rejected`` alone. The analyzer never sees a report's measurement, only the sum.
+
+**The honest fraction** (``ddp-linucb``). Each Skellam share is sized so that ⌈γ l⌉ honest
+shares carry the central noise μ the accountant charges. A report refused here is certainly not
+an honest device's (an honest one is always valid), so a batch with fewer than ⌈γ l⌉ valid
+reports cannot carry μ: it is quarantined whole (nothing unsharded, its reports refused), never
+released below the ledger's guarantee.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, cast
+
+import numpy as np
+from fastapi import APIRouter, Depends
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
+
+from privbandit.services.analyzer.auth import require_shuffler
+from privbandit.services.analyzer.errors import BadContinuation
+from privbandit.services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder, admit
+from privbandit.services.common.deps import get_runtime, task_dependency
+from privbandit.services.common.web import error_responses, report_json_bytes
+from privbandit.shared.core.policies import Policy
+from privbandit.shared.core.policies.base import SumIngesting
+from privbandit.shared.crypto.hpke import CryptoError
+from privbandit.shared.crypto.keystore import HpkeKeyStore
+from privbandit.shared.crypto.prio3.prio3 import VerifyError
+from privbandit.shared.crypto.prio3_task import (
+    HELPER_CIPHERTEXT_BYTES,
+    PUBLIC_SHARE_BYTES,
+    Continuation,
+    TaskVdaf,
+    continuation_key,
+    nonces_digest,
+    open_continuation,
+    open_helper,
+    seal_continuation,
+    task_vdaf,
+    verify_key,
+)
+from privbandit.shared.protocol.messages import b64decode, b64encode
+from privbandit.shared.protocol.prio3 import (
+    Prio3Aggregate,
+    Prio3VerifyRequest,
+    Prio3VerifyResponse,
+    Verdict,
+    VerifyItem,
+)
+from privbandit.shared.settings import TaskConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AggregateJob:
+    """A ``Prio3Aggregate`` whose continuation opened and agrees with it."""
+
+    upload: Prio3Aggregate
+    helper_share: bytes
+    refused: int
+
+    @property
+    def batch_id(self) -> str:
+        return self.upload.batch_id
+
+
+@dataclass
+class DecodedAggregate:
+    """A verified batch: the sum of its ``count`` valid reports, their nonces, and how many of
+    the batch were refused in verification (``rejected``)."""
+
+    task: str
+    batch_id: str
+    stat: np.ndarray | None
+    count: int
+    ids: list[bytes]
+    rejected: int
+    quarantine: str | None = None
+
+    @property
+    def report_ids(self) -> Sequence[bytes]:
+        return self.ids
+
+    def feed(self, policy: Policy, known: set[bytes]) -> Fed:
+        if self.quarantine is None and any(rid in known for rid in self.ids):
+            # Verification refuses a nonce already counted; one counted meanwhile (two batches
+            # with one nonce, which the shuffler's intake refuses) cannot be taken out of a sum.
+            self.quarantine = "a valid report's nonce was counted meanwhile"
+        if self.quarantine is not None:
+            log.warning("task %s: prio3 batch %s quarantined, its %d valid reports refused (%s)",
+                        self.task, self.batch_id, self.count, self.quarantine)
+            return Fed(0, quarantined=self.count)
+        if self.count == 0 or self.stat is None:
+            return Fed(0)
+        if not isinstance(policy, SumIngesting):  # the registry offers sums only to these
+            raise TypeError(f"{policy.algo} cannot learn from batch sums")
+        policy.ingest_statistic(self.stat, self.count)
+        known.update(self.ids)
+        return Fed(self.count, new_ids=list(self.ids))
+
+
+@dataclass
+class Prio3Decoder(TaskDecoder):
+    """A task's Prio3 verification (``verify``) and aggregation (``accept``/``decode``)."""
+
+    vdaf: TaskVdaf
+    hpke: HpkeKeyStore
+    # ddp-linucb: the valid reports a batch of l needs to carry the accountant's noise (⌈γ l⌉).
+    honest_needed: Callable[[int], int] | None = None
+    report_level: ClassVar[bool] = True
+    kind: ClassVar[type] = Prio3Aggregate
+    takes: ClassVar[str] = "aggregates of exactly l = {l} reports, got count = {n}"
+    hint: ClassVar[str] = ("it takes only Prio3 aggregates (POST /v1/tasks/{task}/"
+                           "prio3-aggregates)")
+
+    @staticmethod
+    def count(upload: Prio3Aggregate) -> int:
+        return upload.count
+
+    @property
+    def continuation_key(self) -> bytes:
+        return continuation_key(self.hpke.private_key)
+
+    # -- verification ---------------------------------------------------------------------------
+
+    def check_length(self, request: Prio3VerifyRequest) -> None:
+        """422 ``batch_size_mismatch`` unless the request holds one of the schedule's l."""
+        admit(self.config, request, Prio3VerifyRequest, lambda r: len(r.reports),
+              "verification of exactly l = {l} reports, got {n}", self.hint)
+
+    def verify(self, request: Prio3VerifyRequest, known: set[bytes], token: str
+               ) -> Prio3VerifyResponse:
+        """(Worker thread.) The verdicts on a batch and its continuation (module docstring)."""
+        vd, task = self.vdaf, self.config.id
+        v = vd.vdaf
+        key = verify_key(token, task)
+        agg = v.agg_init()
+        verdicts: list[Verdict] = []
+        accepted: list[bytes] = []
+        seen: set[bytes] = set()
+        reasons: Counter[str] = Counter()
+        for item in request.reports:
+            nonce = b64decode(item.nonce)
+            reason: str | None = None
+            if nonce in known:
+                reason = "replayed_nonce"
+            elif nonce in seen:
+                reason = "repeated_nonce"
+            else:
+                seen.add(nonce)
+                try:
+                    out, message = self._verify_one(key, nonce, item)
+                except CryptoError:
+                    reason = "bad_helper_share"
+                except VerifyError:
+                    reason = "invalid_proof"
+                except ValueError:
+                    reason = "malformed"
+            if reason is not None:
+                reasons[reason] += 1
+                verdicts.append(Verdict(refused=reason))
+                continue
+            agg = v.agg_update(agg, out)
+            accepted.append(nonce)
+            verdicts.append(Verdict(message=b64encode(message)))
+        count = len(request.reports)
+        if reasons:
+            log.warning("task %s batch %s: %d of %d reports refused in verification (%s)", task,
+                        request.batch_id, count - len(accepted), count,
+                        ", ".join(f"{k}: {n}" for k, n in sorted(reasons.items())))
+        sealed = seal_continuation(
+            self.continuation_key, task, request.batch_id,
+            Continuation(count, count - len(accepted), nonces_digest(accepted),
+                         v.encode_agg_share(agg)),
+        )
+        return Prio3VerifyResponse(batch_id=request.batch_id, verdicts=verdicts,
+                                   continuation=b64encode(sealed))
+
+    def _verify_one(self, key: bytes, nonce: bytes, item: VerifyItem) -> tuple[Any, bytes]:
+        """(Output share, verifier message) of a valid report; ``CryptoError``, ``VerifyError``
+        or ``ValueError`` otherwise."""
+        vd = self.vdaf
+        v, ctx = vd.vdaf, vd.ctx
+        public_bytes = b64decode(item.public_share)
+        helper = open_helper(self.hpke.private_key, self.hpke.key_id, self.config.id, nonce,
+                             public_bytes, item.helper_share)
+        public = v.decode_public_share(public_bytes)
+        assert public is not None  # SumVec uses joint randomness
+        state, own = v.verify_init(key, ctx, 1, nonce, public, helper)
+        leader = v.decode_verifier_share(b64decode(item.verifier_share))
+        message = v.verifier_shares_to_message(ctx, [leader, own])
+        assert message is not None
+        out = v.verify_next(state, message)
+        # The leader's own check (its part and the helper's part from the public share): the
+        # shuffler's verify_next must accept exactly what is accepted here.
+        assert leader.joint_rand_part is not None
+        if message != v.joint_rand_seed(ctx, [leader.joint_rand_part, public[1]]):
+            raise VerifyError("the public share's helper part is not the helper's")
+        return out, message
+
+    # -- aggregation ----------------------------------------------------------------------------
+
+    def accept(self, upload: BaseModel) -> AggregateJob:
+        agg = cast("Prio3Aggregate", self.admit(upload))
+        try:
+            cont = open_continuation(self.continuation_key, self.config.id, agg.batch_id,
+                                     b64decode(agg.continuation))
+        except CryptoError as exc:
+            raise BadContinuation(f"batch {agg.batch_id}: {exc}; nothing was counted") from exc
+        nonces = [b64decode(n) for n in agg.accepted]
+        if (cont.count != agg.count or cont.refused != agg.count - len(nonces)
+                or cont.accepted_digest != nonces_digest(nonces)):
+            raise BadContinuation(
+                f"batch {agg.batch_id}: the aggregate's count or accepted reports differ from "
+                "what the analyzer verified; nothing was counted")
+        if len(b64decode(agg.agg_share)) != self.vdaf.agg_share_bytes:
+            raise BadContinuation(f"batch {agg.batch_id}: the leader's aggregate share is not "
+                                  f"{self.vdaf.agg_share_bytes} bytes; nothing was counted")
+        return AggregateJob(agg, cont.agg_share, cont.refused)
+
+    def weight(self, item: AggregateJob) -> int:
+        return item.upload.count
+
+    def decode(self, item: AggregateJob) -> DecodedAggregate:
+        """The batch sum: ``unshard`` of the two aggregate shares (``ValueError``-free: both
+        lengths were checked in ``accept``)."""
+        vd, upload = self.vdaf, item.upload
+        ids = [b64decode(n) for n in upload.accepted]
+        n = len(ids)
+        out = DecodedAggregate(self.config.id, upload.batch_id, None, n, ids, item.refused)
+        need = self.honest_needed(upload.count) if self.honest_needed is not None else 0
+        if n < need:
+            out.quarantine = (f"{n} valid reports of {upload.count}, fewer than the ⌈γl⌉ = "
+                              f"{need} whose noise shares the ledger counts on")
+            return out
+        if n:
+            v = vd.vdaf
+            shares = [v.decode_agg_share(b64decode(upload.agg_share)),
+                      v.decode_agg_share(item.helper_share)]
+            out.stat = vd.statistic(v.unshard(shares, n), n)
+        return out
+
+
+def honest_needed(config: TaskConfig, policy: Policy) -> Callable[[int], int] | None:
+    """ddp-linucb: ⌈γ l⌉ for a batch of length l (``SkellamRandomizer.honest`` of the
+    randomizer sized for l); None for a policy without noise shares (sblb)."""
+    randomizer_for = getattr(policy, "randomizer_for", None)
+    if randomizer_for is not None:
+        if getattr(randomizer_for(config.schedule.size(0)), "honest", None) is None:
+            return None
+        return lambda l: int(randomizer_for(l).honest)
+    honest = getattr(policy.randomizer, "honest", None)
+    return None if honest is None else (lambda _l: int(honest))
+
+
+# The analyzer's runtime and a task's, as the route gets them (typed loosely: the runtime
+# module imports this one).
+RuntimeDep = Annotated[Any, Depends(get_runtime)]
+TaskDep = Annotated[Any, Depends(task_dependency("analyzer"))]
+
+
+async def prio3_verify(request: Prio3VerifyRequest, rt: TaskDep, runtime: RuntimeDep
+                       ) -> Prio3VerifyResponse:
+    """The verification exchange of one batch (module docstring)."""
+    decoder = rt.decoder
+    if not isinstance(decoder, Prio3Decoder):
+        from privbandit.services.analyzer.transports.base import wrong_transport
+
+        raise wrong_transport(rt.config, "it takes no Prio3 verification")
+    decoder.check_length(request)
+    nonces = [b64decode(item.nonce) for item in request.reports]
+    known = await run_in_threadpool(runtime.store.known_report_ids, rt.id, nonces)
+    return cast("Prio3VerifyResponse", await run_in_threadpool(
+        decoder.verify, request, set(known), runtime.settings.shuffler_token or ""))
+
+
+class Prio3Transport:
+    """``prio3``: Prio3 reports verified jointly with the shuffler, the batch sum of the valid
+    ones unsharded from the two aggregate shares."""
+
+    name = "prio3"
+    endpoint = "prio3-aggregates"
+    upload: type[BaseModel] = Prio3Aggregate
+    summary = (
+        "The outcome of one verified Prio3 batch from the shuffler: l, the accepted nonces, the "
+        "leader's aggregate share over them and the analyzer's continuation; idempotent on "
+        "batch id. Refused reports are counted as rejected; a continuation that does not open "
+        "or agree is 422 ``bad_continuation`` (nothing recorded)."
+    )
+    key_files: dict[str, str] = {}
+
+    def add_routes(self, router: APIRouter) -> None:
+        """``POST /v1/tasks/{task}/prio3-verify`` (the shuffler only)."""
+        router.add_api_route(
+            "/v1/tasks/{task}/prio3-verify", prio3_verify, methods=["POST"],
+            description="The verification exchange of one Prio3 batch (shuffler only): a "
+                        "verdict per report and the analyzer's sealed continuation.",
+            responses=error_responses(401, 404, 409, 413, 422),
+            dependencies=[Depends(require_shuffler)])
+
+    def open_keys(self, keys: AnalyzerKeys) -> None:
+        """Nothing beyond the HPKE key (helper shares are sealed to it)."""
+
+    def decoder(self, config: TaskConfig, policy: Policy, keys: AnalyzerKeys) -> Prio3Decoder:
+        return Prio3Decoder(config, task_vdaf(config), keys.keys,
+                            honest_needed=honest_needed(config, policy))
+
+    def max_body(self, config: TaskConfig) -> int:
+        """The verification request of the longest batch: per report a nonce, public share,
+        sealed helper share and verifier share (the aggregate is smaller)."""
+        vd = task_vdaf(config)
+        item = 16 + PUBLIC_SHARE_BYTES + HELPER_CIPHERTEXT_BYTES + 32 + vd.verifier_share_bytes
+        return config.max_batch * report_json_bytes(item)

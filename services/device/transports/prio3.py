@@ -1,0 +1,106 @@
+"""The device's side of the ``prio3`` transport (docs/prio3.md, issue 23): one report's counts
+(``sblb``) or signed statistics (``ddp-linucb``) Prio3SumVec-sharded between the shuffler
+(leader share, in full) and the analyzer (helper share, HPKE-sealed to it), with a proof that
+every entry is in range (``shared.crypto.prio3_task``), uploaded to
+``POST /v1/tasks/{task}/prio3-reports``.
+
+The device needs nothing beyond the analyzer's HPKE key (the model cache's) and its own task
+config: the Prio3 parameters (c, the range) are derived from the task's randomizer, as the
+shuffler and analyzer derive them. It never holds the verification key. Sharding is pure CPU
+(no pool, no background work): a few ms per report, run in a worker thread so the event loop
+keeps serving meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from privbandit.services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
+from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.crypto.prio3.prio3 import NONCE_SIZE
+from privbandit.shared.crypto.prio3_task import TaskVdaf, seal_helper, task_vdaf
+from privbandit.shared.protocol.messages import b64encode
+from privbandit.shared.protocol.prio3 import Prio3Report
+from privbandit.shared.settings import TaskConfig
+
+
+def report_values(randomizer: Randomizer, row: np.ndarray) -> np.ndarray:
+    """What a report sums: the 0/1 randomizer's per-coordinate counts (0..m), or a Skellam
+    row's signed integers as they are."""
+    if isinstance(randomizer, SkellamRandomizer):
+        return np.asarray(row)
+    if isinstance(randomizer, BinaryRandomizer):
+        return randomizer.counts(row[None, :])[0]
+    raise TypeError(f"prio3 cannot sum the rows of {type(randomizer).__name__}")
+
+
+def make_report(
+    vdaf: TaskVdaf, values: np.ndarray, hpke_key_id: int, hpke_public_key: bytes,
+    batch_size: int | None = None,
+) -> Prio3Report:
+    """One report: a fresh nonce (the report id) from the OS CSPRNG, ``shard`` of the values'
+    measurement, the helper share sealed to the analyzer. ``ValueError`` for values out of the
+    task's range (an honest randomizer never produces them)."""
+    v = vdaf.vdaf
+    nonce = secrets.token_bytes(NONCE_SIZE)
+    public, (leader, helper) = v.shard(vdaf.ctx, vdaf.measurement(values), nonce)
+    public_share = v.encode_public_share(public)
+    sealed = seal_helper(hpke_public_key, hpke_key_id, vdaf.task, nonce, public_share,
+                         v.encode_input_share(helper))
+    return Prio3Report(nonce=b64encode(nonce), public_share=b64encode(public_share),
+                       leader_share=b64encode(v.encode_input_share(leader)),
+                       helper_share=sealed, batch_size=batch_size)
+
+
+@dataclass(frozen=True)
+class Prio3Sealer:
+    """One feedback's report, sharded for the task and sealed to the analyzer's HPKE key."""
+
+    vdaf: TaskVdaf
+    hpke_key_id: int
+    hpke_public_key: bytes
+
+    async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
+        values = report_values(randomizer, row)
+        # The batch length the report is sized for (ddp-linucb's noise share; sblb's ε0 under a
+        # growing schedule): the shuffler refuses the report if it exceeds the task's next batch
+        # (issue 22), as for the other transports.
+        sized = getattr(randomizer, "batch_size", None)
+        report = await asyncio.to_thread(make_report, self.vdaf, values, self.hpke_key_id,
+                                         self.hpke_public_key, sized)
+        return Encoded(report.model_dump_json(exclude_none=True), Prio3Transport.name)
+
+
+class Prio3Transport:
+    """Prio3 reports, uploaded to ``POST /v1/tasks/{task}/prio3-reports``."""
+
+    name: ClassVar[str] = "prio3"
+    endpoint: ClassVar[str] = "prio3-reports"
+    refresh_key: KeyRefresher | None = None
+
+    def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
+        self.tasks = {t.id: t for t in tasks}
+        self.cache = context.cache
+        self.vdafs = {t.id: task_vdaf(t) for t in tasks}
+
+    def sealer(self, task: str) -> Prio3Sealer:
+        return Prio3Sealer(self.vdafs[task], *hpke_key(self.cache))
+
+    def missing(self) -> list[str]:
+        return []  # the HPKE config is the model cache's
+
+    def health(self) -> dict[str, object]:
+        return {}
+
+    def start(self) -> None:
+        """Nothing to fetch of its own."""
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
