@@ -398,3 +398,35 @@ def test_the_device_checks_the_signed_layout() -> None:
     for lay in (layout(9, L, 2 * (o + 1), 1024, offset=o + 1), layout(9, L, 2 * o, 1024)):
         with pytest.raises(ConfigMismatch):
             check_config(DDP, info, paillier_config(public.n, lay), 1024)
+
+
+def test_the_device_refuses_an_analyzer_reading_its_values_otherwise() -> None:
+    """What a value means (the encoding's weights, w, s, L) must be the same on both sides: a
+    device configured with the ``upper`` encoding refuses an analyzer whose task states
+    ``frobenius`` (or another w), even under the very layout the device derives, and accepts
+    its own policy; an analyzer whose policy omits the encoding means the default (``upper``)."""
+    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.shared.crypto.paillier import generate_keypair
+    from privbandit.shared.crypto.slots import layout_for
+    from privbandit.shared.protocol.messages import TaskInfo
+    from privbandit.shared.protocol.secure_sum import paillier_config
+
+    public, _ = generate_keypair(1024, allow_small=True)
+    good = paillier_config(public.n, layout_for(DDP, 1024))
+
+    def info(**policy: object) -> TaskInfo:
+        return TaskInfo(id="ddp", threat_model="shuffle", algo="ddp-linucb", d=3, K=4,
+                        batch_size=L, aggregation="secure-sum",
+                        policy={**DDP.policy.model_dump(), **policy})
+
+    assert check_config(DDP, info(), good, 1024) == good.layout
+    omitted = info()
+    del omitted.policy["encoding"]
+    assert check_config(DDP, omitted, good, 1024) == good.layout
+    for change in ({"encoding": "frobenius"}, {"u_weight": 1.3}, {"scale": 256.0}):
+        with pytest.raises(ConfigMismatch, match=next(iter(change))):
+            check_config(DDP, info(**change), good, 1024)
+    # And the other way round: a frobenius device against an upper analyzer.
+    frob = paillier_config(public.n, layout_for(DDP_FROBENIUS, 1024))
+    with pytest.raises(ConfigMismatch, match="encoding"):
+        check_config(DDP_FROBENIUS, info(), frob, 1024)
