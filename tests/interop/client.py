@@ -190,6 +190,21 @@ def ddp_values(x: np.ndarray, r: float, scale: float, L: float, share_variance: 
     return [int(t) for t in z + noise]
 
 
+def ddp_estimate(sums: list[int], d: int, scale: float, encoding: str = "upper",
+                 u_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """§3.5, the analyzer's reading of decoded batch sums S (summed over batches): Σ x xᵀ as the
+    symmetric matrix of S's upper-triangle values / s — off-diagonal ones also / √2 under
+    ``frobenius`` — and Σ r x as S's last d values / (s·w) (w = 1 under ``upper``)."""
+    G = np.zeros((d, d))
+    k = 0
+    off, w = (math.sqrt(2), u_weight) if encoding == "frobenius" else (1.0, 1.0)
+    for i in range(d):
+        for j in range(i, d):
+            G[i, j] = G[j, i] = sums[k] / (scale * (1.0 if i == j else off))
+            k += 1
+    return G, np.array(sums[k:], dtype=float) / (scale * w)
+
+
 def signed_digits(values: list[int], layout: dict[str, int]) -> list[int]:
     """§5.3, signed layouts: the digit v + O of each value, which MUST lie in [0, 2O]."""
     o = layout["offset"]

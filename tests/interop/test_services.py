@@ -43,10 +43,12 @@ play-order seed it draws is excluded from the comparison): at the test's ε = 10
 small to change which arms are eliminated, so the phase-2 designs are compared exactly too.
 
 ``ddp-linucb`` (distributed DP): the independent client computes each user's rounded statistics
-and adds a Skellam share of the variance the task's ledger states (§3.5), packs the signed values
-as digits v + O under the published layout (§5.3) and encrypts them; the project's client
-encrypts the same values. The analyzer draws nothing for this task, so models and stored state
-are compared whole, and the plain-integer decryption gives the signed values and their sum.
+in the task's encoding (``demo-ddp``: ``frobenius``, its default; the derived ``demo-ddp-upper``:
+the original ``upper``) and adds a Skellam share of the variance the task's ledger states (§3.5),
+packs the signed values as digits v + O under the published layout (§5.3) and encrypts them; the
+project's client encrypts the same values. The analyzer draws nothing for this task, so models and
+stored state are compared whole, the plain-integer decryption gives the signed values and their
+sum, and the analyzer's (G̃, ũ) is the client's own §3.5 reading of that sum (weights divided out).
 
 Test-size changes to the default tasks (so a run takes seconds): shuffle batch size l = 10
 instead of 1000 (also for ``ddp-linucb``) and LDP updates every 10 reports instead of 100; and
@@ -102,8 +104,11 @@ KINDS = {
     "ldp-bco2": ("demo-ldp-bco2", 15),
     "ldp-glb": ("demo-ldp-glb", 30),
     "adar-gope": ("demo-adar-gope", 0),  # phase 1 and GOPE_PHASE_2 users of phase 2 (below)
+    # demo-ddp runs the frobenius encoding (its default); this derived twin the original upper.
+    "ddp-upper": ("demo-ddp-upper", 2 * SHUFFLE_L),
 }
-SUM_KINDS = {"secure-sum", "ddp"}  # the secure-sum transport: Paillier-encrypted reports
+DDP_KINDS = {"ddp", "ddp-upper"}
+SUM_KINDS = {"secure-sum", *DDP_KINDS}  # the secure-sum transport: Paillier-encrypted reports
 MAB_KINDS = {"ucb", "heldp-ucb-l", "heldp-ucb-b", "ldp-mab", "adar-ucb"}
 BCO_KINDS = {"ldp-bco", "ldp-bco2"}
 STALE_EVERY = 3  # every third multi-armed, BCO or GLB user holds the model one report older
@@ -169,7 +174,12 @@ def interop_tasks() -> list[dict[str, Any]]:
     reports = copy.deepcopy(shuffle)
     reports.update(id="demo-shuffle-reports", aggregation="reports")
     reports["policy"]["m"] = 2
-    tasks = [*base.values(), reports]
+    # §3.5's two encodings: demo-ddp's own (frobenius, its practical default) and the original.
+    assert base["demo-ddp"]["policy"]["encoding"] == "frobenius"
+    upper = copy.deepcopy(base["demo-ddp"])
+    upper["id"] = "demo-ddp-upper"
+    upper["policy"]["encoding"] = "upper"
+    tasks = [*base.values(), reports, upper]
     return tasks + [{**copy.deepcopy(t), "id": t["id"] + SUFFIX} for t in tasks]
 
 
@@ -237,12 +247,14 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
             get(http, f"{analyzer}/v1/tasks/{task}/secure-sum"))
         ours = [c.model_dump() for c in encrypt_counts(config, paillier, hpke, np.array(counts))]
         return {task: ours, twin: theirs}, counts
-    if kind == "ddp":
-        # §3.5: rounded statistics plus a Skellam share of the variance the ledger states.
+    if kind in DDP_KINDS:
+        # §3.5: rounded statistics (in the task's encoding) plus a Skellam share of the
+        # variance the ledger states.
         pconf = get(http, f"{analyzer}/v1/tasks/{twin}/secure-sum")
         lay = client.task_layout(info, pconf)
         sigma2 = privacy(http, analyzer, twin)["ledger"]["share_variance"]
-        values = [client.ddp_values(xi, ri, pol["scale"], pol["L"], sigma2, rng)
+        values = [client.ddp_values(xi, ri, pol["scale"], pol["L"], sigma2, rng,
+                                    pol.get("encoding", "upper"), pol.get("u_weight", 1.0))
                   for xi, ri in zip(x, r, strict=True)]
         theirs = [client.encrypted_counts(pconf, hconf, twin, client.signed_digits(v, lay))
                   for v in values]
@@ -446,6 +458,9 @@ def test_independent_client_reports_count_exactly_as_the_projects(
     assert without_noise(kind, state_ours) == without_noise(kind, state_theirs)
 
     check_paths_taken(kind, state_theirs, n)
+    if kind in DDP_KINDS:
+        assert counts is not None
+        check_ddp_estimate(http, urls["analyzer"], twin, state_theirs, counts)
     check_retries_are_duplicates(http, urls, kind, reports[twin])
     if counts is not None:
         check_plain_integer_decryption(deployment, http, kind, reports[task], counts)
@@ -469,6 +484,18 @@ def check_paths_taken(kind: str, state: dict[str, Any], n: int) -> None:
     if kind == "adar-gope":  # phase 1 ended on schedule; phase 2 holds the last reports
         assert state["model"]["phase"] == 2 and state["pos"] == GOPE_PHASE_2, state
         assert state["late"] == state["dropped"] == 0, state
+
+
+def check_ddp_estimate(http: httpx.Client, analyzer: str, task: str, state: dict[str, Any],
+                       values: list[list[int]]) -> None:
+    """§3.5's reading of the sums: the analyzer's (G̃, ũ) is the independent client's estimate
+    from the values it sent (all counted here: whole batches), the encoding's weights divided
+    out as the task states them."""
+    pol = get(http, f"{analyzer}/v1/tasks/{task}")["policy"]
+    sums = np.sum(values, axis=0).tolist()
+    G, u = client.ddp_estimate(sums, pol["d"], pol["scale"], pol["encoding"], pol["u_weight"])
+    np.testing.assert_allclose(state["G"], G, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(state["u"], u, rtol=1e-12, atol=1e-12)
 
 
 def check_retries_are_duplicates(http: httpx.Client, urls: dict[str, str], kind: str,

@@ -78,6 +78,7 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
             f"the analyzer's batch size l = {info.batch_size} differs from this device's "
             f"l = {task.batch_size}"
         )
+    check_release(task, info)
     try:
         want = SecureSumLayout.of(layout_for(task, config.key_bits))
     except ValueError as exc:
@@ -87,6 +88,29 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
             f"slot layout {lay.model_dump()} does not match the task's {want.model_dump()}"
         )
     return lay
+
+
+# Policy fields that say what a released value means, which the analyzer's decoder reads back
+# (``ddp-linucb``: it divides s and the encoding's weights out of the batch sum). The slot
+# layout's offset moves with most of them, but not always: a device and an analyzer that differ
+# in one would count biased statistics as honest ones.
+RELEASE_FIELDS = ("encoding", "u_weight", "scale", "L")
+
+
+def check_release(task: TaskConfig, info: TaskInfo) -> None:
+    """``ConfigMismatch`` if the analyzer's policy (``TaskInfo.policy``) differs from this
+    device's in a field of ``RELEASE_FIELDS`` the device's policy has (a field the analyzer
+    omits counts as its default)."""
+    fields = type(task.policy).model_fields
+    for name in RELEASE_FIELDS:
+        if name not in fields:
+            continue
+        mine = getattr(task.policy, name)
+        theirs = info.policy.get(name, fields[name].default)
+        if theirs != mine:
+            raise ConfigMismatch(
+                f"the analyzer's policy.{name} = {theirs!r} differs from this device's {mine!r}"
+            )
 
 
 @dataclass

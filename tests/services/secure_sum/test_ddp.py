@@ -22,9 +22,12 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
+from privbandit.api import policy_ledger
 from privbandit.services.analyzer.app import create_app as create_analyzer
 from privbandit.services.shuffler.app import create_app as create_shuffler
 from privbandit.shared.core.policies import build_policy, randomizer_for
+from privbandit.shared.core.policies.practical import PRACTICAL
+from privbandit.shared.core.policies.schedule import BatchSchedule
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.crypto.keystore import PaillierKeyStore
 from privbandit.shared.crypto.paillier import (
@@ -34,7 +37,8 @@ from privbandit.shared.crypto.paillier import (
     encode_ciphertexts,
 )
 from privbandit.shared.crypto.slots import pack_signed, unpack_signed
-from privbandit.shared.protocol.messages import HpkeConfig
+from privbandit.shared.crypto.tags import ciphertext_digest
+from privbandit.shared.protocol.messages import HpkeConfig, b64decode
 from privbandit.shared.protocol.secure_sum import (
     EncryptedBatchSum,
     EncryptedCounts,
@@ -68,6 +72,13 @@ RANDOMIZER = randomizer_for(DDP.policy)
 assert isinstance(RANDOMIZER, SkellamRandomizer)
 DDP_FROBENIUS = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
     **DDP.policy.model_dump(), "encoding": "frobenius", "u_weight": 1.3}})
+# ddp-linucb's practical defaults (the frobenius encoding, the noise-calibrated ridge and width)
+# with a short growing schedule in place of the demo's first batch of ≈ 500, and r x weighted
+# by w = 1.3 so that dividing every weight out is visible.
+SCHEDULE = BatchSchedule.parse("geometric:5,2,20")  # 5, 10, 20, 20, …
+DDP_PRACTICAL = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
+    "algo": "ddp-linucb", "d": 3, "epsilon": 1.0, "delta": 1e-6, **PRACTICAL["ddp-linucb"],
+    "batch_schedule": SCHEDULE.spec(), "u_weight": 1.3}})
 
 
 def ddp_settings(tmp_path: Path) -> Settings:
@@ -190,6 +201,130 @@ async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path,
         assert p["share_variance"] == sigma2
 
 
+def frobenius_statistics(x: np.ndarray, r: float, w: float) -> np.ndarray:
+    """v_w = (diag(x xᵀ), √2·offdiag_{i<j}(x xᵀ), w·r x), the upper triangle row by row
+    (protocol §3.5), written out here rather than taken from the randomizer."""
+    d = x.shape[0]
+    upper = [x[i] * x[j] * (1.0 if i == j else math.sqrt(2.0))
+             for i in range(d) for j in range(i, d)]
+    return np.concatenate([upper, w * r * x])
+
+
+def divide_weights_out(stat: np.ndarray, d: int, scale: float, w: float
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(G̃, ũ) of one decoded batch sum S: S / (s · weights), the upper triangle mirrored."""
+    G = np.zeros((d, d))
+    k = 0
+    for i in range(d):
+        for j in range(i, d):
+            G[i, j] = G[j, i] = stat[k] / (scale * (1.0 if i == j else math.sqrt(2.0)))
+            k += 1
+    return G, stat[k:] / (scale * w)
+
+
+async def test_a_frobenius_schedule_is_the_simulators_estimator_and_ledger(
+    tmp_path: Path,
+) -> None:
+    """ddp-linucb at its practical defaults (the frobenius encoding, w = 1.3) under a growing
+    schedule 5, 10, 20, through the real device, shuffler and analyzer: every report decrypts to
+    s·v_w(x, r) of the user's chosen arm (v_w written out by hand) plus a share of the variance
+    of the batch length it states; each forwarded batch sum (lengths 5, 10, 20, in order) is the
+    sum of its members (found by their ciphertext digests); the analyzer's state equals the
+    simulator's ddp-linucb fed those members' rows batch by batch (``Policy.ingest``, the
+    simulator's path), and its (G̃, ũ) equals the batch sums with the weights divided out by
+    hand; the analyzer's ledger equals the simulator's (``privbandit.api.policy_ledger``) and
+    its Δ₂ is the closed-form joint bound's."""
+    task = DDP_PRACTICAL
+    policy = task.policy
+    assert (policy.encoding, policy.regularizer) == ("frobenius", "noise")  # the defaults
+    settings = make_settings(tmp_path / "data", tasks=[task])
+    sizes = [5, 10, 20]
+    users = sum(sizes) + 3
+    rng = np.random.default_rng(31)
+    async with ddp_stack(settings) as s:
+        to_shuffler = Recorder(httpx.ASGITransport(s.shuffler_app))
+        app = device_app(settings, httpx.ASGITransport(s.analyzer_app), to_shuffler)
+        chosen = []
+        async with running(app) as device:
+            await eventually(lambda: ok(device.get("/healthz")), what="device ready")
+            for _ in range(users):
+                feats = features(rng)
+                dec = await decide(device, "ddp", feats)
+                reward = float(rng.uniform())
+                body = {"decision_id": dec["decision_id"], "reward": reward}
+                resp = await device.post("/v1/tasks/ddp/feedback", json=body)
+                assert resp.status_code == 202, resp.text
+                chosen.append((np.asarray(feats[dec["action"]]), reward))
+            await eventually(lambda: counted(s.analyzer, "ddp", sum(sizes)), what="3 batches")
+            await eventually(lambda: _outbox_empty(device), what="delivery")
+        keys = s.keys(settings)
+        sent = [rep for path, body in to_shuffler.posts() if path.endswith("/encrypted-counts")
+                for rep in SecureSumUpload.model_validate(body).reports]
+        assert len(sent) == users
+        values = np.array([decrypt_values(keys, s.config, r.ct, 1) for r in sent])
+        reference = build_policy(policy, np.random.default_rng(0))
+        # Each report: s·v_w(x, r) rounded, plus a share sized for the length it states. Over
+        # 38 × 9 = 342 coordinates the pooled ratio of squared noise to the stated variances
+        # (relative sd √(2/342) ≈ 0.08; rounding adds < 1/4 to variances of thousands) lies in
+        # [0.6, 1.4] unless it is 5 sd off. (The device's CSPRNG has no seed to fix.)
+        stated = [r.batch_size for r in sent]
+        assert set(stated) <= set(SCHEDULE.distinct_sizes()), stated
+        clean = np.array([policy.scale * frobenius_statistics(x, r, policy.u_weight)
+                          for x, r in chosen])
+        noise = values - clean
+        variances = np.array([reference.randomizer_for(int(l)).share_variance for l in stated])
+        ratio = float((noise**2).sum() / (variances.sum() * noise.shape[1]))
+        assert 0.6 < ratio < 1.4, ratio
+        # The batches, in order, and their members (the digest of each ciphertext multiplied).
+        by_digest = {ciphertext_digest(b64decode(r.ct)): i for i, r in enumerate(sent)}
+        forwarded: dict[str, EncryptedBatchSum] = {}
+        for path, body in s.to_analyzer.posts():
+            if path.endswith("/batch-sums"):
+                forwarded.setdefault(body["batch_id"], EncryptedBatchSum.model_validate(body))
+        batches = list(forwarded.values())
+        assert [b.count for b in batches] == sizes
+        members = [[by_digest[b64decode(m.digest)] for m in b.members] for b in batches]
+        assert len({i for m in members for i in m}) == sum(sizes)
+        for batch, length in zip(members, sizes, strict=True):
+            # No report lands in a batch shorter than its share is sized for.
+            assert max(stated[i] for i in batch) <= length
+        decoded = [decrypt_values(keys, s.config, b.ct, b.count) for b in batches]
+        for stat, batch in zip(decoded, members, strict=True):
+            np.testing.assert_array_equal(stat, values[batch].sum(axis=0))
+        # The simulator's estimator on the same reports, batch by batch.
+        for batch in members:
+            reference.ingest(values[batch])
+        state = s.state()
+        assert_same_state(state, reference.get_state())
+        assert state["reports"] == sum(sizes) and state["batches"] == len(sizes)
+        G, u = np.zeros((3, 3)), np.zeros(3)
+        for stat in decoded:
+            g, v = divide_weights_out(stat, 3, policy.scale, policy.u_weight)
+            G, u = G + g, u + v
+        np.testing.assert_allclose(state["G"], G, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(state["u"], u, rtol=1e-12, atol=1e-12)
+        model = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
+        assert model["version"] == reference.model.version >= 1
+        assert model["batch_size"] == SCHEDULE.size(len(sizes)) == 20
+        np.testing.assert_allclose(model["theta"], reference.model.theta, rtol=1e-12)
+        # The ledger: the simulator's, for the same parameters, field by field.
+        report = await privacy(s.analyzer, "ddp")
+        params = policy.model_dump(exclude={"algo"})
+        assert report.ledger.model_dump() == policy_ledger("ddp-linucb", **params).model_dump()
+        ledger = report.ledger.model_dump()
+        assert [row["batch_size"] for row in ledger["per_batch"]] == [5, 10, 20]
+        assert all(row["central_epsilon"] <= 1.0 for row in ledger["per_batch"])
+        # Δ₂ = min(2B, s Δ_v + 2√n) with the frobenius joint bound at L = 1, w = 1.3:
+        # Δ_v² = 2A + 2U + U²/(2A), A = 1, U = w² ≤ 2A (randomizers.skellam, *Encodings*).
+        w2 = policy.u_weight**2
+        pair = math.sqrt(2 + 2 * w2 + w2 * w2 / 2)
+        slack = 1 + 1e-9
+        bound = policy.scale * math.sqrt(1 + w2) * slack + 3
+        assert ledger["l2_sensitivity"] == pytest.approx(
+            min(2 * bound, policy.scale * pair * slack + 2 * 3), rel=1e-12)
+        assert pair < math.sqrt(2 + 4 * w2)  # below the upper encoding's
+
+
 def lying_reports(s: DDPStack, value: int) -> list[EncryptedCounts]:
     """l reports whose first coordinate is ``value`` (within the packing offset, so each one
     packs), the others 0: devices lying within ±O but beyond their mechanism."""
@@ -263,3 +398,35 @@ def test_the_device_checks_the_signed_layout() -> None:
     for lay in (layout(9, L, 2 * (o + 1), 1024, offset=o + 1), layout(9, L, 2 * o, 1024)):
         with pytest.raises(ConfigMismatch):
             check_config(DDP, info, paillier_config(public.n, lay), 1024)
+
+
+def test_the_device_refuses_an_analyzer_reading_its_values_otherwise() -> None:
+    """What a value means (the encoding's weights, w, s, L) must be the same on both sides: a
+    device configured with the ``upper`` encoding refuses an analyzer whose task states
+    ``frobenius`` (or another w), even under the very layout the device derives, and accepts
+    its own policy; an analyzer whose policy omits the encoding means the default (``upper``)."""
+    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.shared.crypto.paillier import generate_keypair
+    from privbandit.shared.crypto.slots import layout_for
+    from privbandit.shared.protocol.messages import TaskInfo
+    from privbandit.shared.protocol.secure_sum import paillier_config
+
+    public, _ = generate_keypair(1024, allow_small=True)
+    good = paillier_config(public.n, layout_for(DDP, 1024))
+
+    def info(**policy: object) -> TaskInfo:
+        return TaskInfo(id="ddp", threat_model="shuffle", algo="ddp-linucb", d=3, K=4,
+                        batch_size=L, aggregation="secure-sum",
+                        policy={**DDP.policy.model_dump(), **policy})
+
+    assert check_config(DDP, info(), good, 1024) == good.layout
+    omitted = info()
+    del omitted.policy["encoding"]
+    assert check_config(DDP, omitted, good, 1024) == good.layout
+    for change in ({"encoding": "frobenius"}, {"u_weight": 1.3}, {"scale": 256.0}):
+        with pytest.raises(ConfigMismatch, match=next(iter(change))):
+            check_config(DDP, info(**change), good, 1024)
+    # And the other way round: a frobenius device against an upper analyzer.
+    frob = paillier_config(public.n, layout_for(DDP_FROBENIUS, 1024))
+    with pytest.raises(ConfigMismatch, match="encoding"):
+        check_config(DDP_FROBENIUS, info(), frob, 1024)
