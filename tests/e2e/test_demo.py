@@ -188,7 +188,8 @@ def test_demo_json_reconciles_refused_reports(fresh_cluster: Cluster) -> None:
     assert rec["reports_counted"] + rec["reports_refused"] + rec["reports_pending"] == (
         rec["reports_accepted"])
     # The one problem: three reports came from elsewhere than the demo's users.
-    assert rec["problems"] == [f"reports_accepted ({users + 3}) != feedbacks_sent ({users})"]
+    assert rec["problems"] == [
+        f"reports_accepted ({users + 3}) + feedbacks_withheld (0) != feedbacks_sent ({users})"]
     assert not rec["consistent"]
     privacy = httpx.get(f"{urls['analyzer']}/v1/tasks/{task_id}/privacy").json()
     assert privacy["reports_refused"] == 3 and privacy["batches"] == users + 3
