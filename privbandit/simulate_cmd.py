@@ -60,6 +60,7 @@ FLAG_FIELDS = {
     "noise_ridge": "noise_ridge",
     "encoding": "encoding",
     "u_weight": "u_weight",
+    "batch_weight_power": "batch_weight_power",
     "first_episode": "first_episode",
     "perturb": "perturb",
 }
@@ -123,6 +124,9 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity)")
     p.add_argument("--u-weight", type=float,
                    help="ddp-linucb: weight of r x in the released vector (default 1)")
+    p.add_argument("--batch-weight-power", type=float,
+                   help="ddp-linucb: weight batch j's sums by (l_j/l_ref)^p in the estimate "
+                        "(p this; default 0, every batch alike)")
     p.add_argument("--perturb", type=float,
                    help="ldp-linucb/ldp-glb: publish θ̃ plus ρ × a draw of its own LDP-noise "
                         "distribution (ρ this; 0: θ̃ itself)")

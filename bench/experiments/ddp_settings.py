@@ -10,7 +10,8 @@ figure to compare against, not the two means' s.e.). Central ε is every setting
 
 A setting is NAME=FIELD:VALUE[,FIELD:VALUE...] (``batch_schedule`` values contain commas: give
 it last, e.g. ``s=encoding:frobenius,batch_schedule:geometric:350,2,100000``). Prints one line
-per setting: its first batch, final regret ± s.e. and the paired difference to the first.
+per setting: its first batch, final regret ± s.e. and the paired difference to the first;
+``--at 2000,10000`` adds the mean regret at those times (checkpoints draw nothing: same runs).
 """
 
 from __future__ import annotations
@@ -42,13 +43,15 @@ def parse_setting(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def paired_line(name: str, first: int, finals: np.ndarray, ref: np.ndarray | None,
-                ref_name: str) -> str:
+                ref_name: str, at: dict[int, float] | None = None) -> str:
     n = len(finals)
     se = finals.std(ddof=1) / math.sqrt(n)
     text = f"{name:24s} L0={first:6d} {finals.mean():9.1f} ± {se:6.1f}"
     if ref is not None:
         diff = finals - ref
         text += f"   vs {ref_name}: {diff.mean():+8.1f} ± {diff.std(ddof=1) / math.sqrt(n):6.1f}"
+    if at:
+        text += "   at t: " + ", ".join(f"{t}: {v:.1f}" for t, v in at.items())
     return text
 
 
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delta", type=float, default=1e-6)
     p.add_argument("--d", type=int, default=5)
     p.add_argument("--K", type=int, default=20)
+    p.add_argument("--at", default="", help="comma-separated times t < T: mean regret there")
     p.add_argument("settings", nargs="+")
     args = p.parse_args(argv)
     ref: np.ndarray | None = None
@@ -69,9 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         name, params = parse_setting(spec)
         config = DDPLinUCBConfig(d=args.d, epsilon=args.epsilon, delta=args.delta,
                                  **{**DDPLinUCBConfig.PRACTICAL, **params})
-        results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed)
+        times = [int(t) for t in args.at.split(",") if t]
+        results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed,
+                              extra_checkpoints=times)
         finals = np.array([r.regret[-1] for r in results])
-        print(paired_line(name, config.batch_size, finals, ref, ref_name), flush=True)
+        at = {t: float(np.mean([r.regret[np.searchsorted(r.checkpoints, t)] for r in results]))
+              for t in times if t <= args.T}
+        print(paired_line(name, config.batch_size, finals, ref, ref_name, at), flush=True)
         if ref is None:
             ref, ref_name = finals, name
     return 0

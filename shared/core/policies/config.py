@@ -248,6 +248,10 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         1.0, gt=0, le=100, description="weight w of r x in the released vector (the sensitivity "
         "and the noise left on ũ, σ/w, follow it)"
     )
+    batch_weight_power: float = Field(
+        0.0, ge=0, le=2, description="p: the estimate weights batch j's sums by (l_j/l_ref)^p, "
+        "l_ref the longest batch so far (0: all alike; policies.batched.ScheduledBatchPolicy)"
+    )
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-linucb"]
 
