@@ -75,6 +75,30 @@ def _bit_check_inputs(
     return out
 
 
+def _bit_check_inputs_rows(
+    field: type[Field], bits: FVec, joint_rand: FVec, chunk: int, calls: int, num_shares: int
+) -> FVec:
+    """``_bit_check_inputs`` of every row of ``bits`` (rows, len) with its own joint randomness
+    (rows, ≥ calls): shape (rows, calls, 2 · chunk). The powers r_i^(j+1) are built column by
+    column, reduced at each step (the same values mod p)."""
+    p = field.MODULUS
+    rows = bits.shape[0]
+    padded = np.empty((rows, calls * chunk), dtype=object)
+    padded[:, : bits.shape[1]] = bits
+    padded[:, bits.shape[1] :] = 0
+    x = padded.reshape(rows, calls, chunk)
+    shares_inv = field.inv(num_shares)
+    r = joint_rand[:, :calls]
+    powers = np.empty((rows, calls, chunk), dtype=object)
+    powers[:, :, 0] = r
+    for j in range(1, chunk):
+        powers[:, :, j] = powers[:, :, j - 1] * r % p
+    out = np.empty((rows, calls, 2 * chunk), dtype=object)
+    out[:, :, 0::2] = powers * x % p
+    out[:, :, 1::2] = (x - shares_inv) % p
+    return out
+
+
 class Count(Valid[int, int]):
     """x ∈ {0, 1}: C(x) = Mul(x, x) − x (§7.4.1)."""
 
@@ -182,6 +206,13 @@ class SumVec(Valid[Sequence[int], list[int]]):
             )
         ]
 
+    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs_rows(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
     def eval_with(
         self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
     ) -> FVec:
@@ -189,6 +220,15 @@ class SumVec(Valid[Sequence[int], list[int]]):
 
     def truncate(self, meas: FVec) -> FVec:
         return self.field.dot(meas.reshape(self.length, self.bits), self.weights)
+
+    def eval_with_rows(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
+    ) -> FVec:
+        return self.field.total(gadget_outputs[0], axis=1).reshape(-1, 1)
+
+    def truncate_rows(self, meas: FVec) -> FVec:
+        rows = meas.shape[0]
+        return self.field.dot(meas.reshape(rows, self.length, self.bits), self.weights)
 
     def decode(self, output: FVec, num_measurements: int) -> list[int]:
         return [int(x) for x in output]
@@ -220,6 +260,13 @@ class Histogram(Valid[int, list[int]]):
     def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
         return [
             _bit_check_inputs(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs_rows(
                 self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
             )
         ]
@@ -277,6 +324,13 @@ class MultihotCountVec(Valid[Sequence[bool], list[int]]):
     def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
         return [
             _bit_check_inputs(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs_rows(
                 self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
             )
         ]

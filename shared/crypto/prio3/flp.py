@@ -172,6 +172,31 @@ class Valid(ABC, Generic[Measurement, AggResult]):
         outs = [g.eval(self.field, inp) for g, inp in zip(self.GADGETS, inputs, strict=True)]
         return self.eval_with(meas, joint_rand, num_shares, outs)
 
+    # -- the same over rows (one report per row; shared.crypto.prio3.batch) ----------------------
+    # The defaults call the single-report methods row by row; the circuits the services use
+    # override them with one vectorised operation over all rows (same values).
+
+    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        """``gadget_inputs`` of every row: per gadget, shape (rows, calls, ARITY)."""
+        per_row = [self.gadget_inputs(m, r, num_shares)
+                   for m, r in zip(meas, joint_rand, strict=True)]
+        return [_stack_rows([row[k] for row in per_row],
+                            (len(per_row), calls, g.ARITY))
+                for k, (g, calls) in enumerate(zip(self.GADGETS, self.GADGET_CALLS,
+                                                   strict=True))]
+
+    def eval_with_rows(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
+    ) -> FVec:
+        """``eval_with`` of every row: shape (rows, EVAL_OUTPUT_LEN)."""
+        rows = [self.eval_with(meas[i], joint_rand[i], num_shares,
+                               [o[i] for o in gadget_outputs]) for i in range(meas.shape[0])]
+        return _stack_rows(rows, (meas.shape[0], self.EVAL_OUTPUT_LEN))
+
+    def truncate_rows(self, meas: FVec) -> FVec:
+        """``truncate`` of every row: shape (rows, OUTPUT_LEN)."""
+        return _stack_rows([self.truncate(m) for m in meas], (meas.shape[0], self.OUTPUT_LEN))
+
     @abstractmethod
     def encode(self, measurement: Measurement) -> FVec: ...
 
@@ -197,6 +222,14 @@ class Valid(ABC, Generic[Measurement, AggResult]):
 
     def verifier_len(self) -> int:
         return 1 + sum(g.ARITY + 1 for g in self.GADGETS)
+
+
+def _stack_rows(rows: list[FVec], shape: tuple[int, ...]) -> FVec:
+    """Equal-shape object arrays stacked along a new first axis (also for zero rows)."""
+    out = np.empty(shape, dtype=object)
+    for i, r in enumerate(rows):
+        out[i] = r
+    return out
 
 
 # -- the FLP (§7.3.3–7.3.5) ---------------------------------------------------------------------
