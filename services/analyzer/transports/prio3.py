@@ -54,7 +54,13 @@ from privbandit.shared.core.policies import Policy
 from privbandit.shared.core.policies.base import SumIngesting
 from privbandit.shared.crypto.hpke import CryptoError
 from privbandit.shared.crypto.keystore import HpkeKeyStore
-from privbandit.shared.crypto.prio3.prio3 import VerifyError
+from privbandit.shared.crypto.prio3.batch import (
+    aggregate_rows,
+    decode_rows,
+    helper_verify_init_rows,
+    verifier_shares_to_message_rows,
+)
+from privbandit.shared.crypto.prio3.prio3 import HelperShare, VerifyError
 from privbandit.shared.crypto.prio3_task import (
     HELPER_CIPHERTEXT_BYTES,
     PUBLIC_SHARE_BYTES,
@@ -160,55 +166,132 @@ class Prio3Decoder(TaskDecoder):
 
     def verify(self, request: Prio3VerifyRequest, known: set[bytes], token: str
                ) -> Prio3VerifyResponse:
-        """(Worker thread.) The verdicts on a batch and its continuation (module docstring)."""
+        """(Worker thread.) The verdicts on a batch and its continuation (module docstring).
+        The reports are verified together (``shared.crypto.prio3.batch``: the same verdicts
+        as verifying each alone, ``_verify_one``), a refused one alone."""
         vd, task = self.vdaf, self.config.id
         v = vd.vdaf
         key = verify_key(token, task)
-        agg = v.agg_init()
-        verdicts: list[Verdict] = []
-        accepted: list[bytes] = []
-        seen: set[bytes] = set()
-        reasons: Counter[str] = Counter()
-        for item in request.reports:
-            nonce = b64decode(item.nonce)
-            reason: str | None = None
-            if nonce in known:
-                reason = "replayed_nonce"
-            elif nonce in seen:
-                reason = "repeated_nonce"
-            else:
-                seen.add(nonce)
-                try:
-                    out, message = self._verify_one(key, nonce, item)
-                except CryptoError:
-                    reason = "bad_helper_share"
-                except VerifyError:
-                    reason = "invalid_proof"
-                except ValueError:
-                    reason = "malformed"
-            if reason is not None:
-                reasons[reason] += 1
-                verdicts.append(Verdict(refused=reason))
-                continue
-            agg = v.agg_update(agg, out)
-            accepted.append(nonce)
-            verdicts.append(Verdict(message=b64encode(message)))
         count = len(request.reports)
-        if reasons:
+        reasons: list[str | None] = [None] * count
+        seen: set[bytes] = set()
+        live: list[int] = []
+        nonces: list[bytes] = []
+        publics: list[list[bytes]] = []
+        helpers: list[HelperShare] = []
+        leader_raw: list[bytes] = []
+        for i, item in enumerate(request.reports):
+            nonce = b64decode(item.nonce)
+            if nonce in known:
+                reasons[i] = "replayed_nonce"
+                continue
+            if nonce in seen:
+                reasons[i] = "repeated_nonce"
+                continue
+            seen.add(nonce)
+            try:
+                public_bytes = b64decode(item.public_share)
+                helper = open_helper(self.hpke.private_key, self.hpke.key_id, task, nonce,
+                                     public_bytes, item.helper_share)
+                public = v.decode_public_share(public_bytes)
+            except CryptoError:
+                reasons[i] = "bad_helper_share"
+                continue
+            except ValueError:
+                reasons[i] = "malformed"
+                continue
+            assert public is not None  # SumVec uses joint randomness
+            live.append(i)
+            nonces.append(nonce)
+            publics.append(public)
+            helpers.append(helper)
+            leader_raw.append(b64decode(item.verifier_share))
+        messages = self._verify_rows(key, nonces, publics, helpers, leader_raw)
+        accepted_rows: list[int] = []
+        for row, (i, result) in enumerate(zip(live, messages[0], strict=True)):
+            if isinstance(result, VerifyError):
+                reasons[i] = "invalid_proof"
+            elif isinstance(result, ValueError):
+                reasons[i] = "malformed"
+            else:
+                accepted_rows.append(row)
+        mask = np.zeros(len(live), dtype=bool)
+        mask[accepted_rows] = True
+        agg = aggregate_rows(v, messages[1], mask)
+        verdicts: list[Verdict | None] = [None if r is None else Verdict(refused=r)
+                                          for r in reasons]
+        for row in accepted_rows:
+            msg = messages[0][row]
+            assert isinstance(msg, bytes)
+            verdicts[live[row]] = Verdict(message=b64encode(msg))
+        accepted = [nonces[row] for row in accepted_rows]
+        refused = Counter(r for r in reasons if r is not None)
+        if refused:
             log.warning("task %s batch %s: %d of %d reports refused in verification (%s)", task,
                         request.batch_id, count - len(accepted), count,
-                        ", ".join(f"{k}: {n}" for k, n in sorted(reasons.items())))
+                        ", ".join(f"{k}: {n}" for k, n in sorted(refused.items())))
         sealed = seal_continuation(
             self.continuation_key, task, request.batch_id,
             Continuation(count, count - len(accepted), nonces_digest(accepted),
                          v.encode_agg_share(agg)),
         )
-        return Prio3VerifyResponse(batch_id=request.batch_id, verdicts=verdicts,
+        final = [x for x in verdicts if x is not None]
+        assert len(final) == count  # every report has its refusal or its message
+        return Prio3VerifyResponse(batch_id=request.batch_id, verdicts=final,
                                    continuation=b64encode(sealed))
+
+    def _verify_rows(
+        self, key: bytes, nonces: list[bytes], publics: list[list[bytes]],
+        helpers: list[HelperShare], leader_raw: list[bytes],
+    ) -> tuple[list[bytes | ValueError], Any]:
+        """For reports whose helper share opened: per report its verifier message or the error
+        ``_verify_one`` raises from ``verify_init`` on (``ValueError``: malformed;
+        ``VerifyError``: invalid proof), and the output shares (rows)."""
+        vd = self.vdaf
+        v, ctx = vd.vdaf, vd.ctx
+        rows = len(nonces)
+        bv = helper_verify_init_rows(v, key, ctx, 1, nonces, publics, helpers)
+        vlen = v.field.ENCODED_SIZE * v.flp.VERIFIER_LEN * v.PROOFS
+        part_len = v.xof.SEED_SIZE
+        leader_mat, leader_ok = decode_rows(v.field, [b[:vlen] for b in leader_raw],
+                                            v.flp.VERIFIER_LEN * v.PROOFS)
+        leader_parts: list[bytes | None] = [b[vlen:] for b in leader_raw]
+        errors: list[ValueError | None] = list(bv.errors)
+        for i in range(rows):
+            if errors[i] is None and (not leader_ok[i] or len(leader_raw[i]) != vlen + part_len):
+                errors[i] = ValueError("verifier share of the wrong length or not in the field")
+        # the corrected seed is joint_rand_seed(public share with the helper's part): reused
+        # when the leader's part is the public share's (the honest case)
+        known = [(p, s) if p is not None and s is not None else None
+                 for p, s in zip(bv.seed_parts, bv.corrected_seeds, strict=True)]
+        combined = verifier_shares_to_message_rows(
+            v, ctx, [leader_mat, bv.verifiers], [leader_parts, bv.parts], known)
+        out: list[bytes | ValueError] = []
+        for i in range(rows):
+            err = errors[i]
+            msg = combined[i]
+            if err is not None:
+                out.append(err)
+            elif isinstance(msg, ValueError):
+                out.append(msg)
+            elif msg != bv.corrected_seeds[i]:
+                out.append(VerifyError("joint randomness check failed"))
+            else:
+                # the leader's check (see _verify_one): its seed is joint_rand_seed(leader part,
+                # public helper part); equal inputs to the helper's message give the same seed
+                leader_parts_i = [leader_parts[i] or b"", publics[i][1]]
+                if leader_parts_i != [leader_parts[i], bv.parts[i]] and (
+                        msg != v.joint_rand_seed(ctx, leader_parts_i)):
+                    out.append(VerifyError("the public share's helper part is not the helper's"))
+                else:
+                    assert msg is not None
+                    out.append(msg)
+        return out, bv.out_shares
 
     def _verify_one(self, key: bytes, nonce: bytes, item: VerifyItem) -> tuple[Any, bytes]:
         """(Output share, verifier message) of a valid report; ``CryptoError``, ``VerifyError``
-        or ``ValueError`` otherwise."""
+        or ``ValueError`` otherwise: the spec's single-report path, which ``verify`` gives the
+        same verdicts as (tests/services/analyzer: the batch against this, report by report)."""
         vd = self.vdaf
         v, ctx = vd.vdaf, vd.ctx
         public_bytes = b64decode(item.public_share)

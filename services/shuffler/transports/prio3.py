@@ -48,6 +48,7 @@ from privbandit.services.shuffler.transports.base import (
     Reports,
     upload_limit,
 )
+from privbandit.shared.crypto.prio3.batch import encode_rows, leader_verify_init_rows
 from privbandit.shared.crypto.prio3.prio3 import VerifyError
 from privbandit.shared.crypto.prio3_task import (
     HELPER_CIPHERTEXT_BYTES,
@@ -77,18 +78,24 @@ _REPORT_EXTRA_BYTES = 16 + PUBLIC_SHARE_BYTES + HELPER_CIPHERTEXT_BYTES + 32 + 2
 def leader_verify(
     vd: TaskVdaf, key: bytes, batch_id: str, reports: Sequence[Prio3Report]
 ) -> tuple[Prio3VerifyRequest, list[Any]]:
-    """Step 1: the verification request of a batch and the leader's verify states."""
+    """Step 1: the verification request of a batch and the leader's verify states — the
+    members verified together (``shared.crypto.prio3.batch``: the same verifier shares and
+    states as ``verify_init`` on each alone). A member that ``verify_init`` refuses (its leader
+    share was checked at intake, so only a test point that is a root of unity, probability
+    ~2^-124) raises its ``ValueError``, as the single-report path does."""
     v = vd.vdaf
-    items, states = [], []
-    for r in reports:
-        nonce, public = b64decode(r.nonce), b64decode(r.public_share)
-        leader = v.decode_input_share(0, b64decode(r.leader_share))
-        state, share = v.verify_init(key, vd.ctx, 0, nonce, v.decode_public_share(public),
-                                     leader)
-        states.append(state)
-        items.append(VerifyItem(nonce=r.nonce, public_share=r.public_share,
-                                helper_share=r.helper_share,
-                                verifier_share=b64encode(v.encode_verifier_share(share))))
+    nonces = [b64decode(r.nonce) for r in reports]
+    publics = [v.decode_public_share(b64decode(r.public_share)) for r in reports]
+    bv = leader_verify_init_rows(v, key, vd.ctx, nonces, publics,
+                                 [b64decode(r.leader_share) for r in reports])
+    for err in bv.errors:
+        if err is not None:
+            raise err
+    encoded = encode_rows(v.field, bv.verifiers)
+    items = [VerifyItem(nonce=r.nonce, public_share=r.public_share, helper_share=r.helper_share,
+                        verifier_share=b64encode(enc + (part or b"")))
+             for r, enc, part in zip(reports, encoded, bv.parts, strict=True)]
+    states = [bv.state(i) for i in range(len(reports))]
     return Prio3VerifyRequest(batch_id=batch_id, reports=items), states
 
 
@@ -101,7 +108,7 @@ def leader_aggregate(
     v = vd.vdaf
     if answer.batch_id != batch_id or len(answer.verdicts) != len(reports):
         raise VerifyUnavailable(f"batch {batch_id}: the analyzer's verdicts do not fit the batch")
-    agg = v.agg_init()
+    outs = []
     accepted = []
     for r, state, verdict in zip(reports, states, answer.verdicts, strict=True):
         if verdict.message is None:
@@ -115,8 +122,9 @@ def leader_aggregate(
                 f"batch {batch_id}: the analyzer accepted report {r.nonce} whose joint "
                 f"randomness the leader rejects ({exc})"
             ) from exc
-        agg = v.agg_update(agg, out)
+        outs.append(out)
         accepted.append(r.nonce)
+    agg = v.aggregate(outs)  # Σ of the output shares, one vectorised sum
     return Prio3Aggregate(batch_id=batch_id, count=count, accepted=accepted,
                           agg_share=b64encode(v.encode_agg_share(agg)),
                           continuation=answer.continuation)

@@ -171,27 +171,24 @@ def query_rows(
     p = f.MODULUS
     v = flp.valid
     rows = meas.shape[0]
-    inputs = v.gadget_inputs_rows(meas, joint_rand, num_shares)
     outputs: list[FVec] = []
     polys: list[FVec] = []
-    wire_sets: list[FVec] = []
+    seeds: list[FVec] = []
+    wire_lens: list[int] = []
     offset = 0
-    for g, calls, inp in zip(v.GADGETS, v.GADGET_CALLS, inputs, strict=True):
+    for g, calls in zip(v.GADGETS, v.GADGET_CALLS, strict=True):
         plen = wire_poly_len(calls)
         glen = gadget_poly_len(g.DEGREE, plen)
-        seeds = proof[:, offset : offset + g.ARITY]
+        seeds.append(proof[:, offset : offset + g.ARITY])
         gpoly = proof[:, offset + g.ARITY : offset + g.ARITY + glen]
         offset += g.ARITY + glen
         n = next_power_of_2(glen)
         poly = extend_rows(f, gpoly, n)
         step = n // plen
+        # the k-th call's output is g(α^k) = g(W_N^(k·N/P))
         outputs.append(poly[:, step : step * (calls + 1) : step])
         polys.append(poly)
-        wires = np.empty((rows, g.ARITY, plen), dtype=object)
-        wires[:, :, 0] = seeds
-        wires[:, :, 1 : calls + 1] = inp.transpose(0, 2, 1)
-        wires[:, :, calls + 1 :] = 0
-        wire_sets.append(wires)
+        wire_lens.append(plen)
     out = v.eval_with_rows(meas, joint_rand, num_shares, outputs)
     qr = query_rand
     if v.EVAL_OUTPUT_LEN > 1:
@@ -200,15 +197,18 @@ def query_rows(
     else:
         reduced = out[:, 0]
     ok = np.ones(rows, dtype=bool)
-    cols: list[FVec] = [reduced.reshape(rows, 1)]
-    for k, (wires, poly) in enumerate(zip(wire_sets, polys, strict=True)):
+    wire_weights: list[FVec] = []
+    poly_evals: list[FVec] = []
+    for k, (plen, poly) in enumerate(zip(wire_lens, polys, strict=True)):
         t = qr[:, k]
-        plen = wires.shape[2]
         ok &= np.array([pow(int(x), plen, p) != 1 for x in t], dtype=bool)
-        w_wire = lagrange_weights_rows(f, plen, t)
-        cols.append((wires * w_wire[:, None, :]).sum(axis=2) % p)
+        wire_weights.append(lagrange_weights_rows(f, plen, t))
         w_poly = lagrange_weights_rows(f, poly.shape[1], t)
-        cols.append(((poly * w_poly).sum(axis=1) % p).reshape(rows, 1))
+        poly_evals.append(((poly * w_poly).sum(axis=1) % p).reshape(rows, 1))
+    wire_evals = v.wire_evals_rows(meas, joint_rand, num_shares, seeds, wire_weights)
+    cols: list[FVec] = [reduced.reshape(rows, 1)]
+    for we, pe in zip(wire_evals, poly_evals, strict=True):
+        cols += [we, pe]
     verifiers = np.concatenate(cols, axis=1)
     verifiers[~ok] = 0
     return verifiers, ok
@@ -243,6 +243,8 @@ class BatchVerify:
     parts: list[bytes | None]  # this aggregator's joint-randomness part, per row
     corrected_seeds: list[bytes | None]
     errors: list[ValueError | None]
+    # the parts each corrected seed was derived from (the public share, this part in its slot)
+    seed_parts: list[list[bytes] | None]
 
     def state(self, i: int) -> VerifyState:
         return VerifyState(self.out_shares[i], self.corrected_seeds[i])
@@ -284,6 +286,7 @@ def verify_init_rows(
     out_shares = flp.valid.truncate_rows(meas)
     parts: list[bytes | None] = [None] * rows
     seeds: list[bytes | None] = [None] * rows
+    seed_parts: list[list[bytes] | None] = [None] * rows
     jrl, qrl, pl = flp.JOINT_RAND_LEN, flp.QUERY_RAND_LEN, flp.PROOF_LEN
     joint = _matrix(f, rows, jrl * vdaf.PROOFS)
     if vdaf.uses_joint_rand:
@@ -303,6 +306,7 @@ def verify_init_rows(
             all_parts = list(public)
             all_parts[agg_id] = part
             seeds[i] = vdaf.joint_rand_seed(ctx, all_parts)
+            seed_parts[i] = all_parts
         live = [i for i in range(rows) if errors[i] is None]
         if live:
             jr, _ = expand_rows(
@@ -323,7 +327,8 @@ def verify_init_rows(
         for i in np.flatnonzero(ok & ~good):
             errors[i] = ValueError("test point is a root of unity")
         ok &= good
-    return BatchVerify(out_shares, np.concatenate(verifiers, axis=1), parts, seeds, errors)
+    return BatchVerify(out_shares, np.concatenate(verifiers, axis=1), parts, seeds, errors,
+                       seed_parts)
 
 
 def expand_helper_rows(
@@ -397,9 +402,13 @@ def leader_shares_rows(shares: Sequence[LeaderShare]) -> tuple[FVec, FVec, list[
 def verifier_shares_to_message_rows(
     vdaf: Prio3[object, object], ctx: bytes, verifiers: Sequence[FVec],
     parts: Sequence[Sequence[bytes | None]],
+    known: Sequence[tuple[Sequence[bytes], bytes] | None] | None = None,
 ) -> list[bytes | None | ValueError]:
     """Row i: ``vdaf.verifier_shares_to_message(ctx, [share of aggregator j for row i])`` —
-    its verifier message, or the error it raises (VerifyError for a rejected proof). ``verifiers[j]`` is aggregator j's
+    its verifier message, or the error it raises (VerifyError for a rejected proof).
+    ``known[i]``, if given, is a (parts, joint_rand_seed(ctx, parts)) pair the caller already
+    computed for row i: when the row's parts are those, the seed is reused (same inputs, same
+    output) instead of computed again. ``verifiers[j]`` is aggregator j's
     (B, VERIFIER_LEN · PROOFS) matrix, ``parts[j]`` its joint-randomness parts."""
     if len(verifiers) != vdaf.SHARES or len(parts) != vdaf.SHARES:
         raise ValueError("one verifier share per aggregator needed")
@@ -422,7 +431,11 @@ def verifier_shares_to_message_rows(
             if any(x is None for x in row_parts):
                 out.append(ValueError("joint randomness part missing"))
             else:
-                out.append(vdaf.joint_rand_seed(ctx, [x or b"" for x in row_parts]))
+                have = known[i] if known is not None else None
+                if have is not None and list(have[0]) == row_parts:
+                    out.append(have[1])
+                else:
+                    out.append(vdaf.joint_rand_seed(ctx, [x or b"" for x in row_parts]))
         else:
             out.append(None)
     return out

@@ -99,6 +99,37 @@ def _bit_check_inputs_rows(
     return out
 
 
+def _bit_check_wire_evals(
+    field: type[Field], bits: FVec, joint_rand: FVec, chunk: int, calls: int, num_shares: int,
+    seeds: FVec, weights: FVec,
+) -> FVec:
+    """``Valid.wire_evals_rows`` of the ParallelSum(Mul, chunk) bit check, without forming the
+    inputs: with c_k the Lagrange weights at t and x_(kj) the padded bits,
+    f_(2j)(t) = c_0 s_(2j) + Σ_k (c_(k+1) r_k^(j+1)) x_(kj) and
+    f_(2j+1)(t) = c_0 s_(2j+1) + Σ_k c_(k+1) x_(kj) − (1/num_shares) Σ_k c_(k+1); the factors
+    c_(k+1) r_k^(j+1) are built column by column (reduced at each step), the sums of products
+    reduced once. The same values as the generic evaluation."""
+    p = field.MODULUS
+    rows = bits.shape[0]
+    padded = np.empty((rows, calls * chunk), dtype=object)
+    padded[:, : bits.shape[1]] = bits
+    padded[:, bits.shape[1] :] = 0
+    x = padded.reshape(rows, calls, chunk)
+    r = joint_rand[:, :calls]
+    ck = weights[:, 1 : calls + 1]
+    factor = ck
+    even = np.empty((rows, chunk), dtype=object)
+    for j in range(chunk):
+        factor = factor * r % p
+        even[:, j] = (factor * x[:, :, j]).sum(axis=1)
+    odd = (ck[:, :, None] * x).sum(axis=1) - (ck.sum(axis=1) * field.inv(num_shares))[:, None]
+    c0 = weights[:, :1]
+    out = np.empty((rows, 2 * chunk), dtype=object)
+    out[:, 0::2] = (seeds[:, 0::2] * c0 + even) % p
+    out[:, 1::2] = (seeds[:, 1::2] * c0 + odd) % p
+    return out
+
+
 class Count(Valid[int, int]):
     """x ∈ {0, 1}: C(x) = Mul(x, x) − x (§7.4.1)."""
 
@@ -213,6 +244,17 @@ class SumVec(Valid[Sequence[int], list[int]]):
             )
         ]
 
+    def wire_evals_rows(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
+        weights: list[FVec],
+    ) -> list[FVec]:
+        return [
+            _bit_check_wire_evals(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0],
+                num_shares, seeds[0], weights[0],
+            )
+        ]
+
     def eval_with(
         self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
     ) -> FVec:
@@ -268,6 +310,17 @@ class Histogram(Valid[int, list[int]]):
         return [
             _bit_check_inputs_rows(
                 self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def wire_evals_rows(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
+        weights: list[FVec],
+    ) -> list[FVec]:
+        return [
+            _bit_check_wire_evals(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0],
+                num_shares, seeds[0], weights[0],
             )
         ]
 
@@ -332,6 +385,17 @@ class MultihotCountVec(Valid[Sequence[bool], list[int]]):
         return [
             _bit_check_inputs_rows(
                 self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def wire_evals_rows(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
+        weights: list[FVec],
+    ) -> list[FVec]:
+        return [
+            _bit_check_wire_evals(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0],
+                num_shares, seeds[0], weights[0],
             )
         ]
 

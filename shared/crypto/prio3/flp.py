@@ -37,7 +37,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from privbandit.shared.crypto.prio3.field import Field, FVec, log2_exact, next_power_of_2
+from privbandit.shared.crypto.prio3.field import Field, FVec, _vec, log2_exact, next_power_of_2
 
 Measurement = TypeVar("Measurement")
 AggResult = TypeVar("AggResult")
@@ -184,6 +184,24 @@ class Valid(ABC, Generic[Measurement, AggResult]):
                             (len(per_row), calls, g.ARITY))
                 for k, (g, calls) in enumerate(zip(self.GADGETS, self.GADGET_CALLS,
                                                    strict=True))]
+
+    def wire_evals_rows(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
+        weights: list[FVec],
+    ) -> list[FVec]:
+        """Per gadget, the wire polynomials of every row evaluated at that row's test point:
+        f_j(t) = c_0 s_j + Σ_(k=1..M) c_k in_(k−1, j) with c = the Lagrange weights at t
+        (``weights``: (rows, P)), s_j the wire seeds (``seeds``: (rows, ARITY)) and in the
+        gadget inputs (the wire polynomial is 0 at the remaining points, which drop out).
+        Shape (rows, ARITY) per gadget."""
+        p = self.field.MODULUS
+        out = []
+        inputs = self.gadget_inputs_rows(meas, joint_rand, num_shares)
+        for inp, s, w in zip(inputs, seeds, weights, strict=True):
+            calls = inp.shape[1]
+            acc = (inp * w[:, 1 : calls + 1, None]).sum(axis=1)
+            out.append(_vec((s * w[:, :1] + acc) % p))
+        return out
 
     def eval_with_rows(
         self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
