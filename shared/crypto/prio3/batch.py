@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,7 +41,6 @@ from privbandit.shared.crypto.prio3.field import Field, FVec, next_power_of_2
 from privbandit.shared.crypto.prio3.flp import Flp, gadget_poly_len, wire_poly_len
 from privbandit.shared.crypto.prio3.prio3 import (
     USAGE_JOINT_RAND_PART,
-    USAGE_JOINT_RAND_SEED,
     USAGE_JOINT_RANDOMNESS,
     USAGE_MEAS_SHARE,
     USAGE_PROOF_SHARE,
@@ -111,7 +111,7 @@ def expand_rows(
                         for s, b in zip(seeds, binders, strict=True)], dtype=object)
         return mat.reshape(len(seeds), length), encode_rows(field, mat.reshape(-1, length))
     mat, ok = decode_rows(field, raw, length)
-    for i in np.flatnonzero(~ok):
+    for i in map(int, np.flatnonzero(~ok)):
         mat[i] = xof.expand_into_vec(field, seeds[i], dst, binders[i], length)
         raw[i] = field.encode_vec(mat[i])
     return mat, raw
@@ -161,7 +161,7 @@ def extend_rows(field: type[Field], values: FVec, n: int) -> FVec:
 
 
 def query_rows(
-    flp: Flp[object, object], meas: FVec, proof: FVec, query_rand: FVec, joint_rand: FVec,
+    flp: Flp[Any, Any], meas: FVec, proof: FVec, query_rand: FVec, joint_rand: FVec,
     num_shares: int,
 ) -> tuple[FVec, BoolVec]:
     """Row i: ``flp.query(meas[i], proof[i], query_rand[i], joint_rand[i], num_shares)``, and a
@@ -214,7 +214,7 @@ def query_rows(
     return verifiers, ok
 
 
-def decide_rows(flp: Flp[object, object], verifiers: FVec) -> BoolVec:
+def decide_rows(flp: Flp[Any, Any], verifiers: FVec) -> BoolVec:
     """Row i: ``flp.decide(verifiers[i])`` — the reduced output is 0 and every gadget test
     G(f_0(t), …) = g(t) holds — as one operation per gadget over all rows."""
     rows = verifiers.shape[0]
@@ -254,7 +254,7 @@ class BatchVerify:
 
 
 def verify_init_rows(
-    vdaf: Prio3[object, object],
+    vdaf: Prio3[Any, Any],
     verify_key: bytes,
     ctx: bytes,
     agg_id: int,
@@ -324,7 +324,7 @@ def verify_init_rows(
             flp, meas, proofs[:, k * pl : (k + 1) * pl], query[:, k * qrl : (k + 1) * qrl],
             joint[:, k * jrl : (k + 1) * jrl], vdaf.SHARES)
         verifiers.append(ver)
-        for i in np.flatnonzero(ok & ~good):
+        for i in map(int, np.flatnonzero(ok & ~good)):
             errors[i] = ValueError("test point is a root of unity")
         ok &= good
     return BatchVerify(out_shares, np.concatenate(verifiers, axis=1), parts, seeds, errors,
@@ -332,7 +332,7 @@ def verify_init_rows(
 
 
 def expand_helper_rows(
-    vdaf: Prio3[object, object], ctx: bytes, agg_id: int, shares: Sequence[HelperShare]
+    vdaf: Prio3[Any, Any], ctx: bytes, agg_id: int, shares: Sequence[HelperShare]
 ) -> tuple[FVec, FVec, list[bytes]]:
     """``vdaf.expand_input_share`` of helper shares, as rows: (meas, proofs, meas encodings)."""
     seeds = [s.seed for s in shares]
@@ -346,7 +346,7 @@ def expand_helper_rows(
 
 
 def helper_verify_init_rows(
-    vdaf: Prio3[object, object], verify_key: bytes, ctx: bytes, agg_id: int,
+    vdaf: Prio3[Any, Any], verify_key: bytes, ctx: bytes, agg_id: int,
     nonces: Sequence[bytes], public_shares: Sequence[Sequence[bytes] | None],
     shares: Sequence[HelperShare],
 ) -> BatchVerify:
@@ -359,7 +359,7 @@ def helper_verify_init_rows(
 
 
 def decode_leader_rows(
-    vdaf: Prio3[object, object], encoded: Sequence[bytes]
+    vdaf: Prio3[Any, Any], encoded: Sequence[bytes]
 ) -> tuple[FVec, FVec, list[bytes | None], list[bytes], list[ValueError | None]]:
     """``vdaf.decode_input_share(0, ·)`` of B encoded leader shares in one pass: (meas, proofs,
     blinds, meas encodings, errors); a row that does not decode has its ValueError and zeros."""
@@ -373,7 +373,7 @@ def decode_leader_rows(
         None if len(e) == body + blind_len else ValueError("leader share of the wrong length")
         for e in encoded]
     mat, ok = decode_rows(f, [e[:body] for e in encoded], elems)
-    for i in np.flatnonzero(~ok):
+    for i in map(int, np.flatnonzero(~ok)):
         if errors[i] is None:
             errors[i] = ValueError("modulus overflow")
         mat[i] = 0
@@ -383,7 +383,7 @@ def decode_leader_rows(
 
 
 def leader_verify_init_rows(
-    vdaf: Prio3[object, object], verify_key: bytes, ctx: bytes, nonces: Sequence[bytes],
+    vdaf: Prio3[Any, Any], verify_key: bytes, ctx: bytes, nonces: Sequence[bytes],
     public_shares: Sequence[Sequence[bytes] | None], encoded_shares: Sequence[bytes],
 ) -> BatchVerify:
     """``vdaf.verify_init`` of the leader on B reports given as their encoded leader shares
@@ -400,7 +400,7 @@ def leader_shares_rows(shares: Sequence[LeaderShare]) -> tuple[FVec, FVec, list[
 
 
 def verifier_shares_to_message_rows(
-    vdaf: Prio3[object, object], ctx: bytes, verifiers: Sequence[FVec],
+    vdaf: Prio3[Any, Any], ctx: bytes, verifiers: Sequence[FVec],
     parts: Sequence[Sequence[bytes | None]],
     known: Sequence[tuple[Sequence[bytes], bytes] | None] | None = None,
 ) -> list[bytes | None | ValueError]:
@@ -441,7 +441,7 @@ def verifier_shares_to_message_rows(
     return out
 
 
-def aggregate_rows(vdaf: Prio3[object, object], out_shares: FVec, accepted: BoolVec) -> FVec:
+def aggregate_rows(vdaf: Prio3[Any, Any], out_shares: FVec, accepted: BoolVec) -> FVec:
     """``vdaf.aggregate`` of the accepted rows' output shares (Σ mod p)."""
     if not accepted.any():
         return vdaf.agg_init()
