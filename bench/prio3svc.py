@@ -10,6 +10,11 @@ transport on the same task, in the same run, at d = 5 (c = 20 values per report)
 (3) analyzer, per batch of l: ``Prio3Decoder.verify`` (open each helper share, verify_init,
     decide, both joint-randomness checks, seal the continuation) + ``accept`` + ``decode``
     (unshard) against Paillier's: open the l tags and decrypt the sum;
+    Where the analyzer's time goes (``analyzer_*_share``): the l HPKE opens of the helper
+    shares alone, and the l × 7 TurboSHAKE128 instances a helper's verification squeezes
+    (measurement and proof shares, its joint-randomness part, the corrected seed, the joint and
+    the query randomness, the verifier message) alone, as fractions of the analyzer's batch;
+    the rest is the field arithmetic of the batched FLP query (``shared.crypto.prio3.batch``);
 (4) bytes per report on the device → shuffler wire (JSON), and the verification request and
     aggregate per report on the shuffler → analyzer wire, against Paillier's.
 
@@ -44,7 +49,8 @@ from privbandit.shared.crypto.paillier import (
     generate_keypair,
     homomorphic_sum,
 )
-from privbandit.shared.crypto.prio3_task import task_vdaf, verify_key
+from privbandit.shared.crypto.prio3.xof import XofTurboShake128
+from privbandit.shared.crypto.prio3_task import open_helper, task_vdaf, verify_key
 from privbandit.shared.crypto.slots import layout_for
 from privbandit.shared.crypto.tags import make_tag, open_tag
 from privbandit.shared.protocol.messages import b64decode
@@ -149,6 +155,31 @@ def bench_task(algo: str, args: Any, hpke: HpkeKeyStore, enc: PaillierEncryptor,
             open_tag(hpke.private_key, kid, "bench", tag)
         decrypt_sum(private, out["sum"])
 
+    v, ctx = vd.vdaf, vd.ctx
+    meas_bytes = v.field.ENCODED_SIZE * v.flp.MEAS_LEN
+    proof_bytes = v.field.ENCODED_SIZE * v.flp.PROOF_LEN * v.PROOFS
+    jr_bytes = v.field.ENCODED_SIZE * v.flp.JOINT_RAND_LEN * v.PROOFS
+    qr_bytes = v.field.ENCODED_SIZE * v.flp.QUERY_RAND_LEN * v.PROOFS
+    opens, xofs = [], []
+
+    def helper_opens() -> None:
+        for item in out["request"].reports:
+            public = b64decode(item.public_share)
+            open_helper(hpke.private_key, kid, config.id, b64decode(item.nonce), public,
+                        item.helper_share)
+
+    def helper_xofs() -> None:
+        # the squeezes of one helper verification, on inputs of the real lengths
+        seed, blob = bytes(32), bytes(16 + meas_bytes)
+        for _ in range(l):
+            for length in (meas_bytes, proof_bytes):
+                XofTurboShake128(seed, v.dst(1, ctx), b"\x01").next(length)
+            XofTurboShake128(seed, v.dst(7, ctx), blob).next(32)
+            XofTurboShake128(seed, v.dst(6, ctx), bytes(64)).next(32)
+            XofTurboShake128(seed, v.dst(6, ctx), bytes(64)).next(32)
+            XofTurboShake128(seed, v.dst(3, ctx), b"\x01").next(jr_bytes)
+            XofTurboShake128(seed, v.dst(5, ctx), bytes(17)).next(qr_bytes)
+
     for _ in range(args.repeats):
         shuf_floor.append(timed(paillier_shuffler))
         ana_floor.append(timed(paillier_analyzer))
@@ -158,6 +189,8 @@ def bench_task(algo: str, args: Any, hpke: HpkeKeyStore, enc: PaillierEncryptor,
         shuf.append(t_verify + t_agg)
         # analyzer_batch ran leader_aggregate once inside: take it out.
         ana.append(ana_t - t_agg)
+        opens.append(timed(helper_opens))
+        xofs.append(timed(helper_xofs))
     # Decoded sum is the plain sum of the values.
     assert np.array_equal(decoder.decode(decoder.accept(out["aggregate"])).stat,
                           values.sum(axis=0))
@@ -175,6 +208,9 @@ def bench_task(algo: str, args: Any, hpke: HpkeKeyStore, enc: PaillierEncryptor,
         "shuffler_over_paillier": med(shuf) / med(shuf_floor),
         "analyzer_prio3_s": med(ana), "analyzer_paillier_s": med(ana_floor),
         "analyzer_over_paillier": med(ana) / med(ana_floor),
+        "analyzer_hpke_share": med(opens) / med(ana),
+        "analyzer_xof_share": med(xofs) / med(ana),
+        "analyzer_hpke_over_paillier": med(opens) / med(ana_floor),
         "device_report_json_bytes": len(last["prio3"]),
         "device_report_json_bytes_paillier": len(last["paillier"]),
         "bytes_over_paillier": len(last["prio3"]) / len(last["paillier"]),
@@ -201,7 +237,9 @@ def main() -> None:
         print(f"  shuffler prio3 {r['shuffler_prio3_s']:.3f} s/batch = "
               f"{r['shuffler_over_paillier']:.1f}x Paillier's product")
         print(f"  analyzer prio3 {r['analyzer_prio3_s']:.3f} s/batch = "
-              f"{r['analyzer_over_paillier']:.1f}x Paillier's decrypt + tags")
+              f"{r['analyzer_over_paillier']:.1f}x Paillier's decrypt + tags; of it HPKE "
+              f"opens {r['analyzer_hpke_share']:.0%} ({r['analyzer_hpke_over_paillier']:.2f}x "
+              f"Paillier's), TurboSHAKE {r['analyzer_xof_share']:.0%}")
         print(f"  bytes    {r['device_report_json_bytes']} B/report JSON = "
               f"{r['bytes_over_paillier']:.2f}x Paillier's; shuffler->analyzer "
               f"{r['verify_request_json_bytes_per_report']:.0f} + "
