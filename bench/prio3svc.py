@@ -11,9 +11,10 @@ transport on the same task, in the same run, at d = 5 (c = 20 values per report)
     decide, both joint-randomness checks, seal the continuation) + ``accept`` + ``decode``
     (unshard) against Paillier's: open the l tags and decrypt the sum;
     Where the analyzer's time goes (``analyzer_*_share``): the l HPKE opens of the helper
-    shares alone, and the l × 7 TurboSHAKE128 instances a helper's verification squeezes
-    (measurement and proof shares, its joint-randomness part, the corrected seed, the joint and
-    the query randomness, the verifier message) alone, as fractions of the analyzer's batch;
+    shares alone, and the l × 6 TurboSHAKE128 instances a helper's verification of an honest
+    report squeezes (measurement and proof shares, its joint-randomness part, the corrected
+    seed, the joint and the query randomness; the verifier message is the corrected seed then)
+    alone, as fractions of the analyzer's batch;
     the rest is the field arithmetic of the batched FLP query (``shared.crypto.prio3.batch``);
 (4) bytes per report on the device → shuffler wire (JSON), and the verification request and
     aggregate per report on the shuffler → analyzer wire, against Paillier's.
@@ -175,7 +176,6 @@ def bench_task(algo: str, args: Any, hpke: HpkeKeyStore, enc: PaillierEncryptor,
             for length in (meas_bytes, proof_bytes):
                 XofTurboShake128(seed, v.dst(1, ctx), b"\x01").next(length)
             XofTurboShake128(seed, v.dst(7, ctx), blob).next(32)
-            XofTurboShake128(seed, v.dst(6, ctx), bytes(64)).next(32)
             XofTurboShake128(seed, v.dst(6, ctx), bytes(64)).next(32)
             XofTurboShake128(seed, v.dst(3, ctx), b"\x01").next(jr_bytes)
             XofTurboShake128(seed, v.dst(5, ctx), bytes(17)).next(qr_bytes)
