@@ -35,7 +35,7 @@ def signals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         assert pid == os.getpid()
         sent.append(sig)
 
-    monkeypatch.setattr(pg_store.os, "kill", kill)
+    monkeypatch.setattr(os, "kill", kill)  # the os module the store calls
     return sent
 
 
