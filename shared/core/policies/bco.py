@@ -49,10 +49,17 @@ from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.ledgers import none_ledger
 from shared.core.environments.bco import BCOEnvironment, KernelParams
 from shared.core.policies.bco_config import BCOConfig, LDPBCO2Config, LDPBCOConfig, PrivateBCO
-from shared.core.policies.bco_kernels import one_point_loop, two_point_loop
 from shared.core.randomizers.bco import one_point_sigma, two_point_sigma
 
 BARRIER_NU = 1.0  # ν of −ln(R² − ‖x‖²)
+
+
+def kernels() -> Any:
+    """``bco_kernels``, imported on first use: numba compiles its loops when it is imported
+    (start-up that a service serving no BCO task, or the shuffler, need not pay)."""
+    from shared.core.policies import bco_kernels
+
+    return bco_kernels
 
 
 class BCOPolicy:
@@ -155,7 +162,7 @@ class OnePointBCO(BCOPolicy):
               inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
-        one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale, bnoise,
+        kernels().one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale, bnoise,
                        kappa, denom, points, period, c.radius, c.loss_bound, self.eta,
                        c.strong_convexity, self.delta, inst, self.maxnorm)
 
@@ -191,7 +198,7 @@ class TwoPointBCO(BCOPolicy):
               inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
-        two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom, bnoise,
+        kernels().two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom, bnoise,
                        points, period, c.radius, c.lipschitz, self.eta0, c.strong_convexity,
                        self.rho, self.shrink, inst, self.maxnorm)
 

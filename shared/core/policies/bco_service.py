@@ -40,15 +40,8 @@ import numpy as np
 
 from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies.base import Policy
-from shared.core.policies.bco import OnePointBCO, TwoPointBCO
+from shared.core.policies.bco import OnePointBCO, TwoPointBCO, kernels
 from shared.core.policies.bco_config import BCOConfig
-from shared.core.policies.bco_kernels import (
-    barrier_eigs,
-    ellipsoid_apply,
-    ftrl_ball,
-    one_point_gradient,
-    two_point_gradient,
-)
 from shared.core.policies.bco_model import BCOModel
 from shared.core.randomizers.bco import OnePointReport, TwoPointReport
 from shared.core.randomizers.bco_rows import BCORowRandomizer
@@ -58,14 +51,14 @@ VERSION_HISTORY = 256
 
 def exploration_matrix(y: np.ndarray, R: float, lam: float) -> np.ndarray:
     """A = (∇²ℛ(y) + λI)^{-1/2} for ℛ(x) = −ln(R² − ‖x‖²), as a d×d matrix."""
-    a, b, n2 = barrier_eigs(y, R, lam)
+    a, b, n2 = kernels().barrier_eigs(y, R, lam)
     d = y.shape[0]
     A = np.empty((d, d))
     col = np.empty(d)
     for j in range(d):
         e = np.zeros(d)
         e[j] = 1.0
-        ellipsoid_apply(y, e, a, b, n2, -0.5, col)
+        kernels().ellipsoid_apply(y, e, a, b, n2, -0.5, col)
         A[:, j] = col
     return A
 
@@ -214,10 +207,10 @@ class OnePointService(BCOServicePolicy):
         c, inner = self.config, self.inner
         y_v, lam_v = self.history[version]
         x, g = np.empty(c.d), np.empty(c.d)
-        one_point_gradient(y_v, u, value, c.radius, lam_v, inner.delta, x, g)
+        kernels().one_point_gradient(y_v, u, value, c.radius, lam_v, inner.delta, x, g)
         self.c += g - c.strong_convexity * y_v
         t = self.reports
-        ftrl_ball(self.c, inner.eta, inner.eta * c.strong_convexity * (t + 1), c.radius, self.y)
+        kernels().ftrl_ball(self.c, inner.eta, inner.eta * c.strong_convexity * (t + 1), c.radius, self.y)
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "c": self.c.tolist()}
@@ -240,7 +233,7 @@ class TwoPointService(BCOServicePolicy):
     def _step(self, version: int, u: np.ndarray, value: float) -> None:
         c, inner = self.config, self.inner
         g = np.empty(c.d)
-        two_point_gradient(value, u, inner.rho, g)
+        kernels().two_point_gradient(value, u, inner.rho, g)
         mu = c.strong_convexity
         eta = inner.eta0 if mu == 0.0 else inner.eta0 / (mu * (self.reports + 1))
         self.y -= eta * g
