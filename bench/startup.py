@@ -93,8 +93,8 @@ def main() -> None:  # imports here: ``uvicorn bench.startup:app`` loads only Fa
         cpus = statistics.median(c for _, c in figures[name])
         rows[name] = {"wall_s": round(wall, 3), "cpu_s": round(cpus, 3),
                       "wall_ratio": round(wall / wall0, 2), "cpu_ratio": round(cpus / cpu0, 2)}
-        print(f"  {name:<9} {wall / wall0:5.2f}× the floor's wall time, {cpus / cpu0:5.2f}× its CPU "
-              f"({wall:.2f} s, {cpus:.2f} s)")
+        print(f"  {name:<9} {wall / wall0:5.2f}× the floor's wall time, "
+              f"{cpus / cpu0:5.2f}× its CPU ({wall:.2f} s, {cpus:.2f} s)")
     write_json(args.json, {"floor": {"wall_s": round(wall0, 3), "cpu_s": round(cpu0, 3)},
                            "services": rows, "repeats": args.repeats})
 

@@ -162,9 +162,9 @@ class OnePointBCO(BCOPolicy):
               inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
-        kernels().one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale, bnoise,
-                       kappa, denom, points, period, c.radius, c.loss_bound, self.eta,
-                       c.strong_convexity, self.delta, inst, self.maxnorm)
+        kernels().one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale,
+                                 bnoise, kappa, denom, points, period, c.radius, c.loss_bound,
+                                 self.eta, c.strong_convexity, self.delta, inst, self.maxnorm)
 
     def params(self) -> dict[str, Any]:
         black_box = "hazan-levy" if self.config.strong_convexity > 0 else "saha-tewari"
@@ -198,9 +198,9 @@ class TwoPointBCO(BCOPolicy):
               inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
-        kernels().two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom, bnoise,
-                       points, period, c.radius, c.lipschitz, self.eta0, c.strong_convexity,
-                       self.rho, self.shrink, inst, self.maxnorm)
+        kernels().two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom,
+                                 bnoise, points, period, c.radius, c.lipschitz, self.eta0,
+                                 c.strong_convexity, self.rho, self.shrink, inst, self.maxnorm)
 
     def params(self) -> dict[str, Any]:
         schedule = "1/(μt)" if self.config.strong_convexity > 0 else "1/√T"

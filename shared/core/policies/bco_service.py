@@ -210,7 +210,8 @@ class OnePointService(BCOServicePolicy):
         kernels().one_point_gradient(y_v, u, value, c.radius, lam_v, inner.delta, x, g)
         self.c += g - c.strong_convexity * y_v
         t = self.reports
-        kernels().ftrl_ball(self.c, inner.eta, inner.eta * c.strong_convexity * (t + 1), c.radius, self.y)
+        kernels().ftrl_ball(self.c, inner.eta, inner.eta * c.strong_convexity * (t + 1), c.radius,
+                            self.y)
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "c": self.c.tolist()}
