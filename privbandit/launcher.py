@@ -40,8 +40,9 @@ from typing import IO
 
 import httpx
 
+from shared.credentials import shuffler_token_problem
 from shared.crypto.keystore import create_private_file
-from shared.settings import DEFAULT_CONFIG, shuffler_token_problem
+from shared.settings import DEFAULT_CONFIG
 
 SERVICES = ("analyzer", "shuffler", "device")
 LOOPBACK = "127.0.0.1"

@@ -24,7 +24,8 @@ from services.common.admission import ALWAYS_ADMITTED, AdmissionMiddleware
 from services.common.datadir import StartupRefused, StateDir
 from services.common.http_metrics import HttpMetrics
 from services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
-from shared.settings import Settings, shuffler_token_problem
+from shared.credentials import shuffler_token_problem
+from shared.settings import Settings
 
 # Opens a service's runtime (stores, clients, background loops) and closes it on exit.
 RuntimeFactory = Callable[[], AbstractAsyncContextManager[Any]]
