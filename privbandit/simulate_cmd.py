@@ -414,10 +414,5 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"set holds θ*)",
         f"  wall time         {out['wall_seconds']:.1f} s",
     ]
-    lines += ledger_lines(p)
-    per_user = p.get("per_user_epsilon")
-    if per_user:
-        lines.append(f"    per-user ε        {per_user['distribution']}: mean "
-                     f"{fmt(per_user['mean'])}, used {per_user['fraction_used']:.3f}, declined "
-                     f"{per_user['fraction_declined']:.3f}")
+    lines += ledger_lines(p)  # with the per-user ε line of a task whose users choose ε_t
     print("\n".join(lines))

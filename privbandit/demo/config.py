@@ -134,7 +134,8 @@ def demo_task(
 
 
 def derived_config(
-    base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None
+    base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None,
+    only: bool = False,
 ) -> Path:
     """A copy of ``base`` where ``task_id`` is changed for this demo run:
 
@@ -143,7 +144,8 @@ def derived_config(
       the config's (the paper's) default, e.g. adar-oful's first_episode and switching,
       no perturbation of the published θ̃ (``perturb = 0``), and fixed batches of the
       config's default length (1000) in place of a batch schedule;
-    - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``).
+    - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``);
+    - ``only``: ``task_id`` is the config's only task (the services set up nothing else).
     """
     from shared.core.policies.registry import entry
 
@@ -165,6 +167,8 @@ def derived_config(
                     policy["perturb"] = 0.0
             if aggregation is not None:
                 task["aggregation"] = aggregation
+    if only:
+        data["tasks"] = [t for t in data.get("tasks", []) if t.get("id") == task_id]
     out.write_text(tomli_w.dumps(data))
     return out
 
