@@ -104,7 +104,7 @@ class ProgressBar:
     def __init__(self, opts: DemoOptions, task: TaskInfo, console: Any | None) -> None:
         self.started = time.perf_counter()
         self._last = 0.0
-        self._console = console
+        self._console: Any = console
         self._lines = console is not None and not console.is_terminal
         if self._lines:
             self._users = opts.users
