@@ -36,7 +36,9 @@ Methods (``method=``):
   pessimistic connect-the-dots construction (Doroshenko et al. 2022) on a grid covering the whole
   loss range [-ε_bit, ε_bit], and self-composed n_bits times. Because other users' bits may differ
   from one bit position to the next, a single dominating pair is what makes the composition
-  sound.
+  sound. Past a few thousand reports the envelope is bounded over blocks of datasets
+  (``sum_only_worst_case``): at most the exact envelope of a slightly smaller batch. The PLD and its
+  composition are ``pld``'s (dp-accounting's construction, without importing it).
 - ``"all-equal"``: the computation as first specified for this module: others' non-blanket bits
   all 0, so X = Bin(l - 1, p/2) (the mixture over the blanket size N ~ Bin(l - 1, p) of
   Bin(N, 1/2)); PLD from ``from_two_probability_mass_functions`` on the exact pmfs, self-composed.
@@ -65,7 +67,11 @@ from shared.core.accounting.garcelon import randomizer_probability
 from shared.core.accounting.pld import GridPLD, connect_the_dots
 from shared.core.accounting.search import largest_at_most, smallest_satisfying
 from shared.core.accounting.shuffle import shuffle_epsilon
-from shared.core.accounting.sum_only_worst_case import released_pair, worst_case_profile
+from shared.core.accounting.sum_only_worst_case import (
+    block_size,
+    released_pair,
+    worst_case_profile,
+)
 
 if TYPE_CHECKING:  # imported where used: dp-accounting loads scipy.signal (seconds of start-up)
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -277,6 +283,15 @@ def sum_only_min_batch(
     return smallest_satisfying(ok, max_l)
 
 
+def _blocks_note(l: int) -> str:
+    """How the worst case over the others' data was taken, when not exactly."""
+    size = block_size(l)
+    if size == 1:
+        return ""
+    return (f" (bounded over blocks of {size} datasets: at most the exact worst case of a batch "
+            f"of {l - size + 1})")
+
+
 def secure_sum_central(
     eps0: float, batch_size: int, delta: float, d: int, m: int
 ) -> tuple[float, str]:
@@ -294,8 +309,9 @@ def secure_sum_central(
         f"ldp: pure ε0-LDP per report (Garcelon Prop. 4); central (observer of the released "
         f"batch sums only): each of the {n_bits(d, m)} bit counts is randomized response "
         f"(p={p:.4g}) hidden among the other {batch_size - 1} users' randomised bits, "
-        f"worst case over their data, privacy-loss distribution (connect-the-dots, "
-        f"dp-accounting) composed over the bit counts, at δ={delta:g}; capped by the "
+        f"worst case over their data{_blocks_note(batch_size)}, privacy-loss distribution "
+        f"(connect-the-dots, Doroshenko et al. 2022) composed over the bit counts, at "
+        f"δ={delta:g}; capped by the "
         f"whole-report shuffling bound ({reports:.4g}); one report per user, each report in "
         f"exactly one batch: parallel composition; later batches and broadcasts are "
         f"post-processing of published models. central_epsilon_paper: Garcelon et al. Thm 5 "
