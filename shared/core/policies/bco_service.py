@@ -88,6 +88,15 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
     def points_per_user(self) -> int:
         return self.inner.points_per_user
 
+    @classmethod
+    def randomizer_of(cls, config: BCOConfig) -> BCORowRandomizer:
+        """The task's randomizer without a policy (``registry.randomizer_for``): no initial
+        model, so the compiled loops are not loaded where only the report layout is needed
+        (the shuffler sizes ciphertexts with it)."""
+        bare = cls.__new__(cls)
+        bare.config, bare.inner = config, cls.inner_class(config, runs=1)
+        return bare._make_randomizer()
+
     def _make_randomizer(self) -> BCORowRandomizer:
         c = self.config
         report: OnePointReport | TwoPointReport | None = None
