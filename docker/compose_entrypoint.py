@@ -23,6 +23,15 @@ a compose override file) is kept. The password is percent-encoded in the URL (RF
 libpq decodes it), so any password works and ``services.common.pg.redact`` can hide it. The three
 operator variables are removed from the service's environment: it reads only the derived ones.
 
+The shuffler token. Compose refuses an unset or empty ``PRIVBANDIT_SHUFFLER_TOKEN`` itself
+(``${VAR:?}``), but cannot judge its strength; the analyzer and the shuffler refuse a weak one at
+start-up, and compose's ``restart: unless-stopped`` would start them again and again. So when the
+variable is in the container's environment this script first applies the services' rule
+(``shared/credentials.py``, loaded from beside this script): a token they would refuse is named in
+ONE line on stderr and nothing is run; the container then stays up, idle, without the service
+(its healthcheck fails and the containers that depend on it wait) until it is stopped — no
+restart loop. Set a good token and ``docker-compose up -d`` again.
+
 The topology named here (the ``postgres`` service, user and database ``privbandit``, replica
 ``shuffler-2`` on port 8704) is ``docker-compose.yml``'s; ``tests/e2e/test_compose.py`` checks the
 two agree. Standard library only: it runs as a script (``python /opt/privbandit/docker/
@@ -31,10 +40,13 @@ compose_entrypoint.py <command...>``), outside the installed package.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import NoReturn
 from urllib.parse import quote
 
@@ -43,6 +55,11 @@ PASSWORD = "PRIVBANDIT_POSTGRES_PASSWORD"
 STORE = "PRIVBANDIT_STORE"
 SHUFFLER_URLS = "PRIVBANDIT_SHUFFLER_URLS"
 OPERATOR_VARIABLES = (PASSWORD, STORE, SHUFFLER_URLS)
+
+# The shuffler's credential, checked before the service runs (module docstring).
+TOKEN = "PRIVBANDIT_SHUFFLER_TOKEN"
+# The services' rule, beside this script (/opt/privbandit/shared/credentials.py in the image).
+CREDENTIALS = Path(__file__).resolve().parents[1] / "shared" / "credentials.py"
 
 # What the services read (shared.settings.Settings).
 ANALYZER_STORE_SETTING = "PRIVBANDIT_ANALYZER__STORE"
@@ -75,11 +92,43 @@ def derive(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def token_rule() -> Callable[[str | None], str | None]:
+    """``shuffler_token_problem`` of ``shared/credentials.py``, loaded by path (no package
+    import: this script runs before, and outside, the service)."""
+    spec = importlib.util.spec_from_file_location("privbandit_credentials", CREDENTIALS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rule: Callable[[str | None], str | None] = module.shuffler_token_problem
+    return rule
+
+
+def token_refusal(env: Mapping[str, str]) -> str | None:
+    """The one line refusing the shuffler token of ``env``, or None (fine, or not given)."""
+    if TOKEN not in env:
+        return None
+    problem = token_rule()(env[TOKEN])
+    return None if problem is None else f"privbandit: refusing to start: {problem}"
+
+
+def idle() -> NoReturn:
+    """Wait, running nothing, until stopped (SIGTERM or SIGINT; exit status 78, EX_CONFIG)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(78))
+    while True:
+        signal.pause()
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    """Replace this process by ``argv`` (the container's command) in the derived environment."""
+    """Replace this process by ``argv`` (the container's command) in the derived environment,
+    unless the shuffler token is one the services refuse (module docstring)."""
     command = list(sys.argv[1:] if argv is None else argv)
     if not command:
         sys.exit("usage: compose_entrypoint.py COMMAND [ARG...]  (the service to run)")
+    refusal = token_refusal(os.environ)
+    if refusal is not None:
+        print(refusal, file=sys.stderr, flush=True)
+        idle()
     os.execvpe(command[0], command, derive(os.environ))
 
 

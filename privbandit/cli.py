@@ -1,31 +1,40 @@
-"""The ``privbandit`` command line (spec §6): builds the parser of ``simulate``, ``evaluate``,
-``privacy``, ``up`` and ``demo`` and runs the chosen command (each subcommand sets ``func``)."""
+"""The ``privbandit`` command line: builds the parser of ``simulate``, ``evaluate``, ``privacy``,
+``up`` and ``demo`` and runs the chosen command (each subcommand sets ``func``).
+
+A command named first on the line gets a parser with that subcommand alone, so only its module is
+imported (``privacy`` needs no policy, environment or service code: a second of start-up less)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from privbandit.evaluate_cmd import add_evaluate_parser
-from privbandit.privacy_cmd import add_privacy_parser
-from privbandit.services_cmd import add_demo_parser, add_up_parser
-from privbandit.simulate_cmd import add_simulate_parser
+# subcommand → (module, the function adding its parser)
+SUBCOMMANDS = {
+    "simulate": ("privbandit.simulate_cmd", "add_simulate_parser"),
+    "evaluate": ("privbandit.evaluate_cmd", "add_evaluate_parser"),
+    "privacy": ("privbandit.privacy_cmd", "add_privacy_parser"),
+    "up": ("privbandit.services_cmd", "add_up_parser"),
+    "demo": ("privbandit.services_cmd", "add_demo_parser"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of ``command`` alone."""
     parser = argparse.ArgumentParser(prog="privbandit", description=(
         "Private contextual-bandit learning: simulator, privacy accountant and services."))
     sub = parser.add_subparsers(dest="command", required=True)
-    add_simulate_parser(sub)
-    add_evaluate_parser(sub)
-    add_privacy_parser(sub)
-    add_up_parser(sub)
-    add_demo_parser(sub)
+    for name, (module, adder) in SUBCOMMANDS.items():
+        if command in (None, name):
+            getattr(importlib.import_module(module), adder)(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+    args = build_parser(command).parse_args(argv)
     return int(args.func(args))
 
 

@@ -40,8 +40,9 @@ from typing import IO
 
 import httpx
 
+from privbandit.shared.credentials import shuffler_token_problem
 from privbandit.shared.crypto.keystore import create_private_file
-from privbandit.shared.settings import DEFAULT_CONFIG, shuffler_token_problem
+from privbandit.shared.settings import DEFAULT_CONFIG
 
 SERVICES = ("analyzer", "shuffler", "device")
 LOOPBACK = "127.0.0.1"

@@ -553,7 +553,7 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"set holds θ*)",
         f"  wall time         {out['wall_seconds']:.1f} s",
     ]
-    lines += ledger_lines(p)
+    lines += ledger_lines(p)  # with the per-user ε line of a task whose users choose ε_t
     person = p.get("per_person")
     if person is not None:
         def pair(eps: Any, delta: Any) -> str:
@@ -566,9 +566,4 @@ def _print_summary(out: dict[str, Any]) -> None:
         lines.append(f"  returning users   {out['params'].get('users')} persons; reports "
                      f"withheld {out['withheld_mean']:.0f} per run; at most "
                      f"{out['max_reports_per_person']} per person")
-    per_user = p.get("per_user_epsilon")
-    if per_user:
-        lines.append(f"    per-user ε        {per_user['distribution']}: mean "
-                     f"{fmt(per_user['mean'])}, used {per_user['fraction_used']:.3f}, declined "
-                     f"{per_user['fraction_declined']:.3f}")
     print("\n".join(lines))

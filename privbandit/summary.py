@@ -29,6 +29,10 @@ def ledger_lines(
                      "Thm 5; — where its conditions fail)")
     if p.get("rdp_alpha") is not None:
         lines.append(f"    RDP               α={fmt(p['rdp_alpha'])}, ε={fmt(p['rdp_epsilon'])}")
+    if per_user := p.get("per_user_epsilon"):
+        lines.append(f"    per-user ε        {escape(str(per_user['distribution']))}: mean "
+                     f"{fmt(per_user.get('mean'))}, used {fmt(per_user.get('fraction_used'))}, "
+                     f"declined {fmt(per_user.get('fraction_declined'))}  (each user's own ε_t)")
     if p.get("accounting"):
         lines.append(f"    accounting        {escape(str(p['accounting']))}")
     return lines

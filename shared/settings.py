@@ -10,7 +10,6 @@ file serves ``privbandit up`` and docker compose.
 from __future__ import annotations
 
 import os
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -304,39 +303,6 @@ class DeviceTiming(BaseModel):
                 f"unused_decision_ttl ({self.unused_decision_ttl:g} s): a used decision's "
                 "tombstone must outlive its id, or the id could take a second feedback")
         return self
-
-
-# The shuffler's credential: at least this many characters, the syntax of an RFC 6750 bearer token
-# (b64token), and none of the well-known placeholders (a public "secret" authenticates anyone).
-MIN_TOKEN_LENGTH = 32
-PLACEHOLDER_TOKENS = frozenset({
-    "change-me-shuffler-token",  # the default of earlier releases
-    "changeme", "change-me", "change_me", "secret", "password", "token", "shuffler-token",
-})
-PLACEHOLDER_PREFIXES = ("change-me", "changeme", "change_me", "replace-me", "your-", "example")
-_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-HOW_TO_SET_TOKEN = (
-    "set PRIVBANDIT_SHUFFLER_TOKEN (e.g. to the output of `openssl rand -base64 32`) or "
-    "shuffler_token in the config file (PRIVBANDIT_CONFIG), the same on the analyzer and the "
-    "shuffler; `privbandit up` generates one per data directory"
-)
-
-
-def shuffler_token_problem(token: str | None) -> str | None:
-    """Why ``token`` must not be used as the shuffler's credential, or None if it may."""
-    if not token:
-        return f"no shuffler token is configured (shuffler_token): {HOW_TO_SET_TOKEN}"
-    lowered = token.lower()
-    if lowered in PLACEHOLDER_TOKENS or lowered.startswith(PLACEHOLDER_PREFIXES):
-        return (f"the configured shuffler_token is a well-known placeholder, which would let "
-                f"anyone post batches: {HOW_TO_SET_TOKEN}")
-    if len(token) < MIN_TOKEN_LENGTH:
-        return (f"the configured shuffler_token has {len(token)} characters; at least "
-                f"{MIN_TOKEN_LENGTH} are required: {HOW_TO_SET_TOKEN}")
-    if _B64TOKEN.fullmatch(token) is None:
-        return ("the configured shuffler_token must be a bearer token (letters, digits and "
-                f"-._~+/, optionally ending in =): {HOW_TO_SET_TOKEN}")
-    return None
 
 
 class Limits(BaseModel):

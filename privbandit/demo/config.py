@@ -138,6 +138,7 @@ def demo_task(
 def derived_config(
     base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None,
     contributions: int | None = None,
+    only: bool = False,
 ) -> Path:
     """A copy of ``base`` where ``task_id`` is changed for this demo run:
 
@@ -148,6 +149,7 @@ def derived_config(
       config's default length (1000) in place of a batch schedule;
     - ``aggregation``: the task's shuffle transport (``reports`` or ``secure-sum``);
     - ``contributions``: each person's bound k (forever), the devices enforce it (issue 24).
+    - ``only``: ``task_id`` is the config's only task (the services set up nothing else).
     """
     from privbandit.shared.core.policies.registry import entry
 
@@ -175,6 +177,8 @@ def derived_config(
                 task["aggregation"] = aggregation
             if contributions is not None:
                 task["contributions"] = {"k": contributions}
+    if only:
+        data["tasks"] = [t for t in data.get("tasks", []) if t.get("id") == task_id]
     out.write_text(tomli_w.dumps(data))
     return out
 

@@ -94,9 +94,23 @@ def _reference(finals: np.ndarray, regret: float, what: str) -> dict[str, Any]:
 
 
 class ProgressBar:
-    """A live rich progress bar: users done, users/s, regret so far, model version."""
+    """A live rich progress bar: users done, users/s, regret so far, model version. When the
+    output is not a terminal (a pipe, a file, CI) a live bar shows nothing until the end, so one
+    plain line is printed instead at every tenth of the users, and at least every
+    ``LINE_EVERY`` seconds."""
+
+    LINE_EVERY = 30.0
 
     def __init__(self, opts: DemoOptions, task: TaskInfo, console: Any | None) -> None:
+        self.started = time.perf_counter()
+        self._last = 0.0
+        self._console: Any = console
+        self._lines = console is not None and not console.is_terminal
+        if self._lines:
+            self._users = opts.users
+            self._next_tenth = 1
+            self._last_line = self.started
+            return
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -106,7 +120,6 @@ class ProgressBar:
             TimeRemainingColumn,
         )
 
-        self.started = time.perf_counter()
         self._bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]:>7.0f} users/s"),
@@ -118,17 +131,34 @@ class ProgressBar:
         )
         self._task = self._bar.add_task(f"{task.id}", total=opts.users, rate=0.0, regret=0.0,
                                         random=0.0, version=0)
-        self._last = 0.0
 
     def __enter__(self) -> ProgressBar:
-        self._bar.start()
+        if not self._lines:
+            self._bar.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._bar.stop()
+        if not self._lines:
+            self._bar.stop()
+
+    def _line(self, driver: Driver, now: float) -> None:
+        """One plain progress line, when a tenth of the users is done or time has passed."""
+        tenth = driver.done * 10 // self._users
+        if tenth < self._next_tenth and now - self._last_line < self.LINE_EVERY:
+            return
+        self._next_tenth = tenth + 1
+        self._last_line = now
+        elapsed = max(now - self.started, 1e-9)
+        self._console.print(
+            f"  {driver.done}/{self._users} users, {driver.done / elapsed:.0f} users/s, regret "
+            f"{driver.regret:.1f} (random {driver.random_regret:.1f}), model "
+            f"v{driver.model_version}, {elapsed:.0f} s", highlight=False)
 
     def update(self, driver: Driver) -> None:
         now = time.perf_counter()
+        if self._lines:
+            self._line(driver, now)
+            return
         if now - self._last < 0.05 and driver.done < driver.users:
             return  # the bar refreshes 8×/s; no need to update it on every user
         self._last = now
@@ -138,9 +168,9 @@ class ProgressBar:
                          version=driver.model_version)
 
 
-def _reference_line(ref: dict[str, Any] | None) -> list[str]:
+def _reference_line(ref: dict[str, Any] | None, note: str | None = None) -> list[str]:
     if not ref:
-        return []
+        return [f"  simulator         — ({note})"] if note else []
     return [
         f"  simulator         {ref['mean']:.1f} ± {ref['sd']:.1f} (mean ± sd of {ref['runs']} "
         f"in-process runs on the same {'arms' if 'same arms' in ref['what'] else 'users'}; "
@@ -177,7 +207,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         f"{out['users']} users, concurrency {out['concurrency']}, seed {out['seed']}",
         f"  regret            {out['final_regret']:.1f}   (uniformly random policy: "
         f"{out['random_regret']:.1f})",
-        *_reference_line(out.get("simulator_reference")),
+        *_reference_line(out.get("simulator_reference"), out.get("simulator_reference_note")),
         f"  throughput        {out['users_per_second']:.0f} users/s "
         f"({out['wall_seconds']:.1f} s)",
     ]

@@ -24,12 +24,13 @@ from privbandit.shared.settings import Settings
 
 async def run_demo_against(
     urls: dict[str, str], task_id: str, opts: DemoOptions, console: Any | None = None,
-    driver_hook: Callable[[Driver], Any] | None = None,
+    driver_hook: Callable[[Driver], Any] | None = None, compare: bool = True,
 ) -> dict[str, Any]:
-    """Drive ``opts.users`` users through running services and return the spec §6 result.
+    """Drive ``opts.users`` users through running services and return the demo's result.
 
     ``driver_hook(driver)`` may return an awaitable run alongside the users (tests use it to
-    crash services mid-run).
+    crash services mid-run). ``compare``: run the simulator on the same users for reference —
+    only meaningful for services started afresh for this run (their models start at version 0).
     """
     task = await fetch_task(urls["analyzer"], task_id)
     async with httpx.AsyncClient(timeout=10.0) as client:
@@ -51,7 +52,12 @@ async def run_demo_against(
     # The in-process reference replays every user's report: not a run whose persons return
     # and are bounded (their later feedbacks make no report), so none is given for those.
     returning = opts.persons is not None or task.contributions is not None
-    reference = None if returning else simulator_reference(task, opts, result.final_regret)
+    reference = None
+    if compare and not returning:
+        if console is not None:
+            console.print(f"[dim]the simulator on the same users for reference (20 in-process "
+                          f"runs of {opts.users} users)...[/dim]")
+        reference = simulator_reference(task, opts, result.final_regret)
     return {
         "threat_model": task.threat_model,
         "task": task.id,
@@ -75,11 +81,17 @@ async def run_demo_against(
         "wall_seconds": result.wall_seconds,
         "reconciliation": rec,
         "simulator_reference": reference,
+        **({} if compare else {"simulator_reference_note": NOT_COMPARED}),
         "model_version": after.model_version,
         "next_batch_size": after.next_batch,
         "request_retries": result.errors,
         "services": urls,
     }
+
+
+# Why a run through services the demo did not start is not compared with the simulator.
+NOT_COMPARED = ("not compared: these services were not started by this demo, so their models may "
+                "already have learned from earlier users (--fresh starts services of its own)")
 
 
 def running_services(settings: Settings) -> dict[str, str] | None:
@@ -134,6 +146,9 @@ def main_demo(
         if urls is not None:
             console.print(f"using the running services: device {urls['device']}, shuffler "
                           f"{urls['shuffler']}, analyzer {urls['analyzer']}")
+            err.print("[yellow]warning:[/yellow] these services were not started by this demo: "
+                      "their models may already have learned from earlier users, so this run "
+                      "is not compared with the simulator (--fresh starts services of its own)")
         else:
             tmp = Path(tempfile.mkdtemp(prefix="privbandit-demo-"))
             if data_dir is None:
@@ -145,11 +160,14 @@ def main_demo(
                 console.print(f"starting analyzer, shuffler and device with data directory "
                               f"{data}")
             cfg_file = base
-            if paper or changed:
+            # Services of its own serve only the task driven (no other task's state or keys to
+            # set up); a data directory of the user's keeps the whole config it may hold.
+            only = data_dir is None
+            if paper or changed or only:
                 cfg_file = derived_config(
                     base, task_id, tmp / "demo.toml", paper=paper,
                     aggregation=aggregation if override else None,
-                    contributions=contributions)
+                    contributions=contributions, only=only)
             if paper:
                 console.print(f"--paper: task {task_id} with confidence_scale = 1 and the "
                               f"paper's regularizer ({cfg_file})")
@@ -167,7 +185,8 @@ def main_demo(
             urls = cluster.urls
             console.print("  " + ", ".join(f"{n} {u}" for n, u in urls.items())
                           + f"  (logs in {data / 'logs'})")
-        out = asyncio.run(run_demo_against(urls, task_id, opts, console))
+        out = asyncio.run(run_demo_against(urls, task_id, opts, console,
+                                           compare=cluster is not None))
         ok = out["reconciliation"]["consistent"]
     except (DemoError, LaunchError, httpx.HTTPError) as exc:
         err.print(f"[red]error:[/red] {exc}")

@@ -24,7 +24,8 @@ from privbandit.services.common.admission import ALWAYS_ADMITTED, AdmissionMiddl
 from privbandit.services.common.datadir import StartupRefused, StateDir
 from privbandit.services.common.http_metrics import HttpMetrics
 from privbandit.services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
-from privbandit.shared.settings import Settings, shuffler_token_problem
+from privbandit.shared.credentials import shuffler_token_problem
+from privbandit.shared.settings import Settings
 
 # Opens a service's runtime (stores, clients, background loops) and closes it on exit.
 RuntimeFactory = Callable[[], AbstractAsyncContextManager[Any]]

@@ -282,12 +282,16 @@ class PooledDatabase(Database):
 class SessionDatabase(Database):
     """Transactions on ONE connection behind a lock, for a store that keeps state in the
     session (the analyzer's task locks). ``lost()`` is called when that connection dropped:
-    True if the session held nothing, and a new connection is made; False if its state is gone
-    with it (the error is raised)."""
+    True if a new connection may be made, False if the session's state is gone for good (the
+    error is raised). ``regained(conn)``, if given, then runs on the new connection before any
+    transaction does, to restore the session's state (take the locks again): False if it
+    could not (the new connection is closed and the error raised)."""
 
-    def __init__(self, url: str, *, service: str, lost: Callable[[], bool]) -> None:
+    def __init__(self, url: str, *, service: str, lost: Callable[[], bool],
+                 regained: Callable[[psycopg.Connection], bool] | None = None) -> None:
         super().__init__(url, service=service)
         self._lost = lost
+        self._regained = regained
         self._lock = threading.Lock()
         self._conn = connect(url, service=service)
 
@@ -305,6 +309,9 @@ class SessionDatabase(Database):
         with self._lock:
             self._conn.close()
             self._conn = connect(self.url, service=self.service)
+            if self._regained is not None and not self._regained(self._conn):
+                self._conn.close()
+                return False
         return True
 
     def close(self) -> None:

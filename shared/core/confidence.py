@@ -25,7 +25,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
 
 
 def time_uniform(delta: float, t: int) -> float:
@@ -112,6 +111,8 @@ def clip_eigenvalues(V: np.ndarray, floor: float) -> tuple[np.ndarray, bool]:
 
 def ridge_solve(V: np.ndarray, u: np.ndarray, floor: float) -> Solved:
     """θ̃ = Ṽ⁻¹ ũ by Cholesky (never an explicit inverse), repairing a non-PD Ṽ first."""
+    from scipy.linalg import cho_factor, cho_solve  # here: the shuffler loads this module
+
     Vpd, repaired = make_positive_definite(V, floor)
     c, lower = cho_factor(Vpd, lower=True)
     theta = cho_solve((c, lower), u)
@@ -126,6 +127,8 @@ def logdet_pd(V: np.ndarray) -> float:
 
 def ellipsoid_norms(chol: np.ndarray, X: np.ndarray) -> np.ndarray:
     """‖x‖_{V⁻¹} for every row of X (..., d), with V = chol cholᵀ: ‖chol⁻¹ x‖₂."""
+    from scipy.linalg import solve_triangular
+
     d = chol.shape[0]
     flat = X.reshape(-1, d)
     z = solve_triangular(chol, flat.T, lower=True, check_finite=False)

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, solve_triangular
 
 DEFAULT_TOL = 0.05
 MAX_ITERATIONS = 100_000
@@ -72,6 +71,8 @@ def spanning_subset(Y: np.ndarray) -> np.ndarray:
 
 def leverages(Y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """ω_a = ‖y_a‖²_{V(π)⁻¹} for every arm, V(π) = Σ π(a) y_a y_aᵀ (Cholesky, no inverse)."""
+    from scipy.linalg import cho_factor, solve_triangular  # here: scipy.linalg costs start-up
+
     V = (Y * weights[:, None]).T @ Y
     chol, _ = cho_factor(V, lower=True)
     Z = solve_triangular(chol, Y.T, lower=True, check_finite=False)

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 EPS_MAX = 100.0
 
@@ -65,6 +64,8 @@ class PrivacyLevels:
             return np.full(n, self.values[0])
         if self.kind == "choice":
             return np.asarray(self.values)[rng.integers(0, len(self.values), size=n)]
+        from scipy.special import ndtri  # here: services load this module, need no scipy
+
         lo, hi = self._cdf_bounds()
         eps = self.loc + self.scale * ndtri(lo + rng.random(n) * (hi - lo))
         return np.clip(eps, 0.0, EPS_MAX)  # guards rounding at the ends only
@@ -87,6 +88,8 @@ class PrivacyLevels:
         if self.kind != "normal":
             v = np.asarray(self.values)
             return float(np.mean(v >= x))
+        from scipy.special import ndtr
+
         lo, hi = self._cdf_bounds()
         if x <= 0:
             return 1.0
@@ -134,6 +137,8 @@ class PrivacyLevels:
         return [float(x) for x in np.round(np.linspace(0.05, hi, 80), 4) if x > 0]
 
     def _cdf_bounds(self) -> tuple[float, float]:
+        from scipy.special import ndtr
+
         return (float(ndtr((0.0 - self.loc) / self.scale)),
                 float(ndtr((EPS_MAX - self.loc) / self.scale)))
 

@@ -492,3 +492,43 @@ def test_docker_compose_config_validates_with_the_monitoring_profile() -> None:
         env=env, capture_output=True, text=True, timeout=patience(60), check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def run_entrypoint(token: str | None, command: list[str]) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != entrypoint.TOKEN}
+    if token is not None:
+        env[entrypoint.TOKEN] = token
+    return subprocess.Popen([sys.executable, str(ENTRYPOINT_SCRIPT), *command], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("token", ["abc", "change-me-please-0123456789abcdefghij",
+                                   "x" * 31, "spaces are not a bearer token, not at all!!"])
+def test_the_entrypoint_refuses_a_weak_token_in_one_line_and_does_not_exit(token: str) -> None:
+    # Issue 26 item 9: a container exiting on a weak token would be restarted in a loop
+    # (restart: unless-stopped). The entrypoint names the problem in one line, runs nothing and
+    # waits until it is stopped. The rule is the services' own (shared/credentials.py).
+    from privbandit.shared.credentials import shuffler_token_problem
+
+    problem = shuffler_token_problem(token)
+    assert problem is not None
+    proc = run_entrypoint(token, [sys.executable, "-c", "print('the service ran')"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=patience(2))  # still there: idle, no exit to restart
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=patience(10))
+    assert proc.returncode == 78  # EX_CONFIG, once stopped
+    assert out == ""
+    assert err.splitlines() == [f"privbandit: refusing to start: {problem}"]
+    assert token not in err or len(token) < 8  # the message never echoes a usable secret
+
+
+def test_the_entrypoint_runs_the_service_with_a_good_token_or_none() -> None:
+    good = secrets.token_urlsafe(32)
+    for token in (good, None):  # None: a container that is given no token (not a service's)
+        proc = run_entrypoint(token, [sys.executable, "-c", "print('the service ran')"])
+        out, err = proc.communicate(timeout=patience(20))
+        assert proc.returncode == 0, err
+        assert out == "the service ran\n" and err == ""

@@ -123,6 +123,8 @@ def test_demo_command_starts_fresh_services_and_writes_json(
     assert out["params"]["confidence_scale"] == 1.0 and out["params"]["regularizer"] == "paper"
     assert out["paper"] is True
     assert out_png.stat().st_size > 1000
+    # Services of its own, started afresh: compared with the simulator on the same users.
+    assert out["simulator_reference"]["runs"] == 20 and "simulator_reference_note" not in out
 
 
 @pytest.mark.parametrize("paper", [False, True])
@@ -263,3 +265,32 @@ def test_up_runs_until_interrupted(tmp_path: Path, e2e_config: Path) -> None:
     assert not any(healthy(u, timeout=patience(0.5)) for u in urls.values())
     # Each service kept its state in its own place under the data directory.
     assert (tmp_path / "data" / "device" / "device.sqlite3").exists()
+
+
+def test_demo_on_services_it_did_not_start_warns_and_does_not_compare(
+    fresh_cluster: Cluster, e2e_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26 item 8: services found running (``privbandit up``) may have learned from earlier
+    users, so a fresh-start simulator is no reference: the demo says so and compares nothing."""
+    import tomli_w
+
+    from privbandit.demo.run import NOT_COMPARED
+
+    data = tomllib.loads(e2e_config.read_text())
+    for name in SERVICES:  # the config that names the running services' addresses
+        data.setdefault(name, {})["port"] = fresh_cluster[name].port
+    cfg = tmp_path / "running.toml"
+    cfg.write_text(tomli_w.dumps(data))
+    out_json = tmp_path / "demo.json"
+    code = cli(["demo", "--threat-model", "shuffle", "--users", "40", "--config", str(cfg),
+                "--no-progress", "--json", str(out_json)])
+    assert code == 0
+    out = json.loads(out_json.read_text())
+    assert out["simulator_reference"] is None
+    assert out["simulator_reference_note"] == NOT_COMPARED
+    captured = capsys.readouterr()
+    printed, warned = " ".join(captured.out.split()), " ".join(captured.err.split())
+    assert "using the running services" in printed
+    assert warned.startswith("warning: these services were not started by this demo")
+    assert "is not compared with the simulator" in warned
+    assert "simulator — (not compared: these services were not started" in printed

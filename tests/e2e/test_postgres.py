@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import secrets
 import signal
 import time
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from privbandit.shared.protocol.messages import (
     ShufflerStatus,
 )
 from tests.helpers import (
+    PG_SERVER,
     TOKEN,
     analyzer_totals,
     deadline,
@@ -316,3 +318,54 @@ async def test_the_device_spreads_uploads_over_the_replicas() -> None:
     finally:
         await spread.aclose()
     assert hits == ["a", "b", "c"] * 2
+
+
+def terminate_backends(app: str) -> int:
+    """``pg_terminate_backend`` on every connection named ``app`` (waiting until each is gone);
+    the number terminated."""
+    import psycopg
+
+    with psycopg.connect(PG_SERVER, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid()", (app,)).fetchall()
+    return sum(1 for r in rows if r[0])
+
+
+async def test_replicas_and_the_analyzer_recover_from_killed_connections(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Issue 26 item 1: every PostgreSQL connection of the analyzer and of two shuffler replicas
+    is terminated (``pg_terminate_backend``) four times while devices upload. No process is
+    restarted; each reconnects by itself, delivery resumes and the reconciliation is exact."""
+    app = f"privbandit-kill-{secrets.token_hex(4)}"
+    url = f"{pg_url}&application_name={app}"
+    with make_cluster(tmp_path, url, 2) as cluster:
+        cluster.start(names=("analyzer", "shuffler"), timeout=patience(60))
+        procs = [cluster["analyzer"], *cluster.shufflers]
+        pids = [p.pid for p in procs]
+        urls = [s.url for s in cluster.shufflers]
+        async with httpx.AsyncClient(timeout=patience(5)) as client:
+            hpke = HpkeConfig.model_validate(
+                (await client.get(f"{cluster['analyzer'].url}/v1/hpke-config")).json())
+            make = report_maker(hpke, seed=26)
+            sent = {"shuf": make(SHUF, 300), "loc": make(LOC, 40)}
+            first = {"shuf": sent["shuf"][:150], "loc": sent["loc"][:20]}
+            rest = {"shuf": sent["shuf"][150:], "loc": sent["loc"][20:]}
+            up = Uploader(urls, client)
+            killed: list[int] = []
+
+            async def killer() -> None:
+                for _ in range(4):
+                    await asyncio.sleep(0.4)
+                    killed.append(await asyncio.to_thread(terminate_backends, app))
+
+            await asyncio.gather(killer(), up.send_all(first, timeout=60))
+            # After the last kill: uploads go on, and what was formed is delivered.
+            await up.send_all(rest, timeout=60)
+            await reconcile(client, cluster, url, sent, timeout=60)
+        # Every kill found the three services' connections (each holds at least one).
+        assert len(killed) == 4 and min(killed) >= 3, killed
+        assert [p.pid for p in procs] == pids and all(p.alive() for p in procs)
+        # The analyzer lost the connection holding its task locks and took them again.
+        assert "connected again" in (tmp_path / "logs" / "analyzer.log").read_text()

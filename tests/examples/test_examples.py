@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,11 +32,5 @@ def test_own_environment_beats_random(tmp_path: Path) -> None:
     assert out["ldp-linucb"] < out["random"]
 
 
-@pytest.mark.slow
-def test_the_replay_intervals_cover_the_online_averages(tmp_path: Path) -> None:
-    """Li et al.'s replay on a uniform digits log: each interval (95%, with the between-path
-    variance of 4 replays) covers the policy's online average reward over as many users."""
-    out = run("ope_on_logs.py", tmp_path)
-    for algo in ("linucb", "ddp-linucb"):
-        assert out[algo]["covered"], out[algo]
-    assert out["linucb"]["replay"] > out["ddp-linucb"]["replay"]
+# The OPE example (minutes) runs from the installed wheel in tests/privbandit/test_install.py,
+# with its assertions (the replay intervals cover the online averages).

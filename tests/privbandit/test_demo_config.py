@@ -114,3 +114,19 @@ def test_demo_task_drives_a_named_task_of_any_threat_model(tmp_path: Path) -> No
         demo_task(cfg, "shuffle", None, task="no-such-task")
     with pytest.raises(DemoError, match="aggregation"):
         demo_task(cfg, "shuffle", "secure-sum", task="small-heldp")
+
+
+def test_a_derived_config_can_hold_the_driven_task_only(tmp_path: Path) -> None:
+    # Services the demo starts for one task set up nothing else (issue 26 item 8).
+    import tomllib
+
+    from privbandit.demo.config import config_path, derived_config, load_settings
+
+    base = config_path(None)
+    first = load_settings(base).tasks[0].id
+    out = derived_config(base, first, tmp_path / "demo.toml", only=True)
+    data = tomllib.loads(out.read_text())
+    assert [t["id"] for t in data["tasks"]] == [first]
+    assert len(load_settings(base).tasks) > 1  # the packaged config has more
+    kept = derived_config(base, first, tmp_path / "all.toml")
+    assert len(tomllib.loads(kept.read_text())["tasks"]) == len(load_settings(base).tasks)

@@ -28,3 +28,59 @@ def test_a_real_spread_gives_the_z_score() -> None:
 def test_identical_runs_give_no_z_score() -> None:
     ref = _reference(np.full(5, 7.0), 7.0, "runs")
     assert ref["demo_z"] is None and ref["sd"] == 0.0
+
+
+# --- issue 26 item 8: no comparison on services the demo did not start; per-user ε; progress
+# lines when the output is not a terminal ---
+
+
+def test_no_simulator_reference_prints_why() -> None:
+    from privbandit.demo.run import NOT_COMPARED
+
+    assert _reference_line(None) == []
+    line = _reference_line(None, NOT_COMPARED)[0]
+    assert "simulator" in line and "not started by this demo" in line and " sd" not in line
+
+
+def test_the_ledger_lines_show_the_per_user_epsilon() -> None:
+    from privbandit.summary import ledger_lines
+
+    p = {"threat_model": "ldp", "ldp_epsilon": None, "ldp_delta": 0.0,
+         "central_epsilon": None, "central_delta": None,
+         "per_user_epsilon": {"distribution": "choice:0.5,1,2", "mean": 7 / 6,
+                              "fraction_used": 0.8, "fraction_declined": 0.2}}
+    lines = [ln for ln in ledger_lines(p) if "per-user ε" in ln]
+    assert lines == ["    per-user ε        choice:0.5,1,2: mean 1.167, used 0.8, declined 0.2"
+                     "  (each user's own ε_t)"]
+    assert not [ln for ln in ledger_lines({**p, "per_user_epsilon": None}) if "per-user" in ln]
+
+
+class FakeDriver:
+    def __init__(self, users: int) -> None:
+        self.users, self.done = users, 0
+        self.regret, self.random_regret, self.model_version = 0.0, 0.0, 0
+
+
+def test_progress_is_printed_as_lines_when_not_on_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from privbandit.demo.config import DemoOptions
+    from privbandit.demo.report import ProgressBar
+    from privbandit.shared.protocol.messages import TaskInfo
+
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    assert not console.is_terminal
+    task = TaskInfo.model_construct(id="t")
+    bar = ProgressBar(DemoOptions("shuffle", users=1000), task, console)
+    driver = FakeDriver(1000)
+    with bar:
+        for done in range(1, 1001):
+            driver.done, driver.regret = done, done / 10
+            bar.update(driver)  # type: ignore[arg-type]  # the fields the bar reads
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 10  # one per tenth of the users, none in between
+    assert lines[0].startswith("  100/1000 users,") and "regret 10.0" in lines[0]
+    assert lines[-1].startswith("  1000/1000 users,")

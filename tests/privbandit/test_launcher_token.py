@@ -12,7 +12,7 @@ import pytest
 
 from privbandit import launcher, services_cmd
 from privbandit.launcher import TOKEN_ENV, TOKEN_FILE, Cluster, LaunchError, data_dir_token
-from privbandit.shared.settings import shuffler_token_problem
+from privbandit.shared.credentials import shuffler_token_problem
 from tests.helpers import E2E_CONFIG, cli, write_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -244,3 +244,23 @@ def test_person_usage_errors(argv: list[str], tmp_path: Path) -> None:
 def test_contributions_must_be_positive() -> None:
     with pytest.raises(SystemExit):
         parse(["--threat-model", "ldp", "--eps0", "1", "--contributions", "0"])
+def test_the_secure_sum_ledger_loads_no_policy_code_nor_dp_accounting() -> None:
+    # Issue 26 item 7: the accountant is a calculator. `privbandit privacy` builds only its own
+    # subcommand's parser (no policy, environment or service modules) and the sum-only ledger
+    # composes its PLD itself (pld.py): dp-accounting and scipy.signal cost a second of start-up.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from privbandit.cli import main\n"
+        "assert main(['privacy', '--threat-model', 'shuffle', '--eps0', '2', '--batch-size', "
+        "'1000', '--delta', '1e-6']) == 0\n"
+        "loaded = [m for m in ('dp_accounting', 'scipy.signal', 'privbandit.shared.core.policies', "
+        "'privbandit.shared.settings', 'privbandit.services_cmd') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "0.0490988" in done.stdout

@@ -12,11 +12,14 @@ A second analyzer on the same database waits for the locks
 (``services.analyzer.runtime.claim_tasks``) before it loads any policy state, and so before it
 listens; when the first dies (even by SIGKILL) its connection closes, PostgreSQL releases the
 locks, and the standby loads the committed state and starts within a poll (0.2 s) plus its
-start-up. Since the commits go through the connection
-that holds the locks, an analyzer that lost them (its connection broke) cannot commit anything
-any more: it stops itself (SIGTERM) so that the standby can take its port. Every statement runs
-through ``services.common.pg.Database.run_tx`` on that one connection (``SessionDatabase``);
-before any task is claimed a dropped connection is simply replaced.
+start-up. The commits go through the connection that holds the locks. When it breaks (server
+restarted, backend terminated, network cut) the analyzer connects again and takes its locks
+again — if no other analyzer holds them and no batch was committed for its tasks meanwhile (the
+count of each task's batches is what this analyzer committed on top of what it found when it
+claimed the task), its policy state is still the committed one and it carries on by itself (the
+interrupted transaction is run again). Otherwise another analyzer has or had the tasks: this one
+stops itself (SIGTERM) so that the standby can take its port. Every statement runs through
+``services.common.pg.Database.run_tx`` on that one connection (``SessionDatabase``).
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ class PgAnalyzerStore:
     def __init__(self, url: str) -> None:
         self.path = pg.redact(url)  # what error messages name
         self.claimed: set[str] = set()
-        self.db = pg.SessionDatabase(url, service="analyzer", lost=self._lost)
+        # batches committed for each claimed task, as this analyzer knows them
+        self._batches: dict[str, int] = {}
+        self.db = pg.SessionDatabase(url, service="analyzer", lost=self._lost,
+                                     regained=self._regained)
         try:
             self.db.run_tx("migrate", lambda conn: pg.migrate(conn, MIGRATIONS, store="analyzer"),
                            transaction=False)
@@ -62,14 +68,40 @@ class PgAnalyzerStore:
         self.db.metrics = metrics
 
     def _lost(self) -> bool:
-        """The connection dropped. Holding task locks, it lost them: stop this analyzer, a
-        standby takes over (False: no new connection). Else a new one may be made."""
-        if not self.claimed:
-            return True
-        log.critical("analyzer store: the connection holding the task locks broke; "
-                     "stopping so that a standby can take over")
+        """The connection dropped: a new one may be made (``_regained`` decides whether this
+        analyzer can go on)."""
+        if self.claimed:
+            log.warning("analyzer store: the connection holding the task locks broke; "
+                        "connecting again")
+        return True
+
+    def _regained(self, conn: psycopg.Connection) -> bool:
+        """On the new connection: take every claimed task's lock again, and check that no batch
+        was committed for it meanwhile (module docstring). If not, stop (SIGTERM): False."""
+        for task in sorted(self.claimed):
+            row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                               pg.lock_key(conn, f"analyzer/{task}")).fetchone()
+            if row is None or not row[0]:
+                return self._give_up(f"another analyzer holds task {task}")
+            if self._count_batches(conn, task) != self._batches[task]:
+                return self._give_up(f"batches of task {task} were committed by another "
+                                     f"analyzer meanwhile")
+        if self.claimed:
+            log.warning("analyzer store: connected again, holding the locks of %d task(s)",
+                        len(self.claimed))
+        return True
+
+    def _give_up(self, why: str) -> bool:
+        log.critical("analyzer store: the connection holding the task locks broke and %s; "
+                     "stopping so that a standby can take over", why)
         os.kill(os.getpid(), signal.SIGTERM)
         return False
+
+    @staticmethod
+    def _count_batches(conn: psycopg.Connection, task: str) -> int:
+        row = conn.execute("SELECT count(*) FROM analyzer_batches WHERE task = %s",
+                           (task,)).fetchone()
+        return int(row[0]) if row else 0
 
     # -----------------------------------------------------------------------------------------
     # One active analyzer per task
@@ -87,6 +119,7 @@ class PgAnalyzerStore:
                 row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
                 if row is not None and row[0]:
                     self.claimed.add(task)
+                    self._batches[task] = self._count_batches(conn, task)
                 else:
                     waiting.append(task)
             return waiting
@@ -147,3 +180,8 @@ class PgAnalyzerStore:
             base.update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
 
         self.db.run_tx("commit_batches", run)
+        # Counted once committed. A reconnection between that commit and this line (another
+        # thread's transaction dropped) would see one group more than counted and stop this
+        # analyzer: the safe side, never a wrong count.
+        if task in self._batches:
+            self._batches[task] += len(batches)

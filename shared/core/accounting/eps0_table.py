@@ -16,6 +16,8 @@ again from the search, to paste here when a packaged schedule changes.
 
 from __future__ import annotations
 
+from typing import cast
+
 # (central ε target, δ, d, m, aggregation) → {batch length l: ε0*(l)}, as ``max_eps0`` finds them.
 Key = tuple[float, float, int, int, str]
 
@@ -48,7 +50,8 @@ def main() -> None:  # pragma: no cover - a maintenance command
         target, delta, d, m, aggregation = key
         print(key)
         for l in sorted(entries):
-            eps0 = shuffle_schedule.search_eps0(target, l, delta, d, m, aggregation)  # type: ignore[arg-type]
+            eps0 = shuffle_schedule.search_eps0(
+                target, l, delta, d, m, cast(shuffle_schedule.Aggregation, aggregation))
             print(f"        {l}: {eps0!r},", flush=True)
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.special import log_ndtr
-
 
 def _check(eps: float, sensitivity: float) -> None:
     if not (eps >= 0 and math.isfinite(eps)):
@@ -30,6 +28,8 @@ def _log_gaussian_delta(eps: float, sigma: float, sensitivity: float) -> float:
     δ = Φ(a) · (1 - exp(ε + log Φ(b) - log Φ(a))), and 1 - exp(x) = -expm1(x). The bracket is
     positive because Φ(a) > e^ε Φ(b) for every σ > 0 (the divergence of two distinct Gaussians).
     """
+    from scipy.special import log_ndtr  # here: the shuffler reaches this module, needs no scipy
+
     a = sensitivity / (2.0 * sigma) - eps * sigma / sensitivity
     b = -sensitivity / (2.0 * sigma) - eps * sigma / sensitivity
     log_pa = float(log_ndtr(a))

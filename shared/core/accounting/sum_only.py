@@ -36,7 +36,9 @@ Methods (``method=``):
   pessimistic connect-the-dots construction (Doroshenko et al. 2022) on a grid covering the whole
   loss range [-ε_bit, ε_bit], and self-composed n_bits times. Because other users' bits may differ
   from one bit position to the next, a single dominating pair is what makes the composition
-  sound.
+  sound. Past a few thousand reports the envelope is bounded over blocks of datasets
+  (``sum_only_worst_case``): at most the exact envelope of a slightly smaller batch. The PLD and its
+  composition are ``pld``'s (dp-accounting's construction, without importing it).
 - ``"all-equal"``: the computation as first specified for this module: others' non-blanket bits
   all 0, so X = Bin(l - 1, p/2) (the mixture over the blanket size N ~ Bin(l - 1, p) of
   Bin(N, 1/2)); PLD from ``from_two_probability_mass_functions`` on the exact pmfs, self-composed.
@@ -56,17 +58,38 @@ mass cut off, which bounds its contribution to any hockey-stick divergence, is a
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
 from privbandit.shared.core.accounting.binomial import truncated_binomial
 from privbandit.shared.core.accounting.garcelon import randomizer_probability
-from privbandit.shared.core.accounting.search import largest_satisfying, smallest_satisfying
+from privbandit.shared.core.accounting.pld import GridPLD, connect_the_dots
+from privbandit.shared.core.accounting.search import (
+    largest_at_most,
+    smallest_satisfying,
+)
 from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
+from privbandit.shared.core.accounting.sum_only_worst_case import (
+    block_size,
+    released_pair,
+    worst_case_profile,
+)
 
 if TYPE_CHECKING:  # imported where used: dp-accounting loads scipy.signal (seconds of start-up)
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+
+class PLD(Protocol):
+    """What the ledger asks of a privacy-loss distribution (``pld.GridPLD`` for "worst-case",
+    dp-accounting's for the comparison methods)."""
+
+    def self_compose(self, times: int) -> PLD: ...
+
+    def get_delta_for_epsilon(self, epsilon: float) -> float: ...
+
+    def get_epsilon_for_delta(self, delta: float) -> float: ...
+
 
 Method = Literal["worst-case", "all-equal", "blanket"]
 
@@ -105,59 +128,14 @@ def _truncated_binom(trials: int, prob: float) -> tuple[int, np.ndarray, float]:
     return truncated_binomial(trials, prob, TAIL_MASS)
 
 
-def _pair(f: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
-    """(P, Q): released count = others (pmf f) + own bit, own bit 0 vs 1 (module docstring)."""
-    f_here = np.concatenate([f, [0.0]])
-    f_prev = np.concatenate([[0.0], f])
-    low, high = 0.5 * p, 1.0 - 0.5 * p
-    return high * f_here + low * f_prev, low * f_here + high * f_prev
-
-
-def _hockey_stick(p_mass: np.ndarray, q_mass: np.ndarray, eps_grid: np.ndarray) -> np.ndarray:
-    """δ(ε) = Σ_k max(0, P(k) - e^ε Q(k)) at every ε of ``eps_grid`` (P, Q sub-probabilities).
-
-    Sort outcomes by privacy loss log(P/Q) (descending); the positive part at ε is the set of
-    outcomes with loss > ε, so δ(ε) = ΣP - e^ε ΣQ over that prefix.
-    """
-    keep = p_mass > 0.0
-    p_mass, q_mass = p_mass[keep], q_mass[keep]
-    with np.errstate(divide="ignore"):
-        loss = np.log(p_mass) - np.log(q_mass)  # +inf where Q = 0
-    order = np.argsort(-loss, kind="stable")
-    loss, p_mass, q_mass = loss[order], p_mass[order], q_mass[order]
-    cum_p = np.concatenate([[0.0], np.cumsum(p_mass)])
-    cum_q = np.concatenate([[0.0], np.cumsum(q_mass)])
-    count = np.searchsorted(-loss, -eps_grid, side="left")  # number of outcomes with loss > ε
-    return np.maximum(cum_p[count] - np.exp(eps_grid) * cum_q[count], 0.0)
-
-
 def _worst_case_profile(eps_bit: float, l: int, eps_grid: np.ndarray) -> np.ndarray:
-    """max over the other users' data (a = number of 0-holders) of δ_a(ε), both orderings."""
-    p = _flip_probability(eps_bit)
-    envelope = np.zeros_like(eps_grid)
-    # a ↔ l-1-a mirrors the count (k ↦ l - k) and swaps P and Q, so a ≤ (l-1)/2 with both
-    # orderings covers every a.
-    for a in range((l - 1) // 2 + 1):
-        b = l - 1 - a
-        off_a, f_a, cut_a = _truncated_binom(a, 0.5 * p)
-        off_b, f_b, cut_b = _truncated_binom(b, 0.5 * p)
-        # X_a = Bin(a, p/2) + b - Bin(b, p/2): the second term has pmf f_b reversed.
-        f = np.convolve(f_a, f_b[::-1])
-        big_p, big_q = _pair(f, p)
-        cut = cut_a + cut_b  # total variation to the exact pmf, bounds the δ error
-        envelope = np.maximum(envelope, _hockey_stick(big_p, big_q, eps_grid) + cut)
-        envelope = np.maximum(envelope, _hockey_stick(big_q, big_p, eps_grid) + cut)
-        del off_a, off_b  # offsets shift both P and Q alike; hockey-stick is shift-invariant
-    return np.minimum(envelope, 1.0)
+    """max over the other users' data (a = number of 0-holders) of δ_a(ε), both orderings
+    (``sum_only_worst_case``: exact, or bounded by blocks of a past a few thousand reports)."""
+    return worst_case_profile(_flip_probability(eps_bit), l, eps_grid)
 
 
-def _connect_dots_pld(profile: np.ndarray, rounded: np.ndarray) -> pld_lib.PrivacyLossDistribution:
-    deltas = np.minimum.accumulate(np.clip(profile, 0.0, 1.0))
-    from dp_accounting.pld import pld_pmf
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(DISCRETIZATION, rounded, deltas)
-    return pld_lib.PrivacyLossDistribution(pmf)
+def _connect_dots_pld(profile: np.ndarray, rounded: np.ndarray) -> GridPLD:
+    return connect_the_dots(DISCRETIZATION, rounded, profile)
 
 
 def _loss_grid(eps_bit: float) -> tuple[np.ndarray, np.ndarray]:
@@ -174,9 +152,7 @@ def _log_pmf_dict(mass: np.ndarray, keys: list[object]) -> dict[object, float]:
     return {k: float(v) for k, v in zip(keys, logs, strict=True) if v > -math.inf}
 
 
-def bit_pld(
-    eps_bit: float, l: int, method: Method = "worst-case"
-) -> pld_lib.PrivacyLossDistribution:
+def bit_pld(eps_bit: float, l: int, method: Method = "worst-case") -> PLD:
     """PLD of one released count (one bit position) in a batch of ``l`` reports (pessimistic)."""
     if not (eps_bit > 0 and math.isfinite(eps_bit)):
         raise ValueError(f"eps_bit must be positive and finite, got {eps_bit}")
@@ -188,7 +164,7 @@ def bit_pld(
         return _connect_dots_pld(_worst_case_profile(eps_bit, l, grid), rounded)
     if method == "all-equal":
         off, f, cut = _truncated_binom(l - 1, 0.5 * p)
-        big_p, big_q = _pair(f, p)
+        big_p, big_q = released_pair(f, p)
         keys: list[object] = list(range(off, off + len(big_p)))
         return _pmf_pld(_log_pmf_dict(big_q, keys), _log_pmf_dict(big_p, keys), cut)
     if method == "blanket":
@@ -198,7 +174,7 @@ def bit_pld(
         for i, weight in enumerate(w):
             n = off_n + i
             off, f, cut = _truncated_binom(n, 0.5)
-            big_p, big_q = _pair(f, p)
+            big_p, big_q = released_pair(f, p)
             keys = [(n, off + k) for k in range(len(big_p))]
             upper_d.update(_log_pmf_dict(weight * big_p, keys))
             lower_d.update(_log_pmf_dict(weight * big_q, keys))
@@ -235,9 +211,7 @@ def _check(eps0: float, l: int, delta: float | None = None) -> None:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
 
 
-def composed_pld(
-    eps0: float, l: int, d: int, m: int, method: Method = "worst-case"
-) -> pld_lib.PrivacyLossDistribution:
+def composed_pld(eps0: float, l: int, d: int, m: int, method: Method = "worst-case") -> PLD:
     """PLD of all m·d(d+3)/2 released counts of one user: the per-bit PLD self-composed."""
     _check(eps0, l)
     count = n_bits(d, m)
@@ -276,16 +250,17 @@ def sum_only_max_eps0(
 ) -> float:
     """Largest ε0 (to ``tol``, rounded down) with ``sum_only_epsilon(ε0, l, δ) ≤ target_eps``.
 
-    Doubling then bisection on ε0; the answer is always admissible (the lower end is kept).
+    Doubling then regula falsi on ε0 (``search.largest_at_most``); the answer is always
+    admissible (the lower end is kept).
     """
     if not target_eps > 0:
         raise ValueError(f"target_eps must be positive, got {target_eps}")
     _check(target_eps, l, delta)
 
-    def ok(e0: float) -> bool:
-        return sum_only_epsilon(e0, l, delta, d, m, method) <= target_eps
+    def central(e0: float) -> float:
+        return sum_only_epsilon(e0, l, delta, d, m, method)
 
-    return largest_satisfying(ok, target_eps, tol)  # ε0 ≤ target is always admissible
+    return largest_at_most(central, target_eps, target_eps, tol)  # ε0 ≤ target: admissible
 
 
 def sum_only_min_batch(
@@ -311,6 +286,15 @@ def sum_only_min_batch(
     return smallest_satisfying(ok, max_l)
 
 
+def _blocks_note(l: int) -> str:
+    """How the worst case over the others' data was taken, when not exactly."""
+    size = block_size(l)
+    if size == 1:
+        return ""
+    return (f" (bounded over blocks of {size} datasets: at most the exact worst case of a batch "
+            f"of {l - size + 1})")
+
+
 def secure_sum_central(
     eps0: float, batch_size: int, delta: float, d: int, m: int
 ) -> tuple[float, str]:
@@ -328,8 +312,9 @@ def secure_sum_central(
         f"ldp: pure ε0-LDP per report (Garcelon Prop. 4); central (observer of the released "
         f"batch sums only): each of the {n_bits(d, m)} bit counts is randomized response "
         f"(p={p:.4g}) hidden among the other {batch_size - 1} users' randomised bits, "
-        f"worst case over their data, privacy-loss distribution (connect-the-dots, "
-        f"dp-accounting) composed over the bit counts, at δ={delta:g}; capped by the "
+        f"worst case over their data{_blocks_note(batch_size)}, privacy-loss distribution "
+        f"(connect-the-dots, Doroshenko et al. 2022) composed over the bit counts, at "
+        f"δ={delta:g}; capped by the "
         f"whole-report shuffling bound ({reports:.4g}); one report per user, each report in "
         f"exactly one batch: parallel composition; later batches and broadcasts are "
         f"post-processing of published models. central_epsilon_paper: Garcelon et al. Thm 5 "

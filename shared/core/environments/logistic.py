@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
 
 from privbandit.shared.core.environments.linear import LinearEnvironment
 
@@ -28,4 +27,6 @@ class LogisticEnvironment(LinearEnvironment):
 
     def mean(self, X: np.ndarray) -> np.ndarray:
         """μ = g(⟨x, θ*⟩)."""
+        from scipy.special import expit  # here: services load this package, need no scipy
+
         return expit(X @ self.theta)

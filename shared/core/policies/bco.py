@@ -54,10 +54,17 @@ from privbandit.shared.core.policies.bco_config import (
     LDPBCOConfig,
     PrivateBCO,
 )
-from privbandit.shared.core.policies.bco_kernels import one_point_loop, two_point_loop
 from privbandit.shared.core.randomizers.bco import one_point_sigma, two_point_sigma
 
 BARRIER_NU = 1.0  # ν of −ln(R² − ‖x‖²)
+
+
+def kernels() -> Any:
+    """``bco_kernels``, imported on first use: numba compiles its loops when it is imported
+    (start-up that a service serving no BCO task, or the shuffler, need not pay)."""
+    from privbandit.shared.core.policies import bco_kernels
+
+    return bco_kernels
 
 
 class BCOPolicy:
@@ -160,9 +167,9 @@ class OnePointBCO(BCOPolicy):
               inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
-        one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale, bnoise,
-                       kappa, denom, points, period, c.radius, c.loss_bound, self.eta,
-                       c.strong_convexity, self.delta, inst, self.maxnorm)
+        kernels().one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale,
+                                 bnoise, kappa, denom, points, period, c.radius, c.loss_bound,
+                                 self.eta, c.strong_convexity, self.delta, inst, self.maxnorm)
 
     def params(self) -> dict[str, Any]:
         black_box = "hazan-levy" if self.config.strong_convexity > 0 else "saha-tewari"
@@ -196,9 +203,9 @@ class TwoPointBCO(BCOPolicy):
               inst: np.ndarray) -> None:
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
-        two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom, bnoise,
-                       points, period, c.radius, c.lipschitz, self.eta0, c.strong_convexity,
-                       self.rho, self.shrink, inst, self.maxnorm)
+        kernels().two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom,
+                                 bnoise, points, period, c.radius, c.lipschitz, self.eta0,
+                                 c.strong_convexity, self.rho, self.shrink, inst, self.maxnorm)
 
     def params(self) -> dict[str, Any]:
         schedule = "1/(μt)" if self.config.strong_convexity > 0 else "1/√T"

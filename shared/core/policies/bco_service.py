@@ -40,15 +40,8 @@ import numpy as np
 
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.policies.base import Policy
-from privbandit.shared.core.policies.bco import OnePointBCO, TwoPointBCO
+from privbandit.shared.core.policies.bco import OnePointBCO, TwoPointBCO, kernels
 from privbandit.shared.core.policies.bco_config import BCOConfig
-from privbandit.shared.core.policies.bco_kernels import (
-    barrier_eigs,
-    ellipsoid_apply,
-    ftrl_ball,
-    one_point_gradient,
-    two_point_gradient,
-)
 from privbandit.shared.core.policies.bco_model import BCOModel
 from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
 from privbandit.shared.core.randomizers.bco_rows import BCORowRandomizer
@@ -58,14 +51,14 @@ VERSION_HISTORY = 256
 
 def exploration_matrix(y: np.ndarray, R: float, lam: float) -> np.ndarray:
     """A = (∇²ℛ(y) + λI)^{-1/2} for ℛ(x) = −ln(R² − ‖x‖²), as a d×d matrix."""
-    a, b, n2 = barrier_eigs(y, R, lam)
+    a, b, n2 = kernels().barrier_eigs(y, R, lam)
     d = y.shape[0]
     A = np.empty((d, d))
     col = np.empty(d)
     for j in range(d):
         e = np.zeros(d)
         e[j] = 1.0
-        ellipsoid_apply(y, e, a, b, n2, -0.5, col)
+        kernels().ellipsoid_apply(y, e, a, b, n2, -0.5, col)
         A[:, j] = col
     return A
 
@@ -94,6 +87,15 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
     @property
     def points_per_user(self) -> int:
         return self.inner.points_per_user
+
+    @classmethod
+    def randomizer_of(cls, config: BCOConfig) -> BCORowRandomizer:
+        """The task's randomizer without a policy (``registry.randomizer_for``): no initial
+        model, so the compiled loops are not loaded where only the report layout is needed
+        (the shuffler sizes ciphertexts with it)."""
+        bare = cls.__new__(cls)
+        bare.config, bare.inner = config, cls.inner_class(config, runs=1)
+        return bare._make_randomizer()
 
     def _make_randomizer(self) -> BCORowRandomizer:
         c = self.config
@@ -214,10 +216,11 @@ class OnePointService(BCOServicePolicy):
         c, inner = self.config, self.inner
         y_v, lam_v = self.history[version]
         x, g = np.empty(c.d), np.empty(c.d)
-        one_point_gradient(y_v, u, value, c.radius, lam_v, inner.delta, x, g)
+        kernels().one_point_gradient(y_v, u, value, c.radius, lam_v, inner.delta, x, g)
         self.c += g - c.strong_convexity * y_v
         t = self.reports
-        ftrl_ball(self.c, inner.eta, inner.eta * c.strong_convexity * (t + 1), c.radius, self.y)
+        kernels().ftrl_ball(self.c, inner.eta, inner.eta * c.strong_convexity * (t + 1), c.radius,
+                            self.y)
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "c": self.c.tolist()}
@@ -240,7 +243,7 @@ class TwoPointService(BCOServicePolicy):
     def _step(self, version: int, u: np.ndarray, value: float) -> None:
         c, inner = self.config, self.inner
         g = np.empty(c.d)
-        two_point_gradient(value, u, inner.rho, g)
+        kernels().two_point_gradient(value, u, inner.rho, g)
         mu = c.strong_convexity
         eta = inner.eta0 if mu == 0.0 else inner.eta0 / (mu * (self.reports + 1))
         self.y -= eta * g

@@ -23,7 +23,6 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.confidence import logdet_pd, time_uniform
@@ -98,6 +97,8 @@ class ExactPolicy(LinearPolicy[LinUCBConfig | AdaROFULConfig, IdentityRandomizer
         ) * c.S
 
     def _publish_exact(self) -> None:
+        from scipy.linalg import cho_factor, cho_solve  # here: the shuffler loads this module
+
         factor = cho_factor(self.V, lower=True)
         theta = cho_solve(factor, self.u)
         self._publish(theta, self.V.copy(), self.oful_radius(self.config.failure_prob))
@@ -168,6 +169,8 @@ class AdaROFUL(ExactPolicy):
         c = self.config
         self.episodes += 1
         self.noise += self.rng.normal(0.0, self.noise_sigma, size=c.d)
+        from scipy.linalg import cho_factor, cho_solve
+
         factor = cho_factor(self.V, lower=True)
         theta = cho_solve(factor, self.u + self.noise)
         half = c.failure_prob / 2

@@ -13,7 +13,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from privbandit.shared.core.confidence import ellipsoid_norms
 
@@ -69,6 +68,8 @@ class Model:
     @cached_property
     def chol_inv(self) -> np.ndarray:
         """W = chol⁻¹, so that ‖x‖_{V⁻¹} = ‖W x‖₂ (V⁻¹ = chol⁻ᵀ chol⁻¹); once per model."""
+        from scipy.linalg import solve_triangular  # here: the shuffler loads this module
+
         return solve_triangular(self.chol, np.eye(self.d), lower=True, check_finite=False)
 
     def decide_one(self, X: np.ndarray) -> int:

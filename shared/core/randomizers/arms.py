@@ -32,11 +32,9 @@ from __future__ import annotations
 import math
 import struct
 from abc import ABC, abstractmethod
+from statistics import NormalDist
 
 import numpy as np
-
-# norm.isf(q) is -ndtri(q): the normal quantile without scipy.stats (a second of start-up).
-from scipy.special import ndtri
 
 from privbandit.shared.core.accounting.gaussian import gaussian_sigma
 from privbandit.shared.core.randomizers.base import unpack_row
@@ -162,7 +160,9 @@ class GaussianArmRandomizer(ArmRandomizer):
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.sigma = gaussian_sigma(self.epsilon, self.delta, self.SENSITIVITY)
         self.paper_sigma = 2 * 0.5 * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
-        tail = float(-ndtri(HONEST_REFUSAL / 2))
+        # norm.isf(q) = −Φ⁻¹(q): the standard library's normal quantile (Wichura's AS 241,
+        # within a few ulps of scipy's ndtri), as services load this module and need no scipy.
+        tail = -NormalDist().inv_cdf(HONEST_REFUSAL / 2)
         self.report_bound = 0.5 + tail * self.sigma
 
     def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import struct
 
-import numpy as np
+# norm.isf(q) = −Φ⁻¹(q): the standard library's normal quantile (Wichura's AS 241, within a few
+# ulps of scipy's ndtri), as services load this module and need no scipy.
+from statistics import NormalDist
 
-# norm.isf(q) is -ndtri(q): the normal quantile without scipy.stats (a second of start-up).
-from scipy.special import ndtri
+import numpy as np
 
 from privbandit.shared.core.randomizers.arms import HONEST_REFUSAL
 from privbandit.shared.core.randomizers.base import versioned_row
 from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
 
 UNIT_TOLERANCE = 1e-9
-TAIL = float(-ndtri(HONEST_REFUSAL / 2))
+TAIL = -NormalDist().inv_cdf(HONEST_REFUSAL / 2)
 
 
 class BCORowRandomizer:

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
+# norm.isf(q) = −Φ⁻¹(q): the standard library's normal quantile (Wichura's AS 241, within a few
+# ulps of scipy's ndtri), as services load this module and need no scipy.
+from statistics import NormalDist
 
-# norm.isf(q) is -ndtri(q): the normal quantile without scipy.stats (a second of start-up).
-from scipy.special import ndtri
+import numpy as np
 
 from privbandit.shared.core.accounting.gaussian import gaussian_sigma
 from privbandit.shared.core.randomizers.base import (
@@ -81,7 +82,7 @@ class GaussianRandomizer:
         self.sensitivity = self._sensitivity()
         self.sigma = gaussian_sigma(epsilon, delta, self.sensitivity)
         # τ with width · P(|N(0, 1)| > τ) = HONEST_REFUSAL (union bound over the entries).
-        self.tail_z = float(-ndtri(HONEST_REFUSAL / (2 * self.width)))
+        self.tail_z = -NormalDist().inv_cdf(HONEST_REFUSAL / (2 * self.width))
         clean_lo, clean_hi = self._clean_range()
         self.report_low = clean_lo - self.tail_z * self.sigma
         self.report_high = clean_hi + self.tail_z * self.sigma

@@ -39,7 +39,6 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
 
 from privbandit.shared.core.randomizers.base import (
     Estimate,
@@ -93,6 +92,8 @@ class GLBRandomizer(GaussianRandomizer):
         return np.concatenate([lo, -zx, -grad]), np.concatenate([hi, zx, grad])
 
     def _clean(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        from scipy.special import expit  # here: the shuffler loads this module, needs no scipy
+
         z = x @ self.anchor
         grad = (expit(z) - r)[:, None] * x
         return np.concatenate([x[:, self._iu[0]] * x[:, self._iu[1]], z[:, None] * x, grad],

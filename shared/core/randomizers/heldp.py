@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
 
 from privbandit.shared.core.privacy_levels import EPS_MAX
 from privbandit.shared.core.randomizers.arms import (
@@ -39,6 +38,8 @@ LAPLACE_TAIL = -math.log(HONEST_REFUSAL)  # τ = 40 ln 2
 
 def sigmoid(r: np.ndarray) -> np.ndarray:
     """s(r) = 1/(1 + e^{−r}) (HeLDP §3.3)."""
+    from scipy.special import expit  # here: services load this module, need no scipy
+
     return expit(r)
 
 
@@ -125,7 +126,7 @@ class CTBRandomizer(HeLDPRandomizer):
     def one_probability(s: np.ndarray, eps: np.ndarray | float) -> np.ndarray:
         """P(x = 1 | s) = (s e^ε + 1 − s)/(1 + e^ε) = 1/(1 + e^ε) + s tanh(ε/2)."""
         eps = np.asarray(eps, dtype=float)
-        return expit(-eps) + np.asarray(s) * np.tanh(eps / 2.0)
+        return sigmoid(-eps) + np.asarray(s) * np.tanh(eps / 2.0)
 
     @staticmethod
     def response_mean(mu: np.ndarray | float, eps: np.ndarray | float) -> np.ndarray:
