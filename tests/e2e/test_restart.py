@@ -2,7 +2,7 @@
 real PostgreSQL server): kill -9 the shuffler and the analyzer in the middle of a run, keep the
 users coming (the device's durable outbox absorbs the outage and decisions need no network),
 restart both on the same data directories and ports, finish, and show that every accepted
-report is counted exactly once:
+report is counted exactly once (then, on the same deployment, the device's crash):
 
     reports_counted + reports_pending == reports_accepted == feedbacks_sent
 
@@ -41,12 +41,14 @@ USERS = 700
 ARM_AND_BCO_TASKS = ["small-heldp", "small-ldp-mab", "small-adar-ucb", "small-ldp-bco2"]
 
 
-def test_crash_of_shuffler_and_analyzer_loses_and_duplicates_nothing(
+def test_crashes_of_the_backend_then_the_device_lose_and_duplicate_nothing(
     store_cluster: Cluster,
 ) -> None:
     """Once per store, for every threat model's task at once (one crash, users of both); on
     SQLite with users of every task of ``ARM_AND_BCO_TASKS`` in the same crash: nothing lost or
-    duplicated there either, and a restarted analyzer publishes exactly the models it had."""
+    duplicated there either, and a restarted analyzer publishes exactly the models it had.
+    Then the device's crashes on the same deployment (``assert_device_crash_safe``): one start
+    per store serves both (a deployment's start costs seconds of CPU on every service)."""
     seeds = {TASKS[threat_model]: 11 for threat_model in ("shuffle", "central")}
     pass_through = ({task: 5 for task in ARM_AND_BCO_TASKS}
                     if store_cluster.store == "sqlite" else {})
@@ -67,13 +69,15 @@ def test_crash_of_shuffler_and_analyzer_loses_and_duplicates_nothing(
     if pass_through:
         assert_pass_through_crash_safe(
             store_cluster, {t: runs[t] for t in pass_through}, events, USERS)
+    # After the absolute totals above: the device's users add to the same task.
+    assert_device_crash_safe(store_cluster)
 
 
-def test_crash_of_the_device_loses_and_duplicates_nothing(store_cluster: Cluster) -> None:
+def assert_device_crash_safe(cluster: Cluster) -> None:
     """kill -9 the device mid-run and restart it: its outbox and open decisions are durable, a
     feedback whose answer was lost in the crash is retried and recognised (409 after a retry
-    means it was recorded), so the counts still reconcile exactly."""
-    cluster = store_cluster
+    means it was recorded), so the counts still reconcile exactly (relative to the counts the
+    task had before: the reconciliation's snapshot)."""
     urls = cluster.urls
     task_id = TASKS["shuffle"]
     events: list[str] = []

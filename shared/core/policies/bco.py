@@ -49,7 +49,6 @@ from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.accounting.ledgers import none_ledger
 from shared.core.environments.bco import BCOEnvironment, KernelParams
 from shared.core.policies.bco_config import BCOConfig, LDPBCO2Config, LDPBCOConfig, PrivateBCO
-from shared.core.policies.bco_kernels import one_point_loop, two_point_loop
 from shared.core.randomizers.bco import one_point_sigma, two_point_sigma
 
 BARRIER_NU = 1.0  # ν of −ln(R² − ‖x‖²)
@@ -153,6 +152,10 @@ class OnePointBCO(BCOPolicy):
 
     def _loop(self, env_params: KernelParams, U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
               inst: np.ndarray) -> None:
+        # Imported here: the kernels import numba (~0.3 s of CPU), which a process that never
+        # runs a BCO loop (a service, the command line) must not pay at start-up.
+        from shared.core.policies.bco_kernels import one_point_loop
+
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
         one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale, bnoise,
@@ -189,6 +192,8 @@ class TwoPointBCO(BCOPolicy):
 
     def _loop(self, env_params: KernelParams, U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
               inst: np.ndarray) -> None:
+        from shared.core.policies.bco_kernels import two_point_loop
+
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
         two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom, bnoise,

@@ -42,13 +42,6 @@ from shared.core.accounting.ledger import PrivacyLedger
 from shared.core.policies.base import Policy
 from shared.core.policies.bco import OnePointBCO, TwoPointBCO
 from shared.core.policies.bco_config import BCOConfig
-from shared.core.policies.bco_kernels import (
-    barrier_eigs,
-    ellipsoid_apply,
-    ftrl_ball,
-    one_point_gradient,
-    two_point_gradient,
-)
 from shared.core.policies.bco_model import BCOModel
 from shared.core.randomizers.bco import OnePointReport, TwoPointReport
 from shared.core.randomizers.bco_rows import BCORowRandomizer
@@ -58,6 +51,11 @@ VERSION_HISTORY = 256
 
 def exploration_matrix(y: np.ndarray, R: float, lam: float) -> np.ndarray:
     """A = (∇²ℛ(y) + λI)^{-1/2} for ℛ(x) = −ln(R² − ‖x‖²), as a d×d matrix."""
+    # The kernels are imported where they run, here and below: importing them imports numba
+    # (~0.3 s of CPU), which a process whose tasks have no BCO policy — every shuffler, the
+    # command line, a service of another config — must not pay at start-up.
+    from shared.core.policies.bco_kernels import barrier_eigs, ellipsoid_apply
+
     a, b, n2 = barrier_eigs(y, R, lam)
     d = y.shape[0]
     A = np.empty((d, d))
@@ -211,6 +209,8 @@ class OnePointService(BCOServicePolicy):
                         A=exploration_matrix(y, R, lam), delta=self.inner.delta)
 
     def _step(self, version: int, u: np.ndarray, value: float) -> None:
+        from shared.core.policies.bco_kernels import ftrl_ball, one_point_gradient
+
         c, inner = self.config, self.inner
         y_v, lam_v = self.history[version]
         x, g = np.empty(c.d), np.empty(c.d)
@@ -238,6 +238,8 @@ class TwoPointService(BCOServicePolicy):
                         radius=self.config.radius, rho=self.inner.rho)
 
     def _step(self, version: int, u: np.ndarray, value: float) -> None:
+        from shared.core.policies.bco_kernels import two_point_gradient
+
         c, inner = self.config, self.inner
         g = np.empty(c.d)
         two_point_gradient(value, u, inner.rho, g)
