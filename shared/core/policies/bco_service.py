@@ -94,16 +94,26 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         return self.inner.points_per_user
 
     def _make_randomizer(self) -> BCORowRandomizer:
-        c = self.config
+        return self._randomizer(self.config, self.inner)
+
+    @classmethod
+    def randomizer_of(cls, config: BCOConfig) -> BCORowRandomizer:
+        # Without the initial model: its exploration matrix runs the numba kernels, whose
+        # import and start-up (~0.3 s of CPU) the shuffler and the device would pay at every
+        # start only to learn a row's width.
+        return cls._randomizer(config, cls.inner_class(config, runs=1))
+
+    @staticmethod
+    def _randomizer(c: BCOConfig, inner: OnePointBCO | TwoPointBCO) -> BCORowRandomizer:
         report: OnePointReport | TwoPointReport | None = None
-        if self.inner.private:
-            p = self.inner.privacy()
+        if inner.private:
+            p = inner.privacy()
             eps, delta, cal = p.epsilon, p.delta, p.calibration
-            report = (OnePointReport(eps, delta, c.loss_bound, cal) if self.points_per_user == 1
+            report = (OnePointReport(eps, delta, c.loss_bound, cal) if inner.points_per_user == 1
                       else TwoPointReport(eps, delta, c.lipschitz, cal))
-        return BCORowRandomizer(c.d, self.points_per_user, loss_bound=c.loss_bound,
-                                lipschitz=c.lipschitz, rho=getattr(self.inner, "rho", 0.0),
-                                sigma=self.inner.sigma, report=report)
+        return BCORowRandomizer(c.d, inner.points_per_user, loss_bound=c.loss_bound,
+                                lipschitz=c.lipschitz, rho=getattr(inner, "rho", 0.0),
+                                sigma=inner.sigma, report=report)
 
     def window(self) -> int:
         return 1

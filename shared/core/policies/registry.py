@@ -181,5 +181,6 @@ def build_policy(config: Any, rng: np.random.Generator | None = None) -> Policy[
 
 
 def randomizer_for(config: Any) -> Randomizer:
-    """The device-side local randomizer a task's policy uses (no analyzer state is built)."""
-    return build_policy(config).randomizer
+    """The device-side local randomizer a task's policy uses (``Policy.randomizer_of``: the
+    shuffler and the device need no analyzer state)."""
+    return entry(getattr(config, "algo", None)).policy_class(config).randomizer_of(config)
