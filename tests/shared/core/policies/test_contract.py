@@ -156,6 +156,13 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.parametrize("algo", SERVICE_ALGOS)
+def test_the_first_model_is_version_0(algo: str) -> None:
+    """What a device reports for a task whose model has not come yet (``ModelCache.versions``)
+    without building its policy."""
+    assert build_policy(small_config(algo), np.random.default_rng(0)).model.version == 0
+
+
+@pytest.mark.parametrize("algo", SERVICE_ALGOS)
 def test_randomizer_for_makes_the_built_policys_randomizer(algo: str) -> None:
     """``randomizer_for`` — the shuffler's and the device's, made without the analyzer's state
     (``Policy.randomizer_of``) — is the built policy's randomizer: same type, same parameters."""
