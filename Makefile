@@ -32,8 +32,8 @@ TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(BIN)/ruff check .
 	# Type check of shared/, services/ and privbandit/ (scope and strictness: [tool.mypy]), run
-	# beside the tests rather than before them (~10 s of CPU that the tests' waits leave room
-	# for); its output follows theirs, and both must pass.
+	# beside the tests rather than before them: mypy is one process (~10 s of CPU cold), which
+	# left the other core idle; its output follows the tests', and both must pass.
 	@log=$$(mktemp); $(BIN)/mypy >$$log 2>&1 & mypy=$$!; \
 	PRIVBANDIT_TEST_TIME_SCALE=$(PRIVBANDIT_TEST_TIME_SCALE) $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup; \
 	tests=$$?; wait $$mypy; typed=$$?; echo "mypy:"; cat $$log; rm -f $$log; \
