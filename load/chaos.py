@@ -146,15 +146,17 @@ def print_tally(tally: Tally) -> None:
 
 
 def run_campaign(kills: int, seed: int = 1, concurrency: int = 8, time_limit: float = 1800.0,
-                 workdir: Path | None = None, wait_scale: float = 1.0) -> Tally:
+                 workdir: Path | None = None, wait_scale: float = 1.0,
+                 config_text: str = CHAOS_CONFIG) -> Tally:
     """The campaign on fresh local services; ``wait_scale`` multiplies every wait for a
     service (start, restart, settling), so that a busy machine is given time (the tests pass
-    their ``PRIVBANDIT_TEST_TIME_SCALE``)."""
+    their ``PRIVBANDIT_TEST_TIME_SCALE``). ``config_text``: the services' config file (it must
+    hold ``TASKS``; the tests pass theirs, with a smaller device pool)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(workdir) if workdir is not None else Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         config = root / "chaos.toml"
-        config.write_text(CHAOS_CONFIG)
+        config.write_text(config_text)
         data = root / "data"
         with local_cluster(data, config=config, log_dir=root / "logs",
                            timeout=60.0 * wait_scale) as cluster:

@@ -11,7 +11,8 @@ loaded before any test module, and imports nothing that imports numpy.
 
 Under pytest-xdist (``make test``: a worker per core, ``--dist loadgroup``) the tests are spread
 one by one over the workers, slow ones first, except the modules on the e2e package's shared
-``cluster``, which go to one worker together (it starts that cluster once). xdist's own
+``cluster``, which go to one worker together (it starts that cluster once), and each module of
+``MODULE_DEPLOYMENTS`` (one module-scoped deployment each). xdist's own
 ``xdist_group`` marks are read from a suffix it adds to node ids, which pytest ≥ 9.2 no longer lets
 it add (pytest-xdist issue 1386: the tests are then spread as if unmarked), so the scheduler below
 groups by module path.
@@ -30,16 +31,24 @@ del _var
 
 # The e2e modules whose tests run on the e2e package's shared ``cluster`` fixture.
 SHARED_CLUSTER_MODULES = frozenset(f"tests/e2e/{name}.py" for name in (
-    "test_bco", "test_demo", "test_glb_gope", "test_mab"))
+    "test_bco", "test_demo", "test_glb_gope", "test_mab", "test_secure_sum"))
+# Modules whose tests share a module-scoped deployment of service processes: scheduled as one
+# unit, so that it starts once (spread over the workers, or interleaved there with other
+# modules' tests, pytest would start it once per stretch of consecutive tests).
+MODULE_DEPLOYMENTS = frozenset({"tests/interop/test_services.py", "tests/e2e/test_connections.py"})
 
 
 def work_unit(nodeid: str) -> str:
     """The unit of scheduling of a test: its xdist group (an ``@group`` suffix, should xdist
-    add it again), the shared cluster's for its modules, else the test itself."""
+    add it again), the shared cluster's for its modules, its module for a module of
+    ``MODULE_DEPLOYMENTS``, else the test itself."""
     if nodeid.rfind("@") > nodeid.rfind("]"):
         return nodeid.rsplit("@", 1)[-1]
-    if nodeid.split("::", 1)[0] in SHARED_CLUSTER_MODULES:
+    module = nodeid.split("::", 1)[0]
+    if module in SHARED_CLUSTER_MODULES:
         return "e2e-shared-cluster"
+    if module in MODULE_DEPLOYMENTS:
+        return module
     return nodeid
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from load.chaos import TASKS, print_tally, run_campaign
-from tests.helpers import patience, time_scale
+from tests.helpers import SMALL_CONFIG, patience, time_scale
 
 pytestmark = pytest.mark.slow
 
 
 def test_ten_random_kills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     tally = run_campaign(kills=10, seed=2, concurrency=4, time_limit=patience(300),
-                         workdir=tmp_path, wait_scale=time_scale())
+                         workdir=tmp_path, wait_scale=time_scale(), config_text=SMALL_CONFIG)
     print_tally(tally)
     assert sum(tally.kills.values()) == 10
     assert tally.restarts_failed == 0

@@ -440,6 +440,9 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
     import privbandit.services.common.cli as service_cli
     import privbandit.services.device.__main__ as device_main
 
+    # main() imports create_app from it when it runs
+    import privbandit.services.device.app as device_app
+
     for peer in SERVICES:
         monkeypatch.setenv(f"PRIVBANDIT_{peer.upper()}__HOST", peer)
     monkeypatch.setenv("PRIVBANDIT_CONFIG", str(ROOT / "shared" / "defaults" / "privbandit.toml"))
@@ -459,7 +462,7 @@ def test_bind_address_is_separate_from_peer_addresses(monkeypatch: pytest.Monkey
         return SimpleNamespace(state=SimpleNamespace())
 
     monkeypatch.setattr(service_cli.uvicorn, "Server", FakeServer)
-    monkeypatch.setattr(device_main, "create_app", fake_create_app)
+    monkeypatch.setattr(device_app, "create_app", fake_create_app)
     device_main.main(["--host", "0.0.0.0"])
     assert captured["host"] == "0.0.0.0" and captured["port"] == 8703 and captured["served"]
     assert captured["settings"].analyzer.url == "http://analyzer:8701"

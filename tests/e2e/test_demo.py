@@ -26,7 +26,16 @@ from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.crypto.hpke import ciphertext_length, pack_report, seal
 from privbandit.shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode, b64encode
 from privbandit.shared.settings import TaskConfig
-from tests.helpers import BATCH, E2E_CONFIG, TASKS, cli, deadline, patience, wait_done
+from tests.helpers import (
+    BATCH,
+    E2E_CONFIG,
+    E2E_PAILLIER_POOL,
+    TASKS,
+    cli,
+    deadline,
+    patience,
+    wait_done,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -128,12 +137,18 @@ def test_demo_command_starts_fresh_services_and_writes_json(
 
 
 @pytest.mark.parametrize("paper", [False, True])
-def test_demo_central_runs_the_packaged_defaults(tmp_path: Path, paper: bool) -> None:
+def test_demo_central_runs_the_packaged_defaults(
+    tmp_path: Path, paper: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``demo-central`` of the packaged config over real HTTP: adar-oful's practical settings
     (first release after ⌈50 σ_Y/L⌉ = 250 reports at (α, ε) = (10, 0.2), C = 8, width 0.1;
     issue 22) — or with ``--paper`` Alg. 4's (1, 0.5, width 1) — reconcile exactly, release a
     model, and keep the task's ledger either way."""
     from privbandit.shared.settings import DEFAULT_CONFIG
+
+    # The e2e device pool (``E2E_PAILLIER_POOL``) for the config's two secure-sum tasks, which
+    # this run does not drive; the services inherit the environment.
+    monkeypatch.setenv("PRIVBANDIT_DEVICE_TIMING__PAILLIER_POOL", str(E2E_PAILLIER_POOL))
 
     out_json = tmp_path / "central.json"
     code = cli(["demo", "--task", "demo-central", "--users", "300", "--concurrency", "4",

@@ -1,14 +1,16 @@
 """The services as real processes (``privbandit up``'s launcher) with the packaged small config,
 which sets no shuffler token: the launcher generates one for the data directory and the
 shuffler's batches are accepted with it, also after a restart; a database lost between two
-starts stops the next start with the file named, and ``--init`` starts afresh."""
+starts stops the next start with the file named, and ``--init`` starts afresh.
+
+One deployment's life serves both stories (each cluster start costs seconds of CPU): the token's
+across two starts, then the lost database across the next two."""
 
 from __future__ import annotations
 
 import asyncio
 import stat
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -22,11 +24,9 @@ from privbandit.launcher import (
     LaunchError,
     free_ports,
 )
-from tests.helpers import TASKS, patience
+from tests.helpers import SMALL_CONFIG, TASKS, patience
 
 pytestmark = pytest.mark.slow
-
-SMALL = Path(str(resources.files("privbandit.shared") / "defaults" / "small.toml"))
 
 
 @pytest.fixture
@@ -34,7 +34,9 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster
     """Three services on free ports with the small config, not started yet."""
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     ports = dict(zip(SERVICES, free_ports(3), strict=True))
-    with Cluster(tmp_path / "data", ports, config=SMALL, log_dir=tmp_path / "logs") as c:
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL_CONFIG)
+    with Cluster(tmp_path / "data", ports, config=config, log_dir=tmp_path / "logs") as c:
         yield c
 
 
@@ -43,9 +45,11 @@ def run_users(cluster: Cluster, users: int, seed: int) -> dict:
     return asyncio.run(run_demo_against(cluster.urls, TASKS["ldp"], opts))["reconciliation"]
 
 
-def test_generated_token_authenticates_the_shuffler_and_survives_restarts(
+def test_generated_token_survives_restarts_and_a_lost_database_stops_the_start(
     cluster: Cluster,
 ) -> None:
+    """The generated token authenticates the shuffler and survives a restart; then a database
+    lost between two starts stops the start naming it, and ``--init`` recovers."""
     cluster.start(timeout=patience(60))
     token_file = cluster.data_dir / TOKEN_FILE
     token = token_file.read_text()
@@ -59,9 +63,7 @@ def test_generated_token_authenticates_the_shuffler_and_survives_restarts(
     rec = run_users(cluster, 10, seed=2)
     assert rec["consistent"] and rec["reports_counted"] == 10, rec
 
-
-def test_lost_database_stops_the_start_naming_it_and_init_recovers(cluster: Cluster) -> None:
-    cluster.start(timeout=patience(60))
+    # The analyzer's database lost between two starts.
     cluster.stop()
     lost = cluster.data_dir / "analyzer" / "analyzer.sqlite3"
     lost.unlink()

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import gmpy2
 
+from privbandit.services.device.refill_worker import init_worker
 from privbandit.shared.crypto.obfuscators import obfuscators
 from privbandit.shared.crypto.paillier import PaillierEncryptor
 
@@ -37,33 +36,18 @@ log = logging.getLogger(__name__)
 
 # Niceness of the worker processes: the request path (niceness 0) wins a contested core.
 WORKER_NICE = 10
-# How often a worker checks that its device still runs (seconds): an orphan lingers at most this.
-PARENT_POLL = 1.0
 
 
 def start_workers(n: int) -> ProcessPoolExecutor:
-    """``n`` worker processes for the refillers of all keys (spawned when first used)."""
+    """``n`` worker processes for the refillers of all keys (spawned when first used); their
+    initializer lives in a module that imports nothing of the service
+    (``services.device.refill_worker``)."""
     return ProcessPoolExecutor(
         max_workers=n,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_init_worker,
+        initializer=init_worker,
         initargs=(WORKER_NICE,),
     )
-
-
-def _init_worker(nice: int) -> None:
-    """In each worker process: lower its priority, and leave when the device process dies."""
-    os.nice(nice)
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="parent-watch",
-                     daemon=True).start()
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Exit this process once ``parent`` is no longer its parent (it died: the orphan is
-    re-parented to init or a subreaper). ``os._exit``: nothing of a worker needs cleaning up."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL)
-    os._exit(0)
 
 
 def start_refiller(

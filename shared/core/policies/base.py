@@ -82,6 +82,13 @@ class Policy(ABC, Generic[ConfigT, RandomizerT]):
     @abstractmethod
     def _make_randomizer(self) -> RandomizerT: ...
 
+    @classmethod
+    def randomizer_of(cls, config: ConfigT) -> RandomizerT:
+        """The device-side randomizer of a policy of ``config``, without its analyzer state
+        (``registry.randomizer_for``): the built policy's, unless a family whose initial model
+        is costly to build makes it directly (``BCOServicePolicy``)."""
+        return cls(config).randomizer
+
     @abstractmethod
     def window(self) -> int: ...
 

@@ -165,6 +165,9 @@ class OnePointBCO(BCOPolicy):
 
     def _loop(self, env_params: KernelParams, U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
               inst: np.ndarray) -> None:
+        # Imported here: the kernels import numba (~0.3 s of CPU), which a process that never
+        # runs a BCO loop (a service, the command line) must not pay at start-up.
+
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
         kernels().one_point_loop(self.y, self.c, self.t, U, zeta, z, self.sigma, kind, scale,
@@ -201,6 +204,7 @@ class TwoPointBCO(BCOPolicy):
 
     def _loop(self, env_params: KernelParams, U: np.ndarray, zeta: np.ndarray, z: np.ndarray,
               inst: np.ndarray) -> None:
+
         kind, scale, bnoise, kappa, denom, points, period = env_params
         c = self.config
         kernels().two_point_loop(self.y, self.t, U, z, self.sigma, kind, scale, kappa, denom,

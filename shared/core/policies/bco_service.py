@@ -51,7 +51,12 @@ VERSION_HISTORY = 256
 
 def exploration_matrix(y: np.ndarray, R: float, lam: float) -> np.ndarray:
     """A = (∇²ℛ(y) + λI)^{-1/2} for ℛ(x) = −ln(R² − ‖x‖²), as a d×d matrix."""
-    a, b, n2 = kernels().barrier_eigs(y, R, lam)
+    # The kernels are imported where they run, here and below: importing them imports numba
+    # (~0.3 s of CPU), which a process whose tasks have no BCO policy — every shuffler, the
+    # command line, a service of another config — must not pay at start-up.
+    from privbandit.shared.core.policies.bco_kernels import barrier_eigs
+
+    a, b, n2 = barrier_eigs(y, R, lam)
     d = y.shape[0]
     A = np.empty((d, d))
     col = np.empty(d)
@@ -88,26 +93,27 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
     def points_per_user(self) -> int:
         return self.inner.points_per_user
 
+    def _make_randomizer(self) -> BCORowRandomizer:
+        return self._randomizer(self.config, self.inner)
+
     @classmethod
     def randomizer_of(cls, config: BCOConfig) -> BCORowRandomizer:
-        """The task's randomizer without a policy (``registry.randomizer_for``): no initial
-        model, so the compiled loops are not loaded where only the report layout is needed
-        (the shuffler sizes ciphertexts with it)."""
-        bare = cls.__new__(cls)
-        bare.config, bare.inner = config, cls.inner_class(config, runs=1)
-        return bare._make_randomizer()
+        # Without the initial model: its exploration matrix runs the numba kernels, whose
+        # import and start-up (~0.3 s of CPU) the shuffler and the device would pay at every
+        # start only to learn a row's width.
+        return cls._randomizer(config, cls.inner_class(config, runs=1))
 
-    def _make_randomizer(self) -> BCORowRandomizer:
-        c = self.config
+    @staticmethod
+    def _randomizer(c: BCOConfig, inner: OnePointBCO | TwoPointBCO) -> BCORowRandomizer:
         report: OnePointReport | TwoPointReport | None = None
-        if self.inner.private:
-            p = self.inner.privacy()
+        if inner.private:
+            p = inner.privacy()
             eps, delta, cal = p.epsilon, p.delta, p.calibration
-            report = (OnePointReport(eps, delta, c.loss_bound, cal) if self.points_per_user == 1
+            report = (OnePointReport(eps, delta, c.loss_bound, cal) if inner.points_per_user == 1
                       else TwoPointReport(eps, delta, c.lipschitz, cal))
-        return BCORowRandomizer(c.d, self.points_per_user, loss_bound=c.loss_bound,
-                                lipschitz=c.lipschitz, rho=getattr(self.inner, "rho", 0.0),
-                                sigma=self.inner.sigma, report=report)
+        return BCORowRandomizer(c.d, inner.points_per_user, loss_bound=c.loss_bound,
+                                lipschitz=c.lipschitz, rho=getattr(inner, "rho", 0.0),
+                                sigma=inner.sigma, report=report)
 
     def window(self) -> int:
         return 1
@@ -213,6 +219,7 @@ class OnePointService(BCOServicePolicy):
                         A=exploration_matrix(y, R, lam), delta=self.inner.delta)
 
     def _step(self, version: int, u: np.ndarray, value: float) -> None:
+
         c, inner = self.config, self.inner
         y_v, lam_v = self.history[version]
         x, g = np.empty(c.d), np.empty(c.d)
@@ -241,6 +248,7 @@ class TwoPointService(BCOServicePolicy):
                         radius=self.config.radius, rho=self.inner.rho)
 
     def _step(self, version: int, u: np.ndarray, value: float) -> None:
+
         c, inner = self.config, self.inner
         g = np.empty(c.d)
         kernels().two_point_gradient(value, u, inner.rho, g)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -181,11 +181,6 @@ def build_policy(config: Any, rng: np.random.Generator | None = None) -> Policy[
 
 
 def randomizer_for(config: Any) -> Randomizer:
-    """The device-side local randomizer a task's policy uses. A policy class may say how to
-    build it without the analyzer's state (``randomizer_of``: e.g. a BCO policy's initial model
-    loads the compiled loops); the others are built whole and their randomizer kept."""
-    cls = entry(getattr(config, "algo", None)).policy_class(config)
-    direct = getattr(cls, "randomizer_of", None)
-    if direct is not None:
-        return cast(Randomizer, direct(config))
-    return build_policy(config).randomizer
+    """The device-side local randomizer a task's policy uses (``Policy.randomizer_of``: the
+    shuffler and the device need no analyzer state)."""
+    return entry(getattr(config, "algo", None)).policy_class(config).randomizer_of(config)

@@ -19,7 +19,7 @@ from privbandit.services.device.transports.refiller import (
     start_workers,
 )
 from privbandit.shared.crypto.paillier import PaillierEncryptor, decrypt_sum
-from tests.helpers import deadline
+from tests.helpers import deadline, patience
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +118,34 @@ def test_workers_exit_when_their_device_is_killed() -> None:
         return True
 
     wait_for(gone)
+
+
+# A device run as ``python -m services.device``: ``spawn`` starts each worker by running that
+# main module again (as ``__mp_main__``), then imports the initializer's module, then the task's.
+SPAWN_PROBE = """
+import importlib, json, sys
+sys.modules["__main__"] = importlib.import_module("privbandit.services.device.__main__")
+from privbandit.services.device.transports.refiller import start_workers
+pool = start_workers(1)
+print(json.dumps(pool.submit(eval, "sorted(__import__('sys').modules)").result()), flush=True)
+pool.shutdown()
+"""
+
+
+def test_a_worker_of_a_device_run_as_a_module_imports_none_of_the_service() -> None:
+    """The worker of a device started as ``python -m services.device`` re-runs the device's
+    main module and imports its initializer's: neither may pull in the service (the app,
+    FastAPI, numpy, the transports), which cost about a second of CPU per device start."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", SPAWN_PROBE], capture_output=True, text=True,
+                          cwd=os.getcwd(), timeout=patience(60), check=False)
+    assert proc.returncode == 0, proc.stderr
+    modules = set(json.loads(proc.stdout))
+    assert "__mp_main__" in modules  # the device's main module was run again, as spawn does
+    assert "privbandit.services.device.refill_worker" in modules
+    heavy = {"privbandit.services.device.app", "privbandit.services.device.transports",
+             "fastapi", "numpy", "privbandit.shared.settings"}
+    assert not heavy & modules, sorted(heavy & modules)

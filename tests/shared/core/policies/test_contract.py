@@ -23,7 +23,13 @@ import pytest
 from pydantic import ValidationError
 
 from privbandit.services.device.families import HANDLERS
-from privbandit.shared.core.policies import REGISTRY, build_policy, entry, make_config
+from privbandit.shared.core.policies import (
+    REGISTRY,
+    build_policy,
+    entry,
+    make_config,
+    randomizer_for,
+)
 from privbandit.shared.core.policies.base import Policy
 from privbandit.shared.core.policies.config import AnyPolicyConfig
 from privbandit.shared.core.policies.registry import PolicyEntry
@@ -138,6 +144,38 @@ def test_ingest_consumes_at_least_one_row(algo: str) -> None:
         consumed = policy.ingest(rows)
         assert 1 <= consumed <= rows.shape[0]
         assert policy.reports >= before  # counted (a skipped update counts the rows it used)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal values, through arrays, containers and objects' attributes."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return bool(np.array_equal(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "__dict__") and not isinstance(a, type):
+        return same_value(vars(a), vars(b))
+    return bool(a == b)
+
+
+@pytest.mark.parametrize("algo", SERVICE_ALGOS)
+def test_the_first_model_is_version_0(algo: str) -> None:
+    """What a device reports for a task whose model has not come yet (``ModelCache.versions``)
+    without building its policy."""
+    assert build_policy(small_config(algo), np.random.default_rng(0)).model.version == 0
+
+
+@pytest.mark.parametrize("algo", SERVICE_ALGOS)
+def test_randomizer_for_makes_the_built_policys_randomizer(algo: str) -> None:
+    """``randomizer_for`` — the shuffler's and the device's, made without the analyzer's state
+    (``Policy.randomizer_of``) — is the built policy's randomizer: same type, same parameters."""
+    config = small_config(algo)
+    direct = randomizer_for(config)
+    built = build_policy(config, np.random.default_rng(0)).randomizer
+    assert same_value(direct, built), (vars(direct), vars(built))
 
 
 @pytest.mark.parametrize("algo", ALGOS)
