@@ -18,11 +18,16 @@ import time
 PARENT_POLL = 1.0
 
 
-def init_worker(nice: int) -> None:
-    """In each worker process: lower its priority, and leave when the device process dies."""
+def init_worker(nice: int, parent: int | None = None) -> None:
+    """In each worker process: lower its priority, and leave when the device process dies.
+    ``parent``: the device's pid as the device saw it when it started the pool. It must come
+    from the device, not from ``os.getppid()`` here: a device killed while the worker was still
+    starting has already been replaced as the parent (by init or a subreaper) when this runs,
+    and a watch of that new parent would never end (orphans seen after kill -9s in the tests)."""
     os.nice(nice)
-    threading.Thread(target=exit_with_parent, args=(os.getppid(),), name="parent-watch",
-                     daemon=True).start()
+    threading.Thread(target=exit_with_parent,
+                     args=(os.getppid() if parent is None else parent,),
+                     name="parent-watch", daemon=True).start()
 
 
 def exit_with_parent(parent: int) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -46,7 +47,7 @@ def start_workers(n: int) -> ProcessPoolExecutor:
         max_workers=n,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=init_worker,
-        initargs=(WORKER_NICE,),
+        initargs=(WORKER_NICE, os.getpid()),
     )
 
 

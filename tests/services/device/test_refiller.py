@@ -149,3 +149,21 @@ def test_a_worker_of_a_device_run_as_a_module_imports_none_of_the_service() -> N
     heavy = {"privbandit.services.device.app", "privbandit.services.device.transports",
              "fastapi", "numpy", "privbandit.shared.settings"}
     assert not heavy & modules, sorted(heavy & modules)
+
+
+def test_a_worker_started_after_its_device_died_leaves() -> None:
+    """The race that left orphans: the device is killed while a worker is still starting, so by
+    the time the initializer runs the worker's parent is already init (or a subreaper). The
+    initializer watches the pid the device gave it, not whoever is the parent then, and leaves
+    at once; with ``os.getppid()`` taken in the worker it would watch init for ever."""
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that is nobody's parent any more
+    code = ("import time\n"
+            "from privbandit.services.device.refill_worker import init_worker\n"
+            f"init_worker(0, parent={gone.pid})\n"
+            "time.sleep(600)\n")
+    done = subprocess.run([sys.executable, "-c", code], timeout=patience(60), check=False)
+    assert done.returncode == 0  # os._exit(0) from the watch, long before the sleep ends
