@@ -5,11 +5,8 @@ a venv path that does not exist, so every install step is listed."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +18,6 @@ def planned(target: str, tmp_path: Path) -> list[str]:
     return [line for line in done.stdout.splitlines() if "pip install" in line]
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_demo_installs_the_runtime_only_and_make_test_the_extras(tmp_path: Path) -> None:
     demo = planned("demo", tmp_path)
     assert any(line.endswith("pip install --quiet -e .") for line in demo), demo
