@@ -32,15 +32,13 @@ from __future__ import annotations
 
 import platform
 import secrets
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from bench.args import parse, write_json
+from bench.prio3 import med, timed
 from privbandit.services.analyzer.transports.prio3 import Prio3Decoder
 from privbandit.services.device.transports.prio3 import make_report
 from privbandit.services.shuffler.transports.prio3 import leader_aggregate, leader_verify
@@ -61,16 +59,6 @@ from privbandit.shared.protocol.secure_sum import EncryptedCounts
 from privbandit.shared.settings import TaskConfig
 
 TOKEN = secrets.token_urlsafe(32)
-
-
-def med(samples: list[float]) -> float:
-    return statistics.median(samples)
-
-
-def timed(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def task(algo: str, l: int) -> TaskConfig:

@@ -197,7 +197,42 @@ class Sum(Valid[int, int]):
         return int(output[0])
 
 
-class SumVec(Valid[Sequence[int], list[int]]):
+class _ChunkedBitCheck:
+    """The gadget side shared by SumVec, Histogram and MultihotCountVec: every entry of the
+    encoded measurement is a bit, checked by ParallelSum(Mul, chunk_length) with joint
+    randomness (§7.4.3), one call per chunk; their ``eval_with`` differ."""
+
+    field: type[Field]
+    chunk_length: int
+    GADGET_CALLS: list[int]
+
+    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
+        return [
+            _bit_check_inputs_rows(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
+            )
+        ]
+
+    def wire_evals_rows(
+        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
+        weights: list[FVec],
+    ) -> list[FVec]:
+        return [
+            _bit_check_wire_evals(
+                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0],
+                num_shares, seeds[0], weights[0],
+            )
+        ]
+
+
+class SumVec(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
     """A vector of ``length`` integers, each in [0, max_measurement], as concatenated
     range-checked bits, checked with joint randomness by ParallelSum(Mul, chunk_length)
     (§7.4.3). One output: Σ over calls."""
@@ -230,31 +265,6 @@ class SumVec(Valid[Sequence[int], list[int]]):
                                             self.max_measurement)
         return self.field.vec(out)
 
-    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
-        return [
-            _bit_check_inputs(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
-            )
-        ]
-
-    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
-        return [
-            _bit_check_inputs_rows(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
-            )
-        ]
-
-    def wire_evals_rows(
-        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
-        weights: list[FVec],
-    ) -> list[FVec]:
-        return [
-            _bit_check_wire_evals(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0],
-                num_shares, seeds[0], weights[0],
-            )
-        ]
-
     def eval_with(
         self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
     ) -> FVec:
@@ -276,7 +286,7 @@ class SumVec(Valid[Sequence[int], list[int]]):
         return [int(x) for x in output]
 
 
-class Histogram(Valid[int, list[int]]):
+class Histogram(_ChunkedBitCheck, Valid[int, list[int]]):
     """A one-hot vector of ``length`` buckets (§7.4.4): bits checked as in SumVec, plus
     Σ x − 1 = 0 (the constant scaled by 1/num_shares). Two outputs."""
 
@@ -299,31 +309,6 @@ class Histogram(Valid[int, list[int]]):
         out[_check_int(measurement, self.length - 1)] = 1
         return self.field.vec(out)
 
-    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
-        return [
-            _bit_check_inputs(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
-            )
-        ]
-
-    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
-        return [
-            _bit_check_inputs_rows(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
-            )
-        ]
-
-    def wire_evals_rows(
-        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
-        weights: list[FVec],
-    ) -> list[FVec]:
-        return [
-            _bit_check_wire_evals(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0],
-                num_shares, seeds[0], weights[0],
-            )
-        ]
-
     def eval_with(
         self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
     ) -> FVec:
@@ -339,7 +324,7 @@ class Histogram(Valid[int, list[int]]):
         return [int(x) for x in output]
 
 
-class MultihotCountVec(Valid[Sequence[bool], list[int]]):
+class MultihotCountVec(_ChunkedBitCheck, Valid[Sequence[bool], list[int]]):
     """A 0/1 vector of ``length`` entries with at most ``max_weight`` ones (§7.4.5): the
     vector followed by its weight as a range-checked integer; all bits checked as in SumVec,
     plus Σ x − decode(weight bits) = 0. Two outputs."""
@@ -373,31 +358,6 @@ class MultihotCountVec(Valid[Sequence[bool], list[int]]):
         if weight > self.max_weight:
             raise ValueError(f"weight {weight} exceeds {self.max_weight}")
         return self.field.vec(counts + encode_range_checked_int(weight, self.max_weight))
-
-    def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
-        return [
-            _bit_check_inputs(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
-            )
-        ]
-
-    def gadget_inputs_rows(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
-        return [
-            _bit_check_inputs_rows(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0], num_shares
-            )
-        ]
-
-    def wire_evals_rows(
-        self, meas: FVec, joint_rand: FVec, num_shares: int, seeds: list[FVec],
-        weights: list[FVec],
-    ) -> list[FVec]:
-        return [
-            _bit_check_wire_evals(
-                self.field, meas, joint_rand, self.chunk_length, self.GADGET_CALLS[0],
-                num_shares, seeds[0], weights[0],
-            )
-        ]
 
     def eval_with(
         self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
