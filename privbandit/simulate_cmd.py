@@ -60,6 +60,7 @@ FLAG_FIELDS = {
     "noise_ridge": "noise_ridge",
     "encoding": "encoding",
     "u_weight": "u_weight",
+    "intercept": "intercept",
     "batch_weight_power": "batch_weight_power",
     "first_episode": "first_episode",
     "perturb": "perturb",
@@ -119,9 +120,15 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise-ridge", type=float,
                    help="ddp-linucb, sblb, ldp-linucb --regularizer noise: κ in "
                         "c_t = λ + κ·2σ_t√d")
-    p.add_argument("--encoding", choices=["upper", "frobenius"],
-                   help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x) or frobenius "
-                        "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity)")
+    p.add_argument("--encoding", choices=["upper", "frobenius", "centered", "auto"],
+                   help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x), frobenius "
+                        "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity), "
+                        "centered (frobenius with (r − ½) x; needs an intercept) or auto "
+                        "(default: centered where the contexts have an intercept, else "
+                        "frobenius; --paper: upper)")
+    p.add_argument("--intercept", type=float,
+                   help="ddp-linucb: c, every context has x[0] = c (default: the "
+                        "environment's, 1/√2 on linear, fixed-linear and logistic)")
     p.add_argument("--u-weight", type=float,
                    help="ddp-linucb: weight of r x in the released vector (default 1)")
     p.add_argument("--batch-weight-power", type=float,
@@ -222,6 +229,10 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
     and the flags the policy does not use."""
     cls = ALL_CONFIGS[args.algo] if args.algo in ALL_CONFIGS else UniformConfig
     params: dict[str, Any] = {"d": d} if d is not None else {"K": K}
+    if "intercept" in cls.model_fields and isinstance(getattr(args, "env", None), str):
+        from privbandit.shared.core.environments import environment_intercept
+
+        params["intercept"] = environment_intercept(args.env)
     params.update(extra or {})
     params.update(practical_defaults(cls, args))
     ignored = []

@@ -18,6 +18,7 @@ from privbandit.services.device import arms, bco, persons
 from privbandit.services.device.decision_ids import OpenDecision, short
 from privbandit.services.device.errors import (
     DecisionUsed,
+    FeatureIntercept,
     FeatureNorm,
     InvalidReport,
     MissingFeatures,
@@ -38,6 +39,11 @@ from privbandit.shared.settings import TaskConfig
 # How far in the future a decision's issue time may lie (the wall clock stepped back a little
 # between decide and feedback, e.g. by NTP) before its id is refused.
 CLOCK_SKEW = 60.0
+
+
+# Relative slack on the intercept for floating-point error (1/√2 computed two ways differs in
+# the last bit); the randomizer then sets x[0] = c exactly.
+INTERCEPT_TOLERANCE = 1e-9
 
 
 def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
@@ -72,6 +78,15 @@ def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
             f"every feature vector must satisfy ||x|| <= L = {L}; row {bad} has "
             f"||x|| = {float(np.sqrt(sq[bad])):.6g}"
         )
+    c = getattr(policy, "encoding_intercept", None)
+    if c is not None:
+        off = np.abs(X[:, 0] - c) > INTERCEPT_TOLERANCE * max(1.0, c)
+        if off.any():
+            bad = int(np.flatnonzero(off)[0])
+            raise FeatureIntercept(
+                f"task {cfg.id} has the intercept x[0] = {c!r} in every feature vector; row "
+                f"{bad} has x[0] = {float(X[bad, 0])!r}"
+            )
     return X
 
 

@@ -23,6 +23,11 @@ class FeatureNorm(Invalid, code="feature_norm"):
     """A feature vector with ||x|| > L (the bound every privacy calibration assumes)."""
 
 
+class FeatureIntercept(Invalid, code="feature_intercept"):
+    """A feature vector whose x[0] is not the task's intercept c (``ddp-linucb``'s centered
+    encoding: its sensitivity, and so its noise, assume x[0] = c for every context)."""
+
+
 class InvalidReport(Invalid, code="invalid_report"):
     """The randomizer refused the (x, r) of a feedback."""
 

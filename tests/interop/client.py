@@ -165,23 +165,34 @@ def secure_sum_layout(d: int, m: int, batch_size: int, key_bits: int, offset: in
 
 def ddp_values(x: np.ndarray, r: float, scale: float, L: float, share_variance: float,
                rng: np.random.Generator, encoding: str = "upper",
-               u_weight: float = 1.0) -> list[int]:
+               u_weight: float = 1.0, intercept: float | None = None) -> list[int]:
     """§3.5: clip x to ‖x‖ ≤ L and r to [0, 1]; v = (upper(x xᵀ), r x) — with ``encoding``
     "frobenius" the off-diagonal entries times √2 and r x times w = ``u_weight`` — clipped to
-    ‖v‖ ≤ √(L⁴ + w²L²); y = s·v; each y_i to ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋); plus
+    ‖v‖ ≤ √(L⁴ + w²L²); "centered" as "frobenius" after setting x[0] = c (``intercept``, the
+    rest clipped to √(L² − c²)) and with (r − ½) x in place of r x, clipped to
+    √(L⁴ + w²L²/4); y = s·v; each y_i to ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋); plus
     Poisson(λ) − Poisson(λ), λ = σ²/2 (numpy's Poisson here: a test client; a device samples it
     exactly from a CSPRNG)."""
-    x = np.asarray(x, float) * min(1.0, L / max(float(np.linalg.norm(x)), 1e-300))
+    x = np.asarray(x, float)
     r = min(max(float(r), 0.0), 1.0)
+    if encoding == "centered":
+        assert intercept is not None
+        rest = x[1:] * min(1.0, math.sqrt(L * L - intercept * intercept)
+                           / max(float(np.linalg.norm(x[1:])), 1e-300))
+        x = np.concatenate([[intercept], rest])
+        r -= 0.5
+    else:
+        x = x * min(1.0, L / max(float(np.linalg.norm(x)), 1e-300))
     m = upper(x)
     w = 1.0
-    if encoding == "frobenius":
+    if encoding in ("frobenius", "centered"):
         d = len(x)
         diagonal = [i == j for i in range(d) for j in range(i, d)]
         m = np.where(diagonal, m, math.sqrt(2) * m)
         w = u_weight
     v = np.concatenate([m, w * r * x])
-    v *= min(1.0, math.sqrt(L**4 + w**2 * L**2) / max(float(np.linalg.norm(v)), 1e-300))
+    h = 0.5 if encoding == "centered" else 1.0
+    v *= min(1.0, math.sqrt(L**4 + (w * h * L) ** 2) / max(float(np.linalg.norm(v)), 1e-300))
     y = scale * v
     low = np.floor(y)
     z = low + (rng.random(y.shape) < y - low)
@@ -191,18 +202,26 @@ def ddp_values(x: np.ndarray, r: float, scale: float, L: float, share_variance: 
 
 
 def ddp_estimate(sums: list[int], d: int, scale: float, encoding: str = "upper",
-                 u_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """§3.5, the analyzer's reading of decoded batch sums S (summed over batches): Σ x xᵀ as the
-    symmetric matrix of S's upper-triangle values / s — off-diagonal ones also / √2 under
-    ``frobenius`` — and Σ r x as S's last d values / (s·w) (w = 1 under ``upper``)."""
+                 u_weight: float = 1.0, intercept: float | None = None,
+                 count: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """§3.5, the analyzer's reading of decoded batch sums S (summed over batches, ``count``
+    reports): Σ x xᵀ as the symmetric matrix of S's upper-triangle values / s — off-diagonal
+    ones also / √2 under ``frobenius`` and ``centered`` — and Σ r x as S's last d values / (s·w)
+    (w = 1 under ``upper``); under ``centered`` entry (0, 0) is count·c² and ½ × row 0 / c is
+    added to Σ r x."""
     G = np.zeros((d, d))
     k = 0
-    off, w = (math.sqrt(2), u_weight) if encoding == "frobenius" else (1.0, 1.0)
+    off, w = (math.sqrt(2), u_weight) if encoding in ("frobenius", "centered") else (1.0, 1.0)
     for i in range(d):
         for j in range(i, d):
             G[i, j] = G[j, i] = sums[k] / (scale * (1.0 if i == j else off))
             k += 1
-    return G, np.array(sums[k:], dtype=float) / (scale * w)
+    u = np.array(sums[k:], dtype=float) / (scale * w)
+    if encoding == "centered":
+        assert intercept is not None
+        G[0, 0] = count * intercept**2
+        u = u + 0.5 * G[0] / intercept
+    return G, u
 
 
 def signed_digits(values: list[int], layout: dict[str, int]) -> list[int]:

@@ -226,3 +226,31 @@ def test_independent_frobenius_ddp_values_are_the_randomizers_law() -> None:
     se = np.sqrt(rz.share_variance + 0.25) / np.sqrt(n)
     assert np.abs(theirs.mean(axis=0) - want).max() < 6 * se
     assert np.abs(ours.mean(axis=0) - want).max() < 6 * se
+
+
+def test_independent_centered_ddp_values_are_the_randomizers_law() -> None:
+    """§3.5's ``centered`` encoding (x[0] the intercept c, (r − ½) x × w): the independent
+    client's values and the project's randomizer's have the same mean s·v (6 standard errors);
+    and
+    the client's reading of the sums (G₀₀ = n c², Σ r x = ũ + ½ G̃ e₀ / c) recovers Σ r x."""
+    c = 1 / np.sqrt(2)
+    rz = randomizer_for(make_config("ddp-linucb", d=D, batch_size=L_BATCH, epsilon=4.0,
+                                    encoding="centered", u_weight=1.5, intercept=c))
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=D)
+    x[1:] *= 0.6 / np.linalg.norm(x[1:])
+    x[0] = c  # the task's contexts (the device refuses others: feature_intercept)
+    r, n = 0.2, 2000
+    want = rz.scale * rz.statistics(x[None], np.array([r]))[0]
+    theirs = np.array([client.ddp_values(x, r, rz.scale, 1.0, rz.share_variance, rng,
+                                         "centered", 1.5, c) for _ in range(n)])
+    ours = rz.randomize(np.repeat(x[None], n, 0), np.full(n, r), rng)
+    se = np.sqrt(rz.share_variance + 0.25) / np.sqrt(n)
+    assert np.abs(theirs.mean(axis=0) - want).max() < 6 * se
+    assert np.abs(ours.mean(axis=0) - want).max() < 6 * se
+    xp = x
+    G, u = client.ddp_estimate(theirs.sum(axis=0).tolist(), D, rz.scale, "centered", 1.5, c,
+                               count=n)
+    assert G[0, 0] == pytest.approx(n * c * c)
+    u_se = np.sqrt(n * (rz.share_variance + 0.25) * (1 / 1.5**2 + 1 / (8 * c * c))) / rz.scale
+    assert np.abs(u - n * r * xp).max() < 6 * u_se

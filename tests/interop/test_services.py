@@ -104,7 +104,8 @@ KINDS = {
     "ldp-bco2": ("demo-ldp-bco2", 15),
     "ldp-glb": ("demo-ldp-glb", 30),
     "adar-gope": ("demo-adar-gope", 0),  # phase 1 and GOPE_PHASE_2 users of phase 2 (below)
-    # demo-ddp runs the frobenius encoding (its default); this derived twin the original upper.
+    # demo-ddp runs the centered encoding (its default, "auto" with the linear contexts'
+    # intercept); this derived twin the original upper.
     "ddp-upper": ("demo-ddp-upper", 2 * SHUFFLE_L),
 }
 DDP_KINDS = {"ddp", "ddp-upper"}
@@ -174,8 +175,10 @@ def interop_tasks() -> list[dict[str, Any]]:
     reports = copy.deepcopy(shuffle)
     reports.update(id="demo-shuffle-reports", aggregation="reports")
     reports["policy"]["m"] = 2
-    # §3.5's two encodings: demo-ddp's own (frobenius, its practical default) and the original.
-    assert base["demo-ddp"]["policy"]["encoding"] == "frobenius"
+    # §3.5's encodings: demo-ddp's own (auto = centered with its intercept, its practical
+    # default) and the original.
+    assert base["demo-ddp"]["policy"]["encoding"] == "auto"
+    assert base["demo-ddp"]["policy"]["intercept"] > 0
     upper = copy.deepcopy(base["demo-ddp"])
     upper["id"] = "demo-ddp-upper"
     upper["policy"]["encoding"] = "upper"
@@ -253,8 +256,10 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
         pconf = get(http, f"{analyzer}/v1/tasks/{twin}/secure-sum")
         lay = client.task_layout(info, pconf)
         sigma2 = privacy(http, analyzer, twin)["ledger"]["share_variance"]
+        encoding = pol.get("encoding", "upper")
+        intercept = pol.get("intercept") if encoding == "centered" else None
         values = [client.ddp_values(xi, ri, pol["scale"], pol["L"], sigma2, rng,
-                                    pol.get("encoding", "upper"), pol.get("u_weight", 1.0))
+                                    encoding, pol.get("u_weight", 1.0), intercept)
                   for xi, ri in zip(x, r, strict=True)]
         theirs = [client.encrypted_counts(pconf, hconf, twin, client.signed_digits(v, lay))
                   for v in values]
@@ -493,7 +498,9 @@ def check_ddp_estimate(http: httpx.Client, analyzer: str, task: str, state: dict
     out as the task states them."""
     pol = get(http, f"{analyzer}/v1/tasks/{task}")["policy"]
     sums = np.sum(values, axis=0).tolist()
-    G, u = client.ddp_estimate(sums, pol["d"], pol["scale"], pol["encoding"], pol["u_weight"])
+    intercept = pol.get("intercept") if pol["encoding"] == "centered" else None
+    G, u = client.ddp_estimate(sums, pol["d"], pol["scale"], pol["encoding"], pol["u_weight"],
+                               intercept, count=len(values))
     np.testing.assert_allclose(state["G"], G, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(state["u"], u, rtol=1e-12, atol=1e-12)
 

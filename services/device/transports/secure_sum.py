@@ -94,7 +94,7 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
 # (``ddp-linucb``: it divides s and the encoding's weights out of the batch sum). The slot
 # layout's offset moves with most of them, but not always: a device and an analyzer that differ
 # in one would count biased statistics as honest ones.
-RELEASE_FIELDS = ("encoding", "u_weight", "scale", "L")
+RELEASE_FIELDS = ("encoding", "u_weight", "intercept", "scale", "L")
 
 
 def check_release(task: TaskConfig, info: TaskInfo) -> None:

@@ -68,6 +68,20 @@ def make_environment(name: str, d: int, K: int, rng: np.random.Generator) -> Env
     return env
 
 
+def environment_intercept(name: str) -> float | None:
+    """c if every context of environment ``name`` has x[0] = c (its class's ``intercept``),
+    else None (also for a factory that does not say)."""
+    if name in SYNTHETIC:
+        return SYNTHETIC[name].intercept
+    if name in ("digits", "letter"):
+        return None
+    factory = REGISTERED.get(name)
+    if factory is None and ":" in name:
+        factory = load_environment_class(name)
+    value = getattr(factory, "intercept", None)
+    return float(value) if isinstance(value, int | float) else None
+
+
 def environment_dimensions(name: str, d: int, K: int) -> tuple[int, int]:
     """(d, K) the environment will actually use for the requested ones."""
     if name == "digits":
@@ -82,6 +96,7 @@ __all__ = [
     "ENVIRONMENTS",
     "Environment",
     "environment_dimensions",
+    "environment_intercept",
     "make_bco_environment",
     "make_environment",
     "register_environment",

@@ -19,6 +19,9 @@ class Environment(ABC):
     d: int
     K: int
     L: float
+    # c when every context has x[0] = c (a constant feature: the ``linear`` family's 1/√2);
+    # ddp-linucb's ``centered`` encoding uses it (``randomizers.skellam``). None: no intercept.
+    intercept: float | None = None
     # The one (K, d) arm set every user sees, when the environment has one (``fixed-linear``).
     fixed_arms: np.ndarray | None = None
     # How a logged round's context is kept (``shared.core.logged``): ``flat`` (the K·d

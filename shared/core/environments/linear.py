@@ -30,6 +30,7 @@ def biased_features(v: np.ndarray) -> np.ndarray:
 class LinearEnvironment(Environment):
     name = "linear"
     L = 1.0
+    intercept = 1 / math.sqrt(2)  # biased_features: x[0] = 1/√2 for every arm
 
     def __init__(self, d: int, K: int, rng: np.random.Generator) -> None:
         if d < 2:

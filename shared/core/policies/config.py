@@ -218,6 +218,20 @@ ADAR_AUTO_FIRST_PER_SIGMA = 50.0
 AUTO_FIRST_PER_SIGMA = 50.0
 
 
+# 'auto' → 'centered' weighs (r − ½) x by 1.5 (measured best of 1, 1.3, 1.5, 1.7, 2 on three
+# tuning seeds; BENCHMARKS.md, issue 22, "the centered encoding").
+CENTERED_U_WEIGHT = 1.5
+
+
+def resolve_encoding(data: dict[str, object], default: str = "upper") -> str:
+    """A ddp-linucb config's encoding with 'auto' resolved: 'centered' if an intercept is
+    given, else 'frobenius'."""
+    encoding = str(data.get("encoding", default))
+    if encoding == "auto":
+        return "centered" if data.get("intercept") is not None else "frobenius"
+    return encoding
+
+
 class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     """Distributed DP over the secure sum: devices add Skellam shares to their rounded statistics
     (``randomizers.skellam``); the batch sum is central (ε, δ)-DP (``accounting.skellam``)."""
@@ -240,9 +254,15 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     noise_ridge: float = Field(
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
     )
-    encoding: Literal["upper", "frobenius"] = Field(
-        "upper", description="released statistics: 'upper' (upper(x xᵀ), r x) or 'frobenius' "
-        "(off-diagonals × √2, r x × u_weight, exact joint sensitivity; randomizers.skellam)"
+    encoding: Literal["upper", "frobenius", "centered", "auto"] = Field(
+        "upper", description="released statistics: 'upper' (upper(x xᵀ), r x), 'frobenius' "
+        "(off-diagonals × √2, r x × u_weight, exact joint sensitivity), 'centered' (frobenius "
+        "with (r − ½) x, needs the intercept; randomizers.skellam) or 'auto' (centered when "
+        "the intercept is given, else frobenius)"
+    )
+    intercept: float | None = Field(
+        None, gt=0, description="c: every context has x[0] = c (a constant feature), which "
+        "the 'centered' encoding needs; the other encodings ignore it"
     )
     u_weight: float = Field(
         1.0, gt=0, le=100, description="weight w of r x in the released vector (the sensitivity "
@@ -254,6 +274,30 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     )
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-linucb"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_encoding(cls, data: object) -> object:
+        """encoding 'auto' → 'centered' where the contexts have an intercept, else 'frobenius'
+        (the best encoding the contexts allow; BENCHMARKS.md, issue 22)."""
+        if isinstance(data, dict) and data.get("encoding") == "auto":
+            encoding = resolve_encoding(data)
+            if encoding == "centered" and data.get("u_weight") is None:
+                return {**data, "encoding": encoding, "u_weight": CENTERED_U_WEIGHT}
+            return {**data, "encoding": encoding}
+        return data
+
+    @model_validator(mode="after")
+    def _centered_needs_intercept(self) -> DDPLinUCBConfig:
+        if self.encoding == "centered" and (self.intercept is None or self.intercept > self.L):
+            raise ValueError("the centered encoding needs the intercept c (every context has "
+                             f"x[0] = c, 0 < c <= L = {self.L:g}); got {self.intercept!r}")
+        return self
+
+    @property
+    def encoding_intercept(self) -> float | None:
+        """The intercept the randomizer uses: c under 'centered', None otherwise."""
+        return self.intercept if self.encoding == "centered" else None
 
     @classmethod
     def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
@@ -275,9 +319,13 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
             return float(value)
 
         growth, _, cap = text.removeprefix("geometric:auto,").partition(",")
-        encoding = str(data.get("encoding", cls.model_fields["encoding"].default))
+        encoding = resolve_encoding(data, str(cls.model_fields["encoding"].default))
+        intercept = get("intercept") if encoding == "centered" else None
+        if str(data.get("encoding")) == "auto" and encoding == "centered" \
+                and data.get("u_weight") is None:
+            data = {**data, "u_weight": CENTERED_U_WEIGHT}
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
-                               get("L"), encoding, get("u_weight"))
+                               get("L"), encoding, get("u_weight"), intercept)
         first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)
         return f"geometric:{first},{growth},{max(first, int(cap))}"
 

@@ -96,7 +96,26 @@ SKELLAM_SUBGAUSSIAN = 2.0 * (math.cosh(1.0) - 1.0)
 FLOAT_SLACK = 1e-9
 
 
-ENCODINGS = ("upper", "frobenius")
+ENCODINGS = ("upper", "frobenius", "centered")
+# The reward range is [0, 1]; the ``"centered"`` encoding releases (r − R0)·x, |r − R0| ≤ R_HALF.
+R0, R_HALF = 0.5, 0.5
+
+
+def reward_half_range(encoding: str) -> float:
+    """h with |released reward factor| ≤ h: 1 for r ∈ [0, 1], ½ for r − ½ (``"centered"``)."""
+    return R_HALF if encoding == "centered" else 1.0
+
+
+def check_intercept(encoding: str, intercept: float | None, L: float) -> None:
+    """``"centered"`` needs the intercept c (x₀ = c for every context, 0 < c ≤ L); the other
+    encodings take none."""
+    if encoding == "centered":
+        if intercept is None or not (0 < intercept <= L and math.isfinite(intercept)):
+            raise ValueError(
+                f"the centered encoding needs an intercept c with 0 < c <= L={L:g} (x[0] = c "
+                f"for every context), got {intercept!r}")
+    elif intercept is not None:
+        raise ValueError(f"only the centered encoding takes an intercept (encoding {encoding!r})")
 
 
 def n_coords(d: int) -> int:
@@ -113,33 +132,65 @@ def coordinate_weights(d: int, encoding: str = "upper", u_weight: float = 1.0) -
     if not (u_weight > 0 and math.isfinite(u_weight)):
         raise ValueError(f"u_weight must be positive and finite, got {u_weight}")
     iu = upper_indices(d)
-    off = math.sqrt(2.0) if encoding == "frobenius" else 1.0
+    off = 1.0 if encoding == "upper" else math.sqrt(2.0)
     return np.concatenate([np.where(iu[0] == iu[1], 1.0, off), np.full(d, float(u_weight))])
 
 
-def pair_sensitivity(L: float, encoding: str = "upper", u_weight: float = 1.0) -> float:
+def pair_sensitivity(L: float, encoding: str = "upper", u_weight: float = 1.0,
+                     intercept: float | None = None) -> float:
     """Δ_v ≥ ‖v_w(x, r) − v_w(y, r')‖₂ for every ‖x‖, ‖y‖ ≤ L and r, r' ∈ [0, 1] (module
     docstring, *Encodings*): √(2L⁴ + 4w²L²) for ``"upper"``; the exact joint bound
     √(2A + 2U + U²/(2A)) (U ≤ 2A) or 2√U (U > 2A), A = L⁴, U = w²L², for ``"frobenius"``."""
     coordinate_weights(1, encoding, u_weight)  # validates
+    check_intercept(encoding, intercept, L)
     if encoding == "upper":
         return math.sqrt(2 * L**4 + 4 * u_weight**2 * L**2)
+    if encoding == "centered":
+        assert intercept is not None
+        return math.sqrt(centered_pair_bound(L, u_weight, intercept))
     A, U = L**4, (u_weight * L) ** 2
     if U <= 2 * A:
         return math.sqrt(2 * A + 2 * U + U * U / (2 * A))
     return 2.0 * math.sqrt(U)
 
 
+def centered_pair_bound(L: float, w: float, c: float) -> float:
+    """Δ_v² of the ``"centered"`` encoding (module docstring, *Encodings*): with h = ½, s = |t|,
+    Δ_v² = max over feasible s of 2L⁴ − 2s² + 2w²h²(L² + s); the concave term peaks at
+    s* = w²h²/2, clamped to the |⟨x, y⟩| that contexts with x₀ = y₀ = c allow (t ≥ 2c² − L²)."""
+    h2 = R_HALF**2
+    low = 2 * c * c - L * L
+    s_low = max(low, 0.0)
+    s = min(max(w * w * h2 / 2, s_low), L * L)
+    return 2 * L**4 - 2 * s * s + 2 * w * w * h2 * (L * L + s)
+
+
+def statistics_clip(L: float, u_weight: float = 1.0, encoding: str = "upper") -> float:
+    """C ≥ ‖v_w‖: √(L⁴ + w²h²L²), h the reward factor's half range (``reward_half_range``)."""
+    h = reward_half_range(encoding)
+    return math.sqrt(L**4 + (u_weight * h * L) ** 2)
+
+
 def clean_statistics(
-    x: np.ndarray, r: np.ndarray, L: float, weights: np.ndarray | None = None
+    x: np.ndarray, r: np.ndarray, L: float, weights: np.ndarray | None = None,
+    intercept: float | None = None,
 ) -> np.ndarray:
     """Rows v_w = weights ⊙ (upper(x xᵀ), r x) after clipping x to ‖x‖ ≤ L, r to [0, 1], v_w
     to √(L⁴ + w²L²) (both encodings have ‖v_G‖ ≤ ‖x‖² ≤ L², so valid inputs are never changed).
     ``weights`` None: all ones (the ``"upper"`` encoding, w = 1)."""
     x = np.asarray(x, dtype=float)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    x = x * np.minimum(1.0, L / np.maximum(norms, 1e-300))
+    if intercept is None:
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = x * np.minimum(1.0, L / np.maximum(norms, 1e-300))
+    else:  # the centered encoding: x₀ = c, the rest clipped to √(L² − c²)
+        rest = x[:, 1:]
+        norms = np.linalg.norm(rest, axis=1, keepdims=True)
+        room = math.sqrt(max(L * L - intercept * intercept, 0.0))
+        rest = rest * np.minimum(1.0, room / np.maximum(norms, 1e-300))
+        x = np.concatenate([np.full((x.shape[0], 1), float(intercept)), rest], axis=1)
     r = np.clip(np.asarray(r, dtype=float), 0.0, 1.0)
+    if intercept is not None:
+        r = r - R0
     d = x.shape[1]
     iu = upper_indices(d)
     v = np.concatenate([x[:, iu[0]] * x[:, iu[1]], r[:, None] * x], axis=1)
@@ -147,7 +198,7 @@ def clean_statistics(
     if weights is not None:
         v = v * weights
         u_weight = float(weights[-1])
-    clip = math.sqrt(L**4 + u_weight**2 * L**2)
+    clip = statistics_clip(L, u_weight, "centered" if intercept is not None else "upper")
     vn = np.linalg.norm(v, axis=1, keepdims=True)
     return v * np.minimum(1.0, clip / np.maximum(vn, 1e-300))
 
@@ -169,12 +220,13 @@ def exact_bernoulli(p: float, randbelow: Callable[[int], int] = secrets.randbelo
 
 
 def batch_noise_sd(d: int, epsilon: float, delta: float, scale: float = 128.0,
-                   L: float = 1.0, encoding: str = "upper", u_weight: float = 1.0) -> float:
+                   L: float = 1.0, encoding: str = "upper", u_weight: float = 1.0,
+                   intercept: float | None = None) -> float:
     """σ_b = √μ / s: the standard deviation, in the statistics' real units, of the central
     Skellam noise one batch's sum carries per released coordinate at (ε, δ) (μ does not depend
     on the batch length; only its split into shares does). After the weights are divided out,
     an entry of weight b carries σ_b / b (``"frobenius"``: σ_b/√2 off the diagonal)."""
-    _, l1, l2 = rounded_sensitivities(d, scale, L, encoding, u_weight)
+    _, l1, l2 = rounded_sensitivities(d, scale, L, encoding, u_weight, intercept)
     return math.sqrt(central_mu(epsilon, delta, l1, l2)) / scale
 
 
@@ -186,15 +238,17 @@ def central_mu(epsilon: float, delta: float, l1: float, l2: float) -> float:
 
 
 def rounded_sensitivities(
-    d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0
+    d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0,
+    intercept: float | None = None,
 ) -> tuple[float, float, float]:
     """(B, Δ₁, Δ₂): the norm bound of one user's rounded statistics and the replacement
     sensitivities of their sum (module docstring): B = s√(L⁴ + w²L²) + √n, Δ₂ = min(2B,
     s Δ_v + 2√n) with Δ_v = ``pair_sensitivity``."""
     n = n_coords(d)
     root_n = math.sqrt(n)
-    norm_bound = scale * math.sqrt(L**4 + u_weight**2 * L**2) * (1 + FLOAT_SLACK) + root_n
-    pair = scale * pair_sensitivity(L, encoding, u_weight) * (1 + FLOAT_SLACK) + 2 * root_n
+    norm_bound = scale * statistics_clip(L, u_weight, encoding) * (1 + FLOAT_SLACK) + root_n
+    pair = scale * pair_sensitivity(L, encoding, u_weight, intercept) * (1 + FLOAT_SLACK) \
+        + 2 * root_n
     l1, l2 = replacement_sensitivities(norm_bound, n, pair)
     return norm_bound, l1, l2
 
@@ -219,6 +273,7 @@ class SkellamRandomizer:
         L: float = 1.0,
         encoding: str = "upper",
         u_weight: float = 1.0,
+        intercept: float | None = None,
     ) -> None:
         if d < 1 or not L > 0 or not (scale >= 1 and math.isfinite(scale)):
             raise ValueError("need d >= 1, L > 0, scale >= 1")
@@ -227,12 +282,14 @@ class SkellamRandomizer:
         self.batch_size, self.honest_fraction = int(batch_size), float(honest_fraction)
         self.encoding, self.u_weight = encoding, float(u_weight)
         self.weights = coordinate_weights(d, encoding, self.u_weight)
+        check_intercept(encoding, intercept, self.L)
+        self.intercept = None if intercept is None else float(intercept)
         self.n = n_coords(d)
         self._iu = upper_indices(d)
         self.n_upper = d * (d + 1) // 2
-        self.clip = math.sqrt(self.L**4 + self.u_weight**2 * self.L**2)
+        self.clip = statistics_clip(self.L, self.u_weight, encoding)
         self.norm_bound, self.l1, self.l2 = rounded_sensitivities(
-            d, self.scale, self.L, encoding, self.u_weight
+            d, self.scale, self.L, encoding, self.u_weight, self.intercept
         )
         self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
         self.honest = honest_shares(self.honest_fraction, self.batch_size)
@@ -260,8 +317,11 @@ class SkellamRandomizer:
     def ledger(self) -> PrivacyLedger:
         encoding = None
         if self.encoding != "upper":
-            pair = pair_sensitivity(self.L, self.encoding, self.u_weight)
-            encoding = (f"{self.encoding} (off-diagonals of x xᵀ × √2, r x × {self.u_weight:g}; "
+            pair = pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)
+            reward = "r x" if self.intercept is None else (
+                f"(r − ½) x with x₀ = {self.intercept:g}")
+            encoding = (f"{self.encoding} (off-diagonals of x xᵀ × √2, {reward} × "
+                        f"{self.u_weight:g}; "
                         f"joint pair bound Δ_v={pair:.6g})")
         return ddp_ledger(
             self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
@@ -270,7 +330,7 @@ class SkellamRandomizer:
 
     def statistics(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """The weighted clean statistics v_w of this encoding (``clean_statistics``)."""
-        return clean_statistics(x, r, self.L, self.weights)
+        return clean_statistics(x, r, self.L, self.weights, self.intercept)
 
     # -- simulator path (injected numpy Generator) ------------------------------------------
     def round_rows(self, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -278,8 +338,17 @@ class SkellamRandomizer:
         low = np.floor(y)
         return (low + (rng.random(y.shape) < (y - low))).astype(np.int64)
 
-    def randomize(self, x: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def check(self, x: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``check_inputs``, and under the centered encoding x[0] = c for every row (relative
+        slack 1e-9: the statistics then use c exactly)."""
         x, r = check_inputs(x, r, self.d, self.L)
+        c = self.intercept
+        if c is not None and (np.abs(x[:, 0] - c) > 1e-9 * max(1.0, c)).any():
+            raise ValueError(f"the centered encoding needs x[0] = {c!r} in every context")
+        return x, r
+
+    def randomize(self, x: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        x, r = self.check(x, r)
         z = self.round_rows(self.scale * self.statistics(x, r), rng)
         lam = float(self.lam)
         return z + rng.poisson(lam, size=z.shape) - rng.poisson(lam, size=z.shape)
@@ -294,7 +363,7 @@ class SkellamRandomizer:
         self, x: np.ndarray, r: float, randbelow: Callable[[int], int] = secrets.randbelow
     ) -> list[int]:
         """One user's rounded statistics z (no noise), every coin from the CSPRNG."""
-        xs, rs = check_inputs(np.asarray(x, dtype=float)[None, :], np.array([r]), self.d, self.L)
+        xs, rs = self.check(np.asarray(x, dtype=float)[None, :], np.array([r]))
         y = self.scale * self.statistics(xs, rs)[0]
         out = []
         for value in y.tolist():
@@ -330,9 +399,15 @@ class SkellamRandomizer:
         if values.shape != (self.n,):
             raise ValueError(f"expected a statistic of length {self.n}, got {values.shape}")
         values = values / (self.scale * self.weights)
-        return Estimate(
-            n=n, G=symmetric_from_upper(values[: self.n_upper], self.d), u=values[self.n_upper :]
-        )
+        G = symmetric_from_upper(values[: self.n_upper], self.d)
+        u = values[self.n_upper :]
+        if self.intercept is not None:
+            # Centered: Σ x₀² = n c² is known exactly, and Σ x = G e₀ / c (x₀ = c), so
+            # Σ r x = Σ (r − ½) x + ½ G e₀ / c.
+            c = self.intercept
+            G[0, 0] = n * c * c
+            u = u + (R0 / c) * G[0]
+        return Estimate(n=n, G=G, u=u)
 
     def _proxy(self) -> float:
         """Per report and released coordinate, in real units before the weights are divided out."""
@@ -347,7 +422,12 @@ class SkellamRandomizer:
         return self._proxy() / float(self.weights[1]) ** 2 if self.d > 1 else self._proxy()
 
     def vector_proxy(self) -> float:
-        return self._proxy() / self.u_weight**2
+        """ũ's per-entry proxy: σ²/w², plus (½/c)² × the off-diagonal proxy σ²/2 that the
+        centered encoding's reconstruction ½ G̃ e₀ / c brings."""
+        base = self._proxy() / self.u_weight**2
+        if self.intercept is None:
+            return base
+        return base + (R0 / self.intercept) ** 2 * self._proxy() / 2
 
     def to_bytes(self, row: np.ndarray) -> bytes:
         row = np.asarray(row)
