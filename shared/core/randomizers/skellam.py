@@ -4,9 +4,9 @@ A user with feature x (‖x‖ ≤ L) and reward r ∈ [0, 1] holds the statisti
 v = (upper(x xᵀ), r x) ∈ ℝⁿ, n = d(d+3)/2, and releases it weighted coordinate by coordinate,
 v_w (*Encodings* below; the original ``"upper"`` encoding has all weights 1). The device
 
-1. clips: x to ‖x‖ ≤ L, r to [0, 1], then v_w to ‖v_w‖₂ ≤ C = √(L⁴ + w²L²) (the matrix part has
-   norm at most ‖x xᵀ‖_F = ‖x‖² in both encodings and ‖w r x‖ ≤ wL, so valid inputs are never
-   changed);
+1. clips: x to ‖x‖ ≤ L, r to [0, 1], then v_w to ‖v_w‖₂ ≤ C = √(L⁴ + w²h²L²) (the matrix part
+   has norm at most ‖x xᵀ‖_F = ‖x‖² in every encoding and the reward part at most whL, h = 1,
+   or ½ for ``"centered"``; so valid inputs are never changed);
 2. scales by s and rounds each coordinate of y = s v to ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋): unbiased,
    E z = y. Norm after rounding (Kairouz–Liu–Steinke 2021, the deterministic bound of §4 / their
    ``bound_1``): every coordinate moves by less than 1, so ‖z − y‖₂ < √n and
@@ -58,6 +58,29 @@ v_w = (diag(x xᵀ), b · offdiag_{i<j}(x xᵀ), w · r x) and the analyzer divi
   minimal near w = 1 for d = 5, ‖θ‖ ≤ 1 ((2 + 2w² + w⁴/2)(5/w² + 3): 40.6, 36.0, 44.0 at
   w² = 0.5, 1, 2), and 36 is 40% below the ``"upper"`` encoding's 6 · (5 + 5) = 60. The off-diagonal
   noise is also what sets the noise matrix's norm (≈ 2σ_off√d, semicircle): √2 smaller.
+
+- ``"centered"`` (b = √2, weight w, for contexts with an intercept: x₀ = c for every context, a
+  constant feature, ``intercept``): the device releases (diag(x xᵀ), √2 · offdiag(x xᵀ),
+  w · (r − ½) x). The reward factor a = r − ½ lies in [−h, h], h = ½, a quarter of the range
+  that r x's worst case (opposite x, y) uses. With p, q ≤ L and t = ⟨x, y⟩,
+  ‖a x − a'y‖² = a²p² + a'²q² − 2aa't is convex in (a, a') on [−h, h]², so at most its vertex
+  maximum h²(p² + q² + 2|t|) ≤ 2h²(L² + |t|), and
+
+      ‖v(x, r) − v(y, r')‖² ≤ 2L⁴ − 2t² + 2w²h²(L² + |t|),
+
+  concave in |t|, maximal at |t| = t* = w²h²/2 = w²/8, clamped to the |t| the contexts allow:
+  x₀ = y₀ = c gives t = c² + ⟨x₁:, y₁:⟩ ≥ c² − (L² − c²) = 2c² − L², so |t| ∈
+  [max(0, 2c² − L²), L²]. The bound is attained at ‖x‖ = ‖y‖ = L, ⟨x, y⟩ = the clamped t*,
+  r = 1, r' = 0 (``centered_pair_bound``; tested against a search over inputs). At L = w = 1,
+  c = 1/√2: Δ_v² = 2 + ½ + 1/32 = 2.53 against 4.5 for ``"frobenius"`` (σ_b 7.53 against 9.93
+  per coordinate at (1, 10⁻⁶)); at the practical w = 1.5, 3.28 (σ_b 8.53, with ũ's noise σ/w).
+  The analyzer knows the batch's count n, so Σ x₀² = n c² exactly, and Σ x = G e₀ / c; it
+  rebuilds Σ r x = Σ (r − ½) x + ½ G̃ e₀ / c (unbiased; ``estimate``), whose noise adds
+  (½/c)² × σ²/2 per entry (``vector_proxy``). Where θ*₀ = ½/c (the ``linear`` environment's
+  case) that added noise cancels against the intercept column's noise in h − Hθ. A device
+  refuses a context with x₀ ≠ c (``check``; the services: ``feature_intercept``), and
+  ``clean_statistics`` projects onto {x₀ = c, ‖x‖ ≤ L} as a last guard, so the bound covers
+  every release.
 
 Noise proxies (for the confidence widths of the ``paper`` regularizer): per report and entry of
 (G, u) in real units, rounding is bounded in an interval of length 1/s (Hoeffding proxy 1/(4s²)),

@@ -19,8 +19,13 @@ from privbandit.shared.core.accounting.skellam import (
     skellam_mu,
     skellam_rdp,
 )
+from privbandit.shared.core.environments.linear import LinearEnvironment
 from privbandit.shared.core.policies import build_policy, make_config
-from privbandit.shared.core.policies.config import AUTO_FIRST_PER_SIGMA, DDPLinUCBConfig
+from privbandit.shared.core.policies.config import (
+    AUTO_FIRST_PER_SIGMA,
+    CENTERED_U_WEIGHT,
+    DDPLinUCBConfig,
+)
 from privbandit.shared.core.policies.model import Model
 from privbandit.shared.core.policies.schedule import BatchSchedule
 from privbandit.shared.core.simulator import contains, simulate, summarize
@@ -233,10 +238,15 @@ def test_simulate_defaults_paper_and_conflicting_flags(tmp_path: Path, capsys) -
     base = ["simulate", "--algo", "ddp-linucb", "--T", "3000", "--no-progress"]
     assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
     params = json.loads((tmp_path / "a.json").read_text())["params"]
-    practical = make_config("ddp-linucb", **DDPLinUCBConfig.PRACTICAL)
+    # simulate gives the config the environment's intercept (linear: 1/√2), so 'auto' is the
+    # centered encoding with its weight.
+    practical = make_config("ddp-linucb", **DDPLinUCBConfig.PRACTICAL,
+                            intercept=LinearEnvironment.intercept)
     for key in DDPLinUCBConfig.PRACTICAL:
         assert params[key] == getattr(practical, key)
     assert params["batch_schedule"].startswith("geometric:")
+    assert (params["encoding"], params["u_weight"], params["intercept"]) == (
+        "centered", CENTERED_U_WEIGHT, LinearEnvironment.intercept)
     out = json.loads((tmp_path / "a.json").read_text())
     assert out["privacy"]["central_epsilon"] <= 1.0 and out["coverage"] is not None
     assert main([*base, "--paper", "--json", str(tmp_path / "p.json")]) == 0
@@ -254,7 +264,9 @@ def test_defaults_learn() -> None:
     """Regression (issue 22): at its simulate defaults, ddp-linucb at ε = 1 ends, at T = 10⁵ on
     ``linear`` (d = 5, K = 20), far below the uniformly random policy on the same users: at most
     5% of its regret in every run (measured 1–2%; the issue's floor is 25%)."""
-    config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6, **DDPLinUCBConfig.PRACTICAL)
+    config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6, **DDPLinUCBConfig.PRACTICAL,
+                         intercept=LinearEnvironment.intercept)
+    assert config.encoding == "centered"
     results, _ = simulate(config, "linear", 20, 100_000, 2, 11, points=4)
     for r in results:
         assert r.regret[-1] <= 0.05 * r.random_regret[-1]
