@@ -10,8 +10,8 @@ jointly and the analyzer learns only the sum of the valid ones of each batch; th
 transport (``test_paillier_secure_sum_demo_reconciles_exactly``) releases encrypted batch sums.
 Either way the counts must reconcile exactly as for HPKE reports.
 The config's ``small-ddp`` task (ddp-linucb, l = 20) runs the same way with signed values; with
-a growing batch schedule (issue 22) and the frobenius encoding in the crash test, and the demo's
-own ``demo-ddp`` at its defaults (frobenius; a short first batch) in
+a growing batch schedule (issue 22) and the centered encoding in the crash test, and the demo's
+own ``demo-ddp`` at its defaults (centered; a short first batch) in
 ``test_demo_ddp_runs_its_schedule_end_to_end``.
 """
 
@@ -31,6 +31,7 @@ import tomli_w
 
 from privbandit.demo import DemoOptions, derived_config, run_demo_against
 from privbandit.launcher import Cluster, local_cluster
+from privbandit.shared.core.environments.linear import LinearEnvironment
 from privbandit.shared.core.policies.schedule import BatchSchedule
 from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import (
@@ -153,12 +154,12 @@ def shuffler_batches(data_dir: Path, task_id: str) -> dict[int, int]:
 def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
     """A fresh deployment whose shuffle task (sblb) uses secure-sum aggregation, and whose
     ``small-ddp`` and ``small-shuffle`` tasks follow ``CRASH_SCHEDULE`` (sblb's ε0 from a central
-    target, sized by the sum-only accountant; ddp-linucb in the frobenius encoding, its
-    default, as ``demo-ddp``)."""
+    target, sized by the sum-only accountant; ddp-linucb in the centered encoding — "auto" with
+    the linear contexts' intercept 1/√2 —, its default, as ``demo-ddp``)."""
     config = derived_config(e2e_config, TASK, tmp_path / "secure-sum.toml",
                             aggregation="secure-sum")
     config = with_policy(config, DDP_TASK, config, batch_schedule=CRASH_SCHEDULE,
-                         encoding="frobenius")
+                         encoding="auto", intercept=LinearEnvironment.intercept)
     config = with_policy(config, TASK, config, **SBLB_SCHEDULED, accountant="secure-sum")
     with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
                        timeout=patience(60)) as c:
@@ -206,7 +207,7 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
         # sblb's ledger: one row per length, each within the central target, ε0 growing.
         ledger = c.get(f"/v1/tasks/{TASK}/privacy").json()["ledger"]
         ddp = c.get(f"/v1/tasks/{DDP_TASK}/privacy").json()["ledger"]
-    assert "encoding frobenius" in ddp["accounting"]
+    assert "encoding centered" in ddp["accounting"]
     assert [r["batch_size"] for r in ddp["per_batch"]] == [20, 40, 80, 160]
     assert all(r["central_epsilon"] <= 1.0 for r in ddp["per_batch"])
     rows = ledger["per_batch"]
@@ -268,23 +269,23 @@ DEMO_SCHEDULE = BatchSchedule.parse("geometric:50,2,400")
 
 def test_demo_ddp_runs_its_schedule_end_to_end(tmp_path: Path) -> None:
     """``privbandit demo --task demo-ddp`` with the packaged defaults (ddp-linucb's practical
-    ones: the frobenius encoding, noise-calibrated regularizer, confidence_scale 0.1, a growing
-    schedule): real processes over HTTP, exact reconciliation, batches of the scheduled lengths,
-    the ledger of the frobenius encoding, and a regret where the in-process simulator lands on
-    the same users."""
+    ones: the centered encoding with the linear contexts' intercept, noise-calibrated
+    regularizer, confidence_scale 0.1, a growing schedule): real processes over HTTP, exact
+    reconciliation, batches of the scheduled lengths, the ledger of the centered encoding, and a
+    regret where the in-process simulator lands on the same users."""
     users = 900
     packaged = tomllib.loads(DEFAULT_CONFIG.read_text())
     policy = next(t for t in packaged["tasks"] if t["id"] == DEMO_DDP)["policy"]
     assert policy["batch_schedule"].startswith("geometric:auto,")
     assert (policy["regularizer"], policy["confidence_scale"]) == ("noise", 0.1)
-    assert policy["encoding"] == "frobenius"
+    assert (policy["encoding"], policy["intercept"]) == ("auto", LinearEnvironment.intercept)
     config = with_policy(DEFAULT_CONFIG, DEMO_DDP, tmp_path / "demo-ddp.toml", only=True,
                          batch_schedule=DEMO_SCHEDULE.spec())
     data = tmp_path / "data"
     out = run_demo(DEMO_DDP, users, config, data, seed=3)
     assert out["task"] == DEMO_DDP and out["aggregation_overridden"] is False
     assert out["params"]["batch_schedule"] == DEMO_SCHEDULE.spec()
-    assert out["params"]["encoding"] == "frobenius"
+    assert (out["params"]["encoding"], out["params"]["u_weight"]) == ("centered", 1.5)
     rec = out["reconciliation"]
     assert rec["consistent"], rec
     sizes = DEMO_SCHEDULE.sizes(users)
@@ -300,7 +301,7 @@ def test_demo_ddp_runs_its_schedule_end_to_end(tmp_path: Path) -> None:
     # The ledger: every batch central (1, 1e-6), the worst over the schedule's lengths.
     privacy = out["privacy"]
     assert privacy["central_delta"] == 1e-6 and 0.99 < privacy["central_epsilon"] <= 1.0
-    assert "encoding frobenius" in privacy["accounting"]
+    assert "encoding centered" in privacy["accounting"]
     assert [r["batch_size"] for r in privacy["per_batch"]] == DEMO_SCHEDULE.distinct_sizes()
     # Learning through the services lands where the simulator does on the same users (20 runs):
     # within 4 of their standard deviations (the devices may decide with a model a batch old,
