@@ -134,7 +134,8 @@ class Bandit:
     policy), ``ledger`` (what the policy's reports reveal).
 
     ``seed`` spawns the policy's and the devices' generators (SeedSequence); None draws fresh
-    entropy. The features are checked: K rows of d finite numbers, each ‖x‖ ≤ L."""
+    entropy. The features are checked: K rows of d finite numbers, each ‖x‖ ≤ L (and x[0] = c
+    where the policy's encoding relies on an intercept c)."""
 
     def __init__(self, algo: str, *, seed: int | None = None, paper: bool = False,
                  **params: Any) -> None:
@@ -156,6 +157,9 @@ class Bandit:
             raise ValueError(f"features must have shape (K, {d})")
         if not np.isfinite(X).all() or (np.linalg.norm(X, axis=1) > L * (1 + 1e-9)).any():
             raise ValueError(f"features must be finite with every ||x|| <= L = {L}")
+        c = getattr(self.config, "encoding_intercept", None)
+        if c is not None and (np.abs(X[:, 0] - c) > 1e-9 * max(1.0, c)).any():
+            raise ValueError(f"every feature vector must have the intercept x[0] = {c!r}")
         model = self.policy.model
         a = model.decide(X[None])  # type: ignore[attr-defined]  # a ContextDeciding model
         p = model.propensity(X[None], a)  # type: ignore[attr-defined]  # every such model has it

@@ -42,6 +42,21 @@ def test_bad_features_and_rewards_are_refused() -> None:
         bandit.feedback(choice, float("inf"))
 
 
+def test_an_intercept_turns_on_the_centered_encoding_and_is_checked() -> None:
+    """ddp-linucb with ``intercept=c`` runs the centered encoding (its 'auto' default) and
+    refuses, at decide, any arm whose first coordinate is not c; without one, frobenius."""
+    bandit = api.Bandit("ddp-linucb", d=2, intercept=0.6, batch_size=10, seed=1)
+    assert (bandit.policy.config.encoding, bandit.policy.config.u_weight) == ("centered", 1.5)
+    X = np.array([[0.6, 0.3], [0.6, -0.3]])
+    for _ in range(20):
+        c = bandit.decide(X)
+        bandit.feedback(c, reward=float(c.action == 1))
+    assert bandit.policy.reports == 20
+    with pytest.raises(ValueError, match="intercept"):
+        bandit.decide(np.array([[0.6, 0.3], [0.5, -0.3]]))
+    assert api.Bandit("ddp-linucb", d=2, seed=1).policy.config.encoding == "frobenius"
+
+
 def test_a_shuffle_policy_ingests_only_full_batches() -> None:
     bandit = api.Bandit("ddp-linucb", d=2, batch_size=50, seed=1)
     X = np.eye(2) / 2
