@@ -27,7 +27,7 @@ def rows(x0: float) -> list[list[float]]:
 
 
 def test_contexts_with_the_intercept_are_accepted() -> None:
-    """x[0] = c, also computed another way (np.ones/√2 differs from 1/√2 at most in the last bit)."""
+    """x[0] = c, also computed another way (np.ones/√2 and 1/√2 may differ in the last bit)."""
     X = check_features(task("centered"), rows(float(np.ones(1)[0] / np.sqrt(2))))
     assert X.shape == (3, 3)
 
