@@ -35,3 +35,29 @@ class PrivacyLedger(BaseModel):
     rdp_alpha: float | None = None
     rdp_epsilon: float | None = None
     accounting: str = ""
+
+
+# What the parties between the devices and the public see of a secure-sum task (issue 23 item 4).
+# A policy's ledger states the transport-free sentence; the analyzer, which knows the task's
+# transport, states its own (``with_secure_sum_observers``).
+SECURE_SUM_OBSERVERS_GENERIC = (
+    "the secure sum shows the analyzer and the public only the batch sums and the models")
+SECURE_SUM_OBSERVERS = {
+    "prio3": (
+        "the shuffler (Prio3 leader) sees one secret share of each report (statistically "
+        "hiding), its own verification messages and which reports form a batch; the analyzer "
+        "(Prio3 helper) sees the other share, the verification messages and the batch sum; the "
+        "public sees the models (the shuffler and the analyzer must not collude)"),
+    "paillier": (
+        "the shuffler sees only Paillier ciphertexts and multiplies them; the analyzer and the "
+        "public see the batch sums and the models"),
+}
+
+
+def with_secure_sum_observers(ledger: PrivacyLedger, transport: str) -> PrivacyLedger:
+    """``ledger`` with the generic observers sentence replaced by ``transport``'s
+    (``SECURE_SUM_OBSERVERS``); unchanged where it has none (not a ddp-linucb ledger)."""
+    if transport not in SECURE_SUM_OBSERVERS:
+        raise ValueError(f"unknown secure-sum transport {transport!r}")
+    text = ledger.accounting.replace(SECURE_SUM_OBSERVERS_GENERIC, SECURE_SUM_OBSERVERS[transport])
+    return ledger if text == ledger.accounting else ledger.model_copy(update={"accounting": text})

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
 from privbandit.shared.core.accounting.search import bisect_boundary
 
 # Integer Rényi orders (AKL Cor. 3.6 is stated for integer α > 1).
@@ -138,7 +138,8 @@ def ddp_ledger(
 ) -> PrivacyLedger:
     """Ledger of the distributed Skellam mechanism (``ddp-linucb``): what each observer sees.
 
-    - shuffler: only Paillier ciphertexts (semantic security; no DP claim needed or made);
+    - shuffler: only its transport's view (``SECURE_SUM_OBSERVERS``: one Prio3 share per report,
+      or Paillier ciphertexts; no DP claim needed or made);
     - analyzer and public: the noisy batch sums and the models computed from them, at central
       (ε, δ) for the Skellam mechanism with μ = ⌈γ l⌉ · σ_s² (module docstring);
     - ``ldp_epsilon`` is null: a report holds only a 1/(γ l) share of the noise, so on its own (to
@@ -164,9 +165,8 @@ def ddp_ledger(
         aggregation="secure-sum",
         accounting=(
             f"distributed DP (Skellam): each device adds Skellam noise of variance "
-            f"σ_s²={share_variance:.6g} per coordinate to its rounded statistics{scale_txt}; the "
-            f"shuffler sees only Paillier ciphertexts and multiplies them; the analyzer and the "
-            f"public see the batch sums and the models. Guarantee if at least ⌈γ l⌉={n_h} of "
+            f"σ_s²={share_variance:.6g} per coordinate to its rounded statistics{scale_txt}; "
+            f"{SECURE_SUM_OBSERVERS_GENERIC}. Guarantee if at least ⌈γ l⌉={n_h} of "
             f"l={batch_size} devices per batch added their share (γ={gamma:g}): Skellam mechanism "
             f"of variance μ={mu:.6g}, replacement of one user in a fixed batch "
             f"(Δ2={l2:.6g} = 2× the per-user norm bound after rounding or the pair bound, "
