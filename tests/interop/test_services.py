@@ -268,7 +268,11 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
         ours = [c.model_dump() for c in encrypt_counts(config, paillier, hpke, np.array(values))]
         return {task: ours, twin: theirs}, values
     if kind == "ldp":
-        rows = [client.gaussian_row(xi, ri, pol["epsilon"], pol["delta"], pol["L"], rng)
+        # §3.3 in the task's encoding (demo-ldp: auto = centered with the intercept).
+        encoding = pol.get("encoding", "plain")
+        intercept = pol.get("intercept") if encoding.startswith("centered") else None
+        rows = [client.gaussian_row(xi, ri, pol["epsilon"], pol["delta"], pol["L"], rng,
+                                    encoding, pol.get("u_weight", 1.0), intercept)
                 for xi, ri in zip(x, r, strict=True)]
         arrays = [np.frombuffer(b, "<f8") for b in rows]
     elif kind == "central":
