@@ -261,8 +261,8 @@ def test_config_auto_intercept_and_ldp_glb() -> None:
     """'auto' is centered (w = LDP_CENTERED_U_WEIGHT unless given) with an intercept, plain
     without; the centered encodings need 0 < c ≤ L; ldp-glb carries the intercept unused and
     refuses an encoding; the policy's randomizer and ledger follow the config."""
-    from privbandit.shared.core.policies.registry import build_policy
     from privbandit.shared.core.policies.config import LDP_CENTERED_U_WEIGHT
+    from privbandit.shared.core.policies.registry import build_policy
 
     auto = LDPLinUCBConfig(d=5, encoding="auto", intercept=C)
     assert auto.encoding == "centered" and auto.u_weight == LDP_CENTERED_U_WEIGHT
