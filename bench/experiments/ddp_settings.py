@@ -8,6 +8,8 @@ figure to compare against, not the two means' s.e.). Central ε is every setting
 
     python -m bench.experiments.ddp_settings --T 20000 --runs 48 --seed 100 \\
         base=encoding:upper frob=encoding:frobenius frob-w1.4=encoding:frobenius,u_weight:1.4
+    python -m bench.experiments.ddp_settings --algo ldp-linucb --T 100000 --runs 24 \\
+        base=encoding:plain cen=encoding:centered,intercept:0.7071067811865476,u_weight:2
 
 A setting is NAME=FIELD:VALUE[,FIELD:VALUE...] (``batch_schedule`` values contain commas: give
 it last, e.g. ``s=encoding:frobenius,batch_schedule:geometric:350,2,100000``). Prints one line
