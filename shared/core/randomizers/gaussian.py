@@ -86,7 +86,6 @@ from privbandit.shared.core.accounting.gaussian import gaussian_sigma
 from privbandit.shared.core.randomizers.base import (
     Estimate,
     check_inputs,
-    symmetric_from_upper,
     upper_indices,
 )
 from privbandit.shared.core.randomizers.skellam import (
@@ -96,6 +95,7 @@ from privbandit.shared.core.randomizers.skellam import (
     check_intercept,
     onto_intercept,
     pair_sensitivity,
+    unweighted_estimate,
 )
 
 # Probability that an honest report has some entry outside the admissible box (see module doc).
@@ -247,15 +247,8 @@ class GaussianRandomizer:
             raise ValueError(f"expected a statistic of length {self.width}")
         if self.encoding != "plain":
             stat = stat / self.weights
-        G = symmetric_from_upper(stat[: self.n_upper], self.d)
-        u = stat[self.n_upper :]
-        if self.intercept is not None:
-            # Σ x₀² = n c² is known exactly, and Σ x = G e₀ / c (x₀ = c), so
-            # Σ y x = Σ (y − ½) x + ½ G e₀ / c.
-            c = self.intercept
-            G[0, 0] = n * c * c
-            u = u + (R0 / c) * G[0]
-        return Estimate(n=n, G=G, u=u)
+        # Under a centered encoding Σ y x = Σ (y − ½) x + ½ G e₀ / c (``unweighted_estimate``).
+        return unweighted_estimate(stat, self.d, n, self.intercept)
 
     def matrix_proxy(self) -> float:
         """Per report, the noise variance of a diagonal entry of G̃ (σ²)."""

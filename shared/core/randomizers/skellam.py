@@ -198,6 +198,20 @@ def onto_intercept(x: np.ndarray, intercept: float, L: float) -> np.ndarray:
     return np.concatenate([np.full((rest.shape[0], 1), float(intercept)), rest], axis=1)
 
 
+def unweighted_estimate(values: np.ndarray, d: int, n: int,
+                        intercept: float | None = None) -> Estimate:
+    """(G, u) from the summed statistics of n reports with the weights divided out: the upper
+    triangle mirrored, then the rest; under a centered encoding (``intercept`` c) Σ x₀² = n c²
+    is known exactly and Σ x = G e₀ / c (x₀ = c), so Σ r x = Σ (r − ½) x + ½ G e₀ / c."""
+    n_upper = d * (d + 1) // 2
+    G = symmetric_from_upper(values[:n_upper], d)
+    u = values[n_upper:]
+    if intercept is not None:
+        G[0, 0] = n * intercept * intercept
+        u = u + (R0 / intercept) * G[0]
+    return Estimate(n=n, G=G, u=u)
+
+
 def statistics_clip(L: float, u_weight: float = 1.0, encoding: str = "upper") -> float:
     """C ≥ ‖v_w‖: √(L⁴ + w²h²L²), h the reward factor's half range (``reward_half_range``)."""
     h = reward_half_range(encoding)
@@ -427,16 +441,8 @@ class SkellamRandomizer:
         values = np.asarray(stat, dtype=float)
         if values.shape != (self.n,):
             raise ValueError(f"expected a statistic of length {self.n}, got {values.shape}")
-        values = values / (self.scale * self.weights)
-        G = symmetric_from_upper(values[: self.n_upper], self.d)
-        u = values[self.n_upper :]
-        if self.intercept is not None:
-            # Centered: Σ x₀² = n c² is known exactly, and Σ x = G e₀ / c (x₀ = c), so
-            # Σ r x = Σ (r − ½) x + ½ G e₀ / c.
-            c = self.intercept
-            G[0, 0] = n * c * c
-            u = u + (R0 / c) * G[0]
-        return Estimate(n=n, G=G, u=u)
+        return unweighted_estimate(values / (self.scale * self.weights), self.d, n,
+                                   self.intercept)
 
     def _proxy(self) -> float:
         """Per report and released coordinate, in real units before the weights are divided out."""
