@@ -120,17 +120,21 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise-ridge", type=float,
                    help="ddp-linucb, sblb, ldp-linucb --regularizer noise: κ in "
                         "c_t = λ + κ·2σ_t√d")
-    p.add_argument("--encoding", choices=["upper", "frobenius", "centered", "auto"],
+    p.add_argument("--encoding",
+                   choices=["upper", "frobenius", "centered", "auto", "plain", "centered-upper"],
                    help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x), frobenius "
                         "(off-diagonals × √2, r x × --u-weight, exact joint sensitivity), "
                         "centered (frobenius with (r − ½) x; needs an intercept) or auto "
                         "(default: centered where the contexts have an intercept, else "
-                        "frobenius; --paper: upper)")
+                        "frobenius; --paper: upper). ldp-linucb: the report, plain (Alg. 5), "
+                        "frobenius, centered, centered-upper (off-diagonals once, (r − ½) x) or "
+                        "auto (centered where the contexts have an intercept, else plain)")
     p.add_argument("--intercept", type=float,
-                   help="ddp-linucb: c, every context has x[0] = c (default: the "
+                   help="ddp-linucb, ldp-linucb: c, every context has x[0] = c (default: the "
                         "environment's, 1/√2 on linear, fixed-linear and logistic)")
     p.add_argument("--u-weight", type=float,
-                   help="ddp-linucb: weight of r x in the released vector (default 1)")
+                   help="ddp-linucb, ldp-linucb: weight of the reward part r x (or (r − ½) x) "
+                        "in the released vector (default 1; auto → centered: the tuned one)")
     p.add_argument("--batch-weight-power", type=float,
                    help="ddp-linucb: weight batch j's sums by (l_j/l_ref)^p in the estimate "
                         "(p this; default 0, every batch alike)")

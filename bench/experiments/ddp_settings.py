@@ -1,12 +1,15 @@
-"""Paired comparison of ``ddp-linucb`` settings on the same users (issue 22 sweeps).
+"""Paired comparison of ``ddp-linucb`` (or ``--algo ldp-linucb``) settings on the same users
+(issue 22 sweeps).
 
-Each setting is ``DDPLinUCBConfig.PRACTICAL`` (what ``privbandit simulate`` runs) with some fields
+Each setting is the config's ``PRACTICAL`` (what ``privbandit simulate`` runs) with some fields
 replaced; every setting runs on the same seeds, hence the same θ*, contexts and reward draws per
 run, so the per-run differences to the first setting are paired (their standard error is the
 figure to compare against, not the two means' s.e.). Central ε is every setting's own (ledger).
 
     python -m bench.experiments.ddp_settings --T 20000 --runs 48 --seed 100 \\
         base=encoding:upper frob=encoding:frobenius frob-w1.4=encoding:frobenius,u_weight:1.4
+    python -m bench.experiments.ddp_settings --algo ldp-linucb --T 100000 --runs 24 \\
+        base=encoding:plain cen=encoding:centered,intercept:0.7071067811865476,u_weight:2
 
 A setting is NAME=FIELD:VALUE[,FIELD:VALUE...] (``batch_schedule`` values contain commas: give
 it last, e.g. ``s=encoding:frobenius,batch_schedule:geometric:350,2,100000``). Prints one line
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.policies.config import DDPLinUCBConfig
+from privbandit.shared.core.policies.config import DDPLinUCBConfig, LDPLinUCBConfig
 from privbandit.shared.core.simulator import simulate
 
 TEXT_FIELDS = ("batch_schedule", "encoding", "regularizer")
@@ -65,21 +68,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--d", type=int, default=5)
     p.add_argument("--K", type=int, default=20)
     p.add_argument("--at", default="", help="comma-separated times t < T: mean regret there")
+    p.add_argument("--algo", choices=["ddp-linucb", "ldp-linucb"], default="ddp-linucb")
     p.add_argument("settings", nargs="+")
     args = p.parse_args(argv)
     ref: np.ndarray | None = None
     ref_name = ""
     for spec in args.settings:
         name, params = parse_setting(spec)
-        config = DDPLinUCBConfig(d=args.d, epsilon=args.epsilon, delta=args.delta,
-                                 **{**DDPLinUCBConfig.PRACTICAL, **params})
+        cls = DDPLinUCBConfig if args.algo == "ddp-linucb" else LDPLinUCBConfig
+        config = cls(d=args.d, epsilon=args.epsilon, delta=args.delta,
+                     **{**cls.PRACTICAL, **params})
         times = [int(t) for t in args.at.split(",") if t]
         results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed,
                               extra_checkpoints=times)
         finals = np.array([r.regret[-1] for r in results])
         at = {t: float(np.mean([r.regret[np.searchsorted(r.checkpoints, t)] for r in results]))
               for t in times if t <= args.T}
-        print(paired_line(name, config.batch_size, finals, ref, ref_name, at), flush=True)
+        first = getattr(config, "batch_size", 1)
+        print(paired_line(name, first, finals, ref, ref_name, at), flush=True)
         if ref is None:
             ref, ref_name = finals, name
     return 0

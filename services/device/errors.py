@@ -24,8 +24,9 @@ class FeatureNorm(Invalid, code="feature_norm"):
 
 
 class FeatureIntercept(Invalid, code="feature_intercept"):
-    """A feature vector whose x[0] is not the task's intercept c (``ddp-linucb``'s centered
-    encoding: its sensitivity, and so its noise, assume x[0] = c for every context)."""
+    """A feature vector whose x[0] is not the task's intercept c (the centered encodings of
+    ``ddp-linucb`` and ``ldp-linucb``: their sensitivity, and so their noise, assume x[0] = c for
+    every context)."""
 
 
 class InvalidReport(Invalid, code="invalid_report"):

@@ -77,9 +77,26 @@ def analytic_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> flo
                            xtol=1e-14))
 
 
-def gaussian_row_sensitivity(L: float) -> float:
-    """protocol.md §3.3: Δ of an ``ldp-linucb`` row."""
-    return math.sqrt(2 * L**4 + 2 * L**2 + 0.5) if L * L >= 0.5 else 2 * L
+def gaussian_row_sensitivity(L: float, encoding: str = "plain", w: float = 1.0,
+                             c: float | None = None) -> float:
+    """protocol.md §3.3: Δ of an ``ldp-linucb`` row in the task's ``encoding``."""
+    if encoding == "plain":
+        return math.sqrt(2 * L**4 + 2 * L**2 + 0.5) if L * L >= 0.5 else 2 * L
+    if encoding == "frobenius":
+        A, U = L**4, (w * L) ** 2
+        return math.sqrt(2 * A + 2 * U + U * U / (2 * A)) if U <= 2 * A else 2 * math.sqrt(U)
+    assert c is not None
+    k, low = w * w / 4, 2 * c * c - L * L
+    if encoding == "centered":
+        t = min(max(k / 2, low, 0.0), L * L)
+        return math.sqrt(2 * L**4 - 2 * t * t + 2 * k * (L * L + t))
+    # centered-upper: the larger of the two signs' clamped maximisers
+    R2 = L * L - c * c
+    ts = [min(max((c * c + k) / 2, low, 0.0), L * L)]
+    if low < 0:
+        ts.append(min(max((c * c - k) / 2, low), 0.0))
+    return math.sqrt(max(L**4 - t * t + R2 * R2 - (t - c * c) ** 2 + 2 * k * (L * L + abs(t))
+                         for t in ts))
 
 
 def glb_row_sensitivity(L: float, S: float) -> float:
@@ -89,12 +106,27 @@ def glb_row_sensitivity(L: float, S: float) -> float:
 
 
 def gaussian_row(x: np.ndarray, r: float, eps: float, delta: float, L: float,
-                 rng: np.random.Generator) -> bytes:
+                 rng: np.random.Generator, encoding: str = "plain", u_weight: float = 1.0,
+                 intercept: float | None = None) -> bytes:
     """Zheng Alg. 5 as protocol.md states it: (upper(x xᵀ), r x) + N(0, σ²) per entry,
-    σ the analytic Gaussian calibration at Δ = √(2L⁴ + 2L² + 1/2) (L² ≥ 1/2, else 2L);
-    little-endian float64."""
-    sigma = analytic_gaussian_sigma(eps, delta, gaussian_row_sensitivity(L))
-    clean = np.concatenate([upper(x), r * x])
+    σ the analytic Gaussian calibration at the encoding's Δ (plain: √(2L⁴ + 2L² + 1/2) if
+    L² ≥ 1/2, else 2L); "frobenius" multiplies the off-diagonal entries by √2 and r x by
+    w = ``u_weight``; "centered" is "frobenius" after setting x[0] = c (``intercept``, the rest
+    clipped to √(L² − c²)) with (r − ½) x in place of r x; "centered-upper" the same with the
+    off-diagonal entries once; little-endian float64."""
+    sigma = analytic_gaussian_sigma(eps, delta,
+                                    gaussian_row_sensitivity(L, encoding, u_weight, intercept))
+    x = np.asarray(x, float)
+    if encoding in ("centered", "centered-upper"):
+        assert intercept is not None
+        rest = x[1:] * min(1.0, math.sqrt(L * L - intercept * intercept)
+                           / max(float(np.linalg.norm(x[1:])), 1e-300))
+        x, r = np.concatenate([[intercept], rest]), r - 0.5
+    m = upper(x)
+    if encoding in ("frobenius", "centered"):
+        d = len(x)
+        m = np.where([i == j for i in range(d) for j in range(i, d)], m, math.sqrt(2) * m)
+    clean = np.concatenate([m, u_weight * r * x])
     return (clean + rng.normal(0.0, sigma, clean.shape)).astype("<f8").tobytes()
 
 

@@ -60,6 +60,19 @@ def test_independent_gaussian_calibration_matches(eps: float, delta: float, L: f
     assert theirs == pytest.approx(ours, rel=1e-7)
 
 
+@pytest.mark.parametrize(("encoding", "L", "w", "c"), [
+    ("frobenius", 1.0, 1.5, None), ("frobenius", 0.5, 1.0, None), ("centered", 1.0, 1.0, 0.7),
+    ("centered", 1.0, 2.0, 0.9), ("centered-upper", 1.0, 1.5, 0.7),
+    ("centered-upper", 1.0, 0.5, 0.3)])
+def test_independent_encoding_calibration_matches(encoding: str, L: float, w: float,
+                                                  c: float | None) -> None:
+    """§3.3's Δ of every ldp-linucb encoding, computed by the independent client."""
+    ours = GaussianRandomizer(3, 1.0, 1e-6, L, encoding, w, c).sigma
+    theirs = client.analytic_gaussian_sigma(
+        1.0, 1e-6, client.gaussian_row_sensitivity(L, encoding, w, c))
+    assert theirs == pytest.approx(ours, rel=1e-7)
+
+
 @pytest.mark.parametrize(("eps", "L", "S"), [(1.0, 1.0, 3.0), (4.0, 0.5, 1.0), (0.5, 2.0, 0.5)])
 def test_independent_glb_calibration_matches(eps: float, L: float, S: float) -> None:
     from privbandit.shared.core.randomizers.glb import GLBRandomizer
@@ -83,5 +96,22 @@ def test_independent_rows_have_the_randomizers_layout() -> None:
     ours = rand.randomize(np.repeat(x[None], n, 0), np.full(n, 0.7), rng)
     se = rand.sigma * np.sqrt(2.0 / n)
     assert theirs.shape == ours.shape
+    assert np.abs(theirs.mean(axis=0) - ours.mean(axis=0)).max() < 6 * se
+    assert np.array_equal(rand.from_bytes(theirs[0].tobytes()), theirs[0])
+
+
+@pytest.mark.parametrize("encoding", ["centered", "centered-upper"])
+def test_independent_centered_rows_match_the_randomizers(encoding: str) -> None:
+    """§3.3's centered rows: the independent client's mean row equals the project's (6 s.e.),
+    and the analyzer's decoder takes them."""
+    rng = np.random.default_rng(6)
+    c = 1 / np.sqrt(2)
+    x = np.array([c, 0.3, -0.4])
+    rand = GaussianRandomizer(3, 1.0, 1e-6, 1.0, encoding, 1.5, c)
+    n = 4000
+    theirs = np.stack([np.frombuffer(client.gaussian_row(x, 0.7, 1.0, 1e-6, 1.0, rng, encoding,
+                                                         1.5, c), "<f8") for _ in range(n)])
+    ours = rand.randomize(np.repeat(x[None], n, 0), np.full(n, 0.7), rng)
+    se = rand.sigma * np.sqrt(2.0 / n)
     assert np.abs(theirs.mean(axis=0) - ours.mean(axis=0)).max() < 6 * se
     assert np.array_equal(rand.from_bytes(theirs[0].tobytes()), theirs[0])

@@ -179,6 +179,9 @@ def interop_tasks() -> list[dict[str, Any]]:
     # default) and the original.
     assert base["demo-ddp"]["policy"]["encoding"] == "auto"
     assert base["demo-ddp"]["policy"]["intercept"] > 0
+    # §3.3's centered report: demo-ldp's own (auto with its intercept, its practical default).
+    assert ldp["policy"]["encoding"] == "auto"
+    assert ldp["policy"]["intercept"] == pytest.approx(2**-0.5, rel=1e-15)
     upper = copy.deepcopy(base["demo-ddp"])
     upper["id"] = "demo-ddp-upper"
     upper["policy"]["encoding"] = "upper"
@@ -268,7 +271,12 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
         ours = [c.model_dump() for c in encrypt_counts(config, paillier, hpke, np.array(values))]
         return {task: ours, twin: theirs}, values
     if kind == "ldp":
-        rows = [client.gaussian_row(xi, ri, pol["epsilon"], pol["delta"], pol["L"], rng)
+        # §3.3 in the task's encoding (demo-ldp: auto = centered with the intercept).
+        encoding = pol.get("encoding", "plain")
+        assert encoding == "centered"  # the analyzer publishes the resolved encoding
+        intercept = pol.get("intercept") if encoding.startswith("centered") else None
+        rows = [client.gaussian_row(xi, ri, pol["epsilon"], pol["delta"], pol["L"], rng,
+                                    encoding, pol.get("u_weight", 1.0), intercept)
                 for xi, ri in zip(x, r, strict=True)]
         arrays = [np.frombuffer(b, "<f8") for b in rows]
     elif kind == "central":

@@ -55,6 +55,11 @@ class LinUCBConfig(PolicyConfig):
     switching: float = Field(0.5, ge=0, description="C: update when det V grows by 1+C (0: always)")
 
 
+# 'auto' → 'centered' weighs ldp-linucb's (y − ½) x by this: measured best of 0.7, 1, 1.5, 2,
+# 2.5, 3 on tuning seeds 100 and 300 (BENCHMARKS.md, section ldpc).
+LDP_CENTERED_U_WEIGHT = 2.0
+
+
 class LDPLinUCBConfig(PolicyConfig):
     """Zheng et al. Alg. 5: (ε, δ)-LDP Gaussian reports."""
 
@@ -73,8 +78,51 @@ class LDPLinUCBConfig(PolicyConfig):
         0.0, ge=0, description="publish θ̃ + ρ·σ√(t(1 + ‖θ̃‖²))·Ṽ⁻¹ξ, ξ ~ N(0, I) drawn by the "
         "analyzer per publication (ρ this factor; 0: θ̃ itself)"
     )
+    encoding: Literal["plain", "frobenius", "centered", "centered-upper", "auto"] = Field(
+        "plain", description="the report (randomizers.gaussian): 'plain' (upper(x xᵀ), y x) "
+        "(Alg. 5), 'frobenius' (off-diagonals × √2, y x × u_weight), 'centered' (frobenius "
+        "with (y − ½) x; needs the intercept), 'centered-upper' (off-diagonals once, "
+        "(y − ½) x × u_weight; needs the intercept) or 'auto' (centered when the intercept is "
+        "given, else plain)"
+    )
+    intercept: float | None = Field(
+        None, gt=0, description="c: every context has x[0] = c (a constant feature), which "
+        "the centered encodings need; the others ignore it"
+    )
+    u_weight: float = Field(
+        1.0, gt=0, le=100, description="weight w of the reward part of the report (not "
+        "'plain'); 'auto' → 'centered' sets LDP_CENTERED_U_WEIGHT unless given"
+    )
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-linucb"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_encoding(cls, data: object) -> object:
+        """encoding 'auto' → 'centered' (with w = LDP_CENTERED_U_WEIGHT unless given) where the
+        contexts have an intercept, else 'plain'."""
+        if isinstance(data, dict) and data.get("encoding") == "auto":
+            if data.get("intercept") is None:
+                return {**data, "encoding": "plain"}
+            if data.get("u_weight") is None:
+                return {**data, "encoding": "centered", "u_weight": LDP_CENTERED_U_WEIGHT}
+            return {**data, "encoding": "centered"}
+        return data
+
+    @model_validator(mode="after")
+    def _check_encoding(self) -> LDPLinUCBConfig:
+        if self.encoding in ("centered", "centered-upper") and (
+                self.intercept is None or self.intercept > self.L):
+            raise ValueError(f"the {self.encoding} encoding needs the intercept c (every context "
+                             f"has x[0] = c, 0 < c <= L = {self.L:g}); got {self.intercept!r}")
+        if self.encoding == "plain" and self.u_weight != 1.0:
+            raise ValueError("the plain encoding (Alg. 5's report) has u_weight 1")
+        return self
+
+    @property
+    def encoding_intercept(self) -> float | None:
+        """The intercept the randomizer uses: c under a centered encoding, None otherwise."""
+        return self.intercept if self.encoding in ("centered", "centered-upper") else None
 
 
 class ScheduledBatches(BaseModel):
@@ -339,6 +387,15 @@ class LDPGLBConfig(LDPLinUCBConfig):
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-glb"]  # not ldp-linucb's
+
+    @model_validator(mode="after")
+    def _own_report(self) -> LDPGLBConfig:
+        """ldp-glb's report is its own (``randomizers.glb``): it carries ldp-linucb's encoding
+        fields (an ``intercept`` the simulator passes is kept, unused) but takes no encoding."""
+        if self.encoding != "plain" or self.u_weight != 1.0:
+            raise ValueError("ldp-glb has its own report (randomizers.glb): encoding must be "
+                             f"'plain' and u_weight 1, got {self.encoding!r}, {self.u_weight:g}")
+        return self
 
 
 class AdaRGOPEConfig(RenyiDP, PolicyConfig):

@@ -37,7 +37,8 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
 
     def _make_randomizer(self) -> GaussianRandomizer:
         c = self.config
-        return GaussianRandomizer(c.d, c.epsilon, c.delta, c.L)
+        return GaussianRandomizer(c.d, c.epsilon, c.delta, c.L, c.encoding, c.u_weight,
+                                  c.encoding_intercept)
 
     def upsilon(self, t: int) -> float:
         """Υ_t = σ√t (4√d + 2 ln(2T/α)) (Alg. 5 line 3)."""
@@ -53,14 +54,17 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
     def _publish(self, theta: np.ndarray, V: np.ndarray, beta: float) -> None:
         """``perturb`` = ρ > 0: publish a draw from the estimate's own noise distribution instead
         of θ̃. After t reports θ̃ − θ ≈ Ṽ⁻¹(h_t − H_t θ) with h_t, H_t the summed LDP noise, whose
-        covariance is ≈ tσ²(1 + ‖θ‖²) Ṽ⁻²; the analyzer adds ρ times a draw of that, fresh per
-        publication, so a greedy device's design keeps exploring the directions the noise leaves
-        uncertain (a Thompson-sampling-like perturbation; issue 22). Post-processing of the
-        private statistics with the analyzer's own randomness: privacy unchanged."""
+        covariance is ≈ t(σ_u² + σ_G²‖θ‖²) Ṽ⁻² (σ_u², σ_G² the per-report variances of an
+        entry of ũ and of G̃'s diagonal: both σ² for the plain report); the analyzer adds ρ
+        times a draw of that, fresh per publication, so a greedy device's design keeps
+        exploring the directions the noise leaves uncertain (a Thompson-sampling-like
+        perturbation; issue 22). Post-processing of the private statistics with the analyzer's
+        own randomness: privacy unchanged."""
         rho = self.config.perturb
         if rho > 0 and self.reports > 0:
-            scale = self.randomizer.sigma * math.sqrt(
-                self.reports * (1 + float(theta @ theta)))
+            r = self.randomizer
+            scale = math.sqrt(self.reports * (r.vector_proxy()
+                                              + r.matrix_proxy() * float(theta @ theta)))
             theta = theta + rho * scale * np.linalg.solve(V, self.rng.standard_normal(theta.shape))
         super()._publish(theta, V, beta)
 
@@ -91,9 +95,15 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
     def report_accounting(self) -> str:
         """What one report is and its calibration, for the ledger."""
         r = self.randomizer
-        return ("report (upper(x xᵀ), y x) as one Gaussian mechanism (Zheng et al. Alg. 5), "
-                f"Δ = {r.sensitivity:.4g} (the joint sup over ‖x‖ ≤ L = {r.L:g}, y ∈ [0, 1]), "
-                f"σ = {r.sigma:.4g}; ")
+        if r.encoding == "plain":
+            return ("report (upper(x xᵀ), y x) as one Gaussian mechanism (Zheng et al. Alg. 5), "
+                    f"Δ = {r.sensitivity:.4g} (the joint sup over ‖x‖ ≤ L = {r.L:g}, "
+                    f"y ∈ [0, 1]), σ = {r.sigma:.4g}; ")
+        gram = "off-diagonals of x xᵀ × √2" if r.gram_weight > 1 else "upper(x xᵀ)"
+        reward = "y x" if r.intercept is None else f"(y − ½) x with x₀ = {r.intercept:g}"
+        return (f"report ({gram}, {reward} × {r.u_weight:g}) as one Gaussian mechanism "
+                f"(encoding {r.encoding}), Δ = {r.sensitivity:.4g} (the joint sup over "
+                f"‖x‖ ≤ L = {r.L:g}, y ∈ [0, 1]), σ = {r.sigma:.4g}; ")
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "pending": self.pending}

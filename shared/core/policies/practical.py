@@ -12,12 +12,16 @@ from __future__ import annotations
 PRACTICAL: dict[str, dict[str, object]] = {
     # Greedy (Han et al. 2021's greedy estimation on diverse contexts) on the ridge sized by the
     # noise of the reports so far, c_t = λ + ¼·2σ√(t d), with θ̃ perturbed by 0.3 × a draw of
-    # its own noise (``LDPLinUCB._publish``: keeps greedy from locking in).
+    # its own noise (``LDPLinUCB._publish``: keeps greedy from locking in); the centered report
+    # where the contexts have an intercept ((y − ½) x × 2, off-diagonals × √2: Δ² 4.5 as Alg. 5's,
+    # so the same σ, but half the noise variance on G̃'s off-diagonal entries and on ũ, and G̃₀₀
+    # exact; BENCHMARKS.md, section ldpc), else Alg. 5's.
     "ldp-linucb": {
         "regularizer": "noise",
         "noise_ridge": 0.25,
         "confidence_scale": 0.0,
         "perturb": 0.3,
+        "encoding": "auto",
     },
     # Greedy on the eigen-clipped Gram matrix: the same regret as width 0.1, ten times faster.
     "ldp-glb": {

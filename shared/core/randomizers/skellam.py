@@ -188,6 +188,30 @@ def centered_pair_bound(L: float, w: float, c: float) -> float:
     return 2 * L**4 - 2 * s * s + 2 * w * w * h2 * (L * L + s)
 
 
+def onto_intercept(x: np.ndarray, intercept: float, L: float) -> np.ndarray:
+    """The rows of x projected onto {x₀ = c, ‖x‖ ≤ L}: x₀ set to c, the rest clipped to norm
+    √(L² − c²) (the centered encodings' last guard; a checked context is unchanged)."""
+    rest = np.asarray(x, dtype=float)[:, 1:]
+    norms = np.linalg.norm(rest, axis=1, keepdims=True)
+    room = math.sqrt(max(L * L - intercept * intercept, 0.0))
+    rest = rest * np.minimum(1.0, room / np.maximum(norms, 1e-300))
+    return np.concatenate([np.full((rest.shape[0], 1), float(intercept)), rest], axis=1)
+
+
+def unweighted_estimate(values: np.ndarray, d: int, n: int,
+                        intercept: float | None = None) -> Estimate:
+    """(G, u) from the summed statistics of n reports with the weights divided out: the upper
+    triangle mirrored, then the rest; under a centered encoding (``intercept`` c) Σ x₀² = n c²
+    is known exactly and Σ x = G e₀ / c (x₀ = c), so Σ r x = Σ (r − ½) x + ½ G e₀ / c."""
+    n_upper = d * (d + 1) // 2
+    G = symmetric_from_upper(values[:n_upper], d)
+    u = values[n_upper:]
+    if intercept is not None:
+        G[0, 0] = n * intercept * intercept
+        u = u + (R0 / intercept) * G[0]
+    return Estimate(n=n, G=G, u=u)
+
+
 def statistics_clip(L: float, u_weight: float = 1.0, encoding: str = "upper") -> float:
     """C ≥ ‖v_w‖: √(L⁴ + w²h²L²), h the reward factor's half range (``reward_half_range``)."""
     h = reward_half_range(encoding)
@@ -205,12 +229,8 @@ def clean_statistics(
     if intercept is None:
         norms = np.linalg.norm(x, axis=1, keepdims=True)
         x = x * np.minimum(1.0, L / np.maximum(norms, 1e-300))
-    else:  # the centered encoding: x₀ = c, the rest clipped to √(L² − c²)
-        rest = x[:, 1:]
-        norms = np.linalg.norm(rest, axis=1, keepdims=True)
-        room = math.sqrt(max(L * L - intercept * intercept, 0.0))
-        rest = rest * np.minimum(1.0, room / np.maximum(norms, 1e-300))
-        x = np.concatenate([np.full((x.shape[0], 1), float(intercept)), rest], axis=1)
+    else:
+        x = onto_intercept(x, intercept, L)
     r = np.clip(np.asarray(r, dtype=float), 0.0, 1.0)
     if intercept is not None:
         r = r - R0
@@ -421,16 +441,8 @@ class SkellamRandomizer:
         values = np.asarray(stat, dtype=float)
         if values.shape != (self.n,):
             raise ValueError(f"expected a statistic of length {self.n}, got {values.shape}")
-        values = values / (self.scale * self.weights)
-        G = symmetric_from_upper(values[: self.n_upper], self.d)
-        u = values[self.n_upper :]
-        if self.intercept is not None:
-            # Centered: Σ x₀² = n c² is known exactly, and Σ x = G e₀ / c (x₀ = c), so
-            # Σ r x = Σ (r − ½) x + ½ G e₀ / c.
-            c = self.intercept
-            G[0, 0] = n * c * c
-            u = u + (R0 / c) * G[0]
-        return Estimate(n=n, G=G, u=u)
+        return unweighted_estimate(values / (self.scale * self.weights), self.d, n,
+                                   self.intercept)
 
     def _proxy(self) -> float:
         """Per report and released coordinate, in real units before the weights are divided out."""

@@ -12,9 +12,17 @@ import pytest
 
 from privbandit.cli import main
 from privbandit.shared.core.confidence import clip_eigenvalues
+from privbandit.shared.core.environments.linear import LinearEnvironment
 from privbandit.shared.core.policies import build_policy
-from privbandit.shared.core.policies.config import LDPGLBConfig, LDPLinUCBConfig
+from privbandit.shared.core.policies.config import (
+    LDP_CENTERED_U_WEIGHT,
+    LDPGLBConfig,
+    LDPLinUCBConfig,
+)
 from privbandit.shared.core.simulator import simulate
+
+# The linear and logistic environments' intercept x[0] (1/√2 as they compute it).
+INTERCEPT = LinearEnvironment.intercept
 
 
 @pytest.mark.parametrize("algo,env,cls", [("ldp-linucb", "linear", LDPLinUCBConfig),
@@ -25,9 +33,16 @@ def test_simulate_uses_practical_defaults_unless_paper(tmp_path: Path, algo: str
     assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
     params = json.loads((tmp_path / "a.json").read_text())["params"]
     for key, value in cls.PRACTICAL.items():
+        if key == "encoding":  # 'auto' resolves to centered: the environment has the intercept
+            assert (value, params[key], params["intercept"]) == ("auto", "centered", INTERCEPT)
+            assert params["u_weight"] == LDP_CENTERED_U_WEIGHT
+            continue
         assert params[key] == value
+    if algo == "ldp-glb":  # the environment's intercept is carried, not used
+        assert (params["encoding"], params["intercept"]) == ("plain", INTERCEPT)
     assert main([*base, "--paper", "--json", str(tmp_path / "p.json")]) == 0
     params = json.loads((tmp_path / "p.json").read_text())["params"]
+    assert params["encoding"] == "plain"  # Alg. 5's report
     assert (params["regularizer"], params["confidence_scale"]) == ("paper", 1.0)
     # A flag given explicitly wins over the practical default.
     assert main([*base, "--confidence-scale", "0.3", "--json", str(tmp_path / "f.json")]) == 0
