@@ -29,9 +29,12 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 del _var
 
-# The e2e modules whose tests run on the e2e package's shared ``cluster`` fixture.
+# The e2e modules whose tests run on the e2e package's shared ``cluster`` fixture: every test
+# of these modules uses it and no test elsewhere does (checked at collection, below), so that
+# the tests pinned to its worker are exactly those that need it; a test with services of its own
+# belongs in another module, free to run on any worker.
 SHARED_CLUSTER_MODULES = frozenset(f"tests/e2e/{name}.py" for name in (
-    "test_bco", "test_demo", "test_glb_gope", "test_mab", "test_secure_sum"))
+    "test_bco", "test_demo", "test_glb_gope", "test_mab"))
 # Modules whose tests share a module-scoped deployment of service processes: scheduled as one
 # unit, so that it starts once (spread over the workers, or interleaved there with other
 # modules' tests, pytest would start it once per stretch of consecutive tests).
@@ -66,8 +69,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return Scheduling(config, log)
 
 
+def on_shared_cluster(item: pytest.Item) -> bool:
+    """Whether the test uses the e2e package's shared ``cluster`` (package-scoped; a module may
+    define a ``cluster`` of its own, e.g. ``tests/e2e/test_lost_state.py``)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.get("cluster") if info is not None else None
+    return bool(defs) and defs[-1].scope == "package"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``slow`` tests first, each group in its collected order: the workers take work in
     this order, so the long e2e and statistical tests start at once and the short ones fill the
-    gaps, instead of one long test starting last and running alone at the end."""
+    gaps, instead of one long test starting last and running alone at the end.
+
+    Refuses a test on the shared cluster outside ``SHARED_CLUSTER_MODULES`` (a second worker
+    would start a second cluster) and a test of those modules with services of its own (pinned
+    to the cluster's worker for nothing)."""
+    wrong = [item.nodeid for item in items
+             if on_shared_cluster(item) != (item.nodeid.split("::", 1)[0]
+                                            in SHARED_CLUSTER_MODULES)]
+    if wrong:
+        raise pytest.UsageError(
+            "tests on the shared e2e cluster must be exactly those of SHARED_CLUSTER_MODULES "
+            f"(tests/conftest.py); these are not: {wrong}")
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

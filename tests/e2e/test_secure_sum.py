@@ -9,15 +9,14 @@ randomized counts between shuffler and analyzer with a validity proof, the two v
 jointly and the analyzer learns only the sum of the valid ones of each batch; the Paillier
 transport (``test_paillier_secure_sum_demo_reconciles_exactly``) releases encrypted batch sums.
 Either way the counts must reconcile exactly as for HPKE reports.
-The config's ``small-ddp`` task (ddp-linucb, l = 20) runs the same way with signed values; with
-a growing batch schedule (issue 22) and the centered encoding in the crash test, and the demo's
-own ``demo-ddp`` at its defaults (centered; a short first batch) in
-``test_demo_ddp_runs_its_schedule_end_to_end``.
+The config's ``small-ddp`` task (ddp-linucb, l = 20) runs the same way with signed values (on the
+e2e package's shared ``cluster``: ``tests/e2e/test_demo.py``); with a growing batch schedule
+(issue 22) and the centered encoding in the crash test, and the demo's own ``demo-ddp`` at its
+defaults (centered; a short first batch) in ``test_demo_ddp_runs_its_schedule_end_to_end``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import tomllib
@@ -29,7 +28,7 @@ import httpx
 import pytest
 import tomli_w
 
-from privbandit.demo import DemoOptions, derived_config, run_demo_against
+from privbandit.demo import derived_config
 from privbandit.launcher import Cluster, local_cluster
 from privbandit.shared.core.environments.linear import LinearEnvironment
 from privbandit.shared.core.policies.schedule import BatchSchedule
@@ -215,50 +214,6 @@ def test_crash_of_shuffler_and_analyzer_counts_every_secure_sum_report_once(
     assert all(r["central_epsilon"] <= 1.0 for r in rows)
     assert [r["eps0"] for r in rows] == sorted(r["eps0"] for r in rows)
     assert ledger["worst_batch_epsilon"] == max(r["central_epsilon"] for r in rows)
-
-
-def test_ddp_demo_reconciles_exactly(cluster: Cluster) -> None:
-    """The demo's users on ``small-ddp`` of the e2e deployment (the package's shared ``cluster``:
-    no other test drives that task): ddp-linucb over real HTTP between real processes. Devices
-    add exact Skellam shares to their rounded statistics and encrypt the signed values, the
-    shuffler multiplies l = 20 of them, the analyzer decrypts only each batch sum: the counts
-    reconcile exactly as for sblb's secure sum, and the ledger is the distributed-DP one
-    (central (1, 1e-6), no local ε). (``privbandit demo --task`` on fresh services, with its
-    ``aggregation_overridden``: ``test_demo_ddp_runs_its_schedule_end_to_end``.)"""
-    users = 250
-    opts = DemoOptions("shuffle", users=users, concurrency=4, seed=5, progress=False,
-                       settle_timeout=patience(60))
-    out = asyncio.run(run_demo_against(cluster.urls, DDP_TASK, opts))
-    assert out["task"] == DDP_TASK and out["algo"] == "ddp-linucb"
-    # (aggregation_overridden is the CLI's: asserted on the demo-ddp CLI run)
-    assert out["aggregation"] == "secure-sum"
-    assert out["secure_sum"] == "prio3"
-    assert out["params"]["d"] == 3 and out["params"]["K"] == 5 and out["params"]["batch_size"] == L
-    rec = out["reconciliation"]
-    assert rec["consistent"], rec
-    assert rec["reports_pending_before"] == 0  # the task is driven once on this cluster
-    assert rec["feedbacks_sent"] == rec["reports_accepted"] == users
-    assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (240, 10, 12)
-    assert rec["model_versions"] >= 1 and rec["reports_refused"] == 0
-    privacy = out["privacy"]
-    assert privacy["aggregation"] == "secure-sum" and privacy["threat_model"] == "shuffle"
-    assert privacy["ldp_epsilon"] is None
-    assert privacy["central_delta"] == 1e-6 and 0.99 < privacy["central_epsilon"] <= 1.0
-    assert privacy["honest_shares"] == L and "Skellam" in privacy["accounting"]
-    assert 0 <= out["final_regret"] <= users and out["users_per_second"] > 0
-    totals = analyzer_totals(cluster.data_dir, DDP_TASK)
-    assert totals["per_batch"] == [L] * 12 and totals["counted"] == 240
-    assert totals["report_ids"] == totals["distinct_report_ids"] == 240
-    assert totals["rejected"] == 0
-    # The shuffler keeps nothing of the task's acknowledged batches (its other tasks' rows are
-    # other tests' business on this shared deployment).
-    db = cluster.data_dir / "shuffler" / "shuffler.sqlite3"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        assert conn.execute(
-            "SELECT COUNT(*) FROM batch_reports r JOIN batches b ON b.batch_id = r.batch_id "
-            "WHERE b.task = ?", (DDP_TASK,)).fetchone()[0] == 0
-        assert conn.execute("SELECT COUNT(*) FROM batches WHERE task = ?",
-                            (DDP_TASK,)).fetchone()[0] == 12
 
 
 DEMO_DDP = "demo-ddp"

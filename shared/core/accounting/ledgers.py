@@ -14,7 +14,7 @@ from typing import Literal
 
 from privbandit.shared.core.accounting.garcelon import theorem5_epsilon
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
-from privbandit.shared.core.accounting.rdp import gaussian_dp_epsilon_via_dp_accounting, rdp_to_dp
+from privbandit.shared.core.accounting.rdp import gaussian_dp_epsilon, rdp_to_dp
 from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
 
 COMPOSITION = (
@@ -118,11 +118,12 @@ def central_ledger(alpha: float, rdp_eps: float, delta: float) -> PrivacyLedger:
 
     The episode noise is a Gaussian mechanism with σ/Δ = √(α/(2ε)), so its whole RDP curve
     α' ↦ α'Δ²/(2σ²) is known; dp-accounting's RDP accountant converts that curve to (ε, δ) (the
-    best order wins), which is never above the single-order conversion at α (also reported).
+    best order wins; ``rdp.gaussian_dp_epsilon``, its transcription), which is never above the
+    single-order conversion at α (also reported).
     """
     single = rdp_to_dp(alpha, rdp_eps, delta)
     sigma_over_delta = math.sqrt(alpha / (2.0 * rdp_eps))
-    curve = gaussian_dp_epsilon_via_dp_accounting(sigma_over_delta, 1.0, delta)
+    curve = gaussian_dp_epsilon(sigma_over_delta, 1.0, delta)
     return PrivacyLedger(
         threat_model="central",
         rdp_alpha=alpha,

@@ -134,7 +134,9 @@ def skellam_person(extra: dict[str, Any], k: int, delta: float) -> tuple[float |
     """(ε, words) at δ of a person's k reports under the distributed Skellam mechanism, from a
     ``skellam.ddp_ledger``'s fields: k sub-sums each holding one of her reports and ⌊n_h/k⌋
     honest shares (μ_sub = ⌊n_h/k⌋ σ_s²), composed in RDP (k · ε_sub(α), AKL Cor. 3.6) and
-    converted by dp-accounting. None when k > n_h (a sub-sum would hold no honest share)."""
+    converted by dp-accounting's conversion (``rdp.curve_to_dp``). None when k > n_h (a sub-sum
+    would hold no honest share)."""
+    from privbandit.shared.core.accounting.rdp import curve_to_dp
     from privbandit.shared.core.accounting.skellam import ORDERS, skellam_rdp
 
     _check_k(k)
@@ -145,11 +147,9 @@ def skellam_person(extra: dict[str, Any], k: int, delta: float) -> tuple[float |
     if per_sub < 1:
         return None, (f"k={k} exceeds the ⌈γ l⌉={n_h} honest shares of a batch: no central "
                       f"guarantee per person")
-    from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
-
     mu = per_sub * share
-    eps, order = compute_epsilon(list(ORDERS), [k * skellam_rdp(a, mu, l1, l2) for a in ORDERS],
-                                 delta)
+    eps, order = curve_to_dp(list(ORDERS), [k * skellam_rdp(a, mu, l1, l2) for a in ORDERS],
+                             delta)
     return float(eps), (f"k sub-sums of ⌊n_h/k⌋={per_sub} honest shares each (μ={mu:.6g}), "
                         f"RDP composed k times (AKL Cor. 3.6), dp-accounting's conversion at "
                         f"order α={order}")

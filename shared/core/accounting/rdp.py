@@ -14,6 +14,7 @@ data enters one episode's sum, so the user's guarantee is that of one Gaussian m
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def _check_alpha(alpha: float) -> None:
@@ -53,6 +54,66 @@ def rdp_to_dp(alpha: float, rdp_eps: float, delta: float) -> float:
     cks = rdp_eps + math.log1p(-1.0 / alpha) - (math.log(delta) + math.log(alpha)) / (alpha - 1.0)
     classic = rdp_eps + math.log(1.0 / delta) / (alpha - 1.0)
     return max(0.0, min(cks, classic))
+
+
+def curve_to_dp(
+    orders: Sequence[float], rdp: Sequence[float], delta: float
+) -> tuple[float, float]:
+    """(ε, best order) of an RDP curve {(α_i, ε_i)} at δ > 0: dp-accounting's ``compute_epsilon``
+    (``rdp.rdp_privacy_accountant``, 0.4–0.6), transcribed operation for operation so that the
+    floats are the same, without importing dp-accounting (which loads scipy.signal and
+    scipy.stats: about a second of CPU in every service process whose start-up computes an
+    accountant, e.g. ``ddp-linucb``'s Skellam calibration). Per order, in this order:
+
+    - ε_i < 0 (numerical trouble in the caller's curve): 0;
+    - δ² + expm1(−ε_i) > 0: 0 (δ ≥ √(1 − e^{−KL}) already bounds the divergence, KL ≤ ε_i);
+    - α_i > 1.01: ε_i + log(1 − 1/α_i) − log(δ α_i)/(α_i − 1) (Canonne–Kamath–Steinke 2020,
+      Prop. 12);
+    - otherwise ∞ (the bound is unstable as α → 1);
+
+    and the minimum over the orders (the first on ties), floored at 0.
+    ``tests/shared/core/accounting/test_rdp.py`` checks equality with dp-accounting's own."""
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if len(orders) != len(rdp):
+        raise ValueError("orders and rdp must have the same length")
+    if not orders:
+        raise ValueError("need at least one order")
+    best, best_order = math.inf, orders[0]
+    for a, r in zip(orders, rdp, strict=True):
+        if a < 1:
+            raise ValueError(f"Rényi divergence order must be at least 1, got {a}")
+        if math.isnan(r):
+            raise ValueError(f"RDP value at order {a} is NaN")
+        if r < 0 or delta**2 + math.expm1(-r) > 0:
+            eps = 0.0
+        elif a > 1.01:
+            eps = r + math.log1p(-1 / a) - math.log(delta * a) / (a - 1)
+        else:
+            eps = math.inf
+        if eps < best:  # strict: the first order wins a tie, as numpy's argmin
+            best, best_order = eps, a
+    return max(0.0, best), best_order
+
+
+# dp-accounting's ``rdp_privacy_accountant.DEFAULT_RDP_ORDERS`` (0.4–0.6), as floats (the
+# accountant keeps them in a float64 array).
+DEFAULT_ORDERS: tuple[float, ...] = tuple(
+    float(a) for a in [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64))
+    + [128, 256, 512, 1024]
+)
+
+
+def gaussian_dp_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
+    """(ε, δ) of one Gaussian mechanism over its whole RDP curve α ↦ α/(2z²), z = σ/Δ, on
+    ``DEFAULT_ORDERS``, converted by ``curve_to_dp``: what dp-accounting's ``RdpAccountant``
+    gives for one ``GaussianDpEvent(z)`` (``gaussian_dp_epsilon_via_dp_accounting``; the same
+    operations on the same doubles, checked for equality in ``tests/shared/core/accounting/
+    test_rdp.py``), without importing dp-accounting."""
+    if not sigma > 0 or not sensitivity > 0:
+        raise ValueError("sigma and sensitivity must be positive")
+    z = sigma / sensitivity
+    return float(curve_to_dp(DEFAULT_ORDERS, [a / (2 * z**2) for a in DEFAULT_ORDERS], delta)[0])
 
 
 def gaussian_dp_epsilon_via_dp_accounting(sigma: float, sensitivity: float, delta: float) -> float:

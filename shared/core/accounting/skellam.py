@@ -30,8 +30,10 @@ target user's data as well, so it is post-processing of the honest-noise mechani
 is that of the Skellam mechanism at μ = n_h σ_s². Shares are sized σ_s² = μ / n_h for a target μ.
 
 Conversion to (ε, δ): dp-accounting's ``compute_epsilon`` (the Canonne–Kamath–Steinke 2020 Prop. 12
-conversion, minimised over the integer orders below). Composition: one report per user, in exactly
-one batch (parallel composition); models are post-processing.
+conversion, minimised over the integer orders below), as ``rdp.curve_to_dp`` transcribes it
+(the same floats, without dp-accounting's second of imports in every service start).
+Composition: one report per user, in exactly one batch (parallel composition); models are
+post-processing.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import math
 from collections.abc import Sequence
 
 from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
+from privbandit.shared.core.accounting.rdp import curve_to_dp
 from privbandit.shared.core.accounting.search import bisect_boundary
 
 # Integer Rényi orders (AKL Cor. 3.6 is stated for integer α > 1).
@@ -67,14 +70,12 @@ def skellam_rdp(alpha: int, mu: float, l1: float, l2: float) -> float:
 def skellam_epsilon(
     mu: float, l1: float, l2: float, delta: float, orders: Sequence[int] = ORDERS
 ) -> tuple[float, int]:
-    """(ε, best order): the Skellam mechanism's RDP curve converted to (ε, δ) by dp-accounting."""
+    """(ε, best order): the Skellam mechanism's RDP curve converted to (ε, δ) by dp-accounting's
+    conversion (``rdp.curve_to_dp``)."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
-    # Imported here, not at import: dp-accounting loads scipy.signal (seconds of start-up).
-    from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
-
     rdp = [skellam_rdp(a, mu, l1, l2) for a in orders]
-    eps, order = compute_epsilon(list(orders), rdp, delta)
+    eps, order = curve_to_dp(list(orders), rdp, delta)
     return float(eps), int(order)
 
 
