@@ -25,6 +25,7 @@ from fastapi import FastAPI
 from privbandit.api import policy_ledger
 from privbandit.services.analyzer.app import create_app as create_analyzer
 from privbandit.services.shuffler.app import create_app as create_shuffler
+from privbandit.shared.core.accounting.ledger import with_secure_sum_observers
 from privbandit.shared.core.policies import build_policy, randomizer_for
 from privbandit.shared.core.policies.practical import PRACTICAL
 from privbandit.shared.core.policies.schedule import BatchSchedule
@@ -313,10 +314,14 @@ async def test_a_frobenius_schedule_is_the_simulators_estimator_and_ledger(
         assert model["version"] == reference.model.version >= 1
         assert model["batch_size"] == SCHEDULE.size(len(sizes)) == 20
         np.testing.assert_allclose(model["theta"], reference.model.theta, rtol=1e-12)
-        # The ledger: the simulator's, for the same parameters, field by field.
+        # The ledger: the simulator's, for the same parameters, field by field — with the
+        # task's transport's observers stated in place of the simulator's transport-free ones.
         report = await privacy(s.analyzer, "ddp")
         params = policy.model_dump(exclude={"algo"})
-        assert report.ledger.model_dump() == policy_ledger("ddp-linucb", **params).model_dump()
+        simulator = with_secure_sum_observers(policy_ledger("ddp-linucb", **params),
+                                              task.secure_sum)
+        assert "Paillier ciphertexts" in report.ledger.accounting
+        assert report.ledger.model_dump() == simulator.model_dump()
         ledger = report.ledger.model_dump()
         assert [row["batch_size"] for row in ledger["per_batch"]] == [5, 10, 20]
         assert all(row["central_epsilon"] <= 1.0 for row in ledger["per_batch"])
