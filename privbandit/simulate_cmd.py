@@ -502,10 +502,33 @@ def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:
         return None
     if ignored:
         print(f"note: {args.algo} does not use {', '.join(ignored)}; ignored", file=sys.stderr)
+    if not _intercept_matches(args, config):
+        return None
     if getattr(args, "T", 1) < 1 or getattr(args, "runs", 1) < 1:
         print("error: --T and --runs must be >= 1", file=sys.stderr)
         return None
     return config
+
+
+def _intercept_matches(args: argparse.Namespace, config: Any) -> bool:
+    """False (an error printed) if the config's encoding relies on an intercept c that the
+    environment's contexts do not have (x[0] = c for every context: the encoding's noise is
+    sized for it, and the randomizer refuses any other context)."""
+    c = getattr(config, "encoding_intercept", None)
+    env = getattr(args, "env", None)
+    if c is None or not isinstance(env, str):
+        return True
+    from privbandit.shared.core.environments import environment_intercept
+
+    declared = environment_intercept(env)
+    if declared is not None and abs(declared - c) <= 1e-9 * max(1.0, c):
+        return True
+    has = ("declare no intercept (an Environment subclass states it as its `intercept`)"
+           if declared is None else f"have x[0] = {declared:g}")
+    print(f"error: {args.algo}'s {config.encoding} encoding needs every context to have "
+          f"x[0] = --intercept {c:g}, but the {env} environment's contexts {has}; give the "
+          "environment's intercept or another --encoding", file=sys.stderr)
+    return False
 
 
 def _emit(out: dict[str, Any], args: argparse.Namespace) -> int:

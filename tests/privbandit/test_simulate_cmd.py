@@ -67,6 +67,18 @@ def test_invalid_parameters_are_clear_errors(capsys) -> None:
     assert "eps0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("algo", ["ddp-linucb", "ldp-linucb"])
+def test_an_intercept_the_environment_does_not_have_is_a_clear_error(algo: str, capsys) -> None:
+    """A centered encoding sized for x[0] = c on contexts without that intercept: exit 2 with a
+    one-line reason, before any simulation (the randomizer would refuse every context)."""
+    base = ["simulate", "--algo", algo, "--T", "500", "--no-progress"]
+    assert main([*base, "--env", "linear", "--intercept", "0.5"]) == 2
+    assert "have x[0] = 0.707107" in capsys.readouterr().err
+    assert main([*base, "--env", "digits", "--d", "20", "--K", "10", "--encoding", "centered",
+                 "--intercept", "0.5"]) == 2
+    assert "declare no intercept" in capsys.readouterr().err
+
+
 # -- multi-armed tasks (--env mab, issue 8) ------------------------------------------------------
 MAB_NULLS = {
     "ucb": {"ldp_epsilon", "ldp_delta", "central_epsilon", "central_delta", "rdp_alpha",
