@@ -81,6 +81,7 @@ from privbandit.shared.core.logged import UniformConfig
 from privbandit.shared.core.ope import Estimate
 from privbandit.shared.core.policies import REGISTRY
 from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.randomizers.base import off_intercept
 
 __all__ = [
     "Bandit",
@@ -158,7 +159,7 @@ class Bandit:
         if not np.isfinite(X).all() or (np.linalg.norm(X, axis=1) > L * (1 + 1e-9)).any():
             raise ValueError(f"features must be finite with every ||x|| <= L = {L}")
         c = getattr(self.config, "encoding_intercept", None)
-        if c is not None and (np.abs(X[:, 0] - c) > 1e-9 * max(1.0, c)).any():
+        if c is not None and off_intercept(X[:, 0], c).any():
             raise ValueError(f"every feature vector must have the intercept x[0] = {c!r}")
         model = self.policy.model
         a = model.decide(X[None])  # type: ignore[attr-defined]  # a ContextDeciding model

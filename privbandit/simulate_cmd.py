@@ -519,9 +519,10 @@ def _intercept_matches(args: argparse.Namespace, config: Any) -> bool:
     if c is None or not isinstance(env, str):
         return True
     from privbandit.shared.core.environments import environment_intercept
+    from privbandit.shared.core.randomizers.base import off_intercept
 
     declared = environment_intercept(env)
-    if declared is not None and abs(declared - c) <= 1e-9 * max(1.0, c):
+    if declared is not None and not off_intercept(declared, c):
         return True
     has = ("declare no intercept (an Environment subclass states it as its `intercept`)"
            if declared is None else f"have x[0] = {declared:g}")

@@ -33,17 +33,13 @@ from privbandit.services.device.families import handler
 from privbandit.services.device.runtime import DeviceRuntime
 from privbandit.services.device.store import PersonSlot
 from privbandit.shared.core.policies.config import PolicyConfig
+from privbandit.shared.core.randomizers.base import off_intercept
 from privbandit.shared.protocol.messages import DecideResponse, FeedbackResponse
 from privbandit.shared.settings import TaskConfig
 
 # How far in the future a decision's issue time may lie (the wall clock stepped back a little
 # between decide and feedback, e.g. by NTP) before its id is refused.
 CLOCK_SKEW = 60.0
-
-
-# Relative slack on the intercept for floating-point error (1/√2 computed two ways differs in
-# the last bit); the randomizer then sets x[0] = c exactly.
-INTERCEPT_TOLERANCE = 1e-9
 
 
 def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
@@ -80,7 +76,7 @@ def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
         )
     c = getattr(policy, "encoding_intercept", None)
     if c is not None:
-        off = np.abs(X[:, 0] - c) > INTERCEPT_TOLERANCE * max(1.0, c)
+        off = off_intercept(X[:, 0], c)
         if off.any():
             bad = int(np.flatnonzero(off)[0])
             raise FeatureIntercept(

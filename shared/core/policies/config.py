@@ -60,6 +60,19 @@ class LinUCBConfig(PolicyConfig):
 LDP_CENTERED_U_WEIGHT = 2.0
 
 
+def resolve_auto_encoding(data: object, fallback: str, centered_weight: float) -> object:
+    """A config's input with encoding 'auto' resolved: 'centered' (its reward weight
+    ``centered_weight`` unless u_weight is given) where the contexts have an intercept, else
+    ``fallback``; any other input unchanged. Shared by ldp-linucb and ddp-linucb."""
+    if not isinstance(data, dict) or data.get("encoding") != "auto":
+        return data
+    if data.get("intercept") is None:
+        return {**data, "encoding": fallback}
+    if data.get("u_weight") is None:
+        return {**data, "encoding": "centered", "u_weight": centered_weight}
+    return {**data, "encoding": "centered"}
+
+
 class LDPLinUCBConfig(PolicyConfig):
     """Zheng et al. Alg. 5: (ε, δ)-LDP Gaussian reports."""
 
@@ -101,13 +114,7 @@ class LDPLinUCBConfig(PolicyConfig):
     def _resolve_encoding(cls, data: object) -> object:
         """encoding 'auto' → 'centered' (with w = LDP_CENTERED_U_WEIGHT unless given) where the
         contexts have an intercept, else 'plain'."""
-        if isinstance(data, dict) and data.get("encoding") == "auto":
-            if data.get("intercept") is None:
-                return {**data, "encoding": "plain"}
-            if data.get("u_weight") is None:
-                return {**data, "encoding": "centered", "u_weight": LDP_CENTERED_U_WEIGHT}
-            return {**data, "encoding": "centered"}
-        return data
+        return resolve_auto_encoding(data, "plain", LDP_CENTERED_U_WEIGHT)
 
     @model_validator(mode="after")
     def _check_encoding(self) -> LDPLinUCBConfig:
@@ -271,13 +278,6 @@ AUTO_FIRST_PER_SIGMA = 50.0
 CENTERED_U_WEIGHT = 1.5
 
 
-def resolve_encoding(data: dict[str, object], default: str = "upper") -> str:
-    """A ddp-linucb config's encoding with 'auto' resolved: 'centered' if an intercept is
-    given, else 'frobenius'."""
-    encoding = str(data.get("encoding", default))
-    if encoding == "auto":
-        return "centered" if data.get("intercept") is not None else "frobenius"
-    return encoding
 
 
 class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
@@ -328,12 +328,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     def _resolve_encoding(cls, data: object) -> object:
         """encoding 'auto' → 'centered' where the contexts have an intercept, else 'frobenius'
         (the best encoding the contexts allow; BENCHMARKS.md, issue 22)."""
-        if isinstance(data, dict) and data.get("encoding") == "auto":
-            encoding = resolve_encoding(data)
-            if encoding == "centered" and data.get("u_weight") is None:
-                return {**data, "encoding": encoding, "u_weight": CENTERED_U_WEIGHT}
-            return {**data, "encoding": encoding}
-        return data
+        return resolve_auto_encoding(data, "frobenius", CENTERED_U_WEIGHT)
 
     @model_validator(mode="after")
     def _centered_needs_intercept(self) -> DDPLinUCBConfig:
@@ -367,11 +362,12 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
             return float(value)
 
         growth, _, cap = text.removeprefix("geometric:auto,").partition(",")
-        encoding = resolve_encoding(data, str(cls.model_fields["encoding"].default))
+        # This validator may run before _resolve_encoding: resolve 'auto' the same way here.
+        resolved = resolve_auto_encoding(data, "frobenius", CENTERED_U_WEIGHT)
+        assert isinstance(resolved, dict)
+        data = resolved
+        encoding = str(data.get("encoding", cls.model_fields["encoding"].default))
         intercept = get("intercept") if encoding == "centered" else None
-        if str(data.get("encoding")) == "auto" and encoding == "centered" \
-                and data.get("u_weight") is None:
-            data = {**data, "u_weight": CENTERED_U_WEIGHT}
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
                                get("L"), encoding, get("u_weight"), intercept)
         first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)

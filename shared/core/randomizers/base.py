@@ -85,6 +85,18 @@ class Randomizer(Protocol):
         ...
 
 
+# Relative slack on an intercept x[0] = c for floating-point error (1/√2 computed two ways can
+# differ in the last bit); a centered randomizer then uses c exactly.
+INTERCEPT_TOLERANCE = 1e-9
+
+
+def off_intercept(first: np.ndarray | float, c: float) -> np.ndarray:
+    """Where a first coordinate (or an array of them) is not the intercept c, beyond the
+    relative slack ``INTERCEPT_TOLERANCE``: the one rule the randomizers, the device, the API
+    and the command line apply."""
+    return np.abs(np.asarray(first, dtype=float) - c) > INTERCEPT_TOLERANCE * max(1.0, c)
+
+
 def check_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float) -> tuple[np.ndarray, np.ndarray]:
     """Validate a batch of (x, r): shapes, finiteness, ‖x‖ ≤ L, r ∈ [0, 1]."""
     x = np.asarray(x, dtype=float)

@@ -86,6 +86,7 @@ from privbandit.shared.core.accounting.gaussian import gaussian_sigma
 from privbandit.shared.core.randomizers.base import (
     Estimate,
     check_inputs,
+    off_intercept,
     upper_indices,
 )
 from privbandit.shared.core.randomizers.skellam import (
@@ -217,7 +218,7 @@ class GaussianRandomizer:
         1e-9: the report then uses c exactly)."""
         x, r = check_inputs(x, r, self.d, self.L)
         c = self.intercept
-        if c is not None and (np.abs(x[:, 0] - c) > 1e-9 * max(1.0, c)).any():
+        if c is not None and off_intercept(x[:, 0], c).any():
             raise ValueError(f"the {self.encoding} encoding needs x[0] = {c!r} in every context")
         return x, r
 

@@ -108,6 +108,7 @@ from privbandit.shared.core.accounting.skellam import (
 from privbandit.shared.core.randomizers.base import (
     Estimate,
     check_inputs,
+    off_intercept,
     symmetric_from_upper,
     upper_indices,
 )
@@ -386,7 +387,7 @@ class SkellamRandomizer:
         slack 1e-9: the statistics then use c exactly)."""
         x, r = check_inputs(x, r, self.d, self.L)
         c = self.intercept
-        if c is not None and (np.abs(x[:, 0] - c) > 1e-9 * max(1.0, c)).any():
+        if c is not None and off_intercept(x[:, 0], c).any():
             raise ValueError(f"the centered encoding needs x[0] = {c!r} in every context")
         return x, r
 
