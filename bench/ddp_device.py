@@ -9,6 +9,7 @@ Per report, medians over repeats, interleaved:
 - ddp's one-off table build for the share sampler (once per task and process).
 
     python -m bench.ddp_device [--epsilon 1 --l 1000 --gamma 1 --key-bits 2048 --reports 300]
+        [--encoding upper|frobenius|centered --intercept 0.7071067811865475 --u-weight 1.5]
 """
 
 from __future__ import annotations
@@ -36,9 +37,13 @@ def main() -> None:
     ap.add_argument("--gamma", type=float, default=1.0)
     ap.add_argument("--key-bits", type=int, default=2048)
     ap.add_argument("--reports", type=int, default=300)
+    ap.add_argument("--encoding", default="upper", choices=["upper", "frobenius", "centered"])
+    ap.add_argument("--intercept", type=float, default=None)
+    ap.add_argument("--u-weight", type=float, default=1.0)
     args = ap.parse_args()
     policy = make_config("ddp-linucb", d=5, batch_size=args.l, epsilon=args.epsilon,
-                         honest_fraction=args.gamma)
+                         honest_fraction=args.gamma, encoding=args.encoding,
+                         intercept=args.intercept, u_weight=args.u_weight)
     rz = randomizer_for(policy)
     public, _ = generate_keypair(args.key_bits)
     enc = PaillierEncryptor(public.n)
@@ -50,6 +55,10 @@ def main() -> None:
     rng = np.random.default_rng(1)
     x = rng.normal(size=(args.reports, 5))
     x /= np.linalg.norm(x, axis=1, keepdims=True)
+    if args.intercept is not None:  # the centered encoding's contexts: x[0] = c, ‖x‖ = 1
+        c = args.intercept
+        x[:, 1:] *= np.sqrt(1 - c * c) / np.linalg.norm(x[:, 1:], axis=1, keepdims=True)
+        x[:, 0] = c
     enc.refill(2 * args.reports)
     times: dict[str, list[float]] = {k: [] for k in (
         "quantize", "sample", "pack", "encrypt", "sblb_randomize", "sblb_pack_encrypt")}
