@@ -67,7 +67,14 @@ class LDPGLB(LDPLinUCB):
         self.stale = 0
 
     def _make_randomizer(self) -> VersionedGLBRandomizer:  # type: ignore[override]  # as above
-        c = self.config
+        return self.randomizer_of(self.config)
+
+    @classmethod
+    def randomizer_of(  # type: ignore[override]  # as above (and its config is LDPGLBConfig)
+        cls, config: LDPGLBConfig
+    ) -> VersionedGLBRandomizer:
+        # Without the policy, as ``LDPLinUCB.randomizer_of``.
+        c = config
         return VersionedGLBRandomizer(c.d, c.epsilon, c.delta, c.L, c.S)
 
     def _initial_model(self) -> GLBModel:

@@ -36,7 +36,14 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
         self.pending = 0
 
     def _make_randomizer(self) -> GaussianRandomizer:
-        c = self.config
+        return self.randomizer_of(self.config)
+
+    @classmethod
+    def randomizer_of(cls, config: LDPLinUCBConfig) -> GaussianRandomizer:
+        # Without the policy, whose state needs σ (the analytic calibration imports scipy: a
+        # second of start-up): the shuffler and the analyzer's body limit need only the row
+        # length, and the randomizer calibrates σ on first use.
+        c = config
         return GaussianRandomizer(c.d, c.epsilon, c.delta, c.L, c.encoding, c.u_weight,
                                   c.encoding_intercept)
 

@@ -66,7 +66,14 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
         return self.index
 
     def _make_randomizer(self) -> GaussianArmRandomizer:
-        c = self.config
+        return self.randomizer_of(self.config)
+
+    @classmethod
+    def randomizer_of(cls, config: LDPMABConfig) -> GaussianArmRandomizer:
+        # Without the policy, whose state needs σ (the analytic calibration imports scipy: a
+        # second of start-up): the shuffler and the analyzer's body limit need only the row
+        # length, and the randomizer calibrates σ on first use.
+        c = config
         return GaussianArmRandomizer(c.K, c.epsilon, c.delta,
                                      carries_probability=c.black_box == "tsallis-inf")
 

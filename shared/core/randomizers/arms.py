@@ -29,6 +29,7 @@ This file holds the base class and the two mechanisms without per-user levels:
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from abc import ABC, abstractmethod
@@ -158,12 +159,22 @@ class GaussianArmRandomizer(ArmRandomizer):
                  carries_probability: bool = False) -> None:
         super().__init__(K, bounded=True, carries_probability=carries_probability)
         self.epsilon, self.delta = float(epsilon), float(delta)
-        self.sigma = gaussian_sigma(self.epsilon, self.delta, self.SENSITIVITY)
         self.paper_sigma = 2 * 0.5 * math.sqrt(2 * math.log(1.25 / self.delta)) / self.epsilon
+
+    # On first use: the analytic calibration needs scipy (a second of start-up), which a
+    # service that builds the randomizer only for its row length never needs.
+    @functools.cached_property
+    def sigma(self) -> float:
+        """σ of Balle–Wang's analytic calibration at (ε, δ), sensitivity 1."""
+        return gaussian_sigma(self.epsilon, self.delta, self.SENSITIVITY)
+
+    @functools.cached_property
+    def report_bound(self) -> float:
+        """0.5 + τσ with P(|N(0, 1)| > τ) = HONEST_REFUSAL."""
         # norm.isf(q) = −Φ⁻¹(q): the standard library's normal quantile (Wichura's AS 241,
         # within a few ulps of scipy's ndtri), as services load this module and need no scipy.
         tail = -NormalDist().inv_cdf(HONEST_REFUSAL / 2)
-        self.report_bound = 0.5 + tail * self.sigma
+        return 0.5 + tail * self.sigma
 
     def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator
                ) -> np.ndarray:
@@ -173,6 +184,8 @@ class GaussianArmRandomizer(ArmRandomizer):
         return r - 0.5 + self.sigma * user_axis(z, r)
 
     def _check_value(self, row: np.ndarray) -> None:
-        if abs(row[-1]) > self.report_bound:
+        # |y| ≤ 1/2 is always admissible (the bound is 1/2 + τσ): such a row, e.g. the zero row
+        # ``hpke.row_length`` measures, needs no σ.
+        if abs(row[-1]) > 0.5 and abs(row[-1]) > self.report_bound:
             raise ValueError("report outside what the mechanism produces "
                              f"(|y| > 1/2 + {self.report_bound - 0.5:.3g})")

@@ -74,6 +74,7 @@ can move each statistic entry by at most L² + τσ — never by 1e300.
 
 from __future__ import annotations
 
+import functools
 import math
 
 # norm.isf(q) = −Φ⁻¹(q): the standard library's normal quantile (Wichura's AS 241, within a few
@@ -184,12 +185,29 @@ class GaussianRandomizer:
         self.weights = np.concatenate([np.where(diag, 1.0, self.gram_weight),
                                        np.full(d, self.u_weight)])
         self.sensitivity = self._sensitivity()
-        self.sigma = gaussian_sigma(epsilon, delta, self.sensitivity)
         # τ with width · P(|N(0, 1)| > τ) = HONEST_REFUSAL (union bound over the entries).
         self.tail_z = -NormalDist().inv_cdf(HONEST_REFUSAL / (2 * self.width))
+
+    # σ and what follows from it on first use: the analytic calibration needs scipy (a second
+    # of start-up), and a shuffler or an analyzer that builds the randomizer only for its row
+    # length (``hpke.row_length``) never needs σ.
+    @functools.cached_property
+    def sigma(self) -> float:
+        """σ of Balle–Wang's analytic calibration at (ε, δ) and the encoding's Δ₂."""
+        return gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
+
+    @functools.cached_property
+    def _report_range(self) -> tuple[np.ndarray, np.ndarray]:
         clean_lo, clean_hi = self._clean_range()
-        self.report_low = clean_lo - self.tail_z * self.sigma
-        self.report_high = clean_hi + self.tail_z * self.sigma
+        return clean_lo - self.tail_z * self.sigma, clean_hi + self.tail_z * self.sigma
+
+    @property
+    def report_low(self) -> np.ndarray:
+        return self._report_range[0]
+
+    @property
+    def report_high(self) -> np.ndarray:
+        return self._report_range[1]
 
     def _sensitivity(self) -> float:
         return encoding_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)

@@ -14,6 +14,7 @@ Each case is cheap: d = 3, batches of 4 reports, a handful of rows.
 
 from __future__ import annotations
 
+import functools
 import json
 import typing
 from typing import Any
@@ -157,6 +158,10 @@ def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if hasattr(a, "__dict__") and not isinstance(a, type):
+        # What an object computes on first use (e.g. a randomizer's σ) is part of its value.
+        for name in dir(type(a)):
+            if isinstance(getattr(type(a), name, None), functools.cached_property):
+                getattr(a, name), getattr(b, name)
         return same_value(vars(a), vars(b))
     return bool(a == b)
 
