@@ -36,6 +36,7 @@ accumulated: Σ over batches of reports × the per-report proxy at that batch's 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal
 
@@ -50,9 +51,12 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
     threat_model = "shuffle"
 
     def eps0_for(self, size: int) -> float:
+        return self.eps0_of(self.config, size)
+
+    @staticmethod
+    def eps0_of(c: SBLBConfig, size: int) -> float:
         """ε0 of the reports of a batch of ``size``: the fixed ``eps0``, or ε0*(size) for the
         central target under the config's accountant (``shuffle_schedule.max_eps0``)."""
-        c = self.config
         if c.fixed_eps0 is not None:
             return c.fixed_eps0
         from privbandit.shared.core.accounting.shuffle_schedule import max_eps0
@@ -61,11 +65,20 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         return max_eps0(c.epsilon, size, c.delta, c.d, c.m, c.accountant)
 
     def _randomizer_of_size(self, size: int) -> BinaryRandomizer:
-        """Alg. 2–3 at ε0(size); under a growing schedule it carries ``size``, which a device
-        states with its report (``BinaryRandomizer.batch_size``)."""
-        c = self.config
-        return BinaryRandomizer(c.d, self.eps0_for(size), c.m, c.L,
-                                batch_size=None if self.schedule.is_fixed else size)
+        return self.randomizer_at(self.config, size)
+
+    @classmethod
+    def randomizer_at(cls, c: SBLBConfig, size: int) -> BinaryRandomizer:
+        """Alg. 2–3 at ε0(size), found on first use; under a growing schedule it carries
+        ``size``, which a device states with its report (``BinaryRandomizer.batch_size``)."""
+        return BinaryRandomizer(c.d, functools.partial(cls.eps0_of, c, size), c.m, c.L,
+                                batch_size=None if c.schedule.is_fixed else size)
+
+    @classmethod
+    def randomizer_of(cls, config: SBLBConfig) -> BinaryRandomizer:
+        # Without the policy, whose state needs ε0 (with a central target a search, seconds
+        # under the sum-only accountant): the shuffler needs only the row length.
+        return cls.randomizer_at(config, config.schedule.size(0))
 
     def eq8_lambda(self, t: int) -> float:
         """λ_j of Eq. 8 (paper units): √(8t ln(2t/δ))/m + 2√(8t ln(2t/δ))/((1−p)√m) + λ.

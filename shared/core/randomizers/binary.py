@@ -22,7 +22,9 @@ solver (the factor 1/L in θ̃ = L⁻¹ Ṽ⁻¹ B̃ of Alg. 1 is exactly this c
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -92,17 +94,32 @@ class BinaryRandomizer:
 
     exact = False
 
-    def __init__(self, d: int, eps0: float, m: int = 1, L: float = 1.0,
+    def __init__(self, d: int, eps0: float | Callable[[], float], m: int = 1, L: float = 1.0,
                  batch_size: int | None = None) -> None:
+        """``eps0``: a number, or a function that finds it (a central target's ε0*(l) is a
+        search, seconds under the sum-only accountant): called once, on first use of ε0 or p —
+        a shuffler that builds the randomizer for its row length never needs it."""
         if d < 1 or m < 1 or L <= 0:
             raise ValueError("need d >= 1, m >= 1, L > 0")
-        self.d, self.m, self.L, self.eps0 = d, m, float(L), float(eps0)
+        self.d, self.m, self.L = d, m, float(L)
+        self._eps0 = eps0
+        if not callable(eps0):
+            flip_probability(eps0, d, m)  # a number is checked at once
         # The batch length ε0 was sized for, under a growing schedule (sblb, issue 22): a device
         # states it with its report so the shuffler can refuse one sized for a longer batch than
         # its next; None when ε0 is not tied to a length.
         self.batch_size = batch_size
-        self.p = flip_probability(eps0, d, m)
         self.c = n_coords(d)
+
+    @functools.cached_property
+    def eps0(self) -> float:
+        eps0 = self._eps0
+        self._eps0 = float(eps0() if callable(eps0) else eps0)
+        return self._eps0
+
+    @functools.cached_property
+    def p(self) -> float:
+        return flip_probability(self.eps0, self.d, self.m)
 
     @property
     def width(self) -> int:
