@@ -39,6 +39,7 @@ Noise σ: ``shared.core.randomizers.bco`` (analytic by default, the paper's with
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -82,8 +83,18 @@ class BCOPolicy:
         self.y = np.zeros((self.runs, self.d))  # y_1 = argmin ℛ = 0
         self.t = 0
         self.maxnorm = np.zeros(self.runs)  # largest ‖point played‖ per run
-        self.private = hasattr(config, "epsilon")
-        self.sigma = self._sigma() if self.private else 0.0
+        self.private = self.is_private(config)
+
+    @staticmethod
+    def is_private(config: BCOConfig) -> bool:
+        """Whether a config's policy adds noise (its config states an ε)."""
+        return hasattr(config, "epsilon")
+
+    @functools.cached_property
+    def sigma(self) -> float:
+        """The report noise's σ (0 without privacy), calibrated on first use: the analytic
+        calibration imports scipy, which a service that only needs a row's width skips."""
+        return self._sigma() if self.private else 0.0
 
     def _sigma(self) -> float:
         raise NotImplementedError

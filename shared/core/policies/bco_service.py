@@ -33,15 +33,17 @@ counted as rejected); one that passed decode but fell out while its group was fe
 
 from __future__ import annotations
 
+import functools
 from collections import deque
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.policies.base import Policy
-from privbandit.shared.core.policies.bco import OnePointBCO, TwoPointBCO, kernels
-from privbandit.shared.core.policies.bco_config import BCOConfig
+from privbandit.shared.core.policies.bco import BCOPolicy, OnePointBCO, TwoPointBCO, kernels
+from privbandit.shared.core.policies.bco_config import BCOConfig, LDPBCO2Config, LDPBCOConfig
 from privbandit.shared.core.policies.bco_model import BCOModel
 from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
 from privbandit.shared.core.randomizers.bco_rows import BCORowRandomizer
@@ -94,26 +96,31 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
         return self.inner.points_per_user
 
     def _make_randomizer(self) -> BCORowRandomizer:
-        return self._randomizer(self.config, self.inner)
+        return self._randomizer(self.config, lambda: self.inner)
 
     @classmethod
     def randomizer_of(cls, config: BCOConfig) -> BCORowRandomizer:
         # Without the initial model: its exploration matrix runs the numba kernels, whose
         # import and start-up (~0.3 s of CPU) the shuffler and the device would pay at every
-        # start only to learn a row's width.
-        return cls._randomizer(config, cls.inner_class(config, runs=1))
+        # start only to learn a row's width; and the inner policy only once σ is needed (a
+        # one-point policy's step sizes need σ, whose analytic calibration imports scipy).
+        return cls._randomizer(config, functools.cache(lambda: cls.inner_class(config, runs=1)))
 
-    @staticmethod
-    def _randomizer(c: BCOConfig, inner: OnePointBCO | TwoPointBCO) -> BCORowRandomizer:
+    @classmethod
+    def _randomizer(cls, c: BCOConfig, inner: Callable[[], OnePointBCO | TwoPointBCO]
+                    ) -> BCORowRandomizer:
+        points = cls.inner_class.points_per_user
         report: OnePointReport | TwoPointReport | None = None
-        if inner.private:
-            p = inner.privacy()
-            eps, delta, cal = p.epsilon, p.delta, p.calibration
-            report = (OnePointReport(eps, delta, c.loss_bound, cal) if inner.points_per_user == 1
+        if BCOPolicy.is_private(c):
+            # (as ``BCOPolicy.privacy``: mypy deems BCOConfig & PrivateBCO impossible)
+            assert isinstance(c, LDPBCOConfig | LDPBCO2Config), "a private BCO config"
+            eps, delta, cal = c.epsilon, c.delta, c.calibration
+            report = (OnePointReport(eps, delta, c.loss_bound, cal) if points == 1
                       else TwoPointReport(eps, delta, c.lipschitz, cal))
-        return BCORowRandomizer(c.d, inner.points_per_user, loss_bound=c.loss_bound,
-                                lipschitz=c.lipschitz, rho=getattr(inner, "rho", 0.0),
-                                sigma=inner.sigma, report=report)
+        # ρ is a two-point policy's (which needs no σ to be made)
+        rho = getattr(inner(), "rho", 0.0) if points == 2 else 0.0
+        return BCORowRandomizer(c.d, points, loss_bound=c.loss_bound, lipschitz=c.lipschitz,
+                                rho=rho, sigma=lambda: inner().sigma, report=report)
 
     def window(self) -> int:
         return 1

@@ -24,6 +24,7 @@ Calibration (``calibration``):
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal
 
@@ -77,7 +78,13 @@ class OnePointReport:
                  calibration: Calibration = "analytic") -> None:
         self.B = float(loss_bound)
         self.sensitivity = self.B
-        self.sigma = one_point_sigma(eps, delta, self.B, calibration)
+        self._calibration = (float(eps), float(delta), calibration)
+
+    @functools.cached_property
+    def sigma(self) -> float:
+        """On first use (the analytic calibration imports scipy)."""
+        eps, delta, calibration = self._calibration
+        return one_point_sigma(eps, delta, self.B, calibration)
 
     def report(self, loss: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         loss = np.asarray(loss, dtype=float)
@@ -93,7 +100,13 @@ class TwoPointReport:
                  calibration: Calibration = "analytic") -> None:
         self.G = float(lipschitz)
         self.sensitivity_per_unit = 2.0 * self.G  # × ‖x_{t,1} − x_{t,2}‖
-        self.sigma = two_point_sigma(eps, delta, self.G, calibration)
+        self._calibration = (float(eps), float(delta), calibration)
+
+    @functools.cached_property
+    def sigma(self) -> float:
+        """On first use (the analytic calibration imports scipy)."""
+        eps, delta, calibration = self._calibration
+        return two_point_sigma(eps, delta, self.G, calibration)
 
     def report(self, f1: np.ndarray, f2: np.ndarray, x1: np.ndarray, x2: np.ndarray,
                rng: np.random.Generator) -> np.ndarray:

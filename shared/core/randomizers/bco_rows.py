@@ -17,7 +17,9 @@ The version's freshness is the policy's check (``BCOServicePolicy.admit_row``).
 
 from __future__ import annotations
 
+import functools
 import struct
+from collections.abc import Callable
 
 # norm.isf(q) = −Φ⁻¹(q): the standard library's normal quantile (Wichura's AS 241, within a few
 # ulps of scipy's ndtri), as services load this module and need no scipy.
@@ -39,17 +41,30 @@ class BCORowRandomizer:
     exact = False
 
     def __init__(self, d: int, points: int, *, loss_bound: float, lipschitz: float,
-                 rho: float, sigma: float, report: OnePointReport | TwoPointReport | None
-                 ) -> None:
+                 rho: float, sigma: float | Callable[[], float],
+                 report: OnePointReport | TwoPointReport | None) -> None:
+        """``sigma``: a number, or the function that calibrates it, called on first use of σ
+        (a shuffler that builds the randomizer for a row's width never needs it)."""
         if points not in (1, 2):
             raise ValueError("a BCO user plays one or two points")
         self.d, self.points = int(d), int(points)
         self.B, self.G, self.rho = float(loss_bound), float(lipschitz), float(rho)
-        self.sigma = float(sigma)  # of the loss (one point) or per unit of ‖x₁ − x₂‖ (two)
+        self._sigma = sigma
         self.report = report  # None: the non-private baseline sends the clean value
         self.L = 1.0
         self._format = "<I" + "d" * (self.d + 1)
-        if points == 1:
+
+    @functools.cached_property
+    def sigma(self) -> float:
+        """Of the loss (one point) or per unit of ‖x₁ − x₂‖ (two)."""
+        sigma = self._sigma
+        self._sigma = float(sigma() if callable(sigma) else sigma)
+        return self._sigma
+
+    @functools.cached_property
+    def value_range(self) -> tuple[float, float]:
+        """The admissible reported values: the clean range ± τ times the noise's σ."""
+        if self.points == 1:
             lo, hi = 0.0, self.B
             slack = TAIL * self.sigma
         else:
@@ -58,7 +73,7 @@ class BCORowRandomizer:
             hi = 2.0 * self.rho * self.G * (1.0 + UNIT_TOLERANCE)
             lo = -hi
             slack = TAIL * 2.0 * self.rho * self.sigma  # nᵀ(x₁ − x₂) ~ N(0, 4ρ²σ²)
-        self.value_range = (lo - slack, hi + slack)
+        return (lo - slack, hi + slack)
 
     @property
     def width(self) -> int:
