@@ -19,5 +19,10 @@ def test_a_bco_randomizer_without_the_policy_is_the_policys(algo: str, d: int) -
     direct, whole = randomizer_for(config), build_policy(config).randomizer
     assert type(direct) is type(whole)
     assert row_length(direct) == row_length(whole)
-    # every field equal (the report's calibration included): same bytes once pickled
+    # σ is calibrated on first use (the shuffler needs only the row length); once both have
+    # it, every field is equal (the report's calibration included): same bytes once pickled
+    for r in (direct, whole):
+        _ = r.value_range  # σ, and the admissible values it gives
+        if r.report is not None:
+            _ = r.report.sigma
     assert pickle.dumps(vars(direct)) == pickle.dumps(vars(whole))
