@@ -32,7 +32,7 @@ from privbandit.services.device.store import DeviceStore
 from privbandit.services.device.transports import Transports
 from privbandit.services.device.transports.base import Context
 from privbandit.shared.core.policies import build_policy, randomizer_for
-from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.base import Randomizer, calibrate
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.crypto.paillier import MIN_KEY_BITS
 from privbandit.shared.settings import Settings, TaskConfig
@@ -195,6 +195,9 @@ def task_randomizers(
         per_length = getattr(policy, "randomizer_for", None)
         if per_length is not None:
             sized[t.id] = {size: per_length(size) for size in t.schedule.distinct_sizes()}
+    # σ and ε0 now, at start, rather than in the first request that needs them
+    for r in [*randomizers.values(), *(r for rs in sized.values() for r in rs.values())]:
+        calibrate(r)
     return randomizers, sized
 
 

@@ -176,6 +176,10 @@ class GaussianArmRandomizer(ArmRandomizer):
         tail = -NormalDist().inv_cdf(HONEST_REFUSAL / 2)
         return 0.5 + tail * self.sigma
 
+    def calibrate(self) -> None:
+        """σ and the report bound now (``base.calibrate``)."""
+        _ = self.report_bound
+
     def values(self, r: np.ndarray, eps: np.ndarray | None, rng: np.random.Generator
                ) -> np.ndarray:
         r = check_rewards(r, True)

@@ -85,6 +85,16 @@ class Randomizer(Protocol):
         ...
 
 
+def calibrate(randomizer: object) -> None:
+    """Compute now what a randomizer calibrates on first use — its noise (σ, by the analytic
+    Gaussian calibration, which imports scipy) or its ε0 (a central target's, a search of seconds
+    under the sum-only accountant): a device does so at start, off its request path. A randomizer
+    without a ``calibrate`` method has nothing to compute."""
+    method = getattr(randomizer, "calibrate", None)
+    if method is not None:
+        method()
+
+
 # Relative slack on an intercept x[0] = c for floating-point error (1/√2 computed two ways can
 # differ in the last bit); a centered randomizer then uses c exactly.
 INTERCEPT_TOLERANCE = 1e-9

@@ -75,6 +75,12 @@ class BCORowRandomizer:
             slack = TAIL * 2.0 * self.rho * self.sigma  # nᵀ(x₁ − x₂) ~ N(0, 4ρ²σ²)
         return (lo - slack, hi + slack)
 
+    def calibrate(self) -> None:
+        """σ, the admissible values and the report's σ now (``base.calibrate``)."""
+        _ = self.value_range
+        if self.report is not None:
+            _ = self.report.sigma
+
     @property
     def width(self) -> int:
         return self.d + 2

@@ -121,6 +121,10 @@ class BinaryRandomizer:
     def p(self) -> float:
         return flip_probability(self.eps0, self.d, self.m)
 
+    def calibrate(self) -> None:
+        """ε0 and p now (``base.calibrate``)."""
+        _ = self.p
+
     @property
     def width(self) -> int:
         return self.c * self.m

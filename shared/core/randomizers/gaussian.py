@@ -209,6 +209,10 @@ class GaussianRandomizer:
     def report_high(self) -> np.ndarray:
         return self._report_range[1]
 
+    def calibrate(self) -> None:
+        """σ and the admissible box now (``base.calibrate``)."""
+        _ = self._report_range
+
     def _sensitivity(self) -> float:
         return encoding_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)
 
