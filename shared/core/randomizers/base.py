@@ -13,6 +13,7 @@ The analyzer never looks at rows individually for the noisy mechanisms: it sums 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,6 +84,12 @@ class Randomizer(Protocol):
     def from_bytes(self, data: bytes) -> np.ndarray:
         """Inverse of ``to_bytes``; raises ValueError on malformed input."""
         ...
+
+
+def settle(value: float | Callable[[], float]) -> float:
+    """A randomizer's parameter given as a number or as the function that finds it (called
+    once, on first use: ``BinaryRandomizer.eps0``, ``BCORowRandomizer.sigma``)."""
+    return float(value() if callable(value) else value)
 
 
 def calibrate(randomizer: object) -> None:

@@ -28,7 +28,7 @@ from statistics import NormalDist
 import numpy as np
 
 from privbandit.shared.core.randomizers.arms import HONEST_REFUSAL
-from privbandit.shared.core.randomizers.base import versioned_row
+from privbandit.shared.core.randomizers.base import settle, versioned_row
 from privbandit.shared.core.randomizers.bco import OnePointReport, TwoPointReport
 
 UNIT_TOLERANCE = 1e-9
@@ -57,8 +57,7 @@ class BCORowRandomizer:
     @functools.cached_property
     def sigma(self) -> float:
         """Of the loss (one point) or per unit of ‖x₁ − x₂‖ (two)."""
-        sigma = self._sigma
-        self._sigma = float(sigma() if callable(sigma) else sigma)
+        self._sigma = settle(self._sigma)
         return self._sigma
 
     @functools.cached_property

@@ -31,6 +31,7 @@ import numpy as np
 from privbandit.shared.core.randomizers.base import (
     Estimate,
     check_inputs,
+    settle,
     symmetric_from_upper,
     upper_indices,
 )
@@ -113,8 +114,7 @@ class BinaryRandomizer:
 
     @functools.cached_property
     def eps0(self) -> float:
-        eps0 = self._eps0
-        self._eps0 = float(eps0() if callable(eps0) else eps0)
+        self._eps0 = settle(self._eps0)
         return self._eps0
 
     @functools.cached_property
