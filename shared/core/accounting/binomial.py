@@ -8,10 +8,11 @@ mass actually left out is computed from the binomial cdf/sf and returned, so a c
 to δ and stay sound whatever the window.
 
 Tiny success probabilities (e.g. the clone probability e^{-ε0} of the shuffle accountant at
-ε0 ≳ 700): scipy's ``binom.pmf`` (Boost) raises OverflowError for p near the smallest normal double
-(observed for p ∈ [e^{-709.75}, e^{-696.75}], scipy 1.17). Below ``TINY_PROB`` the pmf is instead
-exp of the log-pmf log C(N, k) + k log p + (N − k) log1p(−p), which at k = 0 is exactly
-N log1p(−p) and elsewhere is at most (N p)^k ≤ (N · 1e-290)^k, negligible beside any δ.
+ε0 ≳ 700): scipy's ``binom.pmf`` (Boost; ``accounting.binom``) raises OverflowError for p near
+the smallest normal double (observed for p ∈ [e^{-709.75}, e^{-696.75}], scipy 1.17). Below
+``TINY_PROB`` the pmf is instead exp of the log-pmf log C(N, k) + k log p + (N − k) log1p(−p),
+which at k = 0 is exactly N log1p(−p) and elsewhere is at most (N p)^k ≤ (N · 1e-290)^k,
+negligible beside any δ.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from privbandit.shared.core.accounting import binom
 
 # Below this success probability the pmf is computed from scipy's log-pmf (module docstring).
 TINY_PROB = 1e-290
@@ -28,8 +31,6 @@ def truncated_binomial(trials: int, prob: float, tail_mass: float) -> tuple[int,
     """(offset, pmf of Bin(trials, prob) on offset…offset+len−1, probability mass left out)."""
     if trials == 0:
         return 0, np.ones(1), 0.0
-    from scipy.stats import binom  # here: scipy.stats costs a second of start-up
-
     mean = trials * prob
     var = trials * prob * (1.0 - prob)
     log_inv = math.log(2.0 / tail_mass)

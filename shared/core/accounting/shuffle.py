@@ -45,10 +45,11 @@ bound is exact, not merely finite, for any ε0. When (n-1) e^{-ε0} is negligibl
 that mass and δ(ε) is the randomized-response divergence p1 (1 - e^{ε-ε0}): the central ε is
 ε0 + log(1 - δ/p1) < ε0, i.e. no amplification.
 
-Everything is vectorised over the support of C with ``scipy.stats.binom``. The C-support is
-truncated to a Bernstein window of tail mass τ (``binomial.truncated_binomial``, which also takes
-the pmf from its log when q = e^{-ε0} is near the smallest double); the truncated mass (each
-conditional divergence is ≤ 1) is ADDED to δ so the bound stays an upper bound.
+Everything is vectorised over the support of C with ``scipy.stats.binom``'s functions
+(``accounting.binom``). The C-support is truncated to a Bernstein window of tail mass τ
+(``binomial.truncated_binomial``, which also takes the pmf from its log when q = e^{-ε0} is near
+the smallest double); the truncated mass (each conditional divergence is ≤ 1) is ADDED to δ so
+the bound stays an upper bound.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ import math
 
 import numpy as np
 
+from privbandit.shared.core.accounting import binom
 from privbandit.shared.core.accounting.binomial import truncated_binomial
 from privbandit.shared.core.accounting.search import (
     Bracket,
@@ -98,8 +100,6 @@ def _conditional_divergence(eps: float, eps0: float, c: np.ndarray) -> np.ndarra
     # = (1 - e^{-(ε+ε0)}) / ((1 - e^{-ε0})(1 + e^{-ε})), in [1/2, 1) for 0 ≤ ε < ε0.
     frac = math.expm1(-(eps + eps0)) / (math.expm1(-eps0) * (1.0 + math.exp(-eps)))
     k_star = np.ceil(frac * (c + 1.0))
-    from scipy.stats import binom  # here: scipy.stats costs a second of start-up
-
     best = np.zeros_like(c)
     for shift in (-1.0, 0.0, 1.0):
         k = np.clip(k_star + shift, 0.0, c + 1.0)
