@@ -573,16 +573,15 @@ def assert_feedback_refused(
     assert resp.status_code == 202, resp.text
 
 
-class GatedTransport(httpx.AsyncBaseTransport):
-    """The driver's HTTP transport with a gate: while it is closed, new requests wait. Crash
-    tests hold users while a service restarts, so how long a restart takes on a loaded machine
-    cannot let the run finish before its next phase. The gate (an ``asyncio.Event``) may be
-    shared by several drivers; ``cap`` also holds new requests while the driver ``paced`` has
-    finished ``cap`` users or more, so that drivers of several tasks reach each phase of a crash
-    together, however differently fast their policies are."""
+class Gate:
+    """The driver's gate (``Driver.gate``, awaited before each request): while it is closed, new
+    requests wait. Crash tests hold users while a service restarts, so how long a restart takes
+    on a loaded machine cannot let the run finish before its next phase. The open flag (an
+    ``asyncio.Event``) may be shared by several drivers; ``cap`` also holds new requests while
+    the driver ``paced`` has finished ``cap`` users or more, so that drivers of several tasks
+    reach each phase of a crash together, however differently fast their policies are."""
 
     def __init__(self, gate: asyncio.Event | None = None) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
         self.open = gate if gate is not None else asyncio.Event()
         self.open.set()
         self.paced: Driver | None = None
@@ -591,14 +590,10 @@ class GatedTransport(httpx.AsyncBaseTransport):
     def _held(self) -> bool:
         return self.paced is not None and self.cap is not None and self.paced.done >= self.cap
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def __call__(self) -> None:
         while self._held():
             await asyncio.sleep(0.005)
         await self.open.wait()
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 CrashRun = tuple[Driver, dict[str, Any]]
@@ -620,13 +615,13 @@ def run_with_backend_crash(
     gate = asyncio.Event()
 
     async def restart(name: str) -> None:
-        gate.clear()  # users wait for the restart (see GatedTransport)
+        gate.clear()  # users wait for the restart (see Gate)
         try:
             await asyncio.to_thread(cluster.restart, name, patience(60))
         finally:
             gate.set()
 
-    async def phase(drivers: dict[str, Driver], gates: dict[str, GatedTransport],
+    async def phase(drivers: dict[str, Driver], gates: dict[str, Gate],
                     more: int) -> int:
         """Let every driver finish ``more`` users beyond where it is, hold it there; the total."""
         for task, driver in drivers.items():
@@ -635,7 +630,7 @@ def run_with_backend_crash(
             await wait_done(driver, min(gates[task].cap or users, users), 60.0 * len(drivers))
         return sum(d.done for d in drivers.values())
 
-    async def chaos(drivers: dict[str, Driver], gates: dict[str, GatedTransport]) -> None:
+    async def chaos(drivers: dict[str, Driver], gates: dict[str, Gate]) -> None:
         await phase(drivers, gates, users // 5)
         await asyncio.to_thread(cluster.kill, "shuffler")
         await asyncio.to_thread(cluster.kill, "analyzer")
@@ -658,9 +653,9 @@ def run_with_backend_crash(
         tasks = {t: await fetch_task(urls["analyzer"], t) for t in seeds}
         async with httpx.AsyncClient(timeout=patience(10)) as c:
             before = {t: await snapshot(urls, t, c) for t in seeds}
-        gates = {t: GatedTransport(gate) for t in seeds}
+        gates = {t: Gate(gate) for t in seeds}
         drivers = {t: Driver(urls["device"], tasks[t], users, concurrency=4, seed=seed,
-                             transport=gates[t]) for t, seed in seeds.items()}
+                             gate=gates[t]) for t, seed in seeds.items()}
         for t, driver in drivers.items():
             gates[t].paced = driver
         *results, _ = await asyncio.gather(*(d.run() for d in drivers.values()),

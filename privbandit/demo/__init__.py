@@ -2,7 +2,7 @@
 
 A seeded ``linear`` environment with the task's d and K plays N users. Each user asks the device
 to ``decide`` (sending its K private feature vectors), gets a Bernoulli reward for the chosen arm
-from the environment, and sends ``feedback``; C users are in flight at once (asyncio + httpx).
+from the environment, and sends ``feedback``; C users are in flight at once (asyncio + aiohttp).
 Regret is pseudo-regret Σ_t (max_a μ_{t,a} − μ_{t,a_t}), accumulated in completion order.
 
 At the end the demo waits until the system is quiescent and reconciles the counts of all three

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx
 import numpy as np
 
@@ -58,6 +60,21 @@ async def fetch_task(analyzer_url: str, task_id: str) -> TaskInfo:
         raise DemoError(f"the analyzer does not serve task {task_id}: {resp.status_code} "
                         f"{resp.text[:200]}")
     return TaskInfo.model_validate_json(resp.content)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A device's answer to one of the users' requests: its status and body."""
+
+    status_code: int
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
 
 
 def demo_environment(task: TaskInfo, env_rng: np.random.Generator) -> Environment:
@@ -107,7 +124,9 @@ class Driver:
     concurrency: int = 1
     seed: int = 0
     on_progress: Callable[[Driver], None] | None = None
-    transport: httpx.AsyncBaseTransport | None = None
+    # Awaited before every request, retries included: crash tests hold users here while a
+    # service restarts (``tests.helpers.Gate``).
+    gate: Callable[[], Awaitable[None]] | None = None
     # Stop starting new users after this many seconds (load tests); None = run all users.
     time_limit: float | None = None
     # Tries per request on transport errors and 5xx (backoff doubling to 2 s): the default rides
@@ -191,12 +210,13 @@ class Driver:
         return {}, ({} if np.isnan(eps) else {"epsilon": eps})
 
     async def run(self) -> DriveResult:
-        limits = httpx.Limits(max_connections=self.concurrency + 2,
-                              max_keepalive_connections=self.concurrency + 2)
+        # aiohttp rather than httpx for the users: the client's CPU per request is a third of
+        # httpx's (BENCHMARKS.md, issue 21), and every simulated user costs two requests.
+        connector = aiohttp.TCPConnector(limit=self.concurrency + 2)
         started = time.perf_counter()
         self._stop_at = None if self.time_limit is None else started + self.time_limit
-        async with httpx.AsyncClient(base_url=self.device_url, limits=limits, timeout=30.0,
-                                     transport=self.transport) as client:
+        async with aiohttp.ClientSession(connector=connector,
+                                         timeout=aiohttp.ClientTimeout(total=30.0)) as client:
             await asyncio.gather(*(self._worker(client) for _ in range(self.concurrency)))
         wall = time.perf_counter() - started
         if not self.curve or self.curve[-1][0] != self.done:
@@ -215,7 +235,7 @@ class Driver:
             persons=self.persons,
         )
 
-    async def _worker(self, client: httpx.AsyncClient) -> None:
+    async def _worker(self, client: aiohttp.ClientSession) -> None:
         task = self.task.id
         while self._next < self.users:
             if self._stop_at is not None and time.perf_counter() > self._stop_at:
@@ -254,7 +274,7 @@ class Driver:
         person = i if self.persons is None else i % self.persons
         return {"user": f"{self._run_key}-{person}"}
 
-    def _finished(self, t0: float, t1: float, resp: httpx.Response | None = None) -> None:
+    def _finished(self, t0: float, t1: float, resp: Answer | None = None) -> None:
         """Book-keeping after a user's feedback was accepted (decide sent at t0, answered t1)."""
         self.latencies["decide"].append(t1 - t0)
         self.latencies["feedback"].append(time.perf_counter() - t1)
@@ -267,7 +287,7 @@ class Driver:
         if self.on_progress is not None:
             self.on_progress(self)
 
-    async def _bco_user(self, client: httpx.AsyncClient, i: int) -> None:
+    async def _bco_user(self, client: aiohttp.ClientSession, i: int) -> None:
         """User i of a BCO task: decide ``{}`` → the point(s) → her losses in feedback."""
         assert self.bco is not None
         task = self.task.id
@@ -287,28 +307,37 @@ class Driver:
             raise DemoError(f"feedback failed: {resp.status_code} {resp.text[:300]}")
         self._finished(t0, t1, resp)
 
-    async def _post(self, client: httpx.AsyncClient, path: str, body: dict[str, Any],
-                    retry_409: bool = False) -> httpx.Response:
+    async def _post(self, client: aiohttp.ClientSession, path: str, body: dict[str, Any],
+                    retry_409: bool = False) -> Answer:
         """POST with retries on transport errors, 5xx and 429 (the device's outbox is full;
         its Retry-After is the least wait). A 409 on a *retried* feedback means the first
         attempt was recorded (only its answer was lost): report it as the 202."""
+        url = self.device_url.rstrip("/") + path
+        data = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
         delay = 0.05
         for attempt in range(self.request_retries):
             wait = delay
+            if self.gate is not None:
+                await self.gate()
             try:
-                resp = await client.post(path, json=body)
-            except httpx.TransportError:
+                async with client.post(url, data=data, headers=_JSON) as resp:
+                    answer = Answer(resp.status, await resp.read())
+                    retry_after = resp.headers.get("retry-after", 0)
+            except (aiohttp.ClientError, TimeoutError):
                 self.errors += 1
             else:
-                if retry_409 and attempt > 0 and resp.status_code == 409:
-                    return httpx.Response(202, json={"queued": True, "outbox_pending": 0})
-                if resp.status_code < 500 and resp.status_code != 429:
-                    return resp
+                if retry_409 and attempt > 0 and answer.status_code == 409:
+                    return Answer(202, b'{"queued":true,"outbox_pending":0}')
+                if answer.status_code < 500 and answer.status_code != 429:
+                    return answer
                 self.errors += 1
                 with contextlib.suppress(ValueError):
-                    wait = max(wait, float(resp.headers.get("retry-after", 0)))
+                    wait = max(wait, float(retry_after))
             await asyncio.sleep(wait)
             delay = min(2 * delay, 2.0)
         raise DemoError(
             f"POST {path}: the device did not answer after {self.request_retries} tries"
         )
+
+
+_JSON = {"Content-Type": "application/json"}
