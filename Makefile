@@ -35,6 +35,10 @@ simulate: $(RUNTIME)
 # against 351 s for pytest, BENCHMARKS.md, issue 21): the suite keeps the cores busy.
 # Their waits are deadlines times PRIVBANDIT_TEST_TIME_SCALE: generous here, so that a busy
 # machine is given time rather than failing (a wait bounds a hang; it asserts no speed).
+# The suite starts about 130 Python processes (services, CLI runs): with bytecode caching off
+# (PYTHONDONTWRITEBYTECODE, set on some machines) each would compile the project's modules again,
+# and each xdist worker would rewrite every test module's asserts. The tests write it to the
+# __pycache__ folders git ignores, as Python does by default.
 PRIVBANDIT_TEST_TIME_SCALE ?= 3
 TEST_WORKERS ?= auto
 test: $(STAMP)
@@ -43,7 +47,7 @@ test: $(STAMP)
 	# beside the tests rather than before them: mypy is one process (~10 s of CPU cold), which
 	# left the other core idle; its output follows the tests', and both must pass.
 	@log=$$(mktemp); $(BIN)/mypy >$$log 2>&1 & mypy=$$!; \
-	PRIVBANDIT_TEST_TIME_SCALE=$(PRIVBANDIT_TEST_TIME_SCALE) $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup; \
+	PYTHONDONTWRITEBYTECODE= PRIVBANDIT_TEST_TIME_SCALE=$(PRIVBANDIT_TEST_TIME_SCALE) $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup; \
 	tests=$$?; wait $$mypy; typed=$$?; echo "mypy:"; cat $$log; rm -f $$log; \
 	test $$tests -eq 0 && test $$typed -eq 0
 
