@@ -210,7 +210,7 @@ class Driver:
         return {}, ({} if np.isnan(eps) else {"epsilon": eps})
 
     async def run(self) -> DriveResult:
-        # aiohttp rather than httpx for the users: the client's CPU per request is a third of
+        # aiohttp rather than httpx for the users: the client's CPU per request is a quarter of
         # httpx's (BENCHMARKS.md, issue 21), and every simulated user costs two requests.
         connector = aiohttp.TCPConnector(limit=self.concurrency + 2)
         started = time.perf_counter()

@@ -16,23 +16,25 @@ n, p and k, tiny p included; on a scipy without those ufuncs this module falls b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln, xlog1py, xlogy
 
 Array = Any  # numpy arrays or floats: the functions broadcast like scipy's
 
-# Private to scipy.special, public through scipy.stats.binom (see the module docstring); None on
-# an older scipy, whose binom this module then calls.
-_boost: Any
-try:
-    from scipy.special import _ufuncs as _boost
-except ImportError:  # pragma: no cover - scipy's layout before 1.12
-    _boost = None
-if not hasattr(_boost, "_binom_sf"):  # pragma: no cover
-    _boost = None
+
+@functools.cache
+def _ufuncs() -> Any:
+    """scipy.special's ufuncs module (imported on first use: a service app imports no scipy,
+    ``tests/services/common/test_imports.py``), or None on a scipy whose binom does not go
+    through them (private to scipy.special, public through scipy.stats.binom)."""
+    try:
+        from scipy.special import _ufuncs as ufuncs
+    except ImportError:  # pragma: no cover - scipy's layout before 1.12
+        return None
+    return ufuncs if hasattr(ufuncs, "_binom_sf") else None
 
 
 def _stats() -> Any:
@@ -55,7 +57,8 @@ def _clipped(ufunc: Any, p: float, floor: bool = False) -> Callable[..., Any]:
 
 
 def _grid(k: Array, n: Array) -> tuple[np.ndarray, np.ndarray]:
-    return np.broadcast_arrays(np.asarray(k), np.asarray(n))  # type: ignore[return-value]
+    a, b = np.broadcast_arrays(np.asarray(k), np.asarray(n))
+    return a, b
 
 
 def _out(x: np.ndarray) -> Array:
@@ -64,19 +67,21 @@ def _out(x: np.ndarray) -> Array:
 
 def pmf(k: Array, n: Array, p: float) -> Array:
     """Pr[C = k], C ~ Bin(n, p): 0 off the support {0, …, n} and at non-integer k."""
-    if _boost is None:
+    if _ufuncs() is None:
         return _stats().pmf(k, n, p)
     k, n = _grid(k, n)
     inside = (k >= 0) & (k <= n) & (np.floor(k) == k)
-    return _out(_on(inside, np.zeros(k.shape), _clipped(_boost._binom_pmf, p), k, n))
+    return _out(_on(inside, np.zeros(k.shape), _clipped(_ufuncs()._binom_pmf, p), k, n))
 
 
 def logpmf(k: Array, n: Array, p: float) -> Array:
     """log Pr[C = k] = log C(n, k) + k log p + (n − k) log1p(−p); −inf off the support."""
-    if _boost is None:
+    if _ufuncs() is None:
         return _stats().logpmf(k, n, p)
     k, n = _grid(k, n)
     inside = (k >= 0) & (k <= n) & (np.floor(k) == k)
+
+    from scipy.special import gammaln, xlog1py, xlogy
 
     def f(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a = np.floor(a)
@@ -88,26 +93,26 @@ def logpmf(k: Array, n: Array, p: float) -> Array:
 
 def cdf(k: Array, n: Array, p: float) -> Array:
     """Pr[C ≤ k]: 0 below the support, 1 from n on."""
-    if _boost is None:
+    if _ufuncs() is None:
         return _stats().cdf(k, n, p)
-    return _tail(k, n, _clipped(_boost._binom_cdf, p, floor=True), below=0.0, beyond=1.0)
+    return _tail(k, n, _clipped(_ufuncs()._binom_cdf, p, floor=True), below=0.0, beyond=1.0)
 
 
 def sf(k: Array, n: Array, p: float) -> Array:
     """Pr[C > k]: 1 below the support, 0 from n on."""
-    if _boost is None:
+    if _ufuncs() is None:
         return _stats().sf(k, n, p)
-    return _tail(k, n, _clipped(_boost._binom_sf, p, floor=True), below=1.0, beyond=0.0)
+    return _tail(k, n, _clipped(_ufuncs()._binom_sf, p, floor=True), below=1.0, beyond=0.0)
 
 
 def logsf(k: Array, n: Array, p: float) -> Array:
     """log Pr[C > k]: 0 below the support, −inf from n on."""
-    if _boost is None:
+    if _ufuncs() is None:
         return _stats().logsf(k, n, p)
 
     def f(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
-            return np.log(_boost._binom_sf(np.floor(a), b, p))
+            return np.log(_ufuncs()._binom_sf(np.floor(a), b, p))
 
     return _tail(k, n, f, below=0.0, beyond=-np.inf)
 
