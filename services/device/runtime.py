@@ -22,6 +22,7 @@ import numpy as np
 
 from privbandit.services.common.datadir import StateDir
 from privbandit.services.common.health import Readiness
+from privbandit.services.common.http_client import service_client
 from privbandit.services.device.background import Loops
 from privbandit.services.device.cache import ModelCache
 from privbandit.services.device.decision_ids import KEY_FILE, DecisionIds
@@ -130,10 +131,8 @@ async def open_runtime(
         base_url=settings.analyzer.url, transport=analyzer_transport, timeout=timing.http_timeout
     )
     # Uploads go to each shuffler replica in turn (one URL: always that one).
-    shuffler = Spread([
-        httpx.AsyncClient(base_url=url, transport=shuffler_transport, timeout=timing.http_timeout)
-        for url in settings.shuffler.all_urls
-    ])
+    shuffler = Spread([service_client(url, timing.http_timeout, shuffler_transport)
+                       for url in settings.shuffler.all_urls])
     # An in-process ASGI transport buffers whole responses, so an endless SSE stream would
     # never return: with one, follow the model by polling only.
     stream = not isinstance(analyzer_transport, httpx.ASGITransport)

@@ -23,6 +23,7 @@ import httpx
 
 from privbandit.services.common.datadir import StateDir
 from privbandit.services.common.health import Readiness
+from privbandit.services.common.http_client import service_client
 from privbandit.services.shuffler.forwarder import HTTP_TIMEOUT, Forwarder
 from privbandit.services.shuffler.hpke import HpkeState
 from privbandit.services.shuffler.intake import AnalyzerKeys, Intake
@@ -118,9 +119,7 @@ async def open_runtime(
     metrics = ShufflerMetrics()
     store = open_store(settings)
     store.observe(metrics.transactions)
-    client = httpx.AsyncClient(
-        base_url=settings.analyzer.url, transport=analyzer_transport, timeout=HTTP_TIMEOUT
-    )
+    client = service_client(settings.analyzer.url, HTTP_TIMEOUT, analyzer_transport)
     transports = Transports(
         settings, Context(store, metrics, cache_dir=Path(settings.data_dir) / "shuffler",
                           analyzer=client, settings=settings)
