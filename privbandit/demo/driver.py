@@ -210,8 +210,8 @@ class Driver:
         return {}, ({} if np.isnan(eps) else {"epsilon": eps})
 
     async def run(self) -> DriveResult:
-        # aiohttp rather than httpx for the users: the client's CPU per request is a quarter of
-        # httpx's (BENCHMARKS.md, issue 21), and every simulated user costs two requests.
+        # aiohttp rather than httpx for the users: the client's CPU per request is a sixth of
+        # httpx's (``python -m bench.http_client``), and every simulated user costs two requests.
         connector = aiohttp.TCPConnector(limit=self.concurrency + 2)
         started = time.perf_counter()
         self._stop_at = None if self.time_limit is None else started + self.time_limit
