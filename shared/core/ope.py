@@ -43,6 +43,7 @@ from privbandit.shared.core.logged import arm_features, check_feedback
 from privbandit.shared.core.policies.base import Policy
 
 CHUNK = 2048  # rounds whose features are rebuilt at once (letter: 2048·26·52 floats, 22 MB)
+LOOKAHEAD = 64  # rounds scored per model beyond the 2K per event its window still needs
 ESTIMATORS = ("ips", "snips", "dr")
 
 
@@ -258,7 +259,8 @@ def replay_path(feedback: dict[str, Any], policy: Policy[Any, Any],
     n = int(feedback["n_rounds"])
     action = np.asarray(feedback["action"], dtype=np.int64)
     reward = np.asarray(feedback["reward"], dtype=float)
-    if not np.allclose(feedback["pscore"], 1.0 / int(feedback["n_actions"])):
+    n_actions = int(feedback["n_actions"])
+    if not np.allclose(feedback["pscore"], 1.0 / n_actions):
         raise ValueError("replay is unbiased for uniform logs only (pscore = 1/K everywhere)")
     kept: list[int] = []  # ingested kept events
     pending: list[int] = []  # kept by the current model, waiting for a full window
@@ -269,11 +271,17 @@ def replay_path(feedback: dict[str, Any], policy: Policy[Any, Any],
         if cache is None or not cache[0] <= pos < cache[0] + cache[1].shape[0]:
             cache = (pos, arm_features(feedback, slice(pos, min(pos + CHUNK, n))))
         first, X_all = cache
-        X = X_all[pos - first:]
+        need = policy.window() - len(pending)
+        # Only as many rounds as the window is likely to need (a hit comes once in K rounds
+        # of a uniform log): a model that ingests after one kept event (linucb's window of 1)
+        # would otherwise score the whole rest of the chunk for every event it keeps. A model
+        # that decides from each round's features alone (the linear ones) keeps the same events
+        # as with the whole chunk scored; one that draws its arms (the uniform policy) draws for
+        # fewer rounds.
+        X = X_all[pos - first:pos - first + LOOKAHEAD + 2 * n_actions * need]
         model = policy.model
         a = model.decide(X)  # type: ignore[attr-defined]  # a ContextDeciding model
         hits = np.flatnonzero(a == action[pos:pos + X.shape[0]])
-        need = policy.window() - len(pending)
         take = hits[:need]
         pending.extend((pos + take).tolist())
         pending_x.extend(X[take, a[take]])

@@ -134,6 +134,27 @@ def test_replay_of_a_policy_that_never_learns_is_its_plain_value() -> None:
     assert np.all(np.diff(res.matched) > 0)
 
 
+def test_replay_scores_ahead_only_what_a_window_needs_and_keeps_the_same_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``replay_path`` scores a few rounds past the current one per model (``LOOKAHEAD``) rather
+    than the rest of its chunk: linucb (a new model after every kept event) keeps exactly the
+    events it keeps when each model scores the whole rest of the chunk."""
+    from privbandit.shared.core import ope
+
+    fb = uniform_log("digits", 40, 3_000, seed=8)
+
+    def run() -> np.ndarray:
+        return replay(fb, lambda rng: make_policy(make_config("linucb", d=40), rng),
+                      repeats=1, seed=4).matched
+
+    ahead = run()
+    monkeypatch.setattr(ope, "LOOKAHEAD", ope.CHUNK)
+    whole = run()
+    assert ahead.size > 200
+    np.testing.assert_array_equal(ahead, whole)
+
+
 def test_replay_refuses_a_non_uniform_log() -> None:
     fb = uniform_log("digits", 40, 100, seed=7)
     fb["pscore"] = np.full(100, 0.5)
