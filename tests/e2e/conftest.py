@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from privbandit.launcher import Cluster, local_cluster
-from tests.helpers import SBLB_SCHEDULED, TASKS, patience, pg_schemas, with_policy, write_config
+from tests.helpers import (
+    SBLB_SCHEDULED,
+    TASKS,
+    only_tasks,
+    patience,
+    pg_schemas,
+    with_policy,
+    write_config,
+)
 
 
 @pytest.fixture(scope="session")
@@ -47,9 +55,11 @@ def store_cluster(
     the analyzer and two shuffler replicas on the real PostgreSQL server (a fresh schema,
     dropped afterwards); ``cluster.store`` says which. Its ``small-shuffle`` task (sblb over
     HPKE reports) follows the crash tests' growing schedule, ε0 from a central target
-    (``tests.helpers.CRASH_SCHEDULE``), so a crash falls in the middle of a schedule."""
+    (``tests.helpers.CRASH_SCHEDULE``), so a crash falls in the middle of a schedule. It serves
+    only the tasks of the test module's ``DRIVEN_TASKS`` (``tests.helpers.only_tasks``)."""
     config = with_policy(e2e_config, TASKS["shuffle"], tmp_path / "scheduled.toml",
                          **SBLB_SCHEDULED)
+    config.write_text(only_tasks(config.read_text(), request.module.DRIVEN_TASKS))
     if request.param == "sqlite":
         with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
                            store="sqlite", timeout=patience(60)) as c:

@@ -24,18 +24,19 @@ from privbandit.launcher import (
     LaunchError,
     free_ports,
 )
-from tests.helpers import SMALL_CONFIG, TASKS, patience
+from tests.helpers import SMALL_CONFIG, TASKS, only_tasks, patience
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster]:
-    """Three services on free ports with the small config, not started yet."""
+    """Three services on free ports with the small config's task the tests drive, not started
+    yet."""
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     ports = dict(zip(SERVICES, free_ports(3), strict=True))
     config = tmp_path / "small.toml"
-    config.write_text(SMALL_CONFIG)
+    config.write_text(only_tasks(SMALL_CONFIG, [TASKS["ldp"]]))
     with Cluster(tmp_path / "data", ports, config=config, log_dir=tmp_path / "logs") as c:
         yield c
 

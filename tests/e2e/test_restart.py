@@ -36,6 +36,8 @@ USERS = 700
 # Pass-through tasks of the multi-armed and BCO kinds (issue 8 item 5, issue 12 item 3): each is
 # its own batch, so every accepted report is counted. They share the SQLite crash.
 ARM_AND_BCO_TASKS = ["small-heldp", "small-ldp-mab", "small-adar-ucb", "small-ldp-bco2"]
+# What ``store_cluster`` serves: the tasks the test drives.
+DRIVEN_TASKS = [TASKS["shuffle"], TASKS["central"], *ARM_AND_BCO_TASKS]
 
 
 def test_crashes_of_the_backend_then_the_device_lose_and_duplicate_nothing(

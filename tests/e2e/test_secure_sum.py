@@ -39,6 +39,7 @@ from tests.helpers import (
     TASKS,
     analyzer_totals,
     cli,
+    only_tasks,
     patience,
     run_with_backend_crash,
     with_policy,
@@ -160,6 +161,7 @@ def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
     config = with_policy(config, DDP_TASK, config, batch_schedule=CRASH_SCHEDULE,
                          encoding="auto", intercept=LinearEnvironment.intercept)
     config = with_policy(config, TASK, config, **SBLB_SCHEDULED, accountant="secure-sum")
+    config.write_text(only_tasks(config.read_text(), [TASK, DDP_TASK]))
     with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
                        timeout=patience(60)) as c:
         yield c
