@@ -116,9 +116,11 @@ def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> 
     assert seen["import_root"] == "None" and seen["pythonpath"] is None, seen
     assert not any(p and Path(p).resolve() == REPO for p in seen["path"]), seen["path"]
 
+    # As the README's command runs it: services of its own on a fresh data directory under
+    # TMPDIR, serving only the demo's task, removed after a successful run.
     out = empty / "out.json"
     proc = run([str(venv / "bin" / "privbandit"), "demo", "--users", "500", "--fresh",
-                "--data-dir", str(tmp_path / "data"), "--json", str(out), "--no-progress"],
+                "--json", str(out), "--no-progress"],
                timeout=patience(180), cwd=empty, env=env)
     result = json.loads(out.read_text())
     assert isinstance(result["final_regret"], float) and 0 <= result["final_regret"] <= 500
