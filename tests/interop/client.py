@@ -1,7 +1,7 @@
 """A device client written from docs/protocol.md alone, with independent implementations only:
-``pyhpke`` for HPKE (RFC 9180), plain integer arithmetic for Paillier, numpy and scipy for the
-randomizers, the standard library for base64 and JSON. It imports nothing from this project, so a
-wire change that breaks the document breaks the interop tests that use it."""
+``pyhpke`` for HPKE (RFC 9180), integer arithmetic for Paillier (GMP's modular power), numpy
+and scipy for the randomizers, the standard library for base64 and JSON. It imports nothing from
+this project, so a wire change that breaks the document breaks the interop tests that use it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import math
 import secrets
 import struct
 
+import gmpy2
 import numpy as np
 from pyhpke import AEADId, CipherSuite, KDFId, KEMId
 from scipy.optimize import brentq
@@ -286,7 +287,8 @@ def paillier_encrypt(n: int, plaintext: int, r: int | None = None) -> int:
     n2 = n * n
     while r is None or math.gcd(r, n) != 1:
         r = secrets.randbelow(n - 1) + 1
-    return (1 + plaintext * n) * pow(r, n, n2) % n2
+    # GMP's modular power (exact, as pow): Python's takes ~40 ms for a 2048-bit n
+    return (1 + plaintext * n) * int(gmpy2.powmod(r, n, n2)) % n2
 
 
 def paillier_decrypt(p: int, q: int, ciphertext: int) -> int:
@@ -294,7 +296,7 @@ def paillier_decrypt(p: int, q: int, ciphertext: int) -> int:
     g = n + 1, μ = λ⁻¹ mod n (Paillier 1999)."""
     n = p * q
     lam = math.lcm(p - 1, q - 1)
-    return (pow(ciphertext, lam, n * n) - 1) // n * pow(lam, -1, n) % n
+    return (int(gmpy2.powmod(ciphertext, lam, n * n)) - 1) // n * pow(lam, -1, n) % n
 
 
 def encrypted_counts(paillier_config: dict, hpke_config: dict, task: str, values: list[int],
