@@ -170,10 +170,11 @@ def data_dir_token(data_dir: Path) -> str:
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """httpx's default TLS context (certificate verification on), built once: each client httpx
-    makes without one builds its own, reading the CA bundle (~40 ms of CPU), and a start polls
-    ``healthy`` every 0.1 s until the service answers."""
+def tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certificate verification on), built once per process: each
+    client httpx makes without one builds its own, reading the CA bundle (~40 ms of CPU), and a
+    start polls ``healthy`` every 0.1 s until the service answers; the demo's clients share it
+    too (``verify=tls_context()``)."""
     return httpx.create_ssl_context()
 
 
@@ -181,7 +182,7 @@ def healthy(url: str, timeout: float = 1.0, service: str | None = None) -> bool:
     """True when ``GET {url}/healthz`` answers 200 (and, given ``service``, names that service:
     whatever else listens on the port is not mistaken for it)."""
     try:
-        response = httpx.get(f"{url}/healthz", timeout=timeout, verify=_tls_context())
+        response = httpx.get(f"{url}/healthz", timeout=timeout, verify=tls_context())
         if response.status_code != 200:
             return False
         return service is None or response.json().get("service") == service

@@ -36,6 +36,7 @@ import numpy as np
 
 from privbandit.demo.bco_users import BCOUsers, is_bco_task
 from privbandit.demo.config import DemoError
+from privbandit.launcher import tls_context
 from privbandit.shared.core.environments import Environment, make_environment
 from privbandit.shared.core.environments.mab import default_means
 from privbandit.shared.core.policies.families import ARMS, PHASE
@@ -54,7 +55,7 @@ REQUEST_RETRIES = 14
 
 
 async def fetch_task(analyzer_url: str, task_id: str) -> TaskInfo:
-    async with httpx.AsyncClient(timeout=10.0) as client:
+    async with httpx.AsyncClient(timeout=10.0, verify=tls_context()) as client:
         resp = await client.get(f"{analyzer_url}/v1/tasks/{task_id}")
     if resp.status_code != 200:
         raise DemoError(f"the analyzer does not serve task {task_id}: {resp.status_code} "

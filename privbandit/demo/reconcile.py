@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from privbandit.demo.config import DemoError
+from privbandit.launcher import tls_context
 
 
 @dataclass
@@ -104,7 +105,7 @@ async def wait_quiescent(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     prev: Snapshot | None = None
-    async with httpx.AsyncClient(timeout=10.0) as client:
+    async with httpx.AsyncClient(timeout=10.0, verify=tls_context()) as client:
         while True:
             try:
                 snap = await snapshot(urls, task, client)

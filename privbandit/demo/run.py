@@ -18,7 +18,14 @@ from privbandit.demo.config import DEFAULT_USERS, DemoError, DemoOptions, demo_t
 from privbandit.demo.driver import Driver, demo_env_name, fetch_task
 from privbandit.demo.reconcile import reconcile, snapshot, wait_quiescent
 from privbandit.demo.report import ProgressBar, make_console, print_result, simulator_reference
-from privbandit.launcher import SERVICES, Cluster, LaunchError, free_ports, healthy
+from privbandit.launcher import (
+    SERVICES,
+    Cluster,
+    LaunchError,
+    free_ports,
+    healthy,
+    tls_context,
+)
 from privbandit.shared.settings import Settings
 
 
@@ -33,7 +40,7 @@ async def run_demo_against(
     only meaningful for services started afresh for this run (their models start at version 0).
     """
     task = await fetch_task(urls["analyzer"], task_id)
-    async with httpx.AsyncClient(timeout=10.0) as client:
+    async with httpx.AsyncClient(timeout=10.0, verify=tls_context()) as client:
         before = await snapshot(urls, task.id, client)
     progress = ProgressBar(opts, task, console) if opts.progress else None
     driver = Driver(urls["device"], task, opts.users, opts.concurrency, opts.seed,
