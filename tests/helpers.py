@@ -470,9 +470,8 @@ def with_policy(config: Path, task_id: str, out: Path, only: bool = False,
         if task["id"] == task_id:
             task["policy"].update(changes)
             task["policy"] = {k: v for k, v in task["policy"].items() if v is not None}
-    if only:
-        data["tasks"] = [t for t in data["tasks"] if t["id"] == task_id]
-    out.write_text(tomli_w.dumps(data))
+    text = tomli_w.dumps(data)
+    out.write_text(only_tasks(text, [task_id]) if only else text)
     return out
 BATCH = {"shuffle": 20, "ldp": 1, "central": 1}
 
