@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.service_ingest
 	$(BIN)/python -m bench.http_client
 	$(BIN)/python -m bench.mab
+	$(BIN)/python -m bench.ope_replay
 	# Needs the PostgreSQL server at 127.0.0.1:5432 (PRIVBANDIT_TEST_PG), as the tests do.
 	$(BIN)/python -m bench.pg_replicas
 
