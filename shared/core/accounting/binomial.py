@@ -27,16 +27,21 @@ from privbandit.shared.core.accounting import binom
 TINY_PROB = 1e-290
 
 
-def truncated_binomial(trials: int, prob: float, tail_mass: float) -> tuple[int, np.ndarray, float]:
-    """(offset, pmf of Bin(trials, prob) on offset…offset+len−1, probability mass left out)."""
-    if trials == 0:
-        return 0, np.ones(1), 0.0
+def bernstein_window(trials: int, prob: float, tail_mass: float) -> tuple[int, int]:
+    """(lo, hi): the counts mean ± t of Bin(trials, prob), clipped to [0, trials], with t from
+    Bernstein's inequality for a two-sided tail of ``tail_mass`` (module docstring)."""
     mean = trials * prob
     var = trials * prob * (1.0 - prob)
     log_inv = math.log(2.0 / tail_mass)
     t = log_inv / 3.0 + math.sqrt(log_inv**2 / 9.0 + 2.0 * var * log_inv)
-    lo = max(0, math.floor(mean - t))
-    hi = min(trials, math.ceil(mean + t))
+    return max(0, math.floor(mean - t)), min(trials, math.ceil(mean + t))
+
+
+def truncated_binomial(trials: int, prob: float, tail_mass: float) -> tuple[int, np.ndarray, float]:
+    """(offset, pmf of Bin(trials, prob) on offset…offset+len−1, probability mass left out)."""
+    if trials == 0:
+        return 0, np.ones(1), 0.0
+    lo, hi = bernstein_window(trials, prob, tail_mass)
     support = np.arange(lo, hi + 1)
     if prob < TINY_PROB:
         pmf = np.exp(binom.logpmf(support, trials, prob))

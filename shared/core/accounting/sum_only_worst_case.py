@@ -51,6 +51,8 @@ import math
 
 import numpy as np
 
+from privbandit.shared.core.accounting.binomial import bernstein_window
+
 # Two-sided tail mass cut from each binomial (added to δ).
 TAIL_MASS = 1e-18
 # Block plan: at most this many blocks of a, fewer as l grows (cost of one block ∝ l)...
@@ -69,7 +71,7 @@ def block_size(l: int) -> int:
 
 def _window(trials: int, prob: float) -> tuple[int, np.ndarray]:
     """(offset, pmf ≥ the exact one) of Bin(trials, prob) on its Bernstein window, whose two-sided
-    tail mass is ≤ TAIL_MASS (``binomial.truncated_binomial``'s window).
+    tail mass is ≤ TAIL_MASS (``binomial.bernstein_window``, as in ``truncated_binomial``).
 
     Terms from the ratios pmf(k+1)/pmf(k) = (n − k)/(k + 1) · prob/(1 − prob) (relative error
     ≲ 3u per step from the mode), normalised over the window: the window holds 1 − (mass cut),
@@ -77,12 +79,7 @@ def _window(trials: int, prob: float) -> tuple[int, np.ndarray]:
     """
     if trials == 0 or prob <= 0.0:
         return 0, np.ones(1)
-    mean = trials * prob
-    var = trials * prob * (1.0 - prob)
-    log_inv = math.log(2.0 / TAIL_MASS)
-    t = log_inv / 3.0 + math.sqrt(log_inv**2 / 9.0 + 2.0 * var * log_inv)
-    lo = max(0, math.floor(mean - t))
-    hi = min(trials, math.ceil(mean + t))
+    lo, hi = bernstein_window(trials, prob, TAIL_MASS)
     mode = min(max(math.floor((trials + 1) * prob), lo), hi)
     odds = prob / (1.0 - prob)
     up = np.arange(mode, hi, dtype=float)  # pmf(k+1)/pmf(k) for k = mode … hi − 1
