@@ -17,7 +17,7 @@ probability ≤ chunk/|F| over the joint randomness.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 
 import numpy as np
 
@@ -75,6 +75,16 @@ def _bit_check_inputs(
     return out
 
 
+def _chunked_rows(bits: FVec, calls: int, chunk: int) -> FVec:
+    """Each row of ``bits`` (rows, len) zero-padded to calls · chunk and cut into its ``calls``
+    chunks: shape (rows, calls, chunk)."""
+    rows = bits.shape[0]
+    padded = np.empty((rows, calls * chunk), dtype=object)
+    padded[:, : bits.shape[1]] = bits
+    padded[:, bits.shape[1] :] = 0
+    return padded.reshape(rows, calls, chunk)
+
+
 def _bit_check_inputs_rows(
     field: type[Field], bits: FVec, joint_rand: FVec, chunk: int, calls: int, num_shares: int
 ) -> FVec:
@@ -83,10 +93,7 @@ def _bit_check_inputs_rows(
     column, reduced at each step (the same values mod p)."""
     p = field.MODULUS
     rows = bits.shape[0]
-    padded = np.empty((rows, calls * chunk), dtype=object)
-    padded[:, : bits.shape[1]] = bits
-    padded[:, bits.shape[1] :] = 0
-    x = padded.reshape(rows, calls, chunk)
+    x = _chunked_rows(bits, calls, chunk)
     shares_inv = field.inv(num_shares)
     r = joint_rand[:, :calls]
     powers = np.empty((rows, calls, chunk), dtype=object)
@@ -111,10 +118,7 @@ def _bit_check_wire_evals(
     reduced once. The same values as the generic evaluation."""
     p = field.MODULUS
     rows = bits.shape[0]
-    padded = np.empty((rows, calls * chunk), dtype=object)
-    padded[:, : bits.shape[1]] = bits
-    padded[:, bits.shape[1] :] = 0
-    x = padded.reshape(rows, calls, chunk)
+    x = _chunked_rows(bits, calls, chunk)
     r = joint_rand[:, :calls]
     ck = weights[:, 1 : calls + 1]
     factor = ck
@@ -198,13 +202,41 @@ class Sum(Valid[int, int]):
 
 
 class _ChunkedBitCheck:
-    """The gadget side shared by SumVec, Histogram and MultihotCountVec: every entry of the
-    encoded measurement is a bit, checked by ParallelSum(Mul, chunk_length) with joint
-    randomness (§7.4.3), one call per chunk; their ``eval_with`` differ."""
+    """What SumVec, Histogram and MultihotCountVec share: every entry of the encoded measurement
+    is a bit, checked by ParallelSum(Mul, chunk_length) with joint randomness (§7.4.3), one call
+    per chunk; an output of ``length`` integers. Their encodings and ``eval_with`` differ."""
 
     field: type[Field]
+    length: int
     chunk_length: int
+    MEAS_LEN: int
+    GADGETS: list[Gadget]
     GADGET_CALLS: list[int]
+    OUTPUT_LEN: int
+    JOINT_RAND_LEN: int
+
+    def _init_bit_check(
+        self, field: type[Field], length: int, chunk_length: int, meas_len: int
+    ) -> None:
+        """The sizes of a check of ``meas_len`` encoded bits with an output of ``length``
+        entries: one ParallelSum(Mul, chunk_length) call, and one joint random value, per chunk
+        of the bits."""
+        self.field = field
+        self.length = length
+        self.chunk_length = chunk_length
+        self.MEAS_LEN = meas_len
+        self.GADGETS = [ParallelSum(Mul(), chunk_length)]
+        self.GADGET_CALLS = [(meas_len + chunk_length - 1) // chunk_length]
+        self.OUTPUT_LEN = length
+        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+
+    def _check_length(self, measurement: Sized) -> None:
+        if len(measurement) != self.length:
+            raise ValueError(f"measurement has {len(measurement)} entries, not {self.length}")
+
+    def decode(self, output: FVec, num_measurements: int) -> list[int]:
+        """The aggregate: one integer per output entry."""
+        return [int(x) for x in output]
 
     def gadget_inputs(self, meas: FVec, joint_rand: FVec, num_shares: int) -> list[FVec]:
         return [
@@ -244,21 +276,13 @@ class SumVec(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
     ) -> None:
         if length < 1 or chunk_length < 1:
             raise ValueError("length and chunk_length must be positive")
-        self.field = field
-        self.length = length
         self.max_measurement = max_measurement
         self.weights = field.vec(range_check_weights(max_measurement))
         self.bits = max_measurement.bit_length()
-        self.chunk_length = chunk_length
-        self.MEAS_LEN = length * self.bits
-        self.GADGETS: list[Gadget] = [ParallelSum(Mul(), chunk_length)]
-        self.GADGET_CALLS = [(self.MEAS_LEN + chunk_length - 1) // chunk_length]
-        self.OUTPUT_LEN = length
-        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+        self._init_bit_check(field, length, chunk_length, length * self.bits)
 
     def encode(self, measurement: Sequence[int]) -> FVec:
-        if len(measurement) != self.length:
-            raise ValueError(f"measurement has {len(measurement)} entries, not {self.length}")
+        self._check_length(measurement)
         out: list[int] = []
         for x in measurement:
             out += encode_range_checked_int(_check_int(x, self.max_measurement),
@@ -282,9 +306,6 @@ class SumVec(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
         rows = meas.shape[0]
         return self.field.dot(meas.reshape(rows, self.length, self.bits), self.weights)
 
-    def decode(self, output: FVec, num_measurements: int) -> list[int]:
-        return [int(x) for x in output]
-
 
 class Histogram(_ChunkedBitCheck, Valid[int, list[int]]):
     """A one-hot vector of ``length`` buckets (§7.4.4): bits checked as in SumVec, plus
@@ -295,14 +316,7 @@ class Histogram(_ChunkedBitCheck, Valid[int, list[int]]):
     def __init__(self, field: type[Field], length: int, chunk_length: int) -> None:
         if length < 1 or chunk_length < 1:
             raise ValueError("length and chunk_length must be positive")
-        self.field = field
-        self.length = length
-        self.chunk_length = chunk_length
-        self.GADGETS: list[Gadget] = [ParallelSum(Mul(), chunk_length)]
-        self.GADGET_CALLS = [(length + chunk_length - 1) // chunk_length]
-        self.MEAS_LEN = length
-        self.OUTPUT_LEN = length
-        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+        self._init_bit_check(field, length, chunk_length, length)
 
     def encode(self, measurement: int) -> FVec:
         out = [0] * self.length
@@ -320,9 +334,6 @@ class Histogram(_ChunkedBitCheck, Valid[int, list[int]]):
     def truncate(self, meas: FVec) -> FVec:
         return meas
 
-    def decode(self, output: FVec, num_measurements: int) -> list[int]:
-        return [int(x) for x in output]
-
 
 class MultihotCountVec(_ChunkedBitCheck, Valid[Sequence[bool], list[int]]):
     """A 0/1 vector of ``length`` entries with at most ``max_weight`` ones (§7.4.5): the
@@ -336,21 +347,13 @@ class MultihotCountVec(_ChunkedBitCheck, Valid[Sequence[bool], list[int]]):
     ) -> None:
         if length < 1 or chunk_length < 1 or not 0 < max_weight <= length:
             raise ValueError("need length, chunk_length > 0 and 0 < max_weight <= length")
-        self.field = field
-        self.length = length
         self.max_weight = max_weight
         self.weights = field.vec(range_check_weights(max_weight))
         self.bits_for_weight = max_weight.bit_length()
-        self.chunk_length = chunk_length
-        self.MEAS_LEN = length + self.bits_for_weight
-        self.GADGETS: list[Gadget] = [ParallelSum(Mul(), chunk_length)]
-        self.GADGET_CALLS = [(self.MEAS_LEN + chunk_length - 1) // chunk_length]
-        self.OUTPUT_LEN = length
-        self.JOINT_RAND_LEN = self.GADGET_CALLS[0]
+        self._init_bit_check(field, length, chunk_length, length + self.bits_for_weight)
 
     def encode(self, measurement: Sequence[bool]) -> FVec:
-        if len(measurement) != self.length:
-            raise ValueError(f"measurement has {len(measurement)} entries, not {self.length}")
+        self._check_length(measurement)
         if not all(isinstance(x, bool | np.bool_) for x in measurement):
             raise ValueError("measurement entries must be booleans")
         counts = [int(x) for x in measurement]
@@ -370,6 +373,3 @@ class MultihotCountVec(_ChunkedBitCheck, Valid[Sequence[bool], list[int]]):
 
     def truncate(self, meas: FVec) -> FVec:
         return meas[: self.length]
-
-    def decode(self, output: FVec, num_measurements: int) -> list[int]:
-        return [int(x) for x in output]
