@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import numpy as np
-from fastapi import FastAPI
 
 from privbandit.services.analyzer.app import create_app as create_analyzer
 from privbandit.services.device.transports.prio3 import make_report
@@ -20,16 +19,14 @@ from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.crypto.prio3_task import TaskVdaf, seal_helper, task_vdaf
 from privbandit.shared.protocol.messages import (
     HpkeConfig,
-    PrivacyReport,
     ReportsAccepted,
-    TaskQueueStatus,
     b64decode,
     b64encode,
 )
 from privbandit.shared.protocol.prio3 import Prio3Report
 from privbandit.shared.settings import Settings, TaskConfig
-from tests.helpers import make_rows, make_settings, privacy, queue_status, running
-from tests.services.secure_sum.support import Recorder
+from tests.helpers import make_rows, make_settings, queue_status, running
+from tests.services.secure_sum.support import Recorder, ServiceStack
 
 
 def prio3_task(task_id: str = "sum", l: int = 10, **policy: Any) -> TaskConfig:
@@ -58,19 +55,8 @@ def settings_for(tmp_path: Path, tasks: list[TaskConfig] | None = None, **kw: An
 
 
 @dataclass
-class Stack:
-    analyzer: httpx.AsyncClient
-    shuffler: httpx.AsyncClient
-    analyzer_app: FastAPI
-    shuffler_app: FastAPI
-    recorder: Recorder
+class Stack(ServiceStack):
     hpke: HpkeConfig
-
-    async def queue(self, task: str = "sum") -> TaskQueueStatus:
-        return await queue_status(self.shuffler, task)
-
-    async def privacy(self, task: str = "sum") -> PrivacyReport:
-        return await privacy(self.analyzer, task)
 
 
 @asynccontextmanager

@@ -1,6 +1,8 @@
 """The prio3 exchange across lost answers, and the analyzer's refusal of an aggregate that does
 not match what it verified: nothing lost, nothing counted twice, a lie changes nothing."""
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +30,26 @@ class LoseFirst(Recorder):
         return await super().handle_async_request(request)
 
 
-async def test_a_lost_aggregate_ack_counts_the_batch_once(tmp_path: Path) -> None:
-    """The analyzer counted the batch, its answer was lost: the shuffler verifies again (every
-    nonce is now refused as counted), re-posts under the same batch id, and is told
-    ``replayed``; the analyzer's counts are those of one batch."""
-    rec = LoseFirst("prio3-aggregates")
+@asynccontextmanager
+async def one_batch_losing(tmp_path: Path, suffix: str, seed: int) -> AsyncIterator[LoseFirst]:
+    """Ten honest reports (``Maker`` seeded ``seed``) through a stack that loses the analyzer's
+    answer to the first POST to ``suffix``, once acknowledged: the analyzer's counts are those
+    of one batch (10 counted, none refused). Yields the recorder with the stack still up."""
+    rec = LoseFirst(suffix)
     async with stack(settings_for(tmp_path), rec) as s:
-        _, reports = Maker(SUM, s.hpke, seed=3).honest(10)
+        _, reports = Maker(SUM, s.hpke, seed=seed).honest(10)
         await upload(s.shuffler, reports)
         await eventually(lambda: acked(s.shuffler, 1))
         p = await s.privacy()
         assert (p.reports_counted, p.reports_refused, p.batches) == (10, 0, 1)
+        yield rec
+
+
+async def test_a_lost_aggregate_ack_counts_the_batch_once(tmp_path: Path) -> None:
+    """The analyzer counted the batch, its answer was lost: the shuffler verifies again (every
+    nonce is now refused as counted), re-posts under the same batch id, and is told
+    ``replayed``; the analyzer's counts are those of one batch."""
+    async with one_batch_losing(tmp_path, "prio3-aggregates", seed=3) as rec:
         aggregates = [b for path, b in rec.posts() if path.endswith("prio3-aggregates")]
         assert len(aggregates) == 2 and rec.lost == 1
         assert aggregates[0]["batch_id"] == aggregates[1]["batch_id"]
@@ -46,13 +57,7 @@ async def test_a_lost_aggregate_ack_counts_the_batch_once(tmp_path: Path) -> Non
 
 
 async def test_a_lost_verification_answer_is_verified_again(tmp_path: Path) -> None:
-    rec = LoseFirst("prio3-verify")
-    async with stack(settings_for(tmp_path), rec) as s:
-        _, reports = Maker(SUM, s.hpke, seed=4).honest(10)
-        await upload(s.shuffler, reports)
-        await eventually(lambda: acked(s.shuffler, 1))
-        p = await s.privacy()
-        assert (p.reports_counted, p.reports_refused, p.batches) == (10, 0, 1)
+    async with one_batch_losing(tmp_path, "prio3-verify", seed=4) as rec:
         paths = [path.rsplit("/", 1)[1] for path, _ in rec.posts()]
         assert paths == ["prio3-verify", "prio3-verify", "prio3-aggregates"]
 

@@ -90,15 +90,15 @@ class Recorder(httpx.AsyncBaseTransport):
 
 
 @dataclass
-class Stack:
+class ServiceStack:
+    """The real analyzer and shuffler apps and their clients, the shuffler posting to the
+    analyzer through ``recorder`` (what this package's and the prio3 package's stacks share)."""
+
     analyzer: httpx.AsyncClient
     shuffler: httpx.AsyncClient
     analyzer_app: FastAPI
     shuffler_app: FastAPI
     recorder: Recorder
-    config: PaillierConfig  # the secure-sum task's config (with layout)
-    hpke: HpkeConfig  # the analyzer's HPKE config (secure-sum reports' tags are sealed to it)
-    made: list[np.ndarray] = field(default_factory=list)
 
     async def queue(self, task: str = "sum") -> TaskQueueStatus:
         """The shuffler's queue of a task."""
@@ -107,6 +107,13 @@ class Stack:
     async def privacy(self, task: str = "sum") -> PrivacyReport:
         """The analyzer's privacy report of a task (with its counts)."""
         return await privacy(self.analyzer, task)
+
+
+@dataclass
+class Stack(ServiceStack):
+    config: PaillierConfig  # the secure-sum task's config (with layout)
+    hpke: HpkeConfig  # the analyzer's HPKE config (secure-sum reports' tags are sealed to it)
+    made: list[np.ndarray] = field(default_factory=list)
 
     async def counted(self, n: int, task: str = "sum") -> bool:
         """Whether the analyzer has counted at least ``n`` reports of the task."""
