@@ -128,6 +128,35 @@ def decrypt_values(keys: PaillierKeyStore, config: PaillierConfig, ct: str, n: i
     return unpack_signed(plain, lay, math.inf, n_reports=n)
 
 
+async def play(
+    s: DDPStack, settings: Settings, rng: np.random.Generator, users: int, reports: int,
+    what: str,
+) -> tuple[list[tuple[np.ndarray, float]], list[EncryptedCounts]]:
+    """``users`` visits of the real device (its uploads to the shuffler recorded): decide on
+    random features, a uniform reward as feedback; waits until the analyzer counted ``reports``
+    (``what``) and the device's outbox is empty. The (x, r) of each chosen arm and every report
+    the device sent (one per visit)."""
+    to_shuffler = Recorder(httpx.ASGITransport(s.shuffler_app))
+    app = device_app(settings, httpx.ASGITransport(s.analyzer_app), to_shuffler)
+    chosen = []
+    async with running(app) as device:
+        await eventually(lambda: ok(device.get("/healthz")), what="device ready")
+        for _ in range(users):
+            feats = features(rng)
+            dec = await decide(device, "ddp", feats)
+            reward = float(rng.uniform())
+            body = {"decision_id": dec["decision_id"], "reward": reward}
+            resp = await device.post("/v1/tasks/ddp/feedback", json=body)
+            assert resp.status_code == 202, resp.text
+            chosen.append((np.asarray(feats[dec["action"]]), reward))
+        await eventually(lambda: counted(s.analyzer, "ddp", reports), what=what)
+        await eventually(lambda: _outbox_empty(device), what="delivery")
+    sent = [rep for path, body in to_shuffler.posts() if path.endswith("/encrypted-counts")
+            for rep in SecureSumUpload.model_validate(body).reports]
+    assert len(sent) == users
+    return chosen, sent
+
+
 @pytest.mark.parametrize("task", [DDP, DDP_FROBENIUS], ids=["upper", "frobenius"])
 async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path,
                                                                task: TaskConfig) -> None:
@@ -146,25 +175,8 @@ async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path,
         # The signed layout: c = 9 values as digits v + O in 0..2O, O from the randomizer.
         assert (lay.c, lay.offset, lay.m, lay.batch_size) == (9, rz.offset,
                                                              2 * rz.offset, L)
-        to_shuffler = Recorder(httpx.ASGITransport(s.shuffler_app))
-        app = device_app(settings, httpx.ASGITransport(s.analyzer_app), to_shuffler)
-        chosen = []
-        async with running(app) as device:
-            await eventually(lambda: ok(device.get("/healthz")), what="device ready")
-            for _ in range(2 * L + 3):
-                feats = features(rng)
-                dec = await decide(device, "ddp", feats)
-                reward = float(rng.uniform())
-                body = {"decision_id": dec["decision_id"], "reward": reward}
-                resp = await device.post("/v1/tasks/ddp/feedback", json=body)
-                assert resp.status_code == 202, resp.text
-                chosen.append((np.asarray(feats[dec["action"]]), reward))
-            await eventually(lambda: counted(s.analyzer, "ddp", 2 * L), what="two batches")
-            await eventually(lambda: _outbox_empty(device), what="delivery")
+        chosen, sent = await play(s, settings, rng, 2 * L + 3, 2 * L, "two batches")
         keys = s.keys(settings)
-        sent = [rep for path, body in to_shuffler.posts() if path.endswith("/encrypted-counts")
-                for rep in SecureSumUpload.model_validate(body).reports]
-        assert len(sent) == 2 * L + 3
         values = np.array([decrypt_values(keys, s.config, r.ct, 1) for r in sent])
         assert np.abs(values).max() <= rz.offset
         # Each value is s·v (rounded: within 1) plus a share Sk(σ²): |share| < 8σ fails with
@@ -243,25 +255,8 @@ async def test_a_frobenius_schedule_is_the_simulators_estimator_and_ledger(
     users = sum(sizes) + 3
     rng = np.random.default_rng(31)
     async with ddp_stack(settings) as s:
-        to_shuffler = Recorder(httpx.ASGITransport(s.shuffler_app))
-        app = device_app(settings, httpx.ASGITransport(s.analyzer_app), to_shuffler)
-        chosen = []
-        async with running(app) as device:
-            await eventually(lambda: ok(device.get("/healthz")), what="device ready")
-            for _ in range(users):
-                feats = features(rng)
-                dec = await decide(device, "ddp", feats)
-                reward = float(rng.uniform())
-                body = {"decision_id": dec["decision_id"], "reward": reward}
-                resp = await device.post("/v1/tasks/ddp/feedback", json=body)
-                assert resp.status_code == 202, resp.text
-                chosen.append((np.asarray(feats[dec["action"]]), reward))
-            await eventually(lambda: counted(s.analyzer, "ddp", sum(sizes)), what="3 batches")
-            await eventually(lambda: _outbox_empty(device), what="delivery")
+        chosen, sent = await play(s, settings, rng, users, sum(sizes), "3 batches")
         keys = s.keys(settings)
-        sent = [rep for path, body in to_shuffler.posts() if path.endswith("/encrypted-counts")
-                for rep in SecureSumUpload.model_validate(body).reports]
-        assert len(sent) == users
         values = np.array([decrypt_values(keys, s.config, r.ct, 1) for r in sent])
         reference = build_policy(policy, np.random.default_rng(0))
         # Each report: s·v_w(x, r) rounded, plus a share sized for the length it states. Over
