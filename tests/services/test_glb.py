@@ -13,9 +13,6 @@ recording fake shuffler whose uploads the test posts to the analyzer, l = 1), re
 from __future__ import annotations
 
 import json
-import secrets
-import sqlite3
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -23,18 +20,18 @@ import pytest
 from scipy.special import expit
 
 from privbandit.shared.core.policies import build_policy
-from privbandit.shared.crypto.hpke import pack_report, row_length, seal, unpack_report
+from privbandit.shared.crypto.hpke import row_length, unpack_report
 from privbandit.shared.crypto.keystore import HpkeKeyStore
 from privbandit.shared.protocol.messages import (
     BatchAck,
     EncryptedReport,
     GLBModelMessage,
-    b64decode,
 )
 from privbandit.shared.settings import Settings, TaskConfig
-from tests.helpers import auth, eventually, make_settings, privacy
-from tests.services.analyzer.support import batch, hpke_of
+from tests.helpers import eventually, make_settings, privacy
+from tests.services.analyzer.support import assert_row_refused_alone
 from tests.services.device.support import Stack, features, stack, status
+from tests.services.support import post_each, sealed_row, stored_state
 
 D, K = 3, 4
 # ε = 2000: σ ≈ 0.02, so each clean entry is visible in a decrypted row (within 7σ).
@@ -69,14 +66,7 @@ async def deliver(s: Stack, start: int, n: int) -> BatchAck:
     async def have() -> bool:
         return len(s.shuffler.reports("glb")) >= start + n
     await eventually(have, what=f"{start + n} reports uploaded")
-    ack = None
-    for report in s.shuffler.reports("glb")[start:start + n]:
-        resp = await s.analyzer.post("/v1/tasks/glb/batches", json=batch([report]),
-                                     headers=auth())
-        assert resp.status_code == 200, resp.text
-        ack = BatchAck.model_validate_json(resp.content)
-    assert ack is not None
-    return ack
+    return await post_each(s.analyzer, "glb", s.shuffler.reports("glb")[start:start + n])
 
 
 async def model(s: Stack) -> GLBModelMessage:
@@ -97,13 +87,6 @@ def clean_row(x: np.ndarray, reward: float, theta_hat: np.ndarray) -> np.ndarray
     iu = np.triu_indices(D)
     z = float(x @ theta_hat)
     return np.concatenate([np.outer(x, x)[iu], z * x, (expit(z) - reward) * x])
-
-
-def stored_state(s: Stack) -> dict:
-    db = Path(s.settings.data_dir) / "analyzer" / "analyzer.sqlite3"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        (state,) = conn.execute("SELECT state FROM tasks WHERE task = 'glb'").fetchone()
-    return json.loads(state)
 
 
 async def test_reports_are_anchored_at_the_deciding_models_theta_hat(
@@ -142,7 +125,7 @@ async def test_reports_are_anchored_at_the_deciding_models_theta_hat(
             assert np.abs(row[1:] - clean_row(x, reward, anchor)).max() < 7 * SIGMA
         ack = await deliver(s, 2, 2)
         assert ack.model_version == 2
-        state = stored_state(s)
+        state = stored_state(s, "glb")
         assert state["stale"] == 1 and state["reports"] == 4
         assert state["model"]["theta_hat"] == state["theta_hat"]
         report = await privacy(s.analyzer, "glb")
@@ -151,14 +134,6 @@ async def test_reports_are_anchored_at_the_deciding_models_theta_hat(
 
 async def _have(s: Stack, n: int) -> bool:
     return len(s.shuffler.reports("glb")) >= n
-
-
-def sealed(hpke: object, row: list[float]) -> EncryptedReport:
-    """A correctly sealed report holding exactly ``row`` (no device-side check)."""
-    rand = build_policy(GLB.policy).randomizer
-    data = struct.pack(rand._format, int(row[0]), *row[1:])  # noqa: SLF001
-    return seal(b64decode(hpke.public_key), hpke.key_id, "glb",  # type: ignore[attr-defined]
-                pack_report(data)[1])
 
 
 WIDTH = D * (D + 1) // 2 + 2 * D
@@ -182,22 +157,10 @@ async def test_analyzer_refuses_forged_reports_alone(
     glb_settings: Settings, row: list[float], why: str,
 ) -> None:
     async with stack(glb_settings) as s:
-        hpke = await hpke_of(s.analyzer)
-        before = (await s.analyzer.get("/v1/tasks/glb/model")).json()
-        resp = await s.analyzer.post(
-            "/v1/tasks/glb/batches", json=batch([sealed(hpke, row)], secrets.token_hex(16)),
-            headers=auth())
-        assert resp.status_code == 200, (why, resp.text)
-        ack = BatchAck.model_validate_json(resp.content)
-        assert (ack.counted, ack.rejected) == (0, 1), why
-        assert (await s.analyzer.get("/v1/tasks/glb/model")).json() == before, why
-        report = await privacy(s.analyzer, "glb")
-        assert (report.reports_counted, report.reports_refused) == (0, 1), why
+        hpke = await assert_row_refused_alone(s.analyzer, GLB, row, why, sealed_row)
         # The control: the box's edges themselves are admissible.
         edge = _row(0, e0=1.0 + 6 * SIGMA, e6=2.0, e9=-1.0)
-        resp = await s.analyzer.post("/v1/tasks/glb/batches", json=batch([sealed(hpke, edge)]),
-                                     headers=auth())
-        ack = BatchAck.model_validate_json(resp.content)
+        ack = await post_each(s.analyzer, "glb", [sealed_row(hpke, GLB, edge)])
         assert (ack.counted, ack.rejected) == (1, 0), why
 
 

@@ -14,8 +14,6 @@ recording fake shuffler whose uploads the test posts to the analyzer, l = 1), re
 from __future__ import annotations
 
 import json
-import secrets
-import sqlite3
 import struct
 from pathlib import Path
 
@@ -32,9 +30,10 @@ from privbandit.shared.protocol.messages import (
     b64decode,
 )
 from privbandit.shared.settings import Settings, TaskConfig
-from tests.helpers import auth, error, eventually, make_settings, privacy
-from tests.services.analyzer.support import batch, hpke_of
+from tests.helpers import error, eventually, make_settings, privacy
+from tests.services.analyzer.support import hpke_of
 from tests.services.device.support import Stack, stack
+from tests.services.support import post_each, stored_state
 
 D, K = 3, 8
 GOPE = TaskConfig.model_validate({
@@ -61,21 +60,7 @@ def sealed(hpke: object, row: list[float]) -> EncryptedReport:
 
 
 async def post(s: Stack, reports: list[EncryptedReport]) -> BatchAck:
-    ack = None
-    for report in reports:
-        resp = await s.analyzer.post("/v1/tasks/gope/batches",
-                                     json=batch([report], secrets.token_hex(16)), headers=auth())
-        assert resp.status_code == 200, resp.text
-        ack = BatchAck.model_validate_json(resp.content)
-    assert ack is not None
-    return ack
-
-
-def stored_state(s: Stack) -> dict:
-    db = Path(s.settings.data_dir) / "analyzer" / "analyzer.sqlite3"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        (state,) = conn.execute("SELECT state FROM tasks WHERE task = 'gope'").fetchone()
-    return json.loads(state)
+    return await post_each(s.analyzer, "gope", reports)
 
 
 def test_the_task_defines_its_arms() -> None:
@@ -140,7 +125,7 @@ async def test_devices_draw_from_the_design_and_phases_end_on_schedule(
         # A late report of phase 1 whose arm is still in phase 2's support is counted.
         ack = await post(s, [sealed(hpke, [m2.support[0], 1, 0.5])])
         assert (ack.counted, ack.rejected) == (1, 0)
-        assert stored_state(s)["late"] == 1
+        assert stored_state(s, "gope")["late"] == 1
 
 
 @pytest.mark.parametrize(("row", "why"), [
