@@ -37,7 +37,7 @@ from privbandit.demo import (
     snapshot,
     wait_quiescent,
 )
-from privbandit.launcher import Cluster
+from privbandit.launcher import Cluster, local_cluster
 from privbandit.services_cmd import add_demo_parser, add_up_parser
 from privbandit.shared.core.policies import build_policy, randomizer_for
 from privbandit.shared.crypto.hpke import pack_report, seal
@@ -489,6 +489,18 @@ def only_tasks(config_text: str, task_ids: Iterable[str]) -> str:
         raise ValueError(f"no task {sorted(missing)} in the config")
     data["tasks"] = [t for t in data["tasks"] if t["id"] in wanted]
     return tomli_w.dumps(data)
+
+
+@contextmanager
+def cluster_serving(
+    tmp_path: Path, config: Path, config_text: str, task_ids: Iterable[str]
+) -> Iterator[Cluster]:
+    """A fresh deployment of its own (``data`` and ``logs`` under ``tmp_path``) serving only the
+    tasks ``task_ids`` of ``config_text``, written to ``config`` (``only_tasks``)."""
+    config.write_text(only_tasks(config_text, task_ids))
+    with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
+                       timeout=patience(60)) as c:
+        yield c
 
 
 def write_config(directory: Path) -> Path:

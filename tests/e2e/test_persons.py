@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from privbandit.launcher import Cluster, local_cluster
-from tests.helpers import E2E_CONFIG, only_tasks, patience, run_with_device_crashes
+from privbandit.launcher import Cluster
+from tests.helpers import E2E_CONFIG, cluster_serving, run_with_device_crashes
 
 pytestmark = pytest.mark.slow
 
@@ -46,10 +46,7 @@ update_every = 25
 
 @pytest.fixture
 def persons_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    config = tmp_path / "persons.toml"
-    config.write_text(only_tasks(CONFIG, [TASK]))
-    with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
-                       timeout=patience(60)) as c:
+    with cluster_serving(tmp_path, tmp_path / "persons.toml", CONFIG, [TASK]) as c:
         yield c
 
 

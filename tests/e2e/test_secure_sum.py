@@ -29,7 +29,7 @@ import pytest
 import tomli_w
 
 from privbandit.demo import derived_config
-from privbandit.launcher import Cluster, local_cluster
+from privbandit.launcher import Cluster
 from privbandit.shared.core.environments.linear import LinearEnvironment
 from privbandit.shared.core.policies.schedule import BatchSchedule
 from privbandit.shared.settings import DEFAULT_CONFIG
@@ -39,6 +39,7 @@ from tests.helpers import (
     TASKS,
     analyzer_totals,
     cli,
+    cluster_serving,
     only_tasks,
     patience,
     run_with_backend_crash,
@@ -164,9 +165,7 @@ def secure_sum_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
     config = with_policy(config, DDP_TASK, config, batch_schedule=CRASH_SCHEDULE,
                          encoding="auto", intercept=LinearEnvironment.intercept)
     config = with_policy(config, TASK, config, **SBLB_SCHEDULED, accountant="secure-sum")
-    config.write_text(only_tasks(config.read_text(), [TASK, DDP_TASK]))
-    with local_cluster(tmp_path / "data", config=config, log_dir=tmp_path / "logs",
-                       timeout=patience(60)) as c:
+    with cluster_serving(tmp_path, config, config.read_text(), [TASK, DDP_TASK]) as c:
         yield c
 
 
