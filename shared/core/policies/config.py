@@ -9,7 +9,7 @@ of private statistics), never the randomizer or the privacy ledger.
 from __future__ import annotations
 
 import math
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -58,6 +58,8 @@ class LinUCBConfig(PolicyConfig):
 # 'auto' → 'centered' weighs ldp-linucb's (y − ½) x by this: measured best of 0.7, 1, 1.5, 2,
 # 2.5, 3 on tuning seeds 100 and 300 (BENCHMARKS.md, section ldpc).
 LDP_CENTERED_U_WEIGHT = 2.0
+# ldp-linucb's encodings that centre the reward and need the intercept.
+LDP_CENTERED = ("centered", "centered-upper")
 
 
 def resolve_auto_encoding(data: object, fallback: str, centered_weight: float) -> object:
@@ -71,6 +73,29 @@ def resolve_auto_encoding(data: object, fallback: str, centered_weight: float) -
     if data.get("u_weight") is None:
         return {**data, "encoding": "centered", "u_weight": centered_weight}
     return {**data, "encoding": "centered"}
+
+
+def intercept_field(ignored_by: str) -> Any:
+    """The ``intercept`` field of a config with centered encodings: c > 0, optional."""
+    return Field(None, gt=0, description="c: every context has x[0] = c (a constant feature), "
+                 f"which {ignored_by}")
+
+
+def u_weight_field(description: str) -> Any:
+    """The ``u_weight`` field: w in (0, 100], 1 by default."""
+    return Field(1.0, gt=0, le=100, description=description)
+
+
+def centered_intercept(encoding: str, intercept: float | None, L: float,
+                       centered: tuple[str, ...]) -> float | None:
+    """The intercept a randomizer uses: c under one of the ``centered`` encodings (ValueError
+    unless 0 < c ≤ L: x[0] = c must be a feature of a context of norm ≤ L), None otherwise."""
+    if encoding not in centered:
+        return None
+    if intercept is None or intercept > L:
+        raise ValueError(f"the {encoding} encoding needs the intercept c (every context has "
+                         f"x[0] = c, 0 < c <= L = {L:g}); got {intercept!r}")
+    return intercept
 
 
 class LDPLinUCBConfig(PolicyConfig):
@@ -98,13 +123,10 @@ class LDPLinUCBConfig(PolicyConfig):
         "(y − ½) x × u_weight; needs the intercept) or 'auto' (centered when the intercept is "
         "given, else plain)"
     )
-    intercept: float | None = Field(
-        None, gt=0, description="c: every context has x[0] = c (a constant feature), which "
-        "the centered encodings need; the others ignore it"
-    )
-    u_weight: float = Field(
-        1.0, gt=0, le=100, description="weight w of the reward part of the report (not "
-        "'plain'); 'auto' → 'centered' sets LDP_CENTERED_U_WEIGHT unless given"
+    intercept: float | None = intercept_field("the centered encodings need; the others ignore it")
+    u_weight: float = u_weight_field(
+        "weight w of the reward part of the report (not 'plain'); 'auto' → 'centered' sets "
+        "LDP_CENTERED_U_WEIGHT unless given"
     )
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-linucb"]
@@ -118,10 +140,7 @@ class LDPLinUCBConfig(PolicyConfig):
 
     @model_validator(mode="after")
     def _check_encoding(self) -> LDPLinUCBConfig:
-        if self.encoding in ("centered", "centered-upper") and (
-                self.intercept is None or self.intercept > self.L):
-            raise ValueError(f"the {self.encoding} encoding needs the intercept c (every context "
-                             f"has x[0] = c, 0 < c <= L = {self.L:g}); got {self.intercept!r}")
+        centered_intercept(self.encoding, self.intercept, self.L, LDP_CENTERED)
         if self.encoding == "plain" and self.u_weight != 1.0:
             raise ValueError("the plain encoding (Alg. 5's report) has u_weight 1")
         return self
@@ -129,7 +148,7 @@ class LDPLinUCBConfig(PolicyConfig):
     @property
     def encoding_intercept(self) -> float | None:
         """The intercept the randomizer uses: c under a centered encoding, None otherwise."""
-        return self.intercept if self.encoding in ("centered", "centered-upper") else None
+        return centered_intercept(self.encoding, self.intercept, self.L, LDP_CENTERED)
 
 
 class ScheduledBatches(BaseModel):
@@ -308,13 +327,11 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         "with (r − ½) x, needs the intercept; randomizers.skellam) or 'auto' (centered when "
         "the intercept is given, else frobenius)"
     )
-    intercept: float | None = Field(
-        None, gt=0, description="c: every context has x[0] = c (a constant feature), which "
-        "the 'centered' encoding needs; the other encodings ignore it"
-    )
-    u_weight: float = Field(
-        1.0, gt=0, le=100, description="weight w of r x in the released vector (the sensitivity "
-        "and the noise left on ũ, σ/w, follow it)"
+    intercept: float | None = intercept_field(
+        "the 'centered' encoding needs; the other encodings ignore it")
+    u_weight: float = u_weight_field(
+        "weight w of r x in the released vector (the sensitivity and the noise left on ũ, σ/w, "
+        "follow it)"
     )
     batch_weight_power: float = Field(
         0.0, ge=0, le=2, description="p: the estimate weights batch j's sums by (l_j/l_ref)^p, "
@@ -332,15 +349,13 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
 
     @model_validator(mode="after")
     def _centered_needs_intercept(self) -> DDPLinUCBConfig:
-        if self.encoding == "centered" and (self.intercept is None or self.intercept > self.L):
-            raise ValueError("the centered encoding needs the intercept c (every context has "
-                             f"x[0] = c, 0 < c <= L = {self.L:g}); got {self.intercept!r}")
+        centered_intercept(self.encoding, self.intercept, self.L, ("centered",))
         return self
 
     @property
     def encoding_intercept(self) -> float | None:
         """The intercept the randomizer uses: c under 'centered', None otherwise."""
-        return self.intercept if self.encoding == "centered" else None
+        return centered_intercept(self.encoding, self.intercept, self.L, ("centered",))
 
     @classmethod
     def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
