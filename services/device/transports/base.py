@@ -21,6 +21,8 @@ import numpy as np
 from privbandit.services.device.cache import ModelCache
 from privbandit.services.device.errors import NoHpkeKey
 from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.settings import Settings, TaskConfig
 
 if TYPE_CHECKING:  # the metrics module imports the secure-sum transport's key type
@@ -104,3 +106,65 @@ def hpke_key(cache: ModelCache) -> tuple[int, bytes]:
     if hpke is None or public_key is None:
         raise NoHpkeKey("the analyzer's HPKE key is not known yet; retry soon")
     return hpke.key_id, public_key
+
+
+class HpkeOnlyTransport:
+    """A transport whose only key is the analyzer's HPKE key, which the model cache holds:
+    ``sealer`` takes that key as it is now, and the subclass's ``encode`` seals a row to it;
+    nothing of its own to fetch, report, start or stop."""
+
+    name: ClassVar[str]
+    endpoint: ClassVar[str]
+    refresh_key: KeyRefresher | None = None
+
+    def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
+        self.tasks = {t.id: t for t in tasks}
+        self.cache = context.cache
+
+    def sealer(self, task: str) -> HpkeSealer:
+        return HpkeSealer(self, task, *hpke_key(self.cache))
+
+    async def encode(self, task: str, randomizer: Randomizer, row: np.ndarray,
+                     hpke_key_id: int, hpke_public_key: bytes) -> Encoded:
+        """The randomized ``row`` of ``randomizer`` for ``task``, sealed to the analyzer's HPKE
+        key ``hpke_key_id``/``hpke_public_key``; ValueError for a row that cannot be encoded."""
+        raise NotImplementedError
+
+    def missing(self) -> list[str]:
+        return []  # the HPKE config is the model cache's
+
+    def health(self) -> dict[str, object]:
+        return {}
+
+    def start(self) -> None:
+        """Nothing to fetch of its own."""
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
+
+
+@dataclass(frozen=True)
+class HpkeSealer:
+    """One feedback's sealer of an ``HpkeOnlyTransport``: the analyzer's HPKE key as it was when
+    the feedback began, which the transport's ``encode`` seals the row to."""
+
+    transport: HpkeOnlyTransport
+    task: str
+    hpke_key_id: int
+    hpke_public_key: bytes
+
+    async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
+        return await self.transport.encode(self.task, randomizer, row, self.hpke_key_id,
+                                           self.hpke_public_key)
+
+
+def summed_values(transport: str, randomizer: Randomizer, row: np.ndarray) -> np.ndarray:
+    """What a report of a summing transport (``transport``: its name, for the error) adds to
+    the batch sum: the 0/1 randomizer's per-coordinate counts (0..m), or a Skellam row's signed
+    integers as they are; ``TypeError`` for another randomizer (the registry offers summing
+    transports only to these two randomizers' policies)."""
+    if isinstance(randomizer, SkellamRandomizer):
+        return np.asarray(row)
+    if isinstance(randomizer, BinaryRandomizer):
+        return randomizer.counts(row[None, :])[0]
+    raise TypeError(f"{transport} cannot sum the rows of {type(randomizer).__name__}")

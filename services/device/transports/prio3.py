@@ -15,30 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from privbandit.services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
+from privbandit.services.device.transports.base import (
+    Context,
+    Encoded,
+    HpkeOnlyTransport,
+    summed_values,
+)
 from privbandit.shared.core.randomizers.base import Randomizer
-from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.crypto.prio3.prio3 import NONCE_SIZE
 from privbandit.shared.crypto.prio3_task import TaskVdaf, seal_helper, task_vdaf
 from privbandit.shared.protocol.messages import b64encode
 from privbandit.shared.protocol.prio3 import Prio3Report
 from privbandit.shared.settings import TaskConfig
-
-
-def report_values(randomizer: Randomizer, row: np.ndarray) -> np.ndarray:
-    """What a report sums: the 0/1 randomizer's per-coordinate counts (0..m), or a Skellam
-    row's signed integers as they are."""
-    if isinstance(randomizer, SkellamRandomizer):
-        return np.asarray(row)
-    if isinstance(randomizer, BinaryRandomizer):
-        return randomizer.counts(row[None, :])[0]
-    raise TypeError(f"prio3 cannot sum the rows of {type(randomizer).__name__}")
 
 
 def make_report(
@@ -59,48 +51,24 @@ def make_report(
                        helper_share=sealed, batch_size=batch_size)
 
 
-@dataclass(frozen=True)
-class Prio3Sealer:
-    """One feedback's report, sharded for the task and sealed to the analyzer's HPKE key."""
-
-    vdaf: TaskVdaf
-    hpke_key_id: int
-    hpke_public_key: bytes
-
-    async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
-        values = report_values(randomizer, row)
-        # The batch length the report is sized for (ddp-linucb's noise share; sblb's ε0 under a
-        # growing schedule): the shuffler refuses the report if it exceeds the task's next batch
-        # (issue 22), as for the other transports.
-        sized = getattr(randomizer, "batch_size", None)
-        report = await asyncio.to_thread(make_report, self.vdaf, values, self.hpke_key_id,
-                                         self.hpke_public_key, sized)
-        return Encoded(report.model_dump_json(exclude_none=True), Prio3Transport.name)
-
-
-class Prio3Transport:
+class Prio3Transport(HpkeOnlyTransport):
     """Prio3 reports, uploaded to ``POST /v1/tasks/{task}/prio3-reports``."""
 
     name: ClassVar[str] = "prio3"
     endpoint: ClassVar[str] = "prio3-reports"
-    refresh_key: KeyRefresher | None = None
 
     def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
-        self.tasks = {t.id: t for t in tasks}
-        self.cache = context.cache
+        super().__init__(tasks, context)
         self.vdafs = {t.id: task_vdaf(t) for t in tasks}
 
-    def sealer(self, task: str) -> Prio3Sealer:
-        return Prio3Sealer(self.vdafs[task], *hpke_key(self.cache))
-
-    def missing(self) -> list[str]:
-        return []  # the HPKE config is the model cache's
-
-    def health(self) -> dict[str, object]:
-        return {}
-
-    def start(self) -> None:
-        """Nothing to fetch of its own."""
-
-    async def stop(self) -> None:
-        """Nothing to stop."""
+    async def encode(self, task: str, randomizer: Randomizer, row: np.ndarray,
+                     hpke_key_id: int, hpke_public_key: bytes) -> Encoded:
+        """One feedback's report, sharded for the task and sealed to the analyzer's HPKE key."""
+        values = summed_values(self.name, randomizer, row)
+        # The batch length the report is sized for (ddp-linucb's noise share; sblb's ε0 under a
+        # growing schedule): the shuffler refuses the report if it exceeds the task's next batch
+        # (issue 22), as for the other transports.
+        sized = getattr(randomizer, "batch_size", None)
+        report = await asyncio.to_thread(make_report, self.vdafs[task], values, hpke_key_id,
+                                         hpke_public_key, sized)
+        return Encoded(report.model_dump_json(exclude_none=True), self.name)

@@ -36,15 +36,19 @@ import numpy as np
 from privbandit.services.common.retry import Backoff
 from privbandit.services.device.background import Loops
 from privbandit.services.device.errors import NoPaillierKey
-from privbandit.services.device.transports.base import Context, Encoded, KeyRefresher, hpke_key
+from privbandit.services.device.transports.base import (
+    Context,
+    Encoded,
+    KeyRefresher,
+    hpke_key,
+    summed_values,
+)
 from privbandit.services.device.transports.refiller import (
     PoolRefiller,
     start_refiller,
     start_workers,
 )
 from privbandit.shared.core.randomizers.base import Randomizer
-from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
 from privbandit.shared.crypto.slots import layout_for
 from privbandit.shared.crypto.tags import make_tag
@@ -281,14 +285,7 @@ class SumSealer:
     hpke_public_key: bytes
 
     async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
-        # The 0/1 randomizer's per-coordinate counts (0..m) are all the sum needs; a
-        # Skellam row is already the signed integers to sum.
-        if isinstance(randomizer, SkellamRandomizer):
-            counts = row
-        elif isinstance(randomizer, BinaryRandomizer):
-            counts = randomizer.counts(row[None, :])[0]
-        else:  # the registry offers secure-sum only to these two randomizers' policies
-            raise TypeError(f"secure-sum cannot sum the rows of {type(randomizer).__name__}")
+        counts = summed_values(SecureSumTransport.name, randomizer, row)
         key, args = self.key, (counts, self.task, self.hpke_public_key, self.hpke_key_id)
         if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
             wire = key.encrypt(*args)
