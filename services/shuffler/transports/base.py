@@ -128,3 +128,33 @@ class ShufflerTransport(Protocol):
     def refused(self, code: str | None) -> None:
         """The analyzer refused a delivery with this error code (the batch is retried)."""
         ...
+
+
+class TransportBase:
+    """What the shuffler's transports share: the tasks configured with one (``tasks``) and the
+    runtime's ``context``, and the defaults of a transport that needs no analyzer config beyond
+    the HPKE one (the runtime's) and forwards a batch at once: nothing to wait for, report or
+    look at again. ``upload_limit`` is ``_limit``, which a subclass sets from its tasks."""
+
+    def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
+        self.tasks = {t.id: t for t in tasks}
+        self.context = context
+        self._limit = 0
+
+    def published(self) -> list[tuple[PublishedConfig[Any], OnAdopted | None]]:
+        return []  # the HPKE config, which every transport needs, is the runtime's
+
+    def missing(self) -> list[str]:
+        return []
+
+    def health(self) -> dict[str, object]:
+        return {}
+
+    def upload_limit(self) -> int:
+        return self._limit
+
+    async def delivery_ready(self) -> None:
+        """At once: nothing to wait for beyond the HPKE config."""
+
+    def refused(self, code: str | None) -> None:
+        """Nothing of the transport's own to look at again (the batch is retried)."""

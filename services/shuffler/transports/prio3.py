@@ -40,12 +40,11 @@ from pydantic import BaseModel, ValidationError
 
 from privbandit.services.shuffler.errors import BadShare, VerifyUnavailable
 from privbandit.services.shuffler.hpke import HpkeState, Refresh
-from privbandit.services.shuffler.published import PublishedConfig
 from privbandit.services.shuffler.transports.base import (
     Context,
     Delivery,
-    OnAdopted,
     Reports,
+    TransportBase,
     upload_limit,
 )
 from privbandit.shared.crypto.prio3.batch import encode_rows, leader_verify_init_rows
@@ -130,9 +129,12 @@ def leader_aggregate(
                           continuation=answer.continuation)
 
 
-class Prio3Transport:
+class Prio3Transport(TransportBase):
     """Prio3 reports in; per batch of exactly l, one verification exchange and the leader's
-    aggregate share over the valid members out."""
+    aggregate share over the valid members out. It needs the analyzer's HPKE config only (the
+    helper shares are sealed to it); delivery starts at once (the verification key is derived,
+    the analyzer is asked per batch), and a refused delivery leaves nothing to look at again (the
+    next attempt verifies anew)."""
 
     name: ClassVar[str] = "prio3"
     endpoint: ClassVar[str] = "prio3-reports"
@@ -147,8 +149,7 @@ class Prio3Transport:
     reload: ClassVar[bool] = True
 
     def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
-        self.tasks = {t.id: t for t in tasks}
-        self.context = context
+        super().__init__(tasks, context)
         self.vdafs = {t.id: task_vdaf(t) for t in tasks}
         settings = context.settings
         if tasks and (settings is None or context.analyzer is None):
@@ -162,18 +163,6 @@ class Prio3Transport:
     def ct_bytes(config: TaskConfig) -> int:
         """0: no HPKE report of one fixed length (the sealed helper share is checked apart)."""
         return 0
-
-    def published(self) -> list[tuple[PublishedConfig[Any], OnAdopted | None]]:
-        return []  # the analyzer's HPKE config, which the helper shares are sealed to
-
-    def missing(self) -> list[str]:
-        return []
-
-    def health(self) -> dict[str, object]:
-        return {}
-
-    def upload_limit(self) -> int:
-        return self._limit
 
     async def check(self, task: str, reports: Reports, hpke: HpkeState, refresh: Refresh
                     ) -> None:
@@ -197,9 +186,6 @@ class Prio3Transport:
                     f"reports[{i}]: {exc} (task {task!r} takes a leader share of "
                     f"{vd.leader_share_bytes} bytes); no report was stored"
                 ) from exc
-
-    async def delivery_ready(self) -> None:
-        """At once: the verification key is derived, the analyzer is asked per batch."""
 
     def load(self, task: str, batch_id: str) -> Delivery | None:
         """(Worker thread.) Verify the batch with the analyzer and form its aggregate (module
@@ -246,6 +232,3 @@ class Prio3Transport:
         except ValidationError as exc:
             raise VerifyUnavailable(f"verification of batch {request.batch_id}: the answer "
                                     "is not a Prio3VerifyResponse") from exc
-
-    def refused(self, code: str | None) -> None:
-        """Nothing to look at again: the next attempt verifies anew."""

@@ -6,17 +6,16 @@ its id and its l ciphertexts in the shuffled order, nothing else (``BatchUpload`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, cast
+from typing import ClassVar, cast
 
 from pydantic import BaseModel
 
 from privbandit.services.shuffler.hpke import HpkeState, Refresh
-from privbandit.services.shuffler.published import PublishedConfig
 from privbandit.services.shuffler.transports.base import (
     Context,
     Delivery,
-    OnAdopted,
     Reports,
+    TransportBase,
     upload_limit,
 )
 from privbandit.shared.core.policies import randomizer_for
@@ -25,7 +24,7 @@ from privbandit.shared.protocol.messages import BatchUpload, EncryptedReport, Re
 from privbandit.shared.settings import TaskConfig
 
 
-class ReportsTransport:
+class ReportsTransport(TransportBase):
     """HPKE reports in, shuffled batches of exactly l of them out."""
 
     name: ClassVar[str] = "reports"
@@ -37,8 +36,7 @@ class ReportsTransport:
     reload: ClassVar[bool] = False
 
     def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
-        self.tasks = {t.id: t for t in tasks}
-        self.context = context
+        super().__init__(tasks, context)
         self._ct_bytes = {t.id: self.ct_bytes(t) for t in tasks}
         self._limit = upload_limit(max(self._ct_bytes.values())) if tasks else 0
 
@@ -47,32 +45,15 @@ class ReportsTransport:
         """Report id + the randomizer's row + AEAD tag: one public length per task."""
         return ciphertext_length(row_length(randomizer_for(config.policy)))
 
-    def published(self) -> list[tuple[PublishedConfig[Any], OnAdopted | None]]:
-        return []  # the HPKE config, which every transport needs, is the runtime's
-
-    def missing(self) -> list[str]:
-        return []
-
-    def health(self) -> dict[str, object]:
-        return {}
-
-    def upload_limit(self) -> int:
-        return self._limit
-
     async def check(self, task: str, reports: Reports, hpke: HpkeState, refresh: Refresh
                     ) -> None:
         sealed = cast("Sequence[EncryptedReport]", reports)
         await hpke.check_reports(task, sealed, self._ct_bytes[task], refresh)
 
-    async def delivery_ready(self) -> None:
-        """At once: a batch is forwarded as stored."""
-
     def load(self, task: str, batch_id: str) -> Delivery | None:
+        """The batch as stored: its id and its l ciphertexts in the shuffled order."""
         batch = self.context.store.load_batch(batch_id)
         if batch is None:
             return None
         body = BatchUpload(batch_id=batch.batch_id, reports=batch.reports).model_dump_json()
         return Delivery(batch_id, task, f"/v1/tasks/{task}/batches", body)
-
-    def refused(self, code: str | None) -> None:
-        """Nothing of the transport's own to look at again."""

@@ -48,6 +48,7 @@ from privbandit.services.shuffler.transports.base import (
     Delivery,
     OnAdopted,
     Reports,
+    TransportBase,
     upload_limit,
 )
 from privbandit.shared.crypto.paillier import (
@@ -193,7 +194,7 @@ def sum_message(batch: SecureBatch) -> EncryptedBatchSum:
     )
 
 
-class SecureSumTransport:
+class SecureSumTransport(TransportBase):
     """Paillier-encrypted counts in, one encrypted sum per batch of exactly l out."""
 
     name: ClassVar[str] = "secure-sum"
@@ -209,8 +210,7 @@ class SecureSumTransport:
     reload: ClassVar[bool] = True
 
     def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
-        self.tasks = {t.id: t for t in tasks}
-        self.context = context
+        super().__init__(tasks, context)
         cache = context.cache_dir / PAILLIER_CACHE if context.cache_dir is not None else None
         self.paillier = PaillierState(tasks, cache)
         self._tags = MAX_REPORTS_PER_UPLOAD * report_json_bytes(TAG_CIPHERTEXT_BYTES)
