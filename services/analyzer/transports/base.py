@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from fastapi import APIRouter
 from pydantic import BaseModel
@@ -33,6 +33,18 @@ class Item(Protocol):
 
 
 ItemT = TypeVar("ItemT", bound=Item)
+
+
+@dataclass(frozen=True)
+class UploadJob(Generic[ItemT]):
+    """An upload as a decoder's ``accept`` queues it, beside what ``accept`` derived from it (a
+    subclass's fields): it stands for the upload's batch."""
+
+    upload: ItemT
+
+    @property
+    def batch_id(self) -> str:
+        return self.upload.batch_id
 
 
 @dataclass
@@ -161,8 +173,8 @@ def admit(config: TaskConfig, upload: BaseModel, kind: type[U], count: Callable[
 @dataclass
 class TaskDecoder:
     """What every decoder shares: the task, and the shape checks of ``accept`` (``admit``: the
-    task's transport, exactly l reports), described by the subclass's ``kind``, ``count``,
-    ``takes`` and ``hint`` (``{task}`` standing for the task id)."""
+    task's transport, exactly l reports), described by the subclass's ``kind``, ``takes`` and
+    ``hint`` (``{task}`` standing for the task id) and by ``count``."""
 
     config: TaskConfig
     kind: ClassVar[type]
@@ -171,7 +183,9 @@ class TaskDecoder:
 
     @staticmethod
     def count(upload: Any) -> int:
-        raise NotImplementedError
+        """How many reports an upload stands for: the ``count`` a batch-level message (a sum, an
+        aggregate) states; a decoder of uploads that carry their reports counts them instead."""
+        return upload.count
 
     def admit(self, upload: BaseModel) -> Any:
         return admit(self.config, upload, self.kind, self.count, self.takes,

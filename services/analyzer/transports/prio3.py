@@ -47,7 +47,13 @@ from pydantic import BaseModel
 
 from privbandit.services.analyzer.auth import require_shuffler
 from privbandit.services.analyzer.errors import BadContinuation
-from privbandit.services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder, admit
+from privbandit.services.analyzer.transports.base import (
+    AnalyzerKeys,
+    Fed,
+    TaskDecoder,
+    UploadJob,
+    admit,
+)
 from privbandit.services.common.deps import get_runtime, task_dependency
 from privbandit.services.common.web import error_responses, report_json_bytes
 from privbandit.shared.core.policies import Policy
@@ -88,16 +94,12 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class AggregateJob:
-    """A ``Prio3Aggregate`` whose continuation opened and agrees with it."""
+class AggregateJob(UploadJob[Prio3Aggregate]):
+    """A ``Prio3Aggregate`` whose continuation opened and agrees with it: the helper's aggregate
+    share and the refused count the continuation holds."""
 
-    upload: Prio3Aggregate
     helper_share: bytes
     refused: int
-
-    @property
-    def batch_id(self) -> str:
-        return self.upload.batch_id
 
 
 @dataclass
@@ -148,10 +150,6 @@ class Prio3Decoder(TaskDecoder):
     takes: ClassVar[str] = "aggregates of exactly l = {l} reports, got count = {n}"
     hint: ClassVar[str] = ("it takes only Prio3 aggregates (POST /v1/tasks/{task}/"
                            "prio3-aggregates)")
-
-    @staticmethod
-    def count(upload: Prio3Aggregate) -> int:
-        return upload.count
 
     @property
     def continuation_key(self) -> bytes:

@@ -28,7 +28,12 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
 from privbandit.services.analyzer.errors import NotSecureSum, UnknownKey
-from privbandit.services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
+from privbandit.services.analyzer.transports.base import (
+    AnalyzerKeys,
+    Fed,
+    TaskDecoder,
+    UploadJob,
+)
 from privbandit.services.common.deps import get_runtime, task_dependency
 from privbandit.services.common.web import error_responses, report_json_bytes
 from privbandit.shared.core.policies import Policy
@@ -50,21 +55,14 @@ SUM_MEMBER_JSON_BYTES = report_json_bytes(TAG_CIPHERTEXT_BYTES) + report_json_by
 
 
 @dataclass(frozen=True)
-class BatchSumJob:
+class BatchSumJob(UploadJob[EncryptedBatchSum]):
     """An encrypted batch sum whose wire form has been checked (count, key id);
     ``ciphertexts`` are the decoded integers, one per plaintext of the task layout, or empty
     with ``bad_ciphertext`` saying why they are not elements of Z*_{n²} (the batch will be
     quarantined)."""
 
-    upload: EncryptedBatchSum
     ciphertexts: list[int]
     bad_ciphertext: str | None = None
-
-    @property
-    def batch_id(self) -> str:
-        return self.upload.batch_id
-
-
 
 
 class Quarantine(Exception):
@@ -143,10 +141,6 @@ class SumDecoder(TaskDecoder):
     kind: ClassVar[type] = EncryptedBatchSum
     takes: ClassVar[str] = "sums of exactly l = {l} reports, got count = {n}"
     hint: ClassVar[str] = "it takes only encrypted batch sums (POST /v1/tasks/{task}/batch-sums)"
-
-    @staticmethod
-    def count(upload: EncryptedBatchSum) -> int:
-        return upload.count
 
     def accept(self, upload: BaseModel) -> BatchSumJob:
         return self._job(self.admit(upload))
