@@ -129,18 +129,18 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "frobenius; --paper: upper). ldp-linucb: the report, plain (Alg. 5), "
                         "frobenius, centered, centered-upper (off-diagonals once, (r − ½) x) or "
                         "auto (centered where the contexts have an intercept, else plain)")
-    p.add_argument("--intercept", type=float,
-                   help="ddp-linucb, ldp-linucb: c, every context has x[0] = c (default: the "
-                        "environment's, 1/√2 on linear, fixed-linear and logistic)")
-    p.add_argument("--u-weight", type=float,
-                   help="ddp-linucb, ldp-linucb: weight of the reward part r x (or (r − ½) x) "
-                        "in the released vector (default 1; auto → centered: the tuned one)")
-    p.add_argument("--batch-weight-power", type=float,
-                   help="ddp-linucb: weight batch j's sums by (l_j/l_ref)^p in the estimate "
-                        "(p this; default 0, every batch alike)")
-    p.add_argument("--perturb", type=float,
-                   help="ldp-linucb/ldp-glb: publish θ̃ plus ρ × a draw of its own LDP-noise "
-                        "distribution (ρ this; 0: θ̃ itself)")
+    # The linear noisy-statistics policies' real-valued knobs (their configs' fields).
+    for flag, text in (
+        ("--intercept", "ddp-linucb, ldp-linucb: c, every context has x[0] = c (default: the "
+                        "environment's, 1/√2 on linear, fixed-linear and logistic)"),
+        ("--u-weight", "ddp-linucb, ldp-linucb: weight of the reward part r x (or (r − ½) x) in "
+                       "the released vector (default 1; auto → centered: the tuned one)"),
+        ("--batch-weight-power", "ddp-linucb: weight batch j's sums by (l_j/l_ref)^p in the "
+                                 "estimate (p this; default 0, every batch alike)"),
+        ("--perturb", "ldp-linucb/ldp-glb: publish θ̃ plus ρ × a draw of its own LDP-noise "
+                      "distribution (ρ this; 0: θ̃ itself)"),
+    ):
+        p.add_argument(flag, type=float, help=text)
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, each policy uses its measured "
                         "practical defaults (its config's PRACTICAL, listed per policy in "

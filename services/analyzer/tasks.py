@@ -47,12 +47,13 @@ class TaskRuntime:
     # Reports refused with their whole (secure-sum) batch.
     quarantined: int = 0
     batches: int = 0
-    # ``policy.skipped`` as last exported to the ``updates_skipped`` metric.
-    skipped: int = 0
     ledger_cache: PrivacyLedger | None = None
     person_cache: dict[str, Any] | None = None  # the per-person figures (``runtime.person``)
     # Coalesces the task's batches into group commits; set by ``AnalyzerRuntime.start``.
     committer: GroupCommitter[Item, BatchAck] | None = None
+    # ``policy.skipped`` as last exported to the ``updates_skipped`` metric (not a committed
+    # count: the policy's own counter is, inside its saved state).
+    skipped: int = 0
 
     # (published model, its JSON): serialised once per publication, not once per GET.
     _body: tuple[AnyModelMessage, bytes] | None = field(default=None, repr=False)
