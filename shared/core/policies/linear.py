@@ -10,15 +10,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from privbandit.shared.core.confidence import (
-    clip_eigenvalues,
-    matrix_noise_bound,
-    noisy_ridge_beta,
-    ridge_solve,
-    self_normalized,
-    time_uniform,
-    vector_noise_bound,
-)
+from privbandit.shared.core import confidence
 from privbandit.shared.core.policies.base import Policy, RandomizerT
 from privbandit.shared.core.policies.config import PolicyConfig
 from privbandit.shared.core.policies.model import Model
@@ -68,7 +60,8 @@ class LinearPolicy(Policy[ConfigT, RandomizerT]):
 
 def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:
     """OFUL radius σ √(2 ln(1/δ) + d ln(1 + t L²/(d λ))) + √λ S (Abbasi-Yadkori 2011, Thm 2)."""
-    return self_normalized(c.reward_sigma, c.d, t, c.L, lam, c.failure_prob) + math.sqrt(lam) * c.S
+    radius = confidence.self_normalized(c.reward_sigma, c.d, t, c.L, lam, c.failure_prob)
+    return radius + math.sqrt(lam) * c.S
 
 
 class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
@@ -104,8 +97,8 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
     def noise_bound(self, t: int) -> float:
         """Υ_t: our high-probability bound on ‖H_t‖ (1/3 of δ, uniform over update times)."""
         cfg = self.config
-        dt = time_uniform(cfg.failure_prob / 3, t)
-        return matrix_noise_bound(self.noise_proxy(t, "matrix"), cfg.d, dt)
+        dt = confidence.time_uniform(cfg.failure_prob / 3, t)
+        return confidence.matrix_noise_bound(self.noise_proxy(t, "matrix"), cfg.d, dt)
 
     # The noise proxy that sizes the "noise" ridge: "matrix" (every entry of G̃'s noise alike)
     # or, where the off-diagonal entries carry their own (ddp-linucb's frobenius encoding),
@@ -138,8 +131,9 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
         cfg = self.config
         third = cfg.failure_prob / 3
         ups = self.noise_bound(t)
-        chi = vector_noise_bound(self.noise_proxy(t, "vector"), cfg.d, time_uniform(third, t))
-        return noisy_ridge_beta(
+        chi = confidence.vector_noise_bound(self.noise_proxy(t, "vector"), cfg.d,
+                                            confidence.time_uniform(third, t))
+        return confidence.noisy_ridge_beta(
             t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
             rho_min=c - ups, rho_max=c + ups, chi=chi, delta=third,
         )
@@ -161,12 +155,12 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
         if regularizer == "noise":
             return self._noise_candidate()
         if regularizer == "clip":
-            V, clipped = clip_eigenvalues(self.G + cfg.lam * np.eye(cfg.d), cfg.lam)
-            solved = ridge_solve(V, self.u, cfg.lam)
+            V, clipped = confidence.clip_eigenvalues(self.G + cfg.lam * np.eye(cfg.d), cfg.lam)
+            solved = confidence.ridge_solve(V, self.u, cfg.lam)
             beta = oful_beta(cfg, t, cfg.lam)
         else:
             c = self.regularizer(t)
-            solved = ridge_solve(self.G + c * np.eye(cfg.d), self.u, cfg.lam)
+            solved = confidence.ridge_solve(self.G + c * np.eye(cfg.d), self.u, cfg.lam)
             clipped = solved.repaired
             beta = self.paper_beta(t, c)
         if clipped:
@@ -188,12 +182,12 @@ class NoisyStatisticsPolicy(LinearPolicy[ConfigT, StatisticsRandomizerT]):
         sigma_t = math.sqrt(self.noise_proxy(t, self.RIDGE_PROXY))
         upsilon = 2.0 * sigma_t * math.sqrt(cfg.d)
         c = cfg.lam + getattr(cfg, "noise_ridge", 1.0) * upsilon
-        V, clipped = clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
-        solved = ridge_solve(V, self.u, cfg.lam)
+        V, clipped = confidence.clip_eigenvalues(self.G + c * np.eye(cfg.d), cfg.lam)
+        solved = confidence.ridge_solve(V, self.u, cfg.lam)
         if clipped:
             self.repairs += 1
         chi = math.sqrt(self.noise_proxy(t, "vector") * cfg.d)
-        beta = noisy_ridge_beta(
+        beta = confidence.noisy_ridge_beta(
             t=t, d=cfg.d, L=cfg.L, S=cfg.S, sigma=cfg.reward_sigma,
             rho_min=max(c - upsilon, cfg.lam), rho_max=c + upsilon, chi=chi,
             delta=cfg.failure_prob,
