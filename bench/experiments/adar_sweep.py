@@ -12,13 +12,13 @@ final regret, its standard error, the paired difference to the first variant and
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
 
 import numpy as np
 
+from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.policies import build_policy, make_config
 from privbandit.shared.core.simulator import simulate, summarize
 
@@ -28,14 +28,9 @@ RDP_EPSILON = {0.5: 0.01326, 1.0: 0.04871, 4.0: 0.622}
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = experiment_parser(__doc__, T=20_000, runs=12, seed=100, d=5, K=20)
     ap.add_argument("variants", nargs="+", help="JSON config overrides, one per variant")
-    ap.add_argument("--T", type=int, default=20_000)
-    ap.add_argument("--runs", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=100)
     ap.add_argument("--epsilon", type=float, default=1.0, choices=sorted(RDP_EPSILON))
-    ap.add_argument("--d", type=int, default=5)
-    ap.add_argument("--K", type=int, default=20)
     args = ap.parse_args(argv)
     base: np.ndarray | None = None
     for text in args.variants:

@@ -20,13 +20,12 @@ Writes out/experiments/bco_rates.{json,png}.
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.experiments.cli import experiment_parser
 from bench.experiments.common import OUT, write
 from privbandit.shared.core.bco_simulator import simulate_bco
 from privbandit.shared.core.environments.bco import BCOEnvironment
@@ -64,12 +63,8 @@ def run_point(algo: str, env: BCOEnvironment, T: int, runs: int, seed: int, **kw
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = experiment_parser(__doc__.splitlines()[0], runs=5, d=5, seed=1, out=OUT)
     ap.add_argument("--Ts", default="1000,10000,100000,1000000")
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--d", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     Ts = [int(x) for x in args.Ts.split(",")]
     started = time.perf_counter()

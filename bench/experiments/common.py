@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.environments.mab import MABEnvironment, default_means
 from privbandit.shared.core.mab_simulator import per_user_fractions, simulate_mab
 from privbandit.shared.core.policies import make_config
@@ -26,13 +27,10 @@ OUT = Path("out/experiments")
 
 
 def parser(doc: str, T: int, runs: int, K: int = 10) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("--T", type=int, default=T, help=f"users per run (default {T})")
-    ap.add_argument("--runs", type=int, default=runs, help=f"repetitions (default {runs})")
-    ap.add_argument("--K", type=int, default=K, help=f"arms of the default instance ({K})")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=OUT)
-    return ap
+    return experiment_parser(
+        doc.splitlines()[0], T=T, runs=runs, K=K, seed=1, out=OUT,
+        helps={"T": f"users per run (default {T})", "runs": f"repetitions (default {runs})",
+               "K": f"arms of the default instance ({K})"})
 
 
 def instance(K: int, reward_dist: str = "bernoulli") -> MABEnvironment:

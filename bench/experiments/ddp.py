@@ -27,7 +27,6 @@ tables and plots finished (or partial) grids together, one plot per environment.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.accounting.search import illinois
 from privbandit.shared.core.environments import environment_dimensions
 from privbandit.shared.core.policies import PolicyConfig, build_policy, make_config
@@ -321,14 +321,11 @@ def order(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = experiment_parser(
+        __doc__.splitlines()[0], d=None, K=20, T=1_000_000, runs=3, seed=1, out=OUT,
+        helps={"d": "requested dimension (linear: 5; digits: 20 = 10 classes × 2 PCs)",
+               "K": "arms (digits: always 10)"})
     ap.add_argument("--env", default="linear", choices=["linear", "digits"])
-    ap.add_argument("--d", type=int, default=None,
-                    help="requested dimension (linear: 5; digits: 20 = 10 classes × 2 PCs)")
-    ap.add_argument("--K", type=int, default=20, help="arms (digits: always 10)")
-    ap.add_argument("--T", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--epsilons", type=floats, default=[1.0, 0.5, 4.0])
     ap.add_argument("--batch-sizes", type=floats, default=[1000, 100, 10000])
     ap.add_argument("--gammas", type=floats, default=[1.0, 0.5])
@@ -336,7 +333,6 @@ def main() -> None:
                     help=f"comma-separated subset of {','.join(ALGOS)}")
     ap.add_argument("--baselines", action="store_true", help="add linucb, adar-oful and sblb")
     ap.add_argument("--tag", default="grid")
-    ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--combine", help="comma-separated grid JSONs to table and plot together")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -12,11 +12,11 @@ and θ*'s, which is the per-user regret of following it divided by the random po
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import numpy as np
 
+from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.environments.linear import biased_features, unit_directions
 
 
@@ -70,12 +70,9 @@ def run(reps: int, seed: int, l0: int, d: int, K: int, sigma: float) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p = experiment_parser((__doc__ or "").split("\n\n")[0], seed=7, d=5, K=20)
     p.add_argument("--reps", type=int, default=600)
-    p.add_argument("--seed", type=int, default=7)
     p.add_argument("--l0", type=int, default=497)
-    p.add_argument("--d", type=int, default=5)
-    p.add_argument("--K", type=int, default=20)
     p.add_argument("--sigma", type=float, default=9.93, help="σ_b (ε = 1, δ = 1e-6, s = 128)")
     args = p.parse_args(argv)
     for name, value in run(args.reps, args.seed, args.l0, args.d, args.K, args.sigma).items():

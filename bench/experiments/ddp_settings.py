@@ -19,12 +19,12 @@ per setting: its first batch, final regret ± s.e. and the paired difference to 
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import Any
 
 import numpy as np
 
+from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.policies.config import DDPLinUCBConfig, LDPLinUCBConfig
 from privbandit.shared.core.simulator import simulate
 
@@ -59,14 +59,8 @@ def paired_line(name: str, first: int, finals: np.ndarray, ref: np.ndarray | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--T", type=int, default=20_000)
-    p.add_argument("--runs", type=int, default=48)
-    p.add_argument("--seed", type=int, default=100)
-    p.add_argument("--epsilon", type=float, default=1.0)
-    p.add_argument("--delta", type=float, default=1e-6)
-    p.add_argument("--d", type=int, default=5)
-    p.add_argument("--K", type=int, default=20)
+    p = experiment_parser((__doc__ or "").split("\n\n")[0], T=20_000, runs=48, seed=100,
+                          epsilon=1.0, delta=1e-6, d=5, K=20)
     p.add_argument("--at", default="", help="comma-separated times t < T: mean regret there")
     p.add_argument("--algo", choices=["ddp-linucb", "ldp-linucb"], default="ddp-linucb")
     p.add_argument("settings", nargs="+")

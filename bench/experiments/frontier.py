@@ -35,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from bench.experiments.cli import experiment_parser
+
 OUT = Path("out/experiments/frontier")
 DELTA = 1e-6
 REFERENCE = "linucb"
@@ -145,18 +147,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = experiment_parser(__doc__.split("\n\n")[0], T=1_000_000, runs=3, seed=1, d=5, K=20,
+                          out=OUT)
     p.add_argument("--env", default="linear", choices=["linear", "letter", "digits"])
-    p.add_argument("--T", type=int, default=1_000_000)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--d", type=int, default=5)
-    p.add_argument("--K", type=int, default=20)
     p.add_argument("--epsilons", default="0.5,1,4")
     p.add_argument("--algos", default=",".join(PRIVATE))
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="simulations at once (default: one per core)")
-    p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.env}.json"

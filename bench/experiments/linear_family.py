@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 from scipy.optimize import brentq
 
+from bench.experiments.cli import experiment_parser
 from bench.experiments.common import OUT, write
 from privbandit.plots import curves_plot
 from privbandit.shared.core.accounting import ledgers, sum_only
@@ -139,19 +139,16 @@ TABLES = {"fixed": fixed, "logistic": logistic, "letter": letter}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = experiment_parser(__doc__.splitlines()[0], runs=3, seed=1, out=OUT)
     ap.add_argument("table", choices=list(TABLES))
     ap.add_argument("--T", type=lambda s: [int(x) for x in s.split(",")], default=None,
                     help="horizons, comma-separated")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--widths", type=lambda s: s.split(","), default=list(WIDTHS),
                     help="paper,practical (default both)")
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=None,
                     help="fixed: indices into (1, 1e-2), (0.5, 1e-2), (1, 1e-6) (default all)")
     ap.add_argument("--algos", type=lambda s: s.split(","), default=None,
                     help="fixed, letter: only these private policies (default all)")
-    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     if args.T is None:
         args.T = [10_000, 100_000, 1_000_000] if args.table == "fixed" else [100_000]

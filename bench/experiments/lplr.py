@@ -15,7 +15,6 @@ Writes out/experiments/lplr_eps<ε>.{json,png} (rewritten after every row).
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.lplr_simulator import simulate_lplr
 from privbandit.shared.core.policies import make_config
 from privbandit.shared.core.simulator import simulate, summarize
@@ -66,14 +66,11 @@ def run(label: str, config: Any, T: int, runs: int, seed: int) -> dict[str, Any]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--T", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=1)
+    ap = experiment_parser(__doc__.splitlines()[0], T=1_000_000, runs=3, seed=1,
+                           out=Path("out/experiments"))
     ap.add_argument("--eps", type=float, default=1.0, help="LDP ε of both policies (default 1)")
     ap.add_argument("--lplr-scale", type=float, default=0.1,
                     help="confidence_scale of the second lplr row (post-processing; default 0.1)")
-    ap.add_argument("--out", type=Path, default=Path("out/experiments"))
     args = ap.parse_args()
     eps, T = args.eps, args.T
     common = {"d": D, "epsilon": eps}

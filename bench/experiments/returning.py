@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.experiments.cli import experiment_parser
 from privbandit.cli import main as cli
 
 # The policies the issue names, each at a per-report (or per-batch) level of 1, practical
@@ -100,14 +101,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--T", type=int, default=50_000)
+    p = experiment_parser(__doc__.split("\n")[0], T=50_000, runs=3, seed=1,
+                          out=Path("out/experiments/returning"))
     p.add_argument("--users", type=int, default=2_000)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--seed", type=int, default=1)
     p.add_argument("--ks", default="1,2,5,10,25")
     p.add_argument("--algos", default=",".join(POLICIES))
-    p.add_argument("--out", type=Path, default=Path("out/experiments/returning"))
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [run(algo, int(k), args, args.out) for algo in args.algos.split(",")

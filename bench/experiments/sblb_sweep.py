@@ -10,11 +10,11 @@ updates, and appends to out/experiments/sblb_sweep.jsonl.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
+from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.policies import make_config
 from privbandit.shared.core.simulator import simulate, summarize
 
@@ -22,12 +22,7 @@ OUT = Path("out/experiments/sblb_sweep.jsonl")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--T", type=int, default=20_000)
-    ap.add_argument("--runs", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=100)
-    ap.add_argument("--d", type=int, default=5)
-    ap.add_argument("--K", type=int, default=20)
+    ap = experiment_parser(None, T=20_000, runs=12, seed=100, d=5, K=20)
     ap.add_argument("--base", default='{"epsilon": 1.0, "delta": 1e-6, '
                     '"accountant": "secure-sum"}')
     ap.add_argument("--rows", required=True, help="JSON list of config overrides")
