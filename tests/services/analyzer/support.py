@@ -1,6 +1,7 @@
 """What the analyzer's tests share: the three tasks of the ``settings`` fixture, a batch body,
-the analyzer's HPKE config, a Server-Sent Events reader, and encrypted batch sums (honest or
-out of range) as a shuffler would post them."""
+the analyzer's HPKE config and model, reports re-sent under report ids already used, a
+Server-Sent Events reader, and encrypted batch sums (honest or out of range) as a shuffler would
+post them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import secrets
 from collections.abc import Callable
 
 import httpx
+import numpy as np
 
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.crypto.hpke import seal
 from privbandit.shared.crypto.paillier import PaillierEncryptor, encode_ciphertexts, homomorphic_sum
 from privbandit.shared.crypto.slots import ciphertext_width
 from privbandit.shared.protocol.messages import (
@@ -16,6 +20,7 @@ from privbandit.shared.protocol.messages import (
     BatchUpload,
     EncryptedReport,
     HpkeConfig,
+    ModelMessage,
     b64decode,
 )
 from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
@@ -44,6 +49,24 @@ async def hpke_of(client: httpx.AsyncClient) -> HpkeConfig:
     r = await client.get("/v1/hpke-config")
     assert r.status_code == 200
     return HpkeConfig.model_validate_json(r.content)
+
+
+async def model_of(client: httpx.AsyncClient, task_id: str) -> ModelMessage:
+    """The model the analyzer publishes for ``task_id``."""
+    r = await client.get(f"/v1/tasks/{task_id}/model")
+    return ModelMessage.model_validate_json(r.content)
+
+
+def resealed(
+    hpke: HpkeConfig, task: TaskConfig, report_ids: list[bytes], rows: np.ndarray
+) -> list[EncryptedReport]:
+    """A device re-encrypting reports under report ids it has already sent: ``rows`` of ``task``
+    sealed to the analyzer's ``hpke`` key, each under its id of ``report_ids`` (fresh
+    ciphertexts, the same ids)."""
+    rand = randomizer_for(task.policy)
+    pk = b64decode(hpke.public_key)
+    return [seal(pk, hpke.key_id, task.id, rid + rand.to_bytes(row))
+            for rid, row in zip(report_ids, rows, strict=True)]
 
 
 async def assert_refused_alone(

@@ -11,16 +11,10 @@ from privbandit.services.analyzer.app import create_app
 from privbandit.services.analyzer.ingest import IngestPipeline
 from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.crypto.hpke import pack_report, seal
-from privbandit.shared.protocol.messages import (
-    BatchAck,
-    BatchUpload,
-    ModelMessage,
-    b64decode,
-    b64encode,
-)
+from privbandit.shared.protocol.messages import BatchAck, BatchUpload, b64decode, b64encode
 from privbandit.shared.settings import Settings
 from tests.helpers import auth, encrypt_rows, make_rows, privacy, report_maker, running
-from tests.services.analyzer.support import CEN, LOC, SHUF, batch, hpke_of
+from tests.services.analyzer.support import CEN, LOC, SHUF, batch, hpke_of, model_of, resealed
 
 
 async def test_batch_counts_and_publishes(settings: Settings) -> None:
@@ -34,7 +28,7 @@ async def test_batch_counts_and_publishes(settings: Settings) -> None:
         assert ack.batch_id == body["batch_id"] and ack.model_version == 1
         p = await privacy(client, "shuf")
         assert (p.reports_counted, p.batches, p.model_version) == (5, 1, 1)
-        model = ModelMessage.model_validate_json((await client.get("/v1/tasks/shuf/model")).content)
+        model = await model_of(client, "shuf")
         assert model.version == 1 and model.reports == 5 and any(v != 0 for v in model.theta)
 
 
@@ -71,19 +65,14 @@ async def test_duplicate_report_ids_across_and_within_batches(settings: Settings
         assert BatchAck.model_validate_json(r.content).counted == 5
         # A device re-encrypting two of those reports (fresh ciphertexts, same report ids),
         # plus one report repeated inside the batch.
-        rand = randomizer_for(SHUF.policy)
-        pk = b64decode(hpke.public_key)
-        resent = [
-            seal(pk, hpke.key_id, "shuf", rid + rand.to_bytes(row))
-            for (rid, _), row in zip(first[:2], rows[:2], strict=True)
-        ]
+        resent = resealed(hpke, SHUF, [rid for rid, _ in first[:2]], rows[:2])
         new = encrypt_rows(SHUF, hpke, make_rows(SHUF, 2, rng))
         reports = resent + [new[0][1], new[0][1], new[1][1]]
         r = await client.post("/v1/tasks/shuf/batches", json=batch(reports), headers=auth())
         ack = BatchAck.model_validate_json(r.content)
         assert (ack.counted, ack.duplicates, ack.rejected) == (2, 3, 0)
         assert (await privacy(client, "shuf")).reports_counted == 7
-        model = ModelMessage.model_validate_json((await client.get("/v1/tasks/shuf/model")).content)
+        model = await model_of(client, "shuf")
         assert model.reports == 7
 
 
@@ -136,7 +125,7 @@ async def test_pass_through_tasks_ldp_and_central(settings: Settings) -> None:
             assert BatchAck.model_validate_json(r.content).counted == 1
         p = await privacy(client, "cen")
         assert p.reports_counted == 30 and p.batches == 30 and p.model_version >= 1
-        model = ModelMessage.model_validate_json((await client.get("/v1/tasks/cen/model")).content)
+        model = await model_of(client, "cen")
         assert model.version == p.model_version and 0 < model.reports <= 30
         # Central reports carry raw (x, r); an out-of-range reward fails validation.
         hpke = await hpke_of(client)
@@ -169,9 +158,7 @@ async def test_concurrent_batches_commit_exactly_once(settings: Settings) -> Non
         rt = app.state.runtime.tasks["shuf"]
         rows = make_rows(SHUF, 6, np.random.default_rng(11))
         sealed = encrypt_rows(SHUF, hpke, rows)
-        rand = randomizer_for(SHUF.policy)
-        copy = seal(b64decode(hpke.public_key), hpke.key_id, "shuf",
-                    sealed[0][0] + rand.to_bytes(rows[0]))
+        (copy,) = resealed(hpke, SHUF, [sealed[0][0]], rows[:1])
         u1 = BatchUpload.model_validate(batch([rep for _, rep in sealed[:5]]))
         u2 = BatchUpload.model_validate(batch([copy, *[rep for _, rep in sealed[1:5]]]))
         runtime = app.state.runtime

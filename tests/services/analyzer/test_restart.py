@@ -12,9 +12,7 @@ from privbandit.services.analyzer.app import create_app
 from privbandit.services.analyzer.runtime import DB_FILE
 from privbandit.services.analyzer.store.sqlite import MIGRATIONS
 from privbandit.services.common.sqlite import schema_version
-from privbandit.shared.core.policies import randomizer_for
-from privbandit.shared.crypto.hpke import seal
-from privbandit.shared.protocol.messages import BatchAck, b64decode
+from privbandit.shared.protocol.messages import BatchAck
 from privbandit.shared.settings import Settings
 from tests.helpers import (
     auth,
@@ -28,7 +26,7 @@ from tests.helpers import (
     running,
     shuffle_task,
 )
-from tests.services.analyzer.support import CEN, SHUF, batch, hpke_of
+from tests.services.analyzer.support import CEN, SHUF, batch, hpke_of, resealed
 
 
 async def test_state_survives_restart(settings: Settings) -> None:
@@ -57,13 +55,7 @@ async def test_state_survives_restart(settings: Settings) -> None:
             (await client.post("/v1/tasks/shuf/batches", json=body, headers=auth())).content
         )
         assert ack.replayed
-        rand = randomizer_for(SHUF.policy)
-        pk = b64decode(hpke.public_key)
-        rows = make_rows(SHUF, 5, rng)
-        resent = [
-            seal(pk, hpke.key_id, "shuf", rid + rand.to_bytes(row))
-            for (rid, _), row in zip(first, rows, strict=True)
-        ]
+        resent = resealed(hpke, SHUF, [rid for rid, _ in first], make_rows(SHUF, 5, rng))
         r = await client.post("/v1/tasks/shuf/batches", json=batch(resent), headers=auth())
         ack = BatchAck.model_validate_json(r.content)
         assert (ack.counted, ack.duplicates, ack.replayed) == (0, 5, False)
