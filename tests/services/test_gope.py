@@ -14,7 +14,6 @@ recording fake shuffler whose uploads the test posts to the analyzer, l = 1), re
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -22,18 +21,12 @@ import pytest
 
 from privbandit.shared.core.policies import build_policy
 from privbandit.shared.core.policies.gope_service import AdaRGOPEService, seeded_arms
-from privbandit.shared.crypto.hpke import pack_report, seal
-from privbandit.shared.protocol.messages import (
-    BatchAck,
-    EncryptedReport,
-    PhaseModelMessage,
-    b64decode,
-)
+from privbandit.shared.protocol.messages import BatchAck, EncryptedReport, PhaseModelMessage
 from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import error, eventually, make_settings, privacy
 from tests.services.analyzer.support import hpke_of
 from tests.services.device.support import Stack, stack
-from tests.services.support import post_each, stored_state
+from tests.services.support import post_each, sealed_row, stored_state
 
 D, K = 3, 8
 GOPE = TaskConfig.model_validate({
@@ -50,13 +43,6 @@ def gope_settings(tmp_path: Path) -> Settings:
 async def model(s: Stack) -> PhaseModelMessage:
     return PhaseModelMessage.model_validate_json(
         (await s.analyzer.get("/v1/tasks/gope/model")).content)
-
-
-def sealed(hpke: object, row: list[float]) -> EncryptedReport:
-    """A correctly sealed report holding exactly ``row`` (no device-side check)."""
-    data = struct.pack("<IId", int(row[0]), int(row[1]), row[2])
-    return seal(b64decode(hpke.public_key), hpke.key_id, "gope",  # type: ignore[attr-defined]
-                pack_report(data)[1])
 
 
 async def post(s: Stack, reports: list[EncryptedReport]) -> BatchAck:
@@ -113,9 +99,9 @@ async def test_devices_draw_from_the_design_and_phases_end_on_schedule(
         best = int(np.argmax(arms @ np.array([0.5, 0.5, 0.5])))
         rest = m1.length - 12
         rows = [[a, 1, float(a == best)] for a in rng.choice(m1.support, rest)]
-        ack = await post(s, [sealed(hpke, r) for r in rows[:-1]])
+        ack = await post(s, [sealed_row(hpke, GOPE, r) for r in rows[:-1]])
         assert ack.model_version == 0
-        ack = await post(s, [sealed(hpke, rows[-1])])
+        ack = await post(s, [sealed_row(hpke, GOPE, rows[-1])])
         assert ack.model_version == 1
         m2 = await model(s)
         assert m2.phase == 2 and set(m2.active) <= set(m1.active)
@@ -123,7 +109,7 @@ async def test_devices_draw_from_the_design_and_phases_end_on_schedule(
         report = await privacy(s.analyzer, "gope")
         assert (report.reports_counted, report.reports_refused) == (m1.length, 0)
         # A late report of phase 1 whose arm is still in phase 2's support is counted.
-        ack = await post(s, [sealed(hpke, [m2.support[0], 1, 0.5])])
+        ack = await post(s, [sealed_row(hpke, GOPE, [m2.support[0], 1, 0.5])])
         assert (ack.counted, ack.rejected) == (1, 0)
         assert stored_state(s, "gope")["late"] == 1
 
@@ -150,11 +136,11 @@ async def test_analyzer_refuses_forged_reports_alone(
         # either, depending on the design the solver finds.)
         row = [{"outside": outside[0], "in": support_arm}.get(v, v) if isinstance(v, str) else v
                for v in row]
-        ack = await post(s, [sealed(hpke, row)])
+        ack = await post(s, [sealed_row(hpke, GOPE, row)])
         assert (ack.counted, ack.rejected) == (0, 1), why
         report = await privacy(s.analyzer, "gope")
         assert (report.reports_counted, report.reports_refused) == (0, 1), why
-        ack = await post(s, [sealed(hpke, [support_arm, 1, 1.0])])  # the control
+        ack = await post(s, [sealed_row(hpke, GOPE, [support_arm, 1, 1.0])])  # the control
         assert (ack.counted, ack.rejected) == (1, 0), why
 
 
