@@ -13,19 +13,8 @@ import numpy as np
 import pytest
 
 from privbandit.shared.crypto.prio3 import batch as B
+from privbandit.shared.crypto.prio3 import prio3 as P
 from privbandit.shared.crypto.prio3.field import Field, Field64, Field128
-from privbandit.shared.crypto.prio3.prio3 import (
-    InputShare,
-    LeaderShare,
-    Prio3,
-    VerifyError,
-    prio3_count,
-    prio3_histogram,
-    prio3_multihot_count_vec,
-    prio3_sum,
-    prio3_sum_vec,
-    prio3_sum_vec_multiproof,
-)
 from privbandit.shared.crypto.prio3.xof import XofTurboShake128
 from privbandit.shared.crypto.prio3_task import sum_vec
 
@@ -36,30 +25,30 @@ CTX = b"privbandit batch test"
 Gen = Callable[[np.random.Generator], Any]
 
 # (name, vdaf, an honest measurement, an invalid encoded measurement)
-VARIANTS: list[tuple[str, Prio3[Any, Any], Gen, Gen]] = [
+VARIANTS: list[tuple[str, P.Prio3[Any, Any], Gen, Gen]] = [
     ("ddp-linucb SumVec", sum_vec(20, 1310),
      lambda g: [int(x) for x in g.integers(0, 1311, 20)],
      lambda g: [int(x) for x in g.integers(0, 3, 220)]),
     ("sblb SumVec", sum_vec(20, 1),
      lambda g: [int(x) for x in g.integers(0, 2, 20)],
      lambda g: [20] + [0] * 19),
-    ("Count", prio3_count(), lambda g: int(g.integers(0, 2)), lambda g: [2]),
-    ("Sum", prio3_sum(100), lambda g: int(g.integers(0, 101)),
+    ("Count", P.prio3_count(), lambda g: int(g.integers(0, 2)), lambda g: [2]),
+    ("Sum", P.prio3_sum(100), lambda g: int(g.integers(0, 101)),
      lambda g: [2] + [0] * 6),
-    ("SumVec 3 shares", prio3_sum_vec(5, 7, 4, shares=3),
+    ("SumVec 3 shares", P.prio3_sum_vec(5, 7, 4, shares=3),
      lambda g: [int(x) for x in g.integers(0, 8, 5)], lambda g: [1] * 14 + [5]),
-    ("Histogram", prio3_histogram(7, 3), lambda g: int(g.integers(0, 7)),
+    ("Histogram", P.prio3_histogram(7, 3), lambda g: int(g.integers(0, 7)),
      lambda g: [1, 1, 0, 0, 0, 0, 0]),
-    ("MultihotCountVec", prio3_multihot_count_vec(6, 3, 2),
+    ("MultihotCountVec", P.prio3_multihot_count_vec(6, 3, 2),
      lambda g: [bool(x) for x in g.permutation([1, 1, 0, 0, 0, 0])],
      lambda g: [1, 1, 1, 1, 0, 0, 0, 0]),
-    ("SumVecWithMultiproof Field64", prio3_sum_vec_multiproof(Field64, 3, 10, 3, 4),
+    ("SumVecWithMultiproof Field64", P.prio3_sum_vec_multiproof(Field64, 3, 10, 3, 4),
      lambda g: [int(x) for x in g.integers(0, 4, 10)], lambda g: [3] + [0] * 19),
 ]
 
 
-def single(vdaf: Prio3[Any, Any], key: bytes, agg: int, nonce: bytes, public: Any,
-           share: InputShare) -> Any:
+def single(vdaf: P.Prio3[Any, Any], key: bytes, agg: int, nonce: bytes, public: Any,
+           share: P.InputShare) -> Any:
     try:
         return vdaf.verify_init(key, CTX, agg, nonce, public, share)
     except ValueError as exc:
@@ -68,7 +57,7 @@ def single(vdaf: Prio3[Any, Any], key: bytes, agg: int, nonce: bytes, public: An
 
 @pytest.mark.parametrize("case", VARIANTS, ids=[v[0] for v in VARIANTS])
 def test_batch_equals_single_on_random_reports(
-        case: tuple[str, Prio3[Any, Any], Gen, Gen]) -> None:
+        case: tuple[str, P.Prio3[Any, Any], Gen, Gen]) -> None:
     """A batch of 24 reports: 18 honest, 3 proving an invalid measurement, 2 with a tampered
     leader proof share, 1 with a public share whose helper part is wrong. Every aggregator's
     verify_init rows, and the combined messages, equal the single path's report by report;
@@ -87,10 +76,10 @@ def test_batch_equals_single_on_random_reports(
             public, shares = vdaf.shard(CTX, honest(rng), nonce)
         if kind == "tampered":
             leader = shares[0]
-            assert isinstance(leader, LeaderShare)
+            assert isinstance(leader, P.LeaderShare)
             proofs = leader.proofs_share.copy()
             proofs[-1] = (proofs[-1] + 1) % f.MODULUS
-            shares = [LeaderShare(leader.meas_share, proofs, leader.blind), *shares[1:]]
+            shares = [P.LeaderShare(leader.meas_share, proofs, leader.blind), *shares[1:]]
         if kind == "bad_public" and public is not None:
             public = [public[0], secrets.token_bytes(32), *public[2:]]
         reports.append((nonce, public, shares))
@@ -125,10 +114,10 @@ def test_batch_equals_single_on_random_reports(
                                                              for a in range(vdaf.SHARES)])
             for a in range(vdaf.SHARES):
                 vdaf.verify_next(ref[a][i][0], expected)
-        except VerifyError as exc:
+        except P.VerifyError as exc:
             got = messages[i]
-            if isinstance(exc, VerifyError) and "proof" in str(exc):
-                assert isinstance(got, VerifyError)
+            if isinstance(exc, P.VerifyError) and "proof" in str(exc):
+                assert isinstance(got, P.VerifyError)
             else:  # the joint randomness check of verify_next
                 assert isinstance(got, bytes)
                 assert any(rows[a].state(i).corrected_joint_rand_seed != got
@@ -186,7 +175,7 @@ def test_batch_on_test_vectors(name: str) -> None:
                 assert (vdaf.encode_verifier_message(messages[i]).hex()  # type: ignore[arg-type]
                         == reports[i]["verifier_messages"][0])
             else:
-                assert isinstance(messages[i], VerifyError)
+                assert isinstance(messages[i], P.VerifyError)
         elif op["operation"] == "verify_next":
             a = op["aggregator_id"]
             message = vdaf.decode_verifier_message(bytes.fromhex(
@@ -195,7 +184,7 @@ def test_batch_on_test_vectors(name: str) -> None:
                 out = vdaf.verify_next(rows[a].state(i), message)
                 assert vdaf.field.encode_vec(out).hex() == reports[i]["out_shares"][a]
             else:
-                with pytest.raises(VerifyError):
+                with pytest.raises(P.VerifyError):
                     vdaf.verify_next(rows[a].state(i), message)
         elif op["operation"] == "aggregate" and op["success"]:
             a = op["aggregator_id"]
