@@ -17,7 +17,7 @@ import pytest
 
 from privbandit.services.analyzer.app import create_app as create_analyzer
 from privbandit.services.shuffler.app import create_app as create_shuffler
-from privbandit.shared.core.policies import linear as policy_linear
+from privbandit.shared.core import confidence
 from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.crypto.hpke import pack_report, seal
 from privbandit.shared.protocol.messages import (
@@ -142,7 +142,7 @@ async def test_an_update_the_policy_cannot_solve_is_skipped_with_a_metric(
         def unsolvable(*args: object, **kwargs: object) -> None:
             raise np.linalg.LinAlgError("singular")
 
-        monkeypatch.setattr(policy_linear, "ridge_solve", unsolvable)
+        monkeypatch.setattr(confidence, "ridge_solve", unsolvable)
         acks = await post(2)
         assert [a.counted for a in acks] == [1, 1]
         p = await privacy(client, LOC.id)
