@@ -11,6 +11,7 @@ under a key of its own, how to fetch that key again when the shuffler does not k
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -108,7 +109,7 @@ def hpke_key(cache: ModelCache) -> tuple[int, bytes]:
     return hpke.key_id, public_key
 
 
-class HpkeOnlyTransport:
+class HpkeOnlyTransport(ABC):
     """A transport whose only key is the analyzer's HPKE key, which the model cache holds:
     ``sealer`` takes that key as it is now, and the subclass's ``encode`` seals a row to it;
     nothing of its own to fetch, report, start or stop."""
@@ -124,11 +125,11 @@ class HpkeOnlyTransport:
     def sealer(self, task: str) -> HpkeSealer:
         return HpkeSealer(self, task, *hpke_key(self.cache))
 
+    @abstractmethod
     async def encode(self, task: str, randomizer: Randomizer, row: np.ndarray,
                      hpke_key_id: int, hpke_public_key: bytes) -> Encoded:
         """The randomized ``row`` of ``randomizer`` for ``task``, sealed to the analyzer's HPKE
         key ``hpke_key_id``/``hpke_public_key``; ValueError for a row that cannot be encoded."""
-        raise NotImplementedError
 
     def missing(self) -> list[str]:
         return []  # the HPKE config is the model cache's
@@ -138,9 +139,11 @@ class HpkeOnlyTransport:
 
     def start(self) -> None:
         """Nothing to fetch of its own."""
+        return None
 
     async def stop(self) -> None:
         """Nothing to stop."""
+        return None
 
 
 @dataclass(frozen=True)
