@@ -13,6 +13,7 @@ from privbandit.launcher import Cluster, local_cluster
 from tests.helpers import (
     SBLB_SCHEDULED,
     TASKS,
+    cluster_serving,
     only_tasks,
     patience,
     pg_schemas,
@@ -40,10 +41,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, e2e_config: Path) -> Itera
 
 
 @pytest.fixture
-def fresh_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
-    """A deployment of its own for one test (tests that crash services)."""
-    with local_cluster(tmp_path / "data", config=e2e_config, log_dir=tmp_path / "logs",
-                       timeout=patience(60)) as c:
+def fresh_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, e2e_config: Path
+) -> Iterator[Cluster]:
+    """A deployment of its own for one test (one whose counts must start from zero), serving
+    only the tasks of the test module's ``DRIVEN_TASKS`` (``tests.helpers.cluster_serving``)."""
+    with cluster_serving(tmp_path, tmp_path / "fresh.toml", e2e_config.read_text(),
+                         request.module.DRIVEN_TASKS) as c:
         yield c
 
 

@@ -39,6 +39,10 @@ from tests.helpers import (
 pytestmark = pytest.mark.slow
 
 
+# What ``fresh_cluster`` serves: the tasks this module's tests on it drive.
+DRIVEN_TASKS = [TASKS["ldp"], TASKS["shuffle"]]
+
+
 def test_demo_command_starts_fresh_services_and_writes_json(
     tmp_path: Path, e2e_config: Path
 ) -> None:
