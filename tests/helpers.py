@@ -454,6 +454,8 @@ SMALL_CONFIG = (
 E2E_CONFIG = f'shuffler_token = "{E2E_TOKEN}"\n' + SMALL_CONFIG
 
 TASKS = {"shuffle": "small-shuffle", "ldp": "small-ldp", "central": "small-central"}
+# Their batch lengths l (shuffle batches; pass-through tasks are batches of one).
+BATCH = {"shuffle": 20, "ldp": 1, "central": 1}
 # The crash tests' growing batch schedule (issue 22): 20, 40, 80, then 160 for ever (cumulative
 # 20, 60, 140, 300, 460, 620): a kill a fifth of the way into 600–700 users falls after batch 1
 # and before the cap. sblb's ε0 follows it from a central target of (1, 1e-6).
@@ -473,7 +475,6 @@ def with_policy(config: Path, task_id: str, out: Path, only: bool = False,
     text = tomli_w.dumps(data)
     out.write_text(only_tasks(text, [task_id]) if only else text)
     return out
-BATCH = {"shuffle": 20, "ldp": 1, "central": 1}
 
 
 def only_tasks(config_text: str, task_ids: Iterable[str]) -> str:
