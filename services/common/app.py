@@ -83,9 +83,14 @@ def build_app(
             # the whole heap (decide at 50 clients: p99 157 ms → 40 ms, BENCHMARKS "Load").
             # Only in a service process (``cli.serve`` sets the flag): a test process that builds
             # many apps must keep collecting what earlier ones left behind.
+            # A service's ``__main__`` turns the collector off before its first import, and it
+            # comes back on here: until now nearly everything allocated (modules, schemas, task
+            # set-up) stays alive, so the collections a start would trigger walk a growing heap
+            # to free almost nothing (a device's import and start: ~8 % of its CPU).
             if getattr(app.state, "freeze_gc", False):
                 gc.collect()
                 gc.freeze()
+                gc.enable()
             yield
 
     # No /docs or /redoc pages: FastAPI's load their scripts from a CDN, which a deployment

@@ -3,11 +3,14 @@ with uvicorn."""
 
 from __future__ import annotations
 
-from privbandit.services.common.cli import run_service
-from privbandit.services.shuffler.app import create_app
+import gc
 
 
 def main(argv: list[str] | None = None) -> None:
+    gc.disable()  # until started: ``services.common.app.build_app``'s lifespan says why
+    from privbandit.services.common.cli import run_service
+    from privbandit.services.shuffler.app import create_app
+
     run_service("shuffler", __doc__, create_app, argv, graceful_timeout=10)
 
 

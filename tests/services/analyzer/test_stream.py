@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from privbandit.launcher import free_ports
-from privbandit.services.analyzer.__main__ import build_server
 from privbandit.services.analyzer.app import create_app
+from privbandit.services.analyzer.server import build_server
 from privbandit.shared.protocol.messages import ModelMessage
 from privbandit.shared.settings import Settings
 from tests.helpers import TOKEN, auth, patience, report_maker

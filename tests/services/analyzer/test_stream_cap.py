@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from privbandit.services.analyzer.__main__ import build_server
 from privbandit.services.analyzer.app import create_app
+from privbandit.services.analyzer.server import build_server
 from privbandit.shared.settings import Limits
 from tests.helpers import error, eventually, make_settings, patience
 from tests.services.analyzer.support import next_event

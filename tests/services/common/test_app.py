@@ -116,7 +116,8 @@ async def test_a_service_process_freezes_its_startup_heap_and_a_test_app_does_no
     tmp_path: Path,
 ) -> None:
     """``cli.serve`` flags the app: once its runtime is up, what is alive is frozen out of the
-    garbage collector (full collections under load stop walking it); an app built without the
+    garbage collector (full collections under load stop walking it), and the collector, which a
+    service's ``__main__`` turned off for its start, is on again; an app built without the
     flag (tests, embedding) leaves the collector alone."""
     gc.unfreeze()
     try:
@@ -124,9 +125,12 @@ async def test_a_service_process_freezes_its_startup_heap_and_a_test_app_does_no
             assert gc.get_freeze_count() == 0
         app = probe_app(tmp_path, [])
         app.state.freeze_gc = True  # type: ignore[attr-defined]
+        gc.disable()
         async with running(app):  # type: ignore[arg-type]
             assert gc.get_freeze_count() > 10_000
+            assert gc.isenabled()
     finally:
+        gc.enable()
         gc.unfreeze()
 
 
