@@ -81,8 +81,9 @@ def build_app(
             # Under load, the objects of requests that wait for a commit survive the young
             # generations and trigger full collections; without the freeze each of those walked
             # the whole heap (decide at 50 clients: p99 157 ms → 40 ms, BENCHMARKS "Load").
-            # Only in a service process (``cli.serve`` sets the flag): a test process that builds
-            # many apps must keep collecting what earlier ones left behind.
+            # Only in a service process (``cli.serve`` and the analyzer's ``__main__`` set the
+            # flag): a test process that builds many apps must keep collecting what earlier
+            # ones left behind.
             # A service's ``__main__`` turns the collector off before its first import, and it
             # comes back on here: until now nearly everything allocated (modules, schemas, task
             # set-up) stays alive, so the collections a start would trigger walk a growing heap

@@ -99,12 +99,32 @@ def released_pair(f: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
     return high * f_here + low * f_prev, low * f_here + high * f_prev
 
 
-def hockey_stick(p_mass: np.ndarray, q_mass: np.ndarray, eps_grid: np.ndarray) -> np.ndarray:
-    """δ(ε) = Σ_k max(0, P(k) - e^ε Q(k)) at every ε of ``eps_grid`` (P, Q sub-probabilities).
+class EpsGrid:
+    """An ascending grid of ε with e^ε, computed once for the many hockey-stick evaluations of
+    one profile (two per block of a, and a profile has up to thousands of blocks)."""
+
+    __slots__ = ("eps", "exp")
+
+    def __init__(self, eps: np.ndarray) -> None:
+        eps = np.asarray(eps, dtype=float)
+        if eps.ndim != 1 or not np.all(eps[1:] > eps[:-1]):
+            raise ValueError("the ε grid must be one-dimensional and strictly increasing")
+        self.eps = eps
+        self.exp = np.exp(eps)
+
+
+def hockey_stick(p_mass: np.ndarray, q_mass: np.ndarray,
+                 eps_grid: np.ndarray | EpsGrid) -> np.ndarray:
+    """δ(ε) = Σ_k max(0, P(k) - e^ε Q(k)) at every ε of ``eps_grid`` (P, Q sub-probabilities;
+    the grid ascending).
 
     Sort outcomes by privacy loss log(P/Q) (descending); the positive part at ε is the set of
-    outcomes with loss > ε, so δ(ε) = ΣP - e^ε ΣQ over that prefix.
+    outcomes with loss > ε, so δ(ε) = ΣP - e^ε ΣQ over that prefix. The prefix length falls
+    from n to 0 along the grid, one step at each outcome's loss: the grid is cut into n + 1 runs
+    where it is constant, instead of searching the n losses for each of the grid's points (the
+    grid has 2ε_bit/DISCRETIZATION points, tens of thousands, the losses O(√l)).
     """
+    grid = eps_grid if isinstance(eps_grid, EpsGrid) else EpsGrid(eps_grid)
     keep = p_mass > 0.0
     p_mass, q_mass = p_mass[keep], q_mass[keep]
     with np.errstate(divide="ignore"):
@@ -120,13 +140,21 @@ def hockey_stick(p_mass: np.ndarray, q_mass: np.ndarray, eps_grid: np.ndarray) -
         loss, p_mass, q_mass = loss[order], p_mass[order], q_mass[order]
     cum_p = np.concatenate([[0.0], np.cumsum(p_mass)])
     cum_q = np.concatenate([[0.0], np.cumsum(q_mass)])
-    count = np.searchsorted(-loss, -eps_grid, side="left")  # number of outcomes with loss > ε
-    return np.maximum(cum_p[count] - np.exp(eps_grid) * cum_q[count], 0.0)
+    # below[k]: the grid points under loss_k (non-increasing in k). The prefix has n outcomes
+    # on the grid's first below[n−1] points, then n − 1 up to below[n−2], …, 0 from below[0].
+    below = np.searchsorted(grid.eps, loss, side="left")
+    runs = np.diff(np.concatenate([[0], below[::-1], [grid.eps.shape[0]]]))
+    delta = np.repeat(cum_q[::-1], runs)
+    np.multiply(grid.exp, delta, out=delta)
+    np.subtract(np.repeat(cum_p[::-1], runs), delta, out=delta)
+    return np.maximum(delta, 0.0, out=delta)
 
 
-def block_profile(p: float, l: int, a0: int, g: int, eps_grid: np.ndarray) -> np.ndarray:
+def block_profile(p: float, l: int, a0: int, g: int,
+                  eps_grid: np.ndarray | EpsGrid) -> np.ndarray:
     """Upper bound on δ_a(ε), both orders, for every a in [a0, a0 + g] (module docstring;
     g = 0: δ_{a0} itself, up to the tail masses)."""
+    grid = eps_grid if isinstance(eps_grid, EpsGrid) else EpsGrid(eps_grid)
     q = 0.5 * p
     ones = l - 1 - a0 - g
     _, f_zeros = _window(a0, q)
@@ -142,18 +170,20 @@ def block_profile(p: float, l: int, a0: int, g: int, eps_grid: np.ndarray) -> np
             f = np.convolve(f, _window(m1, 0.5)[1])
             cut += TAIL_MASS
     big_p, big_q = released_pair(f, p)
-    both = np.maximum(hockey_stick(big_p, big_q, eps_grid), hockey_stick(big_q, big_p, eps_grid))
-    return np.minimum(both + cut, 1.0)
+    both = hockey_stick(big_p, big_q, grid)
+    np.maximum(both, hockey_stick(big_q, big_p, grid), out=both)
+    both += cut
+    return np.minimum(both, 1.0, out=both)
 
 
 @functools.lru_cache(maxsize=512)
 def _profile(p: float, l: int, grid: tuple[float, ...], size: int) -> np.ndarray:
-    eps_grid = np.array(grid)
-    envelope = np.zeros_like(eps_grid)
+    eps_grid = EpsGrid(np.array(grid))
+    envelope = np.zeros_like(eps_grid.eps)
     for a0 in range(0, (l - 1) // 2 + 1, size):
         # the last block may reach past (l − 1)/2: its bound covers those a too, harmlessly
         g = min(size - 1, l - 1 - a0)
-        envelope = np.maximum(envelope, block_profile(p, l, a0, g, eps_grid))
+        np.maximum(envelope, block_profile(p, l, a0, g, eps_grid), out=envelope)
     envelope.setflags(write=False)
     return envelope
 

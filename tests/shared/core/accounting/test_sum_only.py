@@ -26,8 +26,10 @@ from privbandit.shared.core.accounting.sum_only import (
     sum_only_min_batch,
 )
 from privbandit.shared.core.accounting.sum_only_worst_case import (
+    EpsGrid,
     block_profile,
     block_size,
+    hockey_stick,
     worst_case_profile,
 )
 
@@ -216,6 +218,36 @@ def brute_profile(l: int, eps_bit: float, a_values: range, grid: np.ndarray) -> 
         for i, eps in enumerate(grid):
             best[i] = max(best[i], hockey(own0, own1, eps), hockey(own1, own0, eps))
     return best
+
+
+def test_hockey_stick_is_the_sum_at_each_grid_point_bit_for_bit() -> None:
+    """Cutting the grid into runs of a constant prefix gives, bit for bit, Σ over the outcomes
+    with loss > ε of P − e^ε Q at each ε (clipped at 0), the prefix found by a search per grid
+    point: on random sub-probabilities (zeros, unsorted losses, infinite ones where Q = 0) and
+    grids that hit some losses exactly."""
+    rng = np.random.default_rng(3)
+    for i in range(2000):
+        k = int(rng.integers(1, 40))
+        p, q = rng.random(k) * (rng.random(k) > 0.2), rng.random(k) * (rng.random(k) > 0.2)
+        grid = np.unique(rng.uniform(-3, 3, int(rng.integers(1, 300))))
+        keep = p > 0
+        with np.errstate(divide="ignore"):
+            loss = np.log(p[keep]) - np.log(q[keep])
+        if i % 4 == 0:
+            grid = np.unique(np.concatenate([grid, loss[np.isfinite(loss)][:3]]))
+        order = np.argsort(-loss, kind="stable")
+        cum_p = np.concatenate([[0.0], np.cumsum(p[keep][order])])
+        cum_q = np.concatenate([[0.0], np.cumsum(q[keep][order])])
+        prefix = np.searchsorted(-loss[order], -grid, side="left")
+        want = np.maximum(cum_p[prefix] - np.exp(grid) * cum_q[prefix], 0.0)
+        got = hockey_stick(p, q, EpsGrid(grid) if i % 2 else grid)
+        if np.all(loss[1:] >= loss[:-1]) and not np.all(loss[1:] <= loss[:-1]):
+            # a rising order is reversed rather than sorted: tied losses may add in another order
+            assert got == pytest.approx(want, rel=1e-12, abs=1e-300)
+        else:
+            assert np.array_equal(got.view(np.int64), want.view(np.int64)), i
+    with pytest.raises(ValueError, match="increasing"):
+        EpsGrid(np.array([0.0, 0.2, 0.1]))
 
 
 @pytest.mark.parametrize(("l", "eps_bit", "a0", "g"), [(60, 0.5, 0, 9), (60, 0.5, 20, 9),
