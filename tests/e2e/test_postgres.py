@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import secrets
 import signal
 import time
@@ -32,6 +33,7 @@ from privbandit.shared.protocol.messages import (
 from tests.helpers import (
     PG_SERVER,
     TOKEN,
+    ReportMaker,
     analyzer_totals,
     deadline,
     eventually,
@@ -206,54 +208,107 @@ async def test_kill_9_campaign_of_replicas_and_the_active_analyzer(
         active = cluster["analyzer"]
         standby = ServiceProcess("analyzer", active.port, log_path=tmp_path / "logs" / "sb.log")
         standby.start(env, cluster.python)
-        urls = [s.url for s in cluster.shufflers]
-        kills = {"shuffler": 0, "analyzer": 0}
-        takeovers: list[float] = []
-        async with httpx.AsyncClient(timeout=patience(5)) as client:
-            hpke = HpkeConfig.model_validate(
-                (await client.get(f"{active.url}/v1/hpke-config")).json())
-            make = report_maker(hpke, seed=5)
-            sent = {"shuf": make(SHUF, 400), "loc": make(LOC, 60)}
-            up = Uploader(urls, client)
-            started = time.monotonic()
+        try:
+            await _campaign(tmp_path, cluster, pg_url, rng, env, active, standby)
+        finally:  # the two analyzers live outside the cluster's context: never leave one behind
+            standby.kill()
+            active.kill()
 
-            async def killer() -> None:
-                nonlocal active, standby
-                for i in range(20):
-                    await asyncio.sleep(float(rng.uniform(0.1, 0.6)))
-                    if i % 4 == 3:  # the active analyzer: its standby must take over
-                        active.kill()
-                        kills["analyzer"] += 1
-                        t0 = time.monotonic()
-                        active, standby = standby, active
-                        await asyncio.to_thread(active.wait_healthy, patience(20))
-                        takeovers.append(time.monotonic() - t0)
-                        standby.start(env, cluster.python)  # the killed one is the new standby
-                    else:
-                        victim = cluster.shufflers[int(rng.integers(len(urls)))]
-                        if victim.alive():
-                            victim.kill()
-                            kills["shuffler"] += 1
-                        victim.start(env, cluster.python)  # restarts, no wait
-                    assert time.monotonic() - started < patience(120), "campaign hung (watchdog)"
 
-            # A hang bound like the watchdog's, not a speed claim: under load the restarts
-            # made the uploads outlast 45 s (and 3 × 45 s beside busy processes).
-            await asyncio.gather(killer(), up.send_all(sent, timeout=120))
-            for svc in cluster.shufflers:
-                await asyncio.to_thread(svc.wait_healthy, patience(20))
-            assert sum(kills.values()) >= 20 and kills["analyzer"] >= 5, kills
-            assert up.retries > 0, "the kills should have interrupted some uploads"
-            # The standby was serving within seconds of each kill.
-            assert max(takeovers) < patience(10), takeovers
-            await reconcile(client, cluster, pg_url, sent, timeout=30)
-        # Batches of killed replicas were finished by others (same ids: counted once above).
-        logs = "".join(p.read_text(errors="replace")
-                       for p in (tmp_path / "logs").glob("shuffler*.log"))
-        assert "took over" in logs
-        # A standby asked to stop while it waits stops (SIGTERM), it is not left to SIGKILL.
-        assert standby.stop(timeout=patience(10)) != -signal.SIGKILL
-        active.kill()
+async def _campaign(
+    tmp_path: Path, cluster: Cluster, pg_url: str, rng: np.random.Generator,
+    env: dict[str, str], active: ServiceProcess, standby: ServiceProcess,
+) -> None:
+    urls = [s.url for s in cluster.shufflers]
+    kills = {"shuffler": 0, "analyzer": 0}
+    takeovers: list[float] = []
+    async with httpx.AsyncClient(timeout=patience(5)) as client:
+        hpke = HpkeConfig.model_validate(
+            (await client.get(f"{active.url}/v1/hpke-config")).json())
+        make = report_maker(hpke, seed=5)
+        sent = {"shuf": make(SHUF, 400), "loc": make(LOC, 60)}
+        up = Uploader(urls, client)
+        started = time.monotonic()
+
+        async def killer() -> None:
+            nonlocal active, standby
+            for i in range(20):
+                await asyncio.sleep(float(rng.uniform(0.1, 0.6)))
+                if i % 4 == 3:  # the active analyzer: its standby must take over
+                    active.kill()
+                    kills["analyzer"] += 1
+                    t0 = time.monotonic()
+                    active, standby = standby, active
+                    await asyncio.to_thread(active.wait_healthy, patience(20))
+                    takeovers.append(time.monotonic() - t0)
+                    standby.start(env, cluster.python)  # the killed one is the new standby
+                else:
+                    victim = cluster.shufflers[int(rng.integers(len(urls)))]
+                    if victim.alive():
+                        victim.kill()
+                        kills["shuffler"] += 1
+                    victim.start(env, cluster.python)  # restarts, no wait
+                assert time.monotonic() - started < patience(120), "campaign hung (watchdog)"
+
+        # A hang bound like the watchdog's, not a speed claim: under load the restarts
+        # made the uploads outlast 45 s (and 3 × 45 s beside busy processes).
+        await asyncio.gather(killer(), up.send_all(sent, timeout=120))
+        for svc in cluster.shufflers:
+            await asyncio.to_thread(svc.wait_healthy, patience(20))
+        assert sum(kills.values()) >= 20 and kills["analyzer"] >= 5, kills
+        assert up.retries > 0, "the kills should have interrupted some uploads"
+        # The standby was serving within seconds of each kill.
+        assert max(takeovers) < patience(10), takeovers
+        await reconcile(client, cluster, pg_url, sent, timeout=30)
+        sent["shuf"] += await _a_batch_left_by_a_dead_replica(client, cluster, pg_url, make,
+                                                               active, env)
+        await reconcile(client, cluster, pg_url, sent, timeout=30)
+    # A standby asked to stop while it waits stops (SIGTERM), it is not left to SIGKILL.
+    assert standby.stop(timeout=patience(10)) != -signal.SIGKILL
+
+
+async def _a_batch_left_by_a_dead_replica(
+    client: httpx.AsyncClient, cluster: Cluster, pg_url: str, make: ReportMaker,
+    analyzer: ServiceProcess, env: dict[str, str],
+) -> list[EncryptedReport]:
+    """A replica killed while it owns an unacknowledged batch: the other takes it over (same
+    id, so counted once whichever delivery lands). Made certain rather than left to the
+    campaign's timing: the analyzer is paused (SIGSTOP; it keeps its lock, so the standby
+    waits) so the batch stays unacknowledged, and the other replica is down while the batch
+    forms, so its owner is known. The reports sent (to reconcile)."""
+    import psycopg
+
+    owner, heir = cluster.shufflers
+    heir.kill()
+    log = heir.log_path
+    assert analyzer.pid is not None and log is not None
+    os.kill(analyzer.pid, signal.SIGSTOP)
+    try:
+        extra = make(SHUF, 5)  # one batch (l = 5); the campaign left none pending (400 = 80 l)
+        await Uploader([owner.url], client).send_all({"shuf": extra}, timeout=30)
+
+        async def unacked() -> bool:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT count(*) FROM shuffler_batches WHERE NOT acked").fetchone()
+            return row is not None and row[0] == 1
+
+        await eventually(unacked, timeout=20, what="the owner's batch formed, unacknowledged")
+        owner.kill()
+    finally:
+        os.kill(analyzer.pid, signal.SIGCONT)
+    seen = log.stat().st_size  # the campaign may have logged takeovers of its own
+    heir.start(env, cluster.python)
+    await asyncio.to_thread(heir.wait_healthy, patience(20))
+
+    async def took_over() -> bool:
+        with log.open("rb") as f:
+            f.seek(seen)
+            return b"took over 1 batch(es)" in f.read()
+
+    # The owner's heartbeat is stale after replica_timeout (2 s), then the heir's next look.
+    await eventually(took_over, timeout=20, what="the other replica taking the batch over")
+    return extra
 
 
 def test_a_wrong_url_or_a_server_that_is_down_refuses_to_start(tmp_path: Path) -> None:
