@@ -307,7 +307,13 @@ def test_demo_shuffle_runs_its_schedule_end_to_end(
     assert rec["feedbacks_sent"] == rec["reports_accepted"] == users
     assert (rec["reports_counted"], rec["reports_pending"], rec["batches"]) == (
         sum(sizes), users - sum(sizes), len(sizes))
-    assert rec["reports_refused"] == 0 and rec["model_versions"] >= len(sizes)
+    # A model is published after every batch whose successor has another length (it announces
+    # it: ScheduledBatchPolicy._must_publish); after the last, whose successor keeps the cap of
+    # 400, only if det Ṽ grew by 1 + η, which the noise decides (not met in 1 of 300 simulator
+    # runs of this task).
+    changes = sum(DEMO_SCHEDULE.size(k + 1) != s for k, s in enumerate(sizes))
+    assert changes == 3
+    assert rec["reports_refused"] == 0 and rec["model_versions"] >= changes
     totals = analyzer_totals(data, DEMO_SHUFFLE)
     assert sorted(totals["per_batch"]) == sizes and totals["rejected"] == 0
     assert shuffler_batches(data, DEMO_SHUFFLE) == dict(enumerate(sizes))
