@@ -30,9 +30,11 @@ simulate: $(RUNTIME)
 	$(BIN)/privbandit simulate --algo sblb --env linear --d 5 --K 20 --T 1000000 --runs 3 --seed 1 \
 		--json out/simulate.json --plot out/simulate.png
 
-# The tests on pytest-xdist workers, one per core (tests that share a deployment share an xdist
-# group; the slow ones start first). Two per core was measured slower on a quiet machine (377 s
-# against 351 s for pytest, BENCHMARKS.md, issue 21): the suite keeps the cores busy.
+# The tests on pytest-xdist workers, one more than the cores (tests that share a deployment share
+# an xdist group; the slow ones start first). A worker whose test waits on its services (a restart,
+# a kill campaign's pauses, a settling demo) leaves its core idle; one worker per core kept the
+# cores 70-85 % busy. Measured on a quiet 2-core machine (BENCHMARKS.md, issue 21, session 16):
+# 2 workers 279-293 s, 3 workers 257 s (twice), 4 workers 271 s.
 # Their waits are deadlines times PRIVBANDIT_TEST_TIME_SCALE: generous here, so that a busy
 # machine is given time rather than failing (a wait bounds a hang; it asserts no speed).
 # The suite starts about 130 Python processes (services, CLI runs): with bytecode caching off
@@ -40,7 +42,7 @@ simulate: $(RUNTIME)
 # and each xdist worker would rewrite every test module's asserts. The tests write it to the
 # __pycache__ folders git ignores, as Python does by default.
 PRIVBANDIT_TEST_TIME_SCALE ?= 3
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	# Type check of shared/, services/ and privbandit/ (scope and strictness: [tool.mypy]), run
