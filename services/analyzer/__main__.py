@@ -10,7 +10,12 @@ def main(argv: list[str] | None = None) -> None:
     gc.disable()  # until started: ``services.common.app.build_app``'s lifespan says why
     from privbandit.services.analyzer.app import create_app
     from privbandit.services.analyzer.server import build_server
-    from privbandit.services.common.cli import build_or_exit, service_args, setup_logging
+    from privbandit.services.common.cli import (
+        build_or_exit,
+        service_args,
+        setup_logging,
+        single_threaded_blas,
+    )
     from privbandit.shared.settings import Settings
 
     settings = Settings()
@@ -18,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     setup_logging(settings)
     app = build_or_exit("analyzer", lambda: create_app(settings, init=args.init))
     app.state.freeze_gc = True  # a service process (as ``cli.serve`` flags the others)
+    single_threaded_blas()  # as ``cli.serve`` limits the others: whatever the environment says
     server = build_server(app, args.host, args.port, settings.log_level,
                           access_log=args.access_log)
     server.run()

@@ -112,6 +112,11 @@ class EpsGrid:
         self.eps = eps
         self.exp = np.exp(eps)
 
+    @classmethod
+    def of(cls, grid: np.ndarray | EpsGrid) -> EpsGrid:
+        """``grid`` itself if it is one, else the grid of its values."""
+        return grid if isinstance(grid, EpsGrid) else cls(grid)
+
 
 def hockey_stick(p_mass: np.ndarray, q_mass: np.ndarray,
                  eps_grid: np.ndarray | EpsGrid) -> np.ndarray:
@@ -124,7 +129,7 @@ def hockey_stick(p_mass: np.ndarray, q_mass: np.ndarray,
     where it is constant, instead of searching the n losses for each of the grid's points (the
     grid has 2ε_bit/DISCRETIZATION points, tens of thousands, the losses O(√l)).
     """
-    grid = eps_grid if isinstance(eps_grid, EpsGrid) else EpsGrid(eps_grid)
+    grid = EpsGrid.of(eps_grid)
     keep = p_mass > 0.0
     p_mass, q_mass = p_mass[keep], q_mass[keep]
     with np.errstate(divide="ignore"):
@@ -154,7 +159,7 @@ def block_profile(p: float, l: int, a0: int, g: int,
                   eps_grid: np.ndarray | EpsGrid) -> np.ndarray:
     """Upper bound on δ_a(ε), both orders, for every a in [a0, a0 + g] (module docstring;
     g = 0: δ_{a0} itself, up to the tail masses)."""
-    grid = eps_grid if isinstance(eps_grid, EpsGrid) else EpsGrid(eps_grid)
+    grid = EpsGrid.of(eps_grid)
     q = 0.5 * p
     ones = l - 1 - a0 - g
     _, f_zeros = _window(a0, q)
