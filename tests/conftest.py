@@ -77,6 +77,19 @@ def on_shared_cluster(item: pytest.Item) -> bool:
     return bool(defs) and defs[-1].scope == "package"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The test database's catalog vacuumed once per run, by the controller (not each xdist
+    worker): ``tests.pg_server.vacuum_catalog`` says why."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from tests.pg_server import vacuum_catalog
+
+    why = vacuum_catalog()
+    if why is not None:
+        session.config.issue_config_time_warning(
+            pytest.PytestWarning(f"PostgreSQL catalog not vacuumed: {why}"), stacklevel=2)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The ``slow`` tests first, each group in its collected order: the workers take work in
     this order, so the long e2e and statistical tests start at once and the short ones fill the

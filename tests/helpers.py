@@ -57,6 +57,7 @@ from privbandit.shared.protocol.messages import (
 )
 from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
 from privbandit.shared.settings import DeviceTiming, Retry, Settings, TaskConfig
+from tests.pg_server import PG_SERVER  # re-exported: the tests' server (trust authentication)
 
 # Every wait and deadline in the tests is its nominal time times this factor, so that a slow or
 # busy machine is given time rather than failing; a wait only bounds a hang, it asserts nothing
@@ -145,8 +146,6 @@ FAST_DEVICE = DeviceTiming(
 )
 
 
-# The PostgreSQL server of the tests (trust authentication; also in CI).
-PG_SERVER = os.environ.get("PRIVBANDIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 # Stores ``make_settings`` gives the analyzer and the shuffler unless told: set per test by the
 # ``store`` fixture of the store-parametrised test packages (``"sqlite"`` or a schema's URL).
 STORES: dict[str, str] = {}
