@@ -11,7 +11,10 @@ Used by the ``ldp`` threat model (Zheng et al. Alg. 5 adds Gaussian noise on the
 
 from __future__ import annotations
 
+import functools
 import math
+
+from privbandit.shared.core.accounting.search import brentq
 
 
 def _check(eps: float, sensitivity: float) -> None:
@@ -50,12 +53,15 @@ def gaussian_delta(eps: float, sigma: float, sensitivity: float) -> float:
     return math.exp(_log_gaussian_delta(eps, sigma, sensitivity))
 
 
+@functools.lru_cache(maxsize=256)
 def gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     """Smallest σ with ``gaussian_delta(ε, σ, Δ) ≤ δ`` (Balle–Wang Algorithm 1, by root finding).
 
     δ(ε; σ) is strictly decreasing in σ, so the root of log δ(ε; σ) = log δ in log σ is unique.
-    Brent's method in log space finds it to machine precision; the result is then nudged up by
-    ulps until the inequality holds, so the returned σ is always sufficient.
+    Brent's method in log space (``search.brentq``, scipy's iteration) finds it to machine
+    precision; the result is then nudged up by ulps until the inequality holds, so the returned σ
+    is always sufficient. Cached: a process asks for the same few calibrations again and again
+    (one per randomizer built), and the answer is a pure function of the three floats.
     """
     _check(eps, sensitivity)
     if not 0.0 < delta < 1.0:
@@ -72,8 +78,6 @@ def gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
     hi = math.log(sensitivity)
     while f(hi) > 0.0:
         hi += 2.0
-    from scipy.optimize import brentq  # here: scipy.optimize costs a second of start-up
-
     root = brentq(f, lo, hi, xtol=1e-15, rtol=4.0 * 2.0**-52, maxiter=500)
     sigma = math.exp(root)
     while _log_gaussian_delta(eps, sigma, sensitivity) > log_target:

@@ -1,9 +1,11 @@
 """Monotone searches for the inverse privacy questions: the smallest batch size meeting a target
 (integers), the largest ε0 meeting it and the smallest admissible ε (reals, by bisection), and
-a root bracket shrunk by regula falsi (``illinois``) where each evaluation is costly."""
+a root bracket shrunk by regula falsi (``illinois``) where each evaluation is costly, and
+Brent's root finder (``brentq``) where evaluations are cheap and the root is wanted to the ulp."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 
@@ -122,3 +124,58 @@ def illinois(
             side = 1
         it += 1
     return lo, g_lo, hi, g_hi
+
+
+def brentq(f: Callable[[float], float], a: float, b: float, xtol: float, rtol: float,
+           maxiter: int) -> float:
+    """A root of f in [a, b] (f(a), f(b) of opposite signs) by Brent's method (Brent 1973, ch. 4:
+    inverse quadratic interpolation or secant steps, falling back to bisection), returned when the
+    bracket is narrower than xtol + rtol·|x|.
+
+    The same iteration, in the same order of floating-point operations, as
+    ``scipy.optimize.brentq`` (scipy's ``Zeros/brentq.c``, BSD-3-Clause), so its root is the same
+    float (``tests/shared/core/accounting/test_search.py`` compares the two on thousands of
+    functions). It is here because ``scipy.optimize`` costs ~0.5 s of CPU to import, paid by
+    every process that calibrates a Gaussian mechanism (``gaussian.gaussian_sigma``) for one root.
+    """
+    xpre, xcur = a, b
+    xblk = fblk = spre = scur = 0.0
+    fpre, fcur = f(xpre), f(xcur)
+    if math.isnan(fpre) or math.isnan(fcur):
+        raise ValueError("f is NaN at an end of the bracket")
+    if fpre * fcur > 0:
+        raise ValueError("f(a) and f(b) must have different signs")
+    if fpre == 0:
+        return xpre
+    if fcur == 0:
+        return xcur
+    for _ in range(maxiter):
+        if fpre != 0 and fcur != 0 and math.copysign(1.0, fpre) != math.copysign(1.0, fcur):
+            xblk, fblk = xpre, fpre
+            spre = scur = xcur - xpre
+        if abs(fblk) < abs(fcur):  # the best estimate is the end with the smaller |f|
+            xpre, xcur, xblk = xcur, xblk, xcur
+            fpre, fcur, fblk = fcur, fblk, fcur
+        delta = (xtol + rtol * abs(xcur)) / 2
+        sbis = (xblk - xcur) / 2
+        if fcur == 0 or abs(sbis) < delta:
+            return xcur
+        if abs(spre) > delta and abs(fcur) < abs(fpre):
+            if xpre == xblk:  # secant
+                stry = -fcur * (xcur - xpre) / (fcur - fpre)
+            else:  # inverse quadratic interpolation
+                dpre = (fpre - fcur) / (xpre - xcur)
+                dblk = (fblk - fcur) / (xblk - xcur)
+                stry = -fcur * (fblk * dblk - fpre * dpre) / (dblk * dpre * (fblk - fpre))
+            if 2 * abs(stry) < min(abs(spre), 3 * abs(sbis) - delta):
+                spre, scur = scur, stry  # the interpolation step is accepted
+            else:
+                spre, scur = sbis, sbis  # bisection
+        else:
+            spre, scur = sbis, sbis
+        xpre, fpre = xcur, fcur
+        xcur += scur if abs(scur) > delta else (delta if sbis > 0 else -delta)
+        fcur = f(xcur)
+        if math.isnan(fcur):
+            raise ValueError(f"f is NaN at {xcur}")
+    raise RuntimeError(f"Brent's method did not converge in {maxiter} iterations")
