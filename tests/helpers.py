@@ -663,8 +663,21 @@ def run_with_backend_crash(
         events.append(f"killed at {sum(d.done for d in drivers.values())}")
         done = await phase(drivers, gates, users // 5)
         async with httpx.AsyncClient(timeout=patience(5)) as c:
-            st = (await c.get(f"{urls['device']}/v1/status")).json()
-        assert st["outbox_pending"] > 0, st
+            async def status() -> dict[str, Any]:
+                return (await c.get(f"{urls['device']}/v1/status")).json()
+
+            st = await status()
+            if len(cluster.shufflers) == 1:
+                # No shuffler answers: this phase's feedbacks wait in the durable outbox.
+                assert st["outbox_pending"] > 0, st
+            else:
+                # A replica survives (PostgreSQL): the device fails over and delivers every
+                # feedback to it while the killed one is down. How much was still pending at
+                # the first look is timing (under load the outbox had drained already).
+                async def drained() -> bool:
+                    return (await status())["outbox_pending"] == 0
+
+                await eventually(drained, 30.0, "the outbox to drain to the surviving replica")
         events.append(f"outbox {st['outbox_pending']} at {done}")
         for g in gates.values():
             g.cap = None
