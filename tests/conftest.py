@@ -21,6 +21,8 @@ groups by module path.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
 import pytest
@@ -75,6 +77,22 @@ def on_shared_cluster(item: pytest.Item) -> bool:
     info = getattr(item, "_fixtureinfo", None)
     defs = info.name2fixturedefs.get("cluster") if info is not None else None
     return bool(defs) and defs[-1].scope == "package"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One accountant memo for the run (``accounting.memo``), made by the controller before its
+    xdist workers start, so that they and every process they start share it: a scheduled sblb
+    task's ε0 searches and ledgers are the same pure figures in each test's analyzer, devices
+    and demo, computed once per run rather than in every process. It starts empty (a run never
+    reads another run's figures) and is removed at the end; a run that sets
+    ``PRIVBANDIT_ACCOUNTING_CACHE`` itself keeps its own."""
+    from privbandit.shared.core.accounting.memo import ENV
+
+    if hasattr(config, "workerinput") or os.environ.get(ENV):
+        return
+    root = tempfile.mkdtemp(prefix="privbandit-accounting-memo-")
+    os.environ[ENV] = root
+    config.add_cleanup(lambda: (os.environ.pop(ENV, None), shutil.rmtree(root, True)))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

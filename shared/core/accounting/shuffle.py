@@ -60,6 +60,7 @@ import numpy as np
 
 from privbandit.shared.core.accounting import binom
 from privbandit.shared.core.accounting.binomial import truncated_binomial
+from privbandit.shared.core.accounting.memo import remembered
 from privbandit.shared.core.accounting.search import (
     Bracket,
     bisect_boundary,
@@ -171,6 +172,15 @@ def shuffle_epsilon(eps0: float, n: int, delta: float) -> float:
     tail = _tail_mass(delta)
     if n == 1:
         return eps0
+    # A pure function asked at the same arguments by every process that builds a shuffle task
+    # (the ε0 searches and the ledgers): remembered across processes under
+    # ``PRIVBANDIT_ACCOUNTING_CACHE`` (``memo``).
+    return remembered("shuffle_epsilon", (float(eps0), int(n), float(delta)),
+                      lambda: _shuffle_epsilon(eps0, n, delta, tail))
+
+
+def _shuffle_epsilon(eps0: float, n: int, delta: float, tail: float) -> float:
+    """``shuffle_epsilon`` computed (n ≥ 2, ``tail`` = ``_tail_mass(delta)``)."""
 
     def ok(e: float) -> bool:
         return shuffle_delta(e, eps0, n, tail_mass=tail) <= delta
@@ -213,7 +223,9 @@ def shuffle_max_eps0(target_eps: float, n: int, delta: float) -> float:
         return shuffle_delta(target_eps, e0, n, tail_mass=tail) <= delta
 
     # ε0 ≤ target is always admissible; above about 1e4, C would be ≡ 0 (no amplification).
-    return largest_satisfying(ok, target_eps, 1e-7)
+    # Remembered across processes, as ``shuffle_epsilon`` (the start of every ε0 search).
+    return remembered("shuffle_max_eps0", (float(target_eps), int(n), float(delta)),
+                      lambda: largest_satisfying(ok, target_eps, 1e-7))
 
 
 def shuffle_min_batch(

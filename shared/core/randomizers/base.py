@@ -12,6 +12,7 @@ The analyzer never looks at rows individually for the noisy mechanisms: it sums 
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,9 +21,17 @@ from typing import Protocol
 import numpy as np
 
 
+@functools.lru_cache(maxsize=64)
 def upper_indices(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row/column indices of the upper triangle (diagonal included) of a d×d matrix."""
-    return np.triu_indices(d)
+    """Row/column indices of the upper triangle (diagonal included) of a d×d matrix.
+
+    Remembered per d, read-only: every report row and estimate of the linear randomizers asks
+    for them (``np.triu_indices`` builds a d×d mask each time: 4 % of the in-process tests'
+    CPU)."""
+    rows, cols = np.triu_indices(d)
+    rows.flags.writeable = False
+    cols.flags.writeable = False
+    return rows, cols
 
 
 def symmetric_from_upper(vals: np.ndarray, d: int) -> np.ndarray:
