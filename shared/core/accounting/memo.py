@@ -1,13 +1,14 @@
 """A directory of remembered accountant figures, shared by processes (opt-in).
 
 The schedule accountant (``shuffle_schedule``) asks the same pure questions in every process
-that builds a scheduled sblb task: the ε0 search and the ledger evaluate
+that builds a scheduled sblb task: its ε0 searches and its ledgers evaluate
 
-    central(ε0, l, δ, d, m, aggregation)   (``shuffle_schedule.central_epsilon``)
+    sum_only_epsilon(ε0, l, δ, d, m)   (``sum_only``: the released batch sums)
+    shuffle_epsilon(ε0, l, δ), shuffle_max_eps0(ε, l, δ)   (``shuffle``: whole reports, FMT)
 
 at the same arguments on the analyzer, on each device and in the demo's simulator reference;
-under the secure sum one evaluation is a worst-case PLD composed by FFT (0.1–0.3 s, and the
-first one imports dp-accounting and scipy's signal and stats packages, ≈ 1.7 s). A restarted
+one ``sum_only_epsilon`` is a worst-case PLD composed by FFT (0.1–0.3 s, and the first one
+imports dp-accounting and scipy's signal and stats packages, ≈ 1.7 s). A restarted
 service asks them all again. With ``PRIVBANDIT_ACCOUNTING_CACHE`` naming a directory, each answer
 is kept there once, as JSON, and read back by every later process.
 
@@ -61,6 +62,11 @@ def accountant_version() -> str:
     return h.hexdigest()[:32]
 
 
+def _is_figure(value: object) -> bool:
+    """What a remembered figure may be: a finite float ≥ 0 (an ε)."""
+    return isinstance(value, float) and math.isfinite(value) and value >= 0
+
+
 class Memo:
     """Remembered figures under ``root``: one JSON file per (function, arguments, version)."""
 
@@ -82,14 +88,12 @@ class Memo:
         if not isinstance(entry, dict) or entry.get("key") != stored:
             return None
         value = entry.get("value")
-        if not isinstance(value, float) or not math.isfinite(value) or value < 0:
-            return None
-        return value
+        return value if _is_figure(value) else None
 
     def put(self, name: str, key: Key, value: float) -> None:
         """Remember ``value`` (atomically); a finite float ≥ 0 only. A directory that cannot be
         written costs the speed-up, never the answer: the error is swallowed."""
-        if not (isinstance(value, float) and math.isfinite(value) and value >= 0):
+        if not _is_figure(value):
             return
         path, stored = self._path(name, key)
         try:
