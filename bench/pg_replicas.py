@@ -32,7 +32,7 @@ import psycopg
 
 from bench.args import parse, write_json
 from bench.service_ingest import TOKEN, analyzer_bench, reports, task
-from privbandit.launcher import Cluster, free_port_block, free_ports
+from privbandit.launcher import Cluster, cluster_ports
 from privbandit.shared.crypto.keystore import HpkeKeyStore
 
 PG = "postgresql://postgres@127.0.0.1:5432/test"
@@ -68,8 +68,8 @@ async def intake(tmp: Path, store: str, replicas: int, uploads: int, per_upload:
                  conc: int) -> float:
     """Seconds to upload ``uploads`` × ``per_upload`` reports through ``replicas`` shuffler
     processes on ``store``."""
-    a_port, d_port = free_ports(2)
-    base = free_port_block(replicas)
+    ports = cluster_ports(replicas)
+    a_port, base, d_port = ports["analyzer"], ports["shuffler"], ports["device"]
     config = tmp / "bench.toml"
     config.write_text(CONFIG)
     data = tmp / f"data-{replicas}-{secrets.token_hex(2)}"

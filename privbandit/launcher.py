@@ -141,6 +141,16 @@ def free_port_block(n: int, host: str = LOOPBACK) -> int:
     return free_ports(n, host, consecutive=True)[0]
 
 
+def cluster_ports(shufflers: int = 1, host: str = LOOPBACK) -> dict[str, int]:
+    """A port for every service of a cluster with ``shufflers`` replicas, drawn in one go: the
+    replicas take the ports after the shuffler's (``Cluster``), so ports drawn separately for the
+    analyzer and the device were free a moment ago but could fall inside that block. One block of
+    ``shufflers + 2`` consecutive free ports: the shuffler's (and its replicas'), then the
+    analyzer's and the device's."""
+    base = free_port_block(shufflers + 2, host)
+    return {"shuffler": base, "analyzer": base + shufflers, "device": base + shufflers + 1}
+
+
 def token_configured(env: dict[str, str], config: Path | None) -> bool:
     """Whether the services' environment or their config file sets the shuffler's token
     (environment variable names are matched case-insensitively, as pydantic-settings does)."""
@@ -464,7 +474,7 @@ def local_cluster(
     """Start all three services (on free loopback ports unless given) and stop them on exit;
     ``store`` and ``shufflers`` as for ``Cluster``."""
     if ports is None:
-        ports = dict(zip(SERVICES, free_ports(len(SERVICES)), strict=True))
+        ports = cluster_ports(shufflers)
     with Cluster(data_dir, ports, config=config, log_dir=log_dir, store=store,
                  shufflers=shufflers) as cluster:
         cluster.start(timeout=timeout)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from privbandit.launcher import Cluster, ServiceProcess, free_port_block, free_ports
+from privbandit.launcher import Cluster, ServiceProcess, cluster_ports
 from privbandit.services.common.pg import StoreUnavailable
 from privbandit.services.device.outbox import Spread
 from privbandit.services.shuffler.app import create_app as create_shuffler
@@ -85,10 +85,8 @@ def pg_url() -> Iterator[str]:
 def make_cluster(tmp_path: Path, url: str, shufflers: int) -> Cluster:
     config = tmp_path / "pg.toml"
     config.write_text(CONFIG)
-    a_port, d_port = free_ports(2)
-    ports = {"analyzer": a_port, "shuffler": free_port_block(shufflers), "device": d_port}
-    return Cluster(tmp_path / "data", ports, config=config, log_dir=tmp_path / "logs",
-                   store=url, shufflers=shufflers)
+    return Cluster(tmp_path / "data", cluster_ports(shufflers), config=config,
+                   log_dir=tmp_path / "logs", store=url, shufflers=shufflers)
 
 
 class Uploader:

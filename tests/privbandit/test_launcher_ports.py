@@ -10,8 +10,16 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
-from privbandit.launcher import free_port_block, free_ports, healthy, service_port_range
+from privbandit.launcher import (
+    Cluster,
+    cluster_ports,
+    free_port_block,
+    free_ports,
+    healthy,
+    service_port_range,
+)
 
 
 def test_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
@@ -31,6 +39,21 @@ def test_a_block_is_consecutive() -> None:
     for port in range(base, base + 4):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_a_clusters_ports_leave_room_for_its_shuffler_replicas(tmp_path: Path) -> None:
+    """Every service of a cluster with replicas gets its own port (the replicas take the ports
+    after the shuffler's): drawn in one block, none can fall inside the replicas' range, which
+    ports drawn separately could (a cluster refused to start in a full run once)."""
+    for shufflers in (1, 2, 3):
+        for _ in range(20):
+            ports = cluster_ports(shufflers)
+            cluster = Cluster(tmp_path, ports, store="postgresql://unused", shufflers=shufflers)
+            used = [svc.port for svc in cluster.services.values()]
+            assert len(used) == len(set(used)) == shufflers + 2, used
+            for port in used:
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
 
 
 def test_a_taken_port_is_never_returned() -> None:
