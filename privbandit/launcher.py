@@ -1,8 +1,11 @@
 """Start and stop the three services as separate local processes (``privbandit up``/``demo``, e2e
 tests).
 
-Each service runs as ``<python> -m services.<name> --host 127.0.0.1 --port P`` in its own session
-(so a Ctrl-C in the terminal reaches only the launcher, which then stops them in order). Where
+Each service runs as ``<python> -m privbandit.services.<name> --host 127.0.0.1 --port P`` would,
+in its own session (so a Ctrl-C in the terminal reaches only the launcher, which then stops them in
+order): forked from a process that has imported the services once (``privbandit.forkstart``: a
+start then costs a quarter of the CPU), or with ``PRIVBANDIT_START_METHOD=exec`` as that very
+command. Where
 they find each other, their config file and their data directory is passed through the
 environment, exactly as a deployment would do it:
 
@@ -42,6 +45,8 @@ from typing import IO
 
 import httpx
 
+from privbandit import forkstart
+from privbandit.forkstart import Child
 from privbandit.shared.credentials import shuffler_token_problem
 from privbandit.shared.crypto.keystore import create_private_file
 from privbandit.shared.settings import DEFAULT_CONFIG
@@ -211,7 +216,7 @@ class ServiceProcess:
     # ``python -m services.<module>`` (default: the name; shuffler replicas "shuffler-2", ...
     # run the shuffler module)
     module: str = ""
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Child | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -229,18 +234,20 @@ class ServiceProcess:
         """Start the service; ``init``: with ``--init`` (create lost state files anew)."""
         if self.alive():
             raise LaunchError(f"{self.name} is already running (pid {self.pid})")
-        module = self.module or self.name
-        cmd = [python, "-m", f"privbandit.services.{module}",
-               "--host", self.host, "--port", str(self.port)]
-        if init:
-            cmd.append("--init")
-        out: IO[bytes] | int | None = None
+        module = f"privbandit.services.{self.module or self.name}"
+        argv = ["--host", self.host, "--port", str(self.port), *(["--init"] if init else [])]
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if forkstart.start_method(python) == "forkserver":
+            log = str(self.log_path) if self.log_path is not None else None
+            self.proc = forkstart.start(module, argv, env, log)
+            return
+        out: IO[bytes] | int | None = None
+        if self.log_path is not None:
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
             out = self._log
         self.proc = subprocess.Popen(
-            cmd,
+            [python, "-m", module, *argv],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,

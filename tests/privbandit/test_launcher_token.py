@@ -79,8 +79,9 @@ def test_a_token_file_readable_by_others_is_tightened(tmp_path: Path) -> None:
     assert data_dir_token(data) == token and mode(data / TOKEN_FILE) == 0o600
 
 
+@pytest.mark.parametrize("method", ["forkserver", "exec"])
 def test_up_init_starts_the_services_with_init(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
     commands: list[list[str]] = []
 
@@ -91,7 +92,12 @@ def test_up_init_starts_the_services_with_init(
         commands.append(cmd)
         raise Started  # stop right there: no process is started
 
+    def fork(module: str, argv: list[str], env: dict[str, str], log: str | None) -> Any:
+        return popen(["python", "-m", module, *argv])
+
+    monkeypatch.setenv("PRIVBANDIT_START_METHOD", method)
     monkeypatch.setattr(launcher.subprocess, "Popen", popen)
+    monkeypatch.setattr(launcher.forkstart, "start", fork)
     monkeypatch.setattr(launcher, "healthy", lambda url, timeout=1.0: False)
     monkeypatch.setattr(services_cmd, "healthy", lambda url, timeout=1.0: False)
     # `up` installs SIGINT/SIGTERM handlers: not in the test process.
