@@ -1,7 +1,8 @@
 """What a service start would cost if services were forked from a process that has imported them.
 
-A question for issue 21, not a feature: every service start of the test suite (≥ 93 per run)
-pays ≈ 1.1 s of CPU for its imports (BENCHMARKS, session 18). This starts the shuffler to
+Measured for issue 21 before the launcher adopted it (``privbandit/forkstart.py``): every service
+start of the test suite (≥ 93 per run) paid ≈ 1.1 s of CPU for its imports (BENCHMARKS, session
+18). This starts the shuffler to
 ``/healthz`` alternately as ``python -m privbandit.services.shuffler`` (what the launcher does)
 and as a child of a ``multiprocessing`` forkserver that preloaded the shuffler's modules once,
 and prints each start's own CPU (``/proc``, read when the service first answers): the forkserver's

@@ -7,7 +7,9 @@ device is healthy only once it holds the analyzer's key and models); for each st
 the wall time from ``Popen`` to the first 200 on ``/healthz`` and the CPU seconds the process spent
 until then (``/proc/<pid>/stat``). The floor, interleaved with them: ``uvicorn`` serving this
 module's ``app``, a FastAPI app whose only route is ``/healthz``. Figures are medians, as ratios
-to the floor's (whose own figures are printed too).
+to the floor's (whose own figures are printed too). The services start as the launcher starts
+them: forked from its forkserver (``privbandit/forkstart.py``), or with
+``PRIVBANDIT_START_METHOD=exec`` as ``python -m privbandit.services.<name>``.
 
     python bench/startup.py [--repeats 5] [--json out/bench_startup.json]
 """

@@ -40,6 +40,7 @@ import io
 import multiprocessing as mp
 import os
 import runpy
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +52,9 @@ from typing import Protocol
 
 START_METHOD_ENV = "PRIVBANDIT_START_METHOD"
 START_METHODS = ("forkserver", "exec")
+# How long the forkserver may take to report the status of a child that has ended (it does so as
+# it reaps it, within milliseconds; the bound only guards against a forkserver that hangs).
+STATUS_TIMEOUT = 10.0
 
 # The forkserver imports these once. ``privbandit.services`` comes first: it pins the BLAS thread
 # pools to one thread, which only works before NumPy is imported. A module that fails to import
@@ -107,7 +111,15 @@ def start_method(python: str) -> str:
 
 
 class ForkedChild:
-    """A forkserver child seen through ``subprocess.Popen``'s interface."""
+    """A forkserver child seen through ``subprocess.Popen``'s interface.
+
+    The forkserver reaps it and reports its exit status. Whether it still runs, and where a signal
+    goes, is asked of a pidfd (Linux 5.3 or later) where there is one: a pidfd names this process
+    and never a later one given the same pid, and it still answers when the forkserver itself has
+    been killed (e.g. by a signal to the launcher's process group), so that the launcher can
+    still stop its services; their status is then unknown and reads 255, as multiprocessing has
+    it.
+    """
 
     def __init__(self, process: BaseProcess, what: str) -> None:
         self._process = process
@@ -116,6 +128,10 @@ class ForkedChild:
         if pid is None:  # pragma: no cover - start() sets it or raises
             raise RuntimeError(f"{what} has no pid after its start")
         self._pid = pid
+        self._code: int | None = None
+        self._pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):  # no pidfds here, or it has ended
+            self._pidfd = os.pidfd_open(pid)
 
     @property
     def pid(self) -> int:
@@ -123,22 +139,39 @@ class ForkedChild:
 
     @property
     def returncode(self) -> int | None:
-        return self._process.exitcode
+        return self._code
+
+    def _ended(self, timeout: float | None) -> bool:
+        if self._pidfd is None:
+            self._process.join(timeout)
+            return self._process.exitcode is not None
+        return bool(select.select([self._pidfd], [], [], timeout)[0])
 
     def poll(self) -> int | None:
-        return self._process.exitcode
+        if self._code is None and self._ended(0):
+            self._process.join(STATUS_TIMEOUT)  # the forkserver reaps it and writes its status
+            code = self._process.exitcode
+            self._code = 255 if code is None else code
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
+        return self._code
 
     def wait(self, timeout: float | None = None) -> int:
-        self._process.join(timeout)
-        code = self._process.exitcode
-        if code is None:
+        if self._code is None and not self._ended(timeout):
             raise subprocess.TimeoutExpired(self._what, timeout or 0.0)
+        code = self.poll()
+        assert code is not None
         return code
 
     def send_signal(self, sig: int) -> None:
-        # Only while it is ours: once it has been reaped its pid may belong to another process.
-        if self._process.exitcode is None:
-            os.kill(self._pid, sig)
+        if self.poll() is not None:
+            return  # reaped: its pid may be another process's by now
+        with contextlib.suppress(ProcessLookupError):
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            else:
+                os.kill(self._pid, sig)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)

@@ -149,3 +149,29 @@ def test_the_start_method_is_the_forkserver_unless_said_or_another_python(
     monkeypatch.setenv(forkstart.START_METHOD_ENV, "spawn")
     with pytest.raises(ValueError, match="forkserver, exec"):
         forkstart.start_method(sys.executable)
+
+
+def test_a_launcher_still_stops_its_service_when_the_forkserver_was_killed(
+    tmp_path: Path,
+) -> None:
+    done = run_launcher(tmp_path, f"""
+        import os, signal, time
+        from multiprocessing import forkserver
+        from pathlib import Path
+        from privbandit import forkstart
+        env = {{"PYTHONPATH": {str(ROOT)!r}}}
+        child = forkstart.start({PROBE!r}, ["out", "wait"], env, "probe.log")
+        while not Path("out").exists():
+            time.sleep(0.02)
+        server = forkserver._forkserver._forkserver_pid
+        os.kill(server, signal.SIGKILL)
+        os.waitpid(server, 0)
+        print(child.poll())  # still running, though its status can no longer be reported
+        child.send_signal(signal.SIGTERM)
+        print(child.wait(30), child.pid)
+    """)
+    assert done.returncode == 0, done.stderr
+    running, status, pid = done.stdout.split()
+    assert running == "None"
+    assert status == "255"  # ended, with an unknown status (multiprocessing's convention)
+    assert state(pid=int(pid)) == "Z"
