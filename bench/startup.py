@@ -37,6 +37,7 @@ def main() -> None:  # imports here: ``uvicorn bench.startup:app`` loads only Fa
     from pathlib import Path
 
     from bench.args import parse, write_json
+    from privbandit.forkstart import Child
     from privbandit.launcher import SERVICES, Cluster, free_ports, healthy
 
     ticks = os.sysconf("SC_CLK_TCK")
@@ -45,7 +46,7 @@ def main() -> None:  # imports here: ``uvicorn bench.startup:app`` loads only Fa
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
 
-    def until_healthy(proc: subprocess.Popen[bytes], url: str, service: str | None,
+    def until_healthy(proc: Child, url: str, service: str | None,
                       t0: float) -> tuple[float, float]:
         while not healthy(url, timeout=1.0, service=service):
             if proc.poll() is not None:
