@@ -11,7 +11,7 @@ to the floor's (whose own figures are printed too). The services start as the la
 them: forked from its forkserver (``privbandit/forkstart.py``), or with
 ``PRIVBANDIT_START_METHOD=exec`` as ``python -m privbandit.services.<name>``.
 
-    python bench/startup.py [--repeats 5] [--json out/bench_startup.json]
+    python -m bench.startup [--repeats 5] [--json out/bench_startup.json]
 """
 
 from __future__ import annotations
