@@ -1,12 +1,13 @@
-"""What a service start would cost if services were forked from a process that has imported them.
+"""A service start as ``python -m`` against one forked by the launcher (``privbandit.forkstart``).
 
-Measured for issue 21 before the launcher adopted it (``privbandit/forkstart.py``): every service
-start of the test suite (≥ 93 per run) paid ≈ 1.1 s of CPU for its imports (BENCHMARKS, session
-18). This starts the shuffler to
-``/healthz`` alternately as ``python -m privbandit.services.shuffler`` (what the launcher does)
-and as a child of a ``multiprocessing`` forkserver that preloaded the shuffler's modules once,
-and prints each start's own CPU (``/proc``, read when the service first answers): the forkserver's
-one preload is not counted, as it would be paid once per launcher.
+Measured for issue 21 before the launcher adopted forked starts: every service start of the test
+suite (≥ 93 per run) paid ≈ 1.1 s of CPU for its imports (BENCHMARKS, session 18). This starts
+the shuffler to ``/healthz`` alternately as ``python -m privbandit.services.shuffler`` and through
+``forkstart.start`` (a fork of the launcher's forkserver, which imported ``forkstart.PRELOAD``
+once), and prints each start's own CPU (``/proc``, read when the service first answers): the
+forkserver's one preload is not counted, as it is paid once per launcher. ``python -m
+bench.startup`` gives both as ratios to a bare app's start, with
+``PRIVBANDIT_START_METHOD=exec`` for the first.
 
     python -m bench.forkserver_start [--repeat 3]
 
@@ -17,10 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
-import runpy
 import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -29,6 +29,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+from privbandit import forkstart
 
 TICK = os.sysconf("SC_CLK_TCK")
 MODULE = "privbandit.services.shuffler"
@@ -65,15 +67,6 @@ def wait_answers(port: int, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def forked_service(argv: list[str], env: dict[str, str]) -> None:
-    """The forkserver child: the service's own environment, session and argv, then its main."""
-    os.environ.clear()
-    os.environ.update(env)
-    os.setsid()
-    sys.argv = argv
-    runpy.run_module(MODULE, run_name="__main__")
-
-
 def service_env(port: int, root: str) -> dict[str, str]:
     return {**os.environ, "PRIVBANDIT_SHUFFLER__PORT": str(port),
             "PRIVBANDIT_DATA_DIR": tempfile.mkdtemp(dir=root),
@@ -85,19 +78,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([f"{MODULE}.app", "privbandit.services.common.cli"])
     out: dict[str, list[float]] = {"python -m": [], "forkserver child": []}
     with tempfile.TemporaryDirectory(prefix="forkserver-start-") as root:
         for _ in range(args.repeat):
-            start_both(ctx, root, out)
+            start_both(root, out)
     for how, values in out.items():
         print(f"{how:17s} CPU to healthy: median {statistics.median(values):.2f} s "
               f"({', '.join(f'{v:.2f}' for v in values)})")
     print(json.dumps(out))
 
 
-def start_both(ctx: mp.context.ForkServerContext, root: str, out: dict[str, list[float]]) -> None:
+def start_both(root: str, out: dict[str, list[float]]) -> None:
     """One start each way, the service stopped after each; their CPU appended to ``out``."""
     port = free_port()
     proc = subprocess.Popen(
@@ -108,14 +99,12 @@ def start_both(ctx: mp.context.ForkServerContext, root: str, out: dict[str, list
     proc.terminate()
     proc.wait()
     port = free_port()
-    child = ctx.Process(target=forked_service, args=(
-        [MODULE, "--host", "127.0.0.1", "--port", str(port)], service_env(port, root)))
-    child.start()
-    assert child.pid is not None
+    child = forkstart.start(MODULE, ["--host", "127.0.0.1", "--port", str(port)],
+                            service_env(port, root), os.devnull)
     wait_answers(port)
     out["forkserver child"].append(cpu(child.pid))
-    child.terminate()
-    child.join()
+    child.send_signal(signal.SIGTERM)
+    child.wait()
 
 
 if __name__ == "__main__":

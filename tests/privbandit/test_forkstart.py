@@ -54,7 +54,7 @@ def test_a_fork_sees_what_python_m_would(tmp_path: Path, method: str) -> None:
     log = tmp_path / "probe.log"
     log.write_text("an earlier line\n")
     child = start(method, [str(tmp_path / "out"), "exit", "3"], env, log)
-    assert child.wait(30) == 3 and child.returncode == 3
+    assert child.wait(patience(30)) == 3 and child.returncode == 3
     probe = seen(tmp_path / "out")
     assert probe["argv"] == [str(tmp_path / "out"), "exit", "3"]
     assert probe["env"] == env  # nothing of the launcher's environment leaks in
@@ -69,7 +69,7 @@ def test_a_fork_sees_what_python_m_would(tmp_path: Path, method: str) -> None:
 def test_exit_statuses_are_those_of_popen(tmp_path: Path, method: str) -> None:
     env = probe_env(tmp_path)
     failing = start(method, [str(tmp_path / "a"), "raise"], env, tmp_path / "a.log")
-    assert failing.wait(30) == 1
+    assert failing.wait(patience(30)) == 1
     assert "RuntimeError: the probe fails" in (tmp_path / "a.log").read_text()
     waiting = start(method, [str(tmp_path / "b"), "wait"], env, tmp_path / "b.log")
     seen(tmp_path / "b", waiting)
@@ -77,11 +77,11 @@ def test_exit_statuses_are_those_of_popen(tmp_path: Path, method: str) -> None:
     with pytest.raises(subprocess.TimeoutExpired):
         waiting.wait(0.05)
     waiting.send_signal(15)
-    assert waiting.wait(30) == -15
+    assert waiting.wait(patience(30)) == -15
     killed = start(method, [str(tmp_path / "c"), "wait"], env, tmp_path / "c.log")
     seen(tmp_path / "c", killed)
     killed.kill()
-    assert killed.wait(30) == -9
+    assert killed.wait(patience(30)) == -9
     killed.kill()  # a second kill of a reaped child signals nobody
 
 
@@ -103,7 +103,7 @@ def test_the_launchers_script_never_runs_again_in_a_service(tmp_path: Path) -> N
             f.write("ran\\n")
         env = {{"PYTHONPATH": {str(ROOT)!r}}}
         child = forkstart.start({PROBE!r}, ["out", "exit", "0"], env, "probe.log")
-        print(child.wait(30))
+        print(child.wait({patience(30)}))
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"]
@@ -168,7 +168,7 @@ def test_a_launcher_still_stops_its_service_when_the_forkserver_was_killed(
         os.waitpid(server, 0)
         print(child.poll())  # still running, though its status can no longer be reported
         child.send_signal(signal.SIGTERM)
-        print(child.wait(30), child.pid)
+        print(child.wait({patience(30)}), child.pid)
     """)
     assert done.returncode == 0, done.stderr
     running, status, pid = done.stdout.split()
