@@ -14,6 +14,10 @@ API = ("Bandit", "Choice", "Environment", "Estimate", "config", "evaluate", "log
 
 
 def __getattr__(name: str) -> Any:
+    if name == "audit":  # empirical lower bounds on ε (issue 43; docs/audit.md)
+        from privbandit.shared.core.audit.run import audit
+
+        return audit
     if name in API:
         from privbandit import api
 

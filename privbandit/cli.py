@@ -1,5 +1,5 @@
 """The ``privbandit`` command line: builds the parser of ``simulate``, ``evaluate``, ``privacy``,
-``up`` and ``demo`` and runs the chosen command (each subcommand sets ``func``).
+``audit``, ``up`` and ``demo`` and runs the chosen command (each subcommand sets ``func``).
 
 A command named first on the line gets a parser with that subcommand alone, so only its module is
 imported (``privacy`` needs no policy, environment or service code: a second of start-up less)."""
@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "simulate": ("privbandit.simulate_cmd", "add_simulate_parser"),
     "evaluate": ("privbandit.evaluate_cmd", "add_evaluate_parser"),
     "privacy": ("privbandit.privacy_cmd", "add_privacy_parser"),
+    "audit": ("privbandit.audit_cmd", "add_audit_parser"),
     "up": ("privbandit.services_cmd", "add_up_parser"),
     "demo": ("privbandit.services_cmd", "add_demo_parser"),
 }
