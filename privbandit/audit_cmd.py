@@ -5,8 +5,10 @@
 and prints ε_lo at ``--confidence`` (Clopper–Pearson) beside the claimed ε at the same δ
 (``shared.core.audit``; docs/audit.md). ``--json F`` writes the rows as a JSON list;
 ``--plant`` runs each mechanism with its planted calibration bug instead (the claim stays the
-honest one: every row should then have ε_lo above it). Exit status 0, or 1 when a row of an
-honest audit has ε_lo above its claim (a claim the samples refute at the confidence).
+honest one: every row should then have ε_lo above it). ``--task T --device URL --analyzer URL
+[--canaries M]`` audits a running deployment in one run instead (``privbandit.canary_audit``).
+Exit status 0, or 1 when a row of an honest audit has ε_lo above its claim (a claim the samples
+refute at the confidence); 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="run the planted-bug variants (each row should exceed its claim)")
     p.add_argument("--json", dest="json_out", type=Path, help="write the rows as JSON here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--task", help="instead: the one-run canary audit of this task of a running "
+                   "deployment (an ldp-linucb task with update_every = 1; needs --device and "
+                   "--analyzer; docs/audit.md)")
+    p.add_argument("--canaries", type=_samples, default=200,
+                   help="canaries of the one-run audit (default 200)")
+    p.add_argument("--device", help="the deployment's device URL (with --task)")
+    p.add_argument("--analyzer", help="the deployment's analyzer URL (with --task)")
     p.set_defaults(func=run_audit)
     return p
 
@@ -65,6 +74,37 @@ def _table(rows: list[dict[str, Any]]) -> None:
     Console().print(table)
 
 
+def run_canaries(args: argparse.Namespace) -> int:
+    """``--task``: the one-run audit of a deployment (``privbandit.canary_audit``)."""
+    import httpx
+    import numpy as np
+
+    from privbandit.canary_audit import canary_audit
+
+    if not args.device or not args.analyzer:
+        print("error: --task needs --device URL and --analyzer URL", file=sys.stderr)
+        return 2
+    try:
+        result = canary_audit(args.device, args.analyzer, args.task, args.canaries,
+                              np.random.default_rng(args.seed), confidence=args.confidence)
+    except httpx.HTTPStatusError as exc:
+        print(f"error: {exc.request.url} answered {exc.response.status_code}", file=sys.stderr)
+        return 2
+    except (ValueError, TimeoutError, httpx.HTTPError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    row = result.to_dict()
+    print(f"{args.task}: {result.correct} of {result.guesses} guesses right on "
+          f"{result.canaries} canaries: ε_lo = {result.audited_epsilon_lower:.3f} at "
+          f"confidence {args.confidence:g} (one run), ledger central ε = "
+          f"{result.central_epsilon:g} at δ = {result.central_delta:g}")
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps([row], indent=2, allow_nan=False) + "\n")
+        print(f"wrote {args.json_out}")
+    return 1 if result.audited_epsilon_lower > result.central_epsilon else 0
+
+
 def run_audit(args: argparse.Namespace) -> int:
     from privbandit.shared.core.audit.run import audit, names
     from privbandit.simulate_cmd import _progress
@@ -72,6 +112,8 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(names()))
         return 0
+    if args.task is not None:
+        return run_canaries(args)
     if args.mechanism != "all" and args.mechanism not in names():
         print(f"error: unknown mechanism {args.mechanism!r}; known: all, {', '.join(names())}",
               file=sys.stderr)

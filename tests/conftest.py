@@ -40,7 +40,8 @@ SHARED_CLUSTER_MODULES = frozenset(f"tests/e2e/{name}.py" for name in (
 # Modules whose tests share a module-scoped deployment of service processes: scheduled as one
 # unit, so that it starts once (spread over the workers, or interleaved there with other
 # modules' tests, pytest would start it once per stretch of consecutive tests).
-MODULE_DEPLOYMENTS = frozenset({"tests/interop/test_services.py", "tests/e2e/test_connections.py"})
+MODULE_DEPLOYMENTS = frozenset({"tests/interop/test_services.py", "tests/e2e/test_connections.py",
+                                "tests/e2e/test_canary_audit.py"})
 
 
 def work_unit(nodeid: str) -> str:

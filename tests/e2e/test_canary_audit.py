@@ -14,6 +14,7 @@ The devices' noise comes from the OS, so the test cannot fix it: ε_lo > 0 fails
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 from privbandit.canary_audit import canary_audit
+from privbandit.cli import main
 from privbandit.launcher import Cluster
 from tests.helpers import cluster_serving, patience, with_policy
 
@@ -31,11 +33,14 @@ DRIVEN_TASKS = [TASK]
 CANARIES = 200
 
 
-@pytest.fixture
-def canary_cluster(tmp_path: Path, e2e_config: Path) -> Iterator[Cluster]:
-    config = with_policy(e2e_config, TASK, tmp_path / "canary.toml", only=True,
+@pytest.fixture(scope="module")
+def canary_cluster(tmp_path_factory: pytest.TempPathFactory, e2e_config: Path
+                   ) -> Iterator[Cluster]:
+    """One deployment for the module (its second test runs after the first's canaries)."""
+    root = tmp_path_factory.mktemp("canary")
+    config = with_policy(e2e_config, TASK, root / "canary.toml", only=True,
                          update_every=1, epsilon=4.0)
-    with cluster_serving(tmp_path, config, config.read_text(), DRIVEN_TASKS) as c:
+    with cluster_serving(root, config, config.read_text(), DRIVEN_TASKS) as c:
         yield c
 
 
@@ -50,3 +55,18 @@ def test_canaries_through_the_services(canary_cluster: Cluster) -> None:
     assert 0 < out.audited_epsilon_lower <= out.central_epsilon
     # a right guess is more likely than a wrong one (the guesses see the canaries)
     assert out.correct > out.guesses / 2
+
+
+def test_canary_command(canary_cluster: Cluster, tmp_path: Path,
+                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``privbandit audit --task``: the same audit from the command line (16 canaries: the
+    plumbing, not the statistics), and a task it cannot audit refused in one line."""
+    urls = canary_cluster.urls
+    out = tmp_path / "canaries.json"
+    base = ["audit", "--device", urls["device"], "--analyzer", urls["analyzer"]]
+    assert main([*base, "--task", TASK, "--canaries", "16", "--json", str(out)]) == 0
+    row = json.loads(out.read_text())[0]
+    assert row["task"] == TASK and row["canaries"] == 16 and row["central_epsilon"] == 4.0
+    assert main([*base, "--task", "nope", "--canaries", "16"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("/v1/tasks/nope answered 404") and "\n" not in err
