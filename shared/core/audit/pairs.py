@@ -4,8 +4,10 @@ Each ``Mechanism`` holds the claimed (ε, δ) — read from the policy's own led
 and ``sample(which, n, rng)``: n outputs of the mechanism on input D₀ (``which`` = 0) or D₁, drawn
 by the randomizer the task builds (``registry.randomizer_for`` on a config) or by the policy's
 own release code. Nothing here re-implements a mechanism: a planted bug (``plant=True``) is the
-shipped randomizer constructed with a wrong parameter (a sensitivity of one coordinate, shares
-sized for a longer batch, the flip probability of a larger ε0, half the RDP noise), and the claim
+shipped randomizer or policy constructed with a wrong parameter — half the calibrated σ
+(ldp-linucb), σ for one coordinate's sensitivity L² (ldp-glb), σ for B = ½ instead of 2B
+(ldp-mab), the flip probability of 4 ε0 (sblb), shares sized for a batch 8 times longer
+(ddp-linucb), the noise of level 3 ε_t (HeLDP), the noise of RDP ε = 16 (AdaR) — and the claim
 stays the honest configuration's, so the audit must find ε_lo above it.
 
 Pairs (D₀, D₁):
@@ -22,7 +24,8 @@ Pairs (D₀, D₁):
   pair the farthest apart weighted statistics, the others at x = 0, r = 0.
 - ldp-mab: r = 0 vs r = 1. HeLDP: s = 0 vs s = 1 at the user's level ε_t.
 - AdaR-UCB: one episode's released mean of n rewards, all 0 vs one of them 1. AdaR-GOPE: one
-  phase's private estimate, one reward 0 vs 1 at a support arm.
+  phase's private estimate, one reward 0 vs 1 at a support arm. AdaR-OFUL: the first episode's
+  θ̃ = V⁻¹(u + Y₁) at V = λI, one reward 0 vs 1 at x = L e₁.
 """
 
 from __future__ import annotations
@@ -430,6 +433,35 @@ def adar_gope(plant: bool = False) -> Mechanism:
         "(see adar-ucb)", 1.0, planted)
 
 
+def adar_oful(plant: bool = False) -> Mechanism:
+    """AdaR-OFUL's first episode release (``AdaROFUL._publish_exact``: θ̃ = V⁻¹(u + Y₁), the
+    policy's own noise) at V = λI, u = 0 vs u = x (one reward 0 vs 1 at the context x = L e₁)."""
+    from privbandit.shared.core.policies.exact import AdaROFUL
+    from privbandit.shared.core.policies.registry import build_policy, make_config
+
+    config = make_config("adar-oful", d=2, alpha=2.0, epsilon=1.0, delta=1e-6)
+    ledger = build_policy(config).ledger()
+    run_config = config.model_copy(update={"epsilon": PLANT_RDP_EPSILON}) if plant else config
+    planted = PLANT_RDP if plant else None
+
+    def sample(which: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        policy = build_policy(run_config, rng)
+        assert isinstance(policy, AdaROFUL)
+        u = np.array([float(which) * policy.config.L, 0.0])
+        out = np.empty((n, 2))
+        for i in range(n):
+            policy.u, policy.noise, policy.episodes = u, np.zeros(2), 0
+            policy._publish_exact()
+            out[i] = policy.model.theta
+        return out
+
+    return Mechanism(
+        "adar-oful", "central", float(ledger.central_epsilon or 0.0),
+        float(ledger.central_delta or 0.0), sample, False,
+        "one episode's Gaussian release at its attaining pair, claim from the RDP conversion "
+        "(see adar-ucb)", 1.0, planted)
+
+
 # -- the list --------------------------------------------------------------------------------------
 
 def _gaussian_encodings() -> dict[str, Callable[[bool], Mechanism]]:
@@ -455,4 +487,5 @@ def mechanisms() -> dict[str, Callable[[bool], Mechanism]]:
             out[f"{algo}@{level:g}"] = functools.partial(heldp, algo, level)
     out["adar-ucb"] = adar_ucb
     out["adar-gope"] = adar_gope
+    out["adar-oful"] = adar_oful
     return out

@@ -84,8 +84,8 @@ def test_gaussian_report_is_audited_tightly() -> None:
     ("ddp-linucb/frobenius", 100_000),
     # heldp: noise of level 3 ε_t on a report stating ε_t
     ("heldp-ucb-l@0.5", 20_000), ("heldp-ucb-b@0.5", 20_000),
-    # central: AdaR-UCB with the noise of RDP ε = 16 under the claim of ε = 1 (σ/4)
-    ("adar-ucb", 20_000),
+    # central: AdaR-UCB and AdaR-OFUL with the noise of RDP ε = 16 under the claim ε = 1 (σ/4)
+    ("adar-ucb", 20_000), ("adar-oful", 10_000),
 ])
 def test_planted_bug_is_caught(name: str, samples: int) -> None:
     """Every family's planted calibration bug gives ε_lo above the honest claim: an auditor
