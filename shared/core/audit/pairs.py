@@ -373,19 +373,27 @@ PLANT_RDP_EPSILON = 16.0
 PLANT_RDP = f"noise of RDP ε = {PLANT_RDP_EPSILON:g} under the claim of ε = 1 (σ/4)"
 
 
+def _central(algo: str, plant: bool, **params: Any
+             ) -> tuple[Any, Callable[[np.random.Generator], Any], str | None]:
+    """(the policy's ledger, a builder of the policy that releases, the planted bug) for an AdaR
+    policy at (α, ε, δ) = (2, 1, 10⁻⁶); planted: the release runs at RDP ε = 16."""
+    from privbandit.shared.core.policies.registry import build_policy, make_config
+
+    config = make_config(algo, alpha=2.0, epsilon=1.0, delta=1e-6, **params)
+    run_config = config.model_copy(update={"epsilon": PLANT_RDP_EPSILON}) if plant else config
+    return (build_policy(config).ledger(), functools.partial(build_policy, run_config),
+            PLANT_RDP if plant else None)
+
+
 def adar_ucb(plant: bool = False) -> Mechanism:
     """AdaR-UCB's release of one episode's mean of n rewards (``AdaRUCB._advance``, the policy's
     own noise), all rewards 0 vs one of them 1."""
     from privbandit.shared.core.policies.adar_ucb import AdaRUCB
-    from privbandit.shared.core.policies.registry import build_policy, make_config
 
-    config = make_config("adar-ucb", K=2, alpha=2.0, epsilon=1.0, delta=1e-6)
-    ledger = build_policy(config).ledger()
-    run_config = config.model_copy(update={"epsilon": PLANT_RDP_EPSILON}) if plant else config
-    planted = PLANT_RDP if plant else None
+    ledger, build, planted = _central("adar-ucb", plant, K=2)
 
     def sample(which: int, n: int, rng: np.random.Generator) -> np.ndarray:
-        policy = build_policy(run_config, rng)
+        policy = build(rng)
         assert isinstance(policy, AdaRUCB)
         policy.episodes = policy.K  # past the initial pulls: each _advance is one episode
         out = np.empty(n)
@@ -406,16 +414,12 @@ def adar_gope(plant: bool = False) -> Mechanism:
     """AdaR-GOPE's private estimate of one phase (``AdaRGOPE.private_estimate``) on the arms
     e₁, e₂: the phase's rewards all 0 vs one reward 1 at arm e₁."""
     from privbandit.shared.core.policies.adar_gope import AdaRGOPE, PhaseModel
-    from privbandit.shared.core.policies.registry import build_policy, make_config
 
-    config = make_config("adar-gope", d=2, alpha=2.0, epsilon=1.0, delta=1e-6)
-    ledger = build_policy(config).ledger()
-    run_config = config.model_copy(update={"epsilon": PLANT_RDP_EPSILON}) if plant else config
-    planted = PLANT_RDP if plant else None
+    ledger, build, planted = _central("adar-gope", plant, d=2)
     arms = np.eye(2)
 
     def sample(which: int, n: int, rng: np.random.Generator) -> np.ndarray:
-        policy = build_policy(run_config, rng)
+        policy = build(rng)
         assert isinstance(policy, AdaRGOPE)
         policy.bind_arms(arms)
         model = policy.model
@@ -437,15 +441,11 @@ def adar_oful(plant: bool = False) -> Mechanism:
     """AdaR-OFUL's first episode release (``AdaROFUL._publish_exact``: θ̃ = V⁻¹(u + Y₁), the
     policy's own noise) at V = λI, u = 0 vs u = x (one reward 0 vs 1 at the context x = L e₁)."""
     from privbandit.shared.core.policies.exact import AdaROFUL
-    from privbandit.shared.core.policies.registry import build_policy, make_config
 
-    config = make_config("adar-oful", d=2, alpha=2.0, epsilon=1.0, delta=1e-6)
-    ledger = build_policy(config).ledger()
-    run_config = config.model_copy(update={"epsilon": PLANT_RDP_EPSILON}) if plant else config
-    planted = PLANT_RDP if plant else None
+    ledger, build, planted = _central("adar-oful", plant, d=2)
 
     def sample(which: int, n: int, rng: np.random.Generator) -> np.ndarray:
-        policy = build_policy(run_config, rng)
+        policy = build(rng)
         assert isinstance(policy, AdaROFUL)
         u = np.array([float(which) * policy.config.L, 0.0])
         out = np.empty((n, 2))
