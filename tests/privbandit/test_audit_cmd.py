@@ -58,7 +58,7 @@ def test_refusals(capsys: pytest.CaptureFixture[str]) -> None:
 def test_list_names_every_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--list"]) == 0
     listed = capsys.readouterr().out.split()
-    assert "ddp-linucb/frobenius" in listed and "adar-gope" in listed
+    assert "ddp-linucb/frobenius/analyzer" in listed and "adar-gope" in listed
     assert "ldp-linucb/centered-upper" in listed
 
 

@@ -6,9 +6,10 @@ by the randomizer the task builds (``registry.randomizer_for`` on a config) or b
 own release code. Nothing here re-implements a mechanism: a planted bug (``plant=True``) is the
 shipped randomizer or policy constructed with a wrong parameter — half the calibrated σ
 (ldp-linucb), σ for one coordinate's sensitivity L² (ldp-glb), σ for B = ½ instead of 2B
-(ldp-mab), the flip probability of 4 ε0 (sblb), shares sized for a batch 8 times longer
-(ddp-linucb), the noise of level 3 ε_t (HeLDP), the noise of RDP ε = 16 (AdaR) — and the claim
-stays the honest configuration's, so the audit must find ε_lo above it.
+(ldp-mab), the flip probability of 4 ε0 (sblb), the aggregators' noise of ε = 3 (ddp-linucb;
+with the devices' noise, shares sized for a batch 8 times longer), the noise of level 3 ε_t
+(HeLDP), the noise of RDP ε = 16 (AdaR) — and the claim stays the honest configuration's, so the
+audit must find ε_lo above it.
 
 Pairs (D₀, D₁):
 
@@ -20,8 +21,9 @@ Pairs (D₀, D₁):
 - sblb (Garcelon Alg. 2–3, d = 1, m = 1): one user's report for x = +1 vs x = −1 at r = 1 (its
   ỹ bit flips; z̃ = x²/2 + ½ is the same), the one randomised bit at its per-bit ε, and the batch
   sum of l reports with the other l − 1 users fixed (the sum-only ledger's view).
-- ddp-linucb: the batch sum of l users' rounded statistics with their Skellam shares, the target's
-  pair the farthest apart weighted statistics, the others at x = 0, r = 0.
+- ddp-linucb: the batch sum of l users' rounded statistics with the aggregators' Skellam noise
+  (as the public and as the analyzer see it) or, in the previous design, the devices' shares; the
+  target's pair the farthest apart weighted statistics, the others at x = 0, r = 0.
 - ldp-mab: r = 0 vs r = 1. HeLDP: s = 0 vs s = 1 at the user's level ε_t.
 - AdaR-UCB: one episode's released mean of n rewards, all 0 vs one of them 1. AdaR-GOPE: one
   phase's private estimate, one reward 0 vs 1 at a support arm. AdaR-OFUL: the first episode's
@@ -261,31 +263,51 @@ def sblb_batch_sum(plant: bool = False) -> Mechanism:
 # -- ddp-linucb: Skellam batch sums ----------------------------------------------------------
 
 DDP_BATCH = 4
-PLANT_SHARES = 8  # the planted ddp bug: shares sized for a batch 8 times longer
+PLANT_SHARES = 8  # the planted bug of noise = "devices": shares sized for an 8× longer batch
+PLANT_DDP_EPSILON = 3.0  # the planted aggregator bug: noise of ε = 3 (a ninth of μ_a)
 
 
-def ddp_linucb(encoding: str, plant: bool = False) -> Mechanism:
-    """One batch sum of ``DDP_BATCH`` users (d = 2, s = 128, ``encoding``) in the device-share
-    design: each
-    device's rounded statistics plus its Skellam share (``SkellamRandomizer.randomize``, the
-    simulator's sampler of the devices' law)."""
+def ddp_linucb(encoding: str, view: str, plant: bool = False) -> Mechanism:
+    """One batch sum of ``DDP_BATCH`` users (d = 2, s = 128, ``encoding``) as an observer sees it.
+
+    ``view`` ``"public"``: the devices' exact rounded statistics (``SkellamRandomizer.
+    randomize``) plus both aggregators' noise (``batch_noise``, the simulator's sampler of
+    Sk(μ_a) + Sk(μ_a)), against the ledger's public ε (variance 2μ_a). ``"analyzer"``: plus
+    one aggregator's noise only — what the analyzer's view is once it subtracts its own —
+    against the top-level central ε (variance μ_a); drawn by ``batch_noise`` of the same
+    randomizer with its rate halved (the exact CSPRNG sampler the services run takes 0.1 s per
+    vector at this μ, too slow for 10⁵ samples; it draws the same law). ``"devices"``: the
+    previous design (``noise = "devices"``), each device's rounded statistics plus its share."""
     from privbandit.shared.core.policies.registry import make_config, randomizer_for
-    from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+    from privbandit.shared.core.randomizers.skellam import SkellamRandomizer, pair_sensitivity
 
-    def build(batch: int) -> SkellamRandomizer:
-        config = make_config("ddp-linucb", d=2, epsilon=1.0, delta=1e-6, batch_size=batch,
-                             encoding=encoding)
+    noise = "devices" if view == "devices" else "aggregators"
+
+    def build(batch: int, epsilon: float = 1.0) -> SkellamRandomizer:
+        config = make_config("ddp-linucb", d=2, epsilon=epsilon, delta=1e-6, batch_size=batch,
+                             encoding=encoding, noise=noise)
         rand = randomizer_for(config)
         assert isinstance(rand, SkellamRandomizer)
         return rand
 
     honest = build(DDP_BATCH)
     ledger = honest.ledger()
+    claimed = float(ledger.central_epsilon or 0.0)
+    if view == "public":
+        claimed = float((ledger.model_extra or {})["observers"]["public"]["central_epsilon"])
     rand, planted = honest, None
-    if plant:
+    if plant and view == "devices":
         rand = build(PLANT_SHARES * DDP_BATCH)
         planted = (f"shares sized for a batch of {PLANT_SHARES * DDP_BATCH} on a batch of "
                    f"{DDP_BATCH} (1/{PLANT_SHARES} of the noise variance)")
+    elif plant:
+        rand = build(DDP_BATCH, PLANT_DDP_EPSILON)
+        planted = (f"the aggregators' noise of a task at ε = {PLANT_DDP_EPSILON:g} under the "
+                   "claim ε = 1")
+    noisy = rand
+    if view == "analyzer":  # one aggregator's Sk(μ_a): the pair's rate halved
+        noisy = build(DDP_BATCH, PLANT_DDP_EPSILON if plant else 1.0)
+        noisy.lam = noisy.lam / 2
     xs = circle(rand.d, rand.L, 720)
     a, b, dist = farthest_pair(rand.statistics, xs)
     pair = (a, b)
@@ -297,19 +319,23 @@ def ddp_linucb(encoding: str, plant: bool = False) -> Mechanism:
         R = np.concatenate([np.full(n, r), np.zeros(n * (DDP_BATCH - 1))])
         rows = rand.randomize(X, R, rng)
         own, rest = rows[:n], rows[n:].reshape(n, DDP_BATCH - 1, -1).sum(axis=1)
-        return (own + rest).astype(float)
+        sums = own + rest
+        if noise == "aggregators":
+            sums = sums + np.stack([noisy.batch_noise(rng) for _ in range(n)])
+        return sums.astype(float)
 
-    from privbandit.shared.core.randomizers.skellam import pair_sensitivity
-
+    design = ("the previous device-share design (noise = 'devices'): l shares of total variance "
+              "μ" if view == "devices" else
+              f"issue 40's design, the {view}'s view: exact rounded statistics and "
+              + ("both aggregators' noise (2μ_a)" if view == "public" else
+                 "the other aggregator's noise (μ_a)"))
     loose = (" The upper encoding's Δ_v adds the two parts' sups, which no pair attains together "
              "(the farthest pair reaches the fraction 'attained')." if encoding == "upper" else "")
     return Mechanism(
-        f"ddp-linucb/{encoding}", "skellam", float(ledger.central_epsilon or 0.0),
+        f"ddp-linucb/{encoding}/{view}", "skellam", claimed,
         float(ledger.central_delta or 0.0), sample, False,
-        "the device-share design on main at the time of the audit (issue 40's aggregator noise "
-        "had not landed): the sum of l rounded statistics and l shares of total variance μ; the "
-        "ledger's sensitivities add the rounding slack 2√n to sΔ_v and its RDP conversion is "
-        "not tight, so ε_lo stays below the claim." + loose,
+        design + "; the ledger's sensitivities add the rounding slack 2√n to sΔ_v and its RDP "
+        "conversion is not tight, so ε_lo stays below the claim." + loose,
         dist / pair_sensitivity(rand.L, rand.encoding, rand.u_weight, rand.intercept), planted)
 
 
@@ -478,8 +504,10 @@ def mechanisms() -> dict[str, Callable[[bool], Mechanism]]:
         "sblb/report": sblb_report,
         "sblb/bit": sblb_bit,
         f"sblb/batch-sum-l{SBLB_BATCH}": sblb_batch_sum,
-        "ddp-linucb/upper": functools.partial(ddp_linucb, "upper"),
-        "ddp-linucb/frobenius": functools.partial(ddp_linucb, "frobenius"),
+        "ddp-linucb/frobenius/public": functools.partial(ddp_linucb, "frobenius", "public"),
+        "ddp-linucb/frobenius/analyzer": functools.partial(ddp_linucb, "frobenius", "analyzer"),
+        "ddp-linucb/upper/public": functools.partial(ddp_linucb, "upper", "public"),
+        "ddp-linucb/frobenius/devices": functools.partial(ddp_linucb, "frobenius", "devices"),
         "ldp-mab": ldp_mab,
     }
     for algo in ("heldp-ucb-l", "heldp-ucb-b"):

@@ -20,7 +20,7 @@ def one(name: str, samples: int, plant: bool = False, seed: int = 0):  # type: i
 
 @pytest.mark.parametrize("name", ["ldp-linucb/plain", "ldp-linucb/frobenius",
                                   "ldp-linucb/centered", "ldp-linucb/centered-upper",
-                                  "ddp-linucb/frobenius"])
+                                  "ddp-linucb/frobenius/public"])
 def test_exact_pairs_attain_the_sensitivity(name: str) -> None:
     """The search finds a pair at the calibrated Δ (the joint bounds are exact) to 1e-4."""
     mech = mechanisms()[name](False)
@@ -33,7 +33,7 @@ def test_loose_pairs_are_said_to_be() -> None:
     encoding adds the parts' sups: √(4.5/6) of it at L = w = 1."""
     glb = mechanisms()["ldp-glb"](False)
     assert glb.attained is not None and 0.98 <= glb.attained < 1
-    upper = mechanisms()["ddp-linucb/upper"](False)
+    upper = mechanisms()["ddp-linucb/upper/public"](False)
     assert upper.attained == pytest.approx(math.sqrt(4.5 / 6), abs=1e-4)
     assert not glb.tight and not upper.tight
 
@@ -80,8 +80,10 @@ def test_gaussian_report_is_audited_tightly() -> None:
     ("ldp-glb", 100_000), ("ldp-mab", 1_000_000),
     # binary: the flip probability of 4 ε0
     ("sblb/report", 20_000), ("sblb/bit", 20_000), ("sblb/batch-sum-l2", 20_000),
-    # skellam: shares sized for a batch 8 times longer (an eighth of the noise variance)
-    ("ddp-linucb/frobenius", 100_000),
+    # skellam: the aggregators' noise of a task at ε = 3 (a ninth of μ_a), as the analyzer and
+    # the public see it; the devices' design: shares sized for an 8 times longer batch
+    ("ddp-linucb/frobenius/analyzer", 100_000), ("ddp-linucb/frobenius/public", 100_000),
+    ("ddp-linucb/frobenius/devices", 100_000),
     # heldp: noise of level 3 ε_t on a report stating ε_t
     ("heldp-ucb-l@0.5", 20_000), ("heldp-ucb-b@0.5", 20_000),
     # central: AdaR-UCB and AdaR-OFUL with the noise of RDP ε = 16 under the claim ε = 1 (σ/4)
