@@ -1,1 +1,6 @@
-// privbandit web client (issue 41): the device role in the browser.
+export * from "./crypto/prio3/field.js";
+export * from "./crypto/prio3/xof.js";
+export * from "./crypto/prio3/flp.js";
+export * from "./crypto/prio3/circuits.js";
+export * from "./crypto/prio3/prio3.js";
+export * from "./crypto/random.js";
