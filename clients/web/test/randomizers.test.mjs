@@ -14,7 +14,7 @@ test("0/1 randomizer: a kept bit reads 1 − p/2, a flipped one p/2 (ratio e^{2�
   // d = 1, L = 1, x = −1, r = 1: values (r x/2 + ½, x²/2 + ½) = (0, 1), so the bits are (0, 1)
   const rz = new pb.BinaryRandomizer(1, 1.0, 1, 1.0);
   assert.equal(rz.p, 1 - Math.tanh(2 / 4 / 2));
-  const n = 100000;
+  const n = 50000;
   let zeroOut = 0, oneOut = 0;
   for (let i = 0; i < n; i++) {
     const { bits } = rz.randomize([-1], 1);
@@ -34,7 +34,7 @@ test("0/1 randomizer: the debiased counts are unbiased for the values", () => {
   const x = [0.9, -0.7], r = 0.35;
   const values = pb.encodeValues(x, r, L);
   assert.equal(values.length, rz.c);
-  const n = 40000;
+  const n = 20000;
   const sum = new Array(rz.c).fill(0);
   for (let i = 0; i < n; i++) {
     const { bits, counts } = rz.randomize(x, r);
@@ -92,7 +92,7 @@ test("Gaussian: the row is the clean vector plus N(0, σ²) noise, under every e
     // weight √2 off the diagonal for frobenius and centered, w on the reward part
     if (enc === "frobenius") assert.ok(Math.abs(clean[1] - Math.SQRT2 * 0.2 * 0.3) < 1e-15);
     if (centered) assert.ok(Math.abs(clean[6] - 1.5 * (0.8 - 0.5) * c) < 1e-15);
-    const n = 20000;
+    const n = 8000;
     let s = 0, s2 = 0;
     for (let i = 0; i < n; i++) {
       const row = rz.randomize(x, 0.8);
@@ -109,7 +109,7 @@ test("ddp-linucb: rounding is unbiased, to an adjacent integer, within the norm 
   const rz = new pb.DdpRandomizer({ d: 3, scale: 50, L: 1, encoding: "frobenius", u_weight: 1.2 });
   const x = [0.5, -0.4, 0.6], r = 0.7;
   const y = rz.statistics(x, r).map((v) => 50 * v);
-  const n = 20000;
+  const n = 10000;
   const sum = new Array(rz.n).fill(0);
   for (let i = 0; i < n; i++) {
     const z = rz.rounded(x, r);

@@ -23,28 +23,48 @@ export const cryptoRandom: RandomSource = (n: number): Uint8Array => {
   return out;
 };
 
-/** A stream of random bits over a RandomSource, refilled 64 bytes at a time. */
+/** A stream of random bits and bytes over a RandomSource, refilled 256 bytes at a time. */
 export class BitStream {
   private buf: Uint8Array = new Uint8Array(0);
-  private pos = 0; // bit position in buf
+  private byte = 0; // next unread byte of buf
+  private acc = 0; // the bits of the current byte not read yet, MSB first
+  private left = 0; // how many
 
   constructor(private readonly source: RandomSource = cryptoRandom) {}
 
-  bit(): number {
-    if (this.pos >= this.buf.length * 8) {
-      this.buf = this.source(64);
-      this.pos = 0;
+  private nextByte(): number {
+    if (this.byte >= this.buf.length) {
+      this.buf = this.source(256);
+      this.byte = 0;
     }
-    const b = (this.buf[this.pos >> 3]! >> (7 - (this.pos & 7))) & 1;
-    this.pos++;
-    return b;
+    return this.buf[this.byte++]!;
+  }
+
+  bit(): number {
+    if (this.left === 0) {
+      this.acc = this.nextByte();
+      this.left = 8;
+    }
+    this.left--;
+    return (this.acc >> this.left) & 1;
+  }
+
+  /** A uniform integer in [0, 2^k), k ≤ 53, as a Number: whole bytes, then single bits. */
+  uint(k: number): number {
+    if (!(k >= 0 && k <= 53)) throw new RangeError("uint draws at most 53 bits");
+    let v = 0;
+    let n = k;
+    for (; n >= 8; n -= 8) v = v * 256 + this.nextByte();
+    for (; n > 0; n--) v = v * 2 + this.bit();
+    return v;
   }
 
   /** A uniform integer in [0, 2^k). */
   bits(k: number): bigint {
     let v = 0n;
-    for (let i = 0; i < k; i++) v = (v << 1n) | BigInt(this.bit());
-    return v;
+    let n = k;
+    for (; n >= 48; n -= 48) v = (v << 48n) | BigInt(this.uint(48));
+    return (v << BigInt(n)) | BigInt(this.uint(n));
   }
 }
 
@@ -72,15 +92,29 @@ export function dyadic(p: number): { num: bigint; k: number } {
   return e >= 0 ? { num: mant << BigInt(e), k: 0 } : { num: mant, k: -e };
 }
 
+// The binary expansions of the last probabilities asked for (a randomizer asks for the same
+// flip probability for every bit): num's k bits, most significant first.
+const expansions = new Map<number, Uint8Array>();
+
+function expansion(p: number): Uint8Array {
+  let e = expansions.get(p);
+  if (e === undefined) {
+    const { num, k } = dyadic(p);
+    e = new Uint8Array(k);
+    for (let i = 0; i < k; i++) e[i] = Number((num >> BigInt(k - 1 - i)) & 1n);
+    if (expansions.size >= 64) expansions.clear();
+    expansions.set(p, e);
+  }
+  return e;
+}
+
 /** 1 with probability exactly p (a float in [0, 1]), else 0 (module doc). */
 export function exactBernoulli(p: number, bits: BitStream): number {
   if (!(p >= 0 && p <= 1)) throw new RangeError(`not a probability: ${p}`);
-  const { num, k } = dyadic(p);
-  if (k === 0) return num >= 1n ? 1 : 0; // p = 0 or 1
-  // compare U (k bits, MSB first) with num bit by bit
-  for (let i = k - 1; i >= 0; i--) {
+  if (p === 0 || p === 1) return p;
+  // compare U (k bits, MSB first) with num bit by bit: the first difference decides
+  for (const n of expansion(p)) {
     const u = bits.bit();
-    const n = Number((num >> BigInt(i)) & 1n);
     if (u !== n) return u < n ? 1 : 0;
   }
   return 0; // U = num: not below
@@ -89,7 +123,7 @@ export function exactBernoulli(p: number, bits: BitStream): number {
 /** A uniform double in (0, 1): 53 random bits, never 0 (the logarithm below needs u > 0). */
 export function uniformOpen(bits: BitStream): number {
   for (;;) {
-    const u = Number(bits.bits(53)) / 2 ** 53;
+    const u = bits.uint(53) / 2 ** 53;
     if (u > 0) return u;
   }
 }
