@@ -4,8 +4,9 @@ Python device's functions in the same run, and the size of the bundle a page shi
 One report = randomise + shard + seal, for the same users (d = 5, ‖x‖ = 1, r ~ U[0, 1]):
 - sblb: the 0/1 randomizer (m = 1, ε0 = 4) and a Prio3SumVec report over [0, m] (c = 20 counts),
   helper share HPKE-sealed — Python: ``BinaryRandomizer.randomize`` (numpy) + ``prio3.make_report``;
-- ddp-linucb: clip, scale (s = 128), exact CSPRNG rounding, Prio3 over the task's range [−O, O]
-  (O of the default task) — Python: ``SkellamRandomizer.rounded`` + ``make_report``.
+- ddp-linucb (issue 40's design: no noise share): clip, scale (s = 128), exact CSPRNG rounding,
+  SumVecRanges over the honest ranges of the default task — Python: ``SkellamRandomizer.rounded``
+  + ``make_report`` under ``task_vdaf``.
 Rounds alternate the two sides; a round's figure is the mean over ``--reports`` reports (node: a
 process per round running the bundle dist/privbandit.js, which times its second pass, warm), its
 ratio node/Python; printed: the medians and the ratios' median and range over rounds. The bundle:
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -31,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from privbandit.services.device.transports.prio3 import make_report
 from privbandit.shared.core.policies import make_config, randomizer_for
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-from privbandit.shared.crypto.prio3_task import TaskVdaf
+from privbandit.shared.crypto.prio3_task import TaskVdaf, task_vdaf
 
 WEB = Path(__file__).resolve().parents[1] / "clients" / "web"
 
@@ -51,9 +53,9 @@ def main() -> None:
 
     binary = BinaryRandomizer(d, eps0, m, 1.0)
     sblb_vdaf = TaskVdaf("sblb", binary.c, m)
-    ddp = randomizer_for(make_config("ddp-linucb", d=d))
-    o = int(ddp.offset)
-    ddp_vdaf = TaskVdaf("ddp", ddp.n, 2 * o, o)
+    ddp_policy = make_config("ddp-linucb", d=d)
+    ddp = randomizer_for(ddp_policy)
+    ddp_vdaf = task_vdaf(SimpleNamespace(id="ddp", policy=ddp_policy))
 
     def sblb_one(i: int) -> None:
         row = binary.randomize(x[i : i + 1], r[i : i + 1], rng)
@@ -65,7 +67,7 @@ def main() -> None:
     job = {"reports": args.reports, "rounds": 2, "x": x.tolist(), "r": r.tolist(),
            "key_id": key_id, "public_key": public.hex(),
            "sblb": {"d": d, "eps0": eps0, "m": m, "L": 1.0},
-           "ddp": {"params": {"d": d, "scale": ddp.scale, "L": ddp.L}, "lo": -o, "hi": o}}
+           "ddp": {"params": {"d": d, "scale": ddp.scale, "L": ddp.L}}}
     py: dict[str, list[float]] = {"sblb": [], "ddp": []}
     js: dict[str, list[float]] = {"sblb": [], "ddp": []}
     for _ in range(args.rounds):  # interleaved: each round's ratio compares neighbouring times
