@@ -7,9 +7,10 @@ One report = randomise + shard + seal, for the same users (d = 5, ‖x‖ = 1, r
 - ddp-linucb (issue 40's design: no noise share): clip, scale (s = 128), exact CSPRNG rounding,
   SumVecRanges over the honest ranges of the default task — Python: ``SkellamRandomizer.rounded``
   + ``make_report`` under ``task_vdaf``.
-Rounds alternate the two sides; a round's figure is the mean over ``--reports`` reports (node: a
-process per round running the bundle dist/privbandit.js, which times its second pass, warm), its
-ratio node/Python; printed: the medians and the ratios' median and range over rounds. The bundle:
+Rounds alternate the two sides; a round's figure is the mean over ``--reports`` reports of the
+process's CPU time (all threads) and of the wall time (node: a process per round running the
+bundle dist/privbandit.js, which times its last pass, warm); printed: the medians, and the CPU
+ratio node/Python's median and range over rounds. The bundle:
 dist/privbandit.min.js, gzip -9.
 
     python -m bench.web_client [--reports 50 --rounds 5]     (needs `npm run build` in clients/web)
@@ -68,22 +69,29 @@ def main() -> None:
            "key_id": key_id, "public_key": public.hex(),
            "sblb": {"d": d, "eps0": eps0, "m": m, "L": 1.0},
            "ddp": {"params": {"d": d, "scale": ddp.scale, "L": ddp.L}}}
-    py: dict[str, list[float]] = {"sblb": [], "ddp": []}
-    js: dict[str, list[float]] = {"sblb": [], "ddp": []}
+    # Per side, per round: (CPU seconds of the whole process, every thread included — node's
+    # WebCrypto runs on its thread pool —, wall seconds) per report. CPU time is what the
+    # ratio compares: on a loaded machine wall time mostly measures the wait for a core.
+    py: dict[str, list[tuple[float, float]]] = {"sblb": [], "ddp": []}
+    js: dict[str, list[tuple[float, float]]] = {"sblb": [], "ddp": []}
     for _ in range(args.rounds):  # interleaved: each round's ratio compares neighbouring times
         for name, one in (("sblb", sblb_one), ("ddp", ddp_one)):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             for i in range(args.reports):
                 one(i)
-            py[name].append((time.perf_counter() - t0) / args.reports)
+            py[name].append(((time.process_time() - c0) / args.reports,
+                             (time.perf_counter() - t0) / args.reports))
         done = subprocess.run(["node", "test/bench-tool.mjs"], cwd=WEB, input=json.dumps(job),
                               capture_output=True, text=True, check=True)
-        for name, secs in json.loads(done.stdout).items():
-            js[name].append(secs)
+        for name, (cpu, wall) in json.loads(done.stdout).items():
+            js[name].append((cpu, wall))
     for name in ("sblb", "ddp"):
-        ratios = [a / b for a, b in zip(js[name], py[name], strict=True)]
-        print(f"{name:5s} per report: node {1e3 * statistics.median(js[name]):6.2f} ms, python "
-              f"{1e3 * statistics.median(py[name]):6.2f} ms; ratio node/python median "
+        ratios = [a[0] / b[0] for a, b in zip(js[name], py[name], strict=True)]
+        med = {side: [1e3 * statistics.median(s[k] for s in runs[name]) for k in (0, 1)]
+               for side, runs in (("node", js), ("python", py))}
+        print(f"{name:5s} per report, CPU (wall): node {med['node'][0]:6.2f} ms "
+              f"({med['node'][1]:6.2f}), python {med['python'][0]:6.2f} ms "
+              f"({med['python'][1]:6.2f}); CPU ratio node/python median "
               f"{statistics.median(ratios):.2f} (rounds {min(ratios):.2f}-{max(ratios):.2f})")
     minified = (WEB / "dist" / "privbandit.min.js").read_bytes()
     print(f"bundle dist/privbandit.min.js: {len(minified)} bytes, "
