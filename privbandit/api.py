@@ -79,9 +79,9 @@ from privbandit.shared.core.accounting.shuffle import (
 from privbandit.shared.core.environments import Environment, register_environment
 from privbandit.shared.core.logged import UniformConfig
 from privbandit.shared.core.ope import Estimate
-from privbandit.shared.core.policies import REGISTRY
 from privbandit.shared.core.policies.base import Policy
 from privbandit.shared.core.randomizers.base import off_intercept
+from privbandit.simulation import SimulationError, resolve_config
 
 __all__ = [
     "Bandit",
@@ -102,19 +102,19 @@ __all__ = [
 ]
 
 
-def config(algo: str, *, paper: bool = False, **params: Any) -> Any:
-    """The validated config of policy ``algo`` ("random": the uniform logging policy): the
-    policy's practical defaults (its ``PRACTICAL``, what ``simulate`` uses) unless ``paper``,
-    overridden by ``params`` (the config's fields, e.g. d, epsilon, batch_size)."""
-    if algo == "random":
-        return UniformConfig(**params)
-    if algo not in REGISTRY:
-        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(REGISTRY)}, random")
-    cls = REGISTRY[algo].config
-    base = {} if paper else dict(getattr(cls, "PRACTICAL", {}))
-    if "batch_size" in params:
-        base.pop("batch_schedule", None)  # a fixed batch length replaces the default schedule
-    return cls(**{**base, **params})
+def config(algo: str, *, paper: bool = False, aggregation: str = "secure-sum",
+           T: int | None = None, **params: Any) -> Any:
+    """The validated config of policy ``algo`` ("random": the uniform logging policy), resolved
+    as ``privbandit simulate`` resolves it (``simulation.resolve_config``): the policy's
+    practical defaults (its ``PRACTICAL``) unless ``paper``, for ``aggregation`` (sblb's ε0 is
+    sized for what the shuffler releases), the horizon T where a parameter depends on it,
+    overridden by ``params`` (the config's fields, e.g. d, epsilon, batch_size); a field the
+    policy does not have is an error."""
+    cfg, ignored = resolve_config(algo, T=T, paper=paper, aggregation=aggregation,
+                                  params=params)
+    if ignored:
+        raise SimulationError(f"{algo} has no parameter(s) {', '.join(ignored)}")
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -190,28 +190,35 @@ class Bandit:
         return self.policy.ledger(T, aggregation=aggregation)
 
 
-def simulate(algo: str | Any, env: str | Environment, T: int, *, d: int = 5, K: int = 20,
-             runs: int = 1, seed: int = 0, **params: Any) -> dict[str, Any]:
-    """``runs`` simulations of T users; the summary of ``privbandit simulate``'s JSON
-    (final regret, its standard error, the regret curve, …). ``algo``: a policy id (with
-    ``params``) or a config; ``env``: a built-in or registered name, a ``package.module:Class``
-    path, or an ``Environment`` object (one run on it; its own generator draws the users)."""
-    from privbandit.shared.core import simulator
+def simulate(algo: str, env: str | Environment, T: int, *, d: int | None = None,
+             K: int | None = None, runs: int = 1, seed: int = 0, paper: bool = False,
+             aggregation: str = "secure-sum", central_epsilon: float | None = None,
+             **params: Any) -> dict[str, Any]:
+    """``runs`` simulations of T users: the JSON of ``privbandit simulate`` with the same
+    arguments (the same function runs both, ``simulation.run``: final regret, its standard
+    error, the regret curve, …, and ``privacy``, the policy's ledger). ``algo``: a policy id;
+    ``params``: its config fields (``epsilon``, ``batch_size``, …, the command line's flags
+    without ``--``); ``env``: a built-in or registered name, a ``package.module:Class`` path, or
+    an ``Environment`` object (one run on it; its own generator draws the users). The
+    environment's options are keyword arguments too: ``means``, ``reward_dist`` (``mab``),
+    ``users``, ``contributions``, ``user_offset`` (returning users), ``radius``,
+    ``loss_bound``, ``loss_noise``, ``drift_period`` (BCO). A parameter the policy does not use
+    is an error; the command line's other remarks are warnings."""
+    import warnings
 
-    cfg = config(algo, d=d, **params) if isinstance(algo, str) else algo
-    if isinstance(env, Environment):
-        if runs != 1:
-            raise ValueError("an environment object serves one run")
-        streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)]
-        policy = simulator.make_policy(cfg, streams[2])
-        policy.bind_arms(env.fixed_arms)
-        results = [simulator.run_once(policy, env, T, streams[0], streams[1],
-                                      simulator.checkpoints_for(T))]
-        env_params = env.params()
-    else:
-        results, env_params = simulator.simulate(cfg, env, K, T, runs, seed)
-    return {"algo": cfg.algo, "T": T, "runs": runs, "seed": seed, "params": env_params,
-            **simulator.summarize(results)}
+    from privbandit import simulation
+
+    options = {k: params.pop(k) for k in list(params) if k in ENV_OPTIONS}
+    req = simulation.Request(
+        algo=algo, env=env, T=T, runs=runs, seed=seed, d=d, K=K, params=params, paper=paper,
+        aggregation=aggregation, central_epsilon=central_epsilon, strict=True,
+        note=lambda text: warnings.warn(text, stacklevel=3), **options)
+    return simulation.run(req).summary
+
+
+# ``simulate``'s keyword arguments that describe the environment, not the policy.
+ENV_OPTIONS = ("means", "reward_dist", "users", "contributions", "user_offset", "radius",
+               "loss_bound", "loss_noise", "drift_period")
 
 
 def log_uniform(env: str, T: int, *, d: int = 5, K: int = 20, seed: int = 0
