@@ -64,11 +64,11 @@ The accountants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from privbandit.bandit import Bandit, Choice, DecisionClosed
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.accounting.ledgers import rdp_epsilon_for_central
 from privbandit.shared.core.accounting.shuffle import (
@@ -79,13 +79,12 @@ from privbandit.shared.core.accounting.shuffle import (
 from privbandit.shared.core.environments import Environment, register_environment
 from privbandit.shared.core.logged import UniformConfig
 from privbandit.shared.core.ope import Estimate
-from privbandit.shared.core.policies.base import Policy
-from privbandit.shared.core.randomizers.base import off_intercept
 from privbandit.simulation import SimulationError, resolve_config
 
 __all__ = [
     "Bandit",
     "Choice",
+    "DecisionClosed",
     "Environment",
     "Estimate",
     "config",
@@ -98,6 +97,7 @@ __all__ = [
     "shuffle_epsilon",
     "shuffle_max_eps0",
     "shuffle_min_batch",
+    "SimulationError",
     "simulate",
 ]
 
@@ -115,79 +115,6 @@ def config(algo: str, *, paper: bool = False, aggregation: str = "secure-sum",
     if ignored:
         raise SimulationError(f"{algo} has no parameter(s) {', '.join(ignored)}")
     return cfg
-
-
-@dataclass(frozen=True)
-class Choice:
-    """One decision: the arm, the probability the deciding model took it with, the model's
-    version, and the chosen arm's features (kept, as a device keeps them, for the feedback)."""
-
-    action: int
-    propensity: float
-    model_version: int
-    features: np.ndarray
-
-
-class Bandit:
-    """One policy serving your users: ``decide`` (the device's choice from the current model),
-    ``feedback`` (the device's randomizer privatises (x_a, r) at once; the analyzer ingests the
-    reports at the policy's cadence — a window of reports per model, full batches for a shuffle
-    policy), ``ledger`` (what the policy's reports reveal).
-
-    ``seed`` spawns the policy's and the devices' generators (SeedSequence); None draws fresh
-    entropy. The features are checked: K rows of d finite numbers, each ‖x‖ ≤ L (and x[0] = c
-    where the policy's encoding relies on an intercept c)."""
-
-    def __init__(self, algo: str, *, seed: int | None = None, paper: bool = False,
-                 **params: Any) -> None:
-        from privbandit.shared.core.simulator import make_policy
-
-        self.config = config(algo, paper=paper, **params)
-        policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
-        self.policy: Policy[Any, Any] = make_policy(self.config,
-                                                    np.random.default_rng(policy_ss))
-        self.device_rng = np.random.default_rng(device_ss)
-        self._pending: list[np.ndarray] = []
-
-    def decide(self, features: np.ndarray) -> Choice:
-        """The arm for one user's (K, d) features, with its propensity (1 for the argmax
-        models: ties go to the lowest index)."""
-        X = np.asarray(features, dtype=float)
-        d, L = self.config.d, getattr(self.config, "L", 1.0)
-        if X.ndim != 2 or X.shape[1] != d or X.shape[0] < 1:
-            raise ValueError(f"features must have shape (K, {d})")
-        if not np.isfinite(X).all() or (np.linalg.norm(X, axis=1) > L * (1 + 1e-9)).any():
-            raise ValueError(f"features must be finite with every ||x|| <= L = {L}")
-        c = getattr(self.config, "encoding_intercept", None)
-        if c is not None and off_intercept(X[:, 0], c).any():
-            raise ValueError(f"every feature vector must have the intercept x[0] = {c!r}")
-        model = self.policy.model
-        a = model.decide(X[None])  # type: ignore[attr-defined]  # a ContextDeciding model
-        p = model.propensity(X[None], a)  # type: ignore[attr-defined]  # every such model has it
-        arm = int(a[0])
-        return Choice(arm, float(p[0]), int(model.version), X[arm].copy())
-
-    def feedback(self, choice: Choice, reward: float) -> None:
-        """The user's reward for ``choice``: randomised now (the device's step), ingested when
-        the policy's window (or batch) is full."""
-        r = float(reward)
-        if not np.isfinite(r):
-            raise ValueError("the reward must be a finite number")
-        row = self.policy.randomizer.randomize(choice.features[None], np.array([r]),
-                                               self.device_rng)[0]
-        self._pending.append(row)
-        while self._pending and len(self._pending) >= self.policy.window():
-            used = self.policy.ingest(np.array(self._pending))
-            self._pending = self._pending[used:]
-
-    @property
-    def model(self) -> Any:
-        """The published model the next ``decide`` uses."""
-        return self.policy.model
-
-    def ledger(self, T: int | None = None, aggregation: str = "secure-sum") -> PrivacyLedger:
-        """The policy's privacy ledger (spec §6 ``privacy``), for T users where it depends on T."""
-        return self.policy.ledger(T, aggregation=aggregation)
 
 
 def simulate(algo: str, env: str | Environment, T: int, *, d: int | None = None,
