@@ -191,7 +191,10 @@ def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5
 
 def policy_ledger(algo: str, T: int | None = None, aggregation: str = "secure-sum", *,
                   paper: bool = False, **params: Any) -> PrivacyLedger:
-    """The privacy ledger of policy ``algo`` with ``params``, nothing run (spec §6)."""
+    """The privacy ledger of policy ``algo`` with ``params``, nothing run (spec §6): the config
+    resolved for T and ``aggregation`` as ``simulate`` resolves it, so the ledger is the one a
+    simulation of T users states."""
     from privbandit.shared.core.simulator import make_policy
 
-    return make_policy(config(algo, paper=paper, **params)).ledger(T, aggregation=aggregation)
+    cfg = config(algo, paper=paper, aggregation=aggregation, T=T, **params)
+    return make_policy(cfg).ledger(T, aggregation=aggregation)

@@ -137,3 +137,12 @@ def test_every_config_field_is_reachable_from_the_command_line() -> None:
     args = parser.parse_args(["simulate", "--algo", "ldp-glb", "--S", "2", "--horizon", "9",
                               "--ogd-step", "0.1"])
     assert (args.S, args.horizon, args.ogd_step) == (2.0, 9, 0.1)
+
+
+def test_policy_ledger_is_the_simulations_ledger() -> None:
+    """``policy_ledger`` resolves the config as ``simulate`` does (aggregation, horizon)."""
+    for agg in ("reports", "secure-sum"):
+        out = privbandit.simulate("sblb", "linear", T=T, d=3, K=4, batch_size=200,
+                                  aggregation=agg)
+        ledger = privbandit.policy_ledger("sblb", T, agg, d=3, batch_size=200)
+        assert as_json(ledger.model_dump()) == out["privacy"], agg
