@@ -117,25 +117,32 @@ def config(algo: str, *, paper: bool = False, aggregation: str = "secure-sum",
     return cfg
 
 
-def simulate(algo: str, env: str | Environment, T: int, *, d: int | None = None,
+def simulate(algo: str | Any, env: str | Environment, T: int, *, d: int | None = None,
              K: int | None = None, runs: int = 1, seed: int = 0, paper: bool = False,
              aggregation: str = "secure-sum", central_epsilon: float | None = None,
              **params: Any) -> dict[str, Any]:
     """``runs`` simulations of T users: the JSON of ``privbandit simulate`` with the same
     arguments (the same function runs both, ``simulation.run``: final regret, its standard
-    error, the regret curve, …, and ``privacy``, the policy's ledger). ``algo``: a policy id;
-    ``params``: its config fields (``epsilon``, ``batch_size``, …, the command line's flags
-    without ``--``); ``env``: a built-in or registered name, a ``package.module:Class`` path, or
-    an ``Environment`` object (one run on it; its own generator draws the users). The
-    environment's options are keyword arguments too: ``means``, ``reward_dist`` (``mab``),
-    ``users``, ``contributions``, ``user_offset`` (returning users), ``radius``,
-    ``loss_bound``, ``loss_noise``, ``drift_period`` (BCO). A parameter the policy does not use
-    is an error; the command line's other remarks are warnings."""
+    error, the regret curve, …, and ``privacy``, the policy's ledger). ``algo``: a policy id,
+    or a config (``config(...)``: its every field as it is); ``params``: the config fields
+    (``epsilon``, ``batch_size``, …, the command line's flags without ``--``); ``env``: a
+    built-in or registered name, a ``package.module:Class`` path, or an ``Environment`` object
+    (one run on it; its own generator draws the users). The environment's options are keyword
+    arguments too: ``means``, ``reward_dist`` (``mab``), ``users``, ``contributions``,
+    ``user_offset`` (returning users), ``radius``, ``loss_bound``, ``loss_noise``,
+    ``drift_period`` (BCO). A parameter the policy does not use is an error; the command line's
+    other remarks are warnings."""
     import warnings
 
     from privbandit import simulation
 
     options = {k: params.pop(k) for k in list(params) if k in ENV_OPTIONS}
+    if not isinstance(algo, str):  # a config: its fields as given, no practical default over them
+        fields = algo.model_dump()
+        algo = fields.pop("algo")
+        aggregation = fields.pop("accountant", aggregation)
+        d = fields.get("d") if d is None else d
+        params, paper = {**fields, **params}, True
     req = simulation.Request(
         algo=algo, env=env, T=T, runs=runs, seed=seed, d=d, K=K, params=params, paper=paper,
         aggregation=aggregation, central_epsilon=central_epsilon, strict=True,

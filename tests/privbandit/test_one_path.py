@@ -146,3 +146,14 @@ def test_policy_ledger_is_the_simulations_ledger() -> None:
                                   aggregation=agg)
         ledger = privbandit.policy_ledger("sblb", T, agg, d=3, batch_size=200)
         assert as_json(ledger.model_dump()) == out["privacy"], agg
+
+
+def test_a_config_object_runs_as_its_fields_say() -> None:
+    cfg = privbandit.config("ldp-glb", d=3, horizon=1000, aggregation="reports")
+    out = privbandit.simulate(cfg, "logistic", T=300, K=4, seed=2)
+    assert out["params"]["horizon"] == 1000
+    same = privbandit.simulate("ldp-glb", "logistic", T=300, d=3, K=4, seed=2, horizon=1000)
+    assert out["final_regret_mean"] == same["final_regret_mean"]
+    assert out["privacy"] == same["privacy"]
+    sblb = privbandit.config("sblb", d=3, batch_size=200, aggregation="reports")
+    assert privbandit.simulate(sblb, "linear", T=300, K=4)["params"]["accountant"] == "reports"
