@@ -19,6 +19,3 @@ def add_bco_arguments(p: argparse.ArgumentParser) -> None:
                    help="ν: share of each user's loss that is her own U[0, 1] offset")
     g.add_argument("--drift-period", type=int, default=0,
                    help="move the optimum every N users (0: fixed optimum)")
-    g.add_argument("--calibration", choices=["analytic", "paper"],
-                   help="ldp-bco*: σ exact (Balle–Wang, default) or the paper's classic σ")
-    g.add_argument("--step-scale", type=float, help="multiplies the paper's step size")

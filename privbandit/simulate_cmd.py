@@ -35,10 +35,8 @@ ALL_CONFIGS = {algo: e.config for algo, e in REGISTRY.items()}
 # (``config_flags``). A flag the chosen policy does not use is reported, not silently dropped, so
 # a user never believes a parameter was applied when it was not.
 HAND_FIELDS = (
-    "eps0", "epsilon", "delta", "alpha", "batch_size", "m", "confidence_scale", "regularizer",
-    "update_every", "switching", "eta", "failure_prob", "lam", "epsilon_dist", "eps_min",
-    "sigmoid", "black_box", "beta", "calibration", "step_scale", "honest_fraction", "scale",
-    "batch_schedule", "noise_ridge", "encoding", "u_weight", "intercept", "batch_weight_power",
+    "eps0", "epsilon", "batch_size", "regularizer", "switching", "epsilon_dist", "eps_min",
+    "sigmoid", "batch_schedule", "encoding", "u_weight", "intercept", "batch_weight_power",
     "first_episode", "perturb",
 )
 FLAG_FIELDS = [*HAND_FIELDS, *generated_fields(HAND_FIELDS)]
@@ -71,8 +69,6 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "user's level; ddp-linucb: central ε of the batch sums; sblb: central ε "
                         "after shuffling at --delta (default 1; each batch length gets the "
                         "largest ε0 meeting it under --aggregation's accountant)")
-    p.add_argument("--delta", type=float, help="privacy δ (LDP δ, or of the central figure)")
-    p.add_argument("--alpha", type=float, help="adar-oful: Rényi order")
     p.add_argument("--central-epsilon", type=float,
                    help="adar-oful/adar-gope/adar-ucb: the (ε, δ)-DP target instead of the RDP "
                         "--epsilon: sets the RDP ε at --alpha whose ledger states this central ε "
@@ -85,18 +81,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
                         "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; "
                         "--paper: fixed:1000)")
-    p.add_argument("--honest-fraction", type=float,
-                   help="ddp-linucb: γ, the guarantee holds if ⌈γ l⌉ devices per batch add noise")
-    p.add_argument("--scale", type=float, help="ddp-linucb: quantization scale s (default 128)")
-    p.add_argument("--m", type=int, help="sblb: bits per coordinate")
-    p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")
     p.add_argument("--regularizer", choices=["paper", "clip", "noise"],
                    help="paper (Eq. 8 / Alg. 5), clip (eigenvalue clipping, practical) or, "
                         "ddp-linucb, sblb and ldp-linucb, noise (ridge and width from the noise "
                         "added so far)")
-    p.add_argument("--noise-ridge", type=float,
-                   help="ddp-linucb, sblb, ldp-linucb --regularizer noise: κ in "
-                        "c_t = λ + κ·2σ_t√d")
     p.add_argument("--encoding",
                    choices=["upper", "frobenius", "centered", "auto", "plain", "centered-upper"],
                    help="ddp-linucb: released statistics, upper (upper(x xᵀ), r x), frobenius "
@@ -127,16 +115,12 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "4's episodes; ldp-linucb: no perturbation). Flags "
                         "given explicitly win either way; privacy is the same (the noise is "
                         "sized for the stated guarantee)")
-    p.add_argument("--update-every", type=int, help="ldp-linucb: publish every N reports")
     p.add_argument("--switching", type=float,
                    help="linucb/adar-oful: det growth C (adar-oful default 8; --paper: 0.5)")
     p.add_argument("--first-episode", type=first_episode_arg,
                    help="adar-oful: reports before the first noisy release, or auto = 50 σ_Y/L "
                         "(default auto: 227 at central ε = 1, i.e. RDP (2, 0.04871); --paper: 1, "
                         "switch from the first report)")
-    p.add_argument("--eta", type=float, help="sblb: det growth η")
-    p.add_argument("--failure-prob", type=float, help="δ of the confidence set")
-    p.add_argument("--lam", type=float, help="base ridge regularizer λ")
     mab = p.add_argument_group("multi-armed tasks (--env mab)")
     mab.add_argument("--means", help="arm means m1,m2,... (default: 0.9, then 0.8 … 0.1)")
     mab.add_argument("--reward-dist", choices=list(REWARD_DISTS), default="bernoulli",
@@ -147,9 +131,6 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                      "(default: ε when homogeneous, else the V_L/V_B heuristic's choice)")
     mab.add_argument("--sigmoid", action="store_true", default=None,
                      help="heldp-ucb-*: the -LS/-BS variants (rewards through s(r) first)")
-    mab.add_argument("--black-box", choices=["tsallis-inf", "ucb"],
-                     help="ldp-mab: the non-private algorithm (default tsallis-inf, the paper's)")
-    mab.add_argument("--beta", type=float, help="adar-ucb: optimism β > 3 (default 4)")
     add_bco_arguments(p)
     add_config_flags(p, skip=HAND_FIELDS)
     p.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum",
