@@ -246,6 +246,12 @@ class Bandit:
             self._pending = self._pending[size:]
             size = self.policy.batch_size
 
+    def discard(self, choice: Choice) -> None:
+        """Close ``choice`` without a feedback (a user who never answers: her decision's state
+        is erased and nothing is reported, as when a device's decision expires)."""
+        if self._open.pop(choice.decision, None) is None:
+            raise DecisionClosed(f"decision {choice.decision} is not open")
+
     def _lplr_report(self, state: np.ndarray, reward: float) -> None:
         """lplr (Li, Simchi-Levi & Wang, Algs. 1–6): the user's ε-LDP report of (φ, y) to the
         layer group open now (``LPLRRandomizer.report``: her blocks plus fresh noise in every

@@ -108,6 +108,17 @@ def test_one_decision_takes_one_feedback(algo: str) -> None:
         give(other, forged, rng)
 
 
+def test_a_discarded_decision_is_closed_without_a_report() -> None:
+    bandit = make("ldp-linucb")
+    c = bandit.decide(users(1, 0)[0])
+    bandit.discard(c)
+    assert bandit.open_decisions == 0 and bandit.policy.reports == 0
+    with pytest.raises(DecisionClosed):
+        bandit.feedback(c, reward=1.0)
+    with pytest.raises(DecisionClosed):
+        bandit.discard(c)
+
+
 def test_a_refused_feedback_keeps_the_decision_open() -> None:
     bandit = make("heldp-ucb-b")
     c = bandit.decide()
