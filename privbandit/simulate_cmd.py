@@ -36,8 +36,8 @@ ALL_CONFIGS = {algo: e.config for algo, e in REGISTRY.items()}
 # a user never believes a parameter was applied when it was not.
 HAND_FIELDS = (
     "eps0", "epsilon", "batch_size", "regularizer", "switching", "epsilon_dist", "eps_min",
-    "sigmoid", "batch_schedule", "encoding", "u_weight", "intercept", "batch_weight_power",
-    "first_episode", "perturb",
+    "sigmoid", "noise", "honest_fraction", "batch_schedule", "encoding", "u_weight", "intercept",
+    "batch_weight_power", "first_episode", "perturb",
 )
 FLAG_FIELDS = [*HAND_FIELDS, *generated_fields(HAND_FIELDS)]
 
@@ -81,6 +81,13 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
                         "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; "
                         "--paper: fixed:1000)")
+    p.add_argument("--noise", choices=["aggregators", "devices"],
+                   help="ddp-linucb: who adds the Skellam noise (default aggregators: the "
+                        "shuffler and the analyzer each add it, no device can lower it; devices: "
+                        "each device adds a share, the guarantee holds while ⌈γ l⌉ do)")
+    p.add_argument("--honest-fraction", type=float,
+                   help="ddp-linucb --noise devices: γ, the guarantee holds if ⌈γ l⌉ devices "
+                        "per batch add noise")
     p.add_argument("--regularizer", choices=["paper", "clip", "noise"],
                    help="paper (Eq. 8 / Alg. 5), clip (eigenvalue clipping, practical) or, "
                         "ddp-linucb, sblb and ldp-linucb, noise (ridge and width from the noise "
