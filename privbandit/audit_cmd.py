@@ -63,15 +63,19 @@ def _table(rows: list[dict[str, Any]]) -> None:
 
     table = Table(title="privacy audit (ε_lo: a lower bound; ≤ claimed is consistent, "
                         "never a proof)")
-    for col in ("mechanism", "claimed ε", "δ", "ε_lo", "samples", "CPU s", "tight"):
-        table.add_column(col, justify="left" if col == "mechanism" else "right")
+    table.add_column("mechanism", no_wrap=True)
+    for col in ("claimed ε", "δ", "ε_lo", "samples", "CPU s", "tight"):
+        table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         over = r["audited_epsilon_lower"] > r["claimed_epsilon"]
         lo = f"{r['audited_epsilon_lower']:.3f}"
         table.add_row(r["mechanism"], f"{r['claimed_epsilon']:.3f}", f"{r['delta']:.0e}",
                       f"[bold red]{lo}[/]" if over else lo, str(r["samples"]),
                       f"{r['cpu_seconds']:.2f}", "yes" if r["tight"] else "no")
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # a pipe or a file: 80 columns would cut the names
+        console = Console(width=120)
+    console.print(table)
 
 
 def run_canaries(args: argparse.Namespace) -> int:

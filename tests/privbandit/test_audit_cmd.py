@@ -27,7 +27,7 @@ def test_json_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert 0 < row["audited_epsilon_lower"] <= row["claimed_epsilon"]
     assert row["delta"] == 0.0
     text = capsys.readouterr().out
-    assert "sblb/bit" in text and "ε_lo" in text
+    assert "sblb/bit" in text and "ε_lo" in text and "…" not in text  # whole names
 
 
 def test_same_seed_same_rows(tmp_path: Path) -> None:
