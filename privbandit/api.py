@@ -78,7 +78,7 @@ from privbandit.shared.core.accounting.shuffle import (
 )
 from privbandit.shared.core.environments import Environment, register_environment
 from privbandit.shared.core.logged import UniformConfig
-from privbandit.shared.core.ope import Estimate
+from privbandit.shared.core.ope import Estimate, Evaluation
 from privbandit.shared.core.policies import REGISTRY
 from privbandit.shared.core.policies.base import Policy
 from privbandit.shared.core.randomizers.base import off_intercept
@@ -239,9 +239,11 @@ def replay(feedback: dict[str, Any], algo: str, *, repeats: int = 5, seed: int =
 
 
 def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5,
-             seed: int = 0, level: float = 0.95, **params: Any) -> dict[str, Estimate]:
+             seed: int = 0, level: float = 0.95, **params: Any) -> Evaluation:
     """IPS, SNIPS and DR of policy ``algo`` trained (with its device noise) on the first
-    ``train_fraction`` of the log and frozen, on the rest (``shared.core.ope``)."""
+    ``train_fraction`` of the log and frozen, on the rest (``shared.core.ope``): an
+    ``ope.Evaluation``, a mapping of estimator to ``Estimate`` with the overlap diagnostic
+    (``.overlap``), the refused estimators (``.refused``) and the estimand."""
     from privbandit.shared.core import ope
     from privbandit.shared.core.simulator import make_policy
 
@@ -252,7 +254,8 @@ def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5
                                                     np.random.default_rng(policy_ss)),
                               slice(0, cut), np.random.default_rng(device_ss))
     q = ope.RidgeRewardModel.fit(feedback, slice(0, cut))
-    return ope.evaluate_frozen(feedback, policy, slice(cut, n), q, level=level)
+    return ope.evaluate_frozen(feedback, policy, slice(cut, n), q, level=level,
+                               train=slice(0, cut))
 
 
 def policy_ledger(algo: str, T: int | None = None, aggregation: str = "secure-sum", *,

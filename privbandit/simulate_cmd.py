@@ -194,6 +194,11 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "model's propensity, position, expected_reward) as Open Bandit "
                         "Pipeline's bandit_feedback, an .npz (contextual environments, --runs 1; "
                         "docs/api.md)")
+    p.add_argument("--explore", metavar="KIND:VALUE",
+                   help="decide with exploration, each choice with its exact propensity (an "
+                        "exploring logging policy for --log): epsilon-greedy:EPS (1-EPS the "
+                        "policy's arm, EPS uniform) or softmax:TAU (exp(index/TAU)); the "
+                        "contextual simulator only (not the device service)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
@@ -325,6 +330,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         print("error: --users and --contributions must be >= 1, --user-offset >= 0",
               file=sys.stderr)
         return 2
+    exploration = _exploration(args, family)
+    if exploration is False:
+        return 2
     if args.env == "mab":
         return run_simulate_mab(args)
     if ":" in args.env:
@@ -368,6 +376,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     total = args.T * args.runs
     logs: list[DecisionLog] = []
     kw: dict[str, Any] = {"logs": logs} if args.log is not None else {}
+    if exploration is not None:
+        kw["exploration"] = exploration
     with _progress(total, f"{args.algo} on {args.env}", disable=args.no_progress) as advance:
         results, env_params = run(config, args.env, K, args.T, args.runs, args.seed,
                                   on_progress=advance, **kw)
@@ -390,6 +400,24 @@ def run_simulate(args: argparse.Namespace) -> int:
                         "feature_map": feedback["feature_map"]}
     return _finish(args, {**config.model_dump(), **env_params}, results, wall,
                    ledger.model_dump(), extra)
+
+
+def _exploration(args: argparse.Namespace, family: Any) -> Any:
+    """The ``--explore`` of a contextual run (None without it); False, an error printed, when
+    it is malformed or the run cannot explore."""
+    if args.explore is None:
+        return None
+    from privbandit.shared.core.exploration import Exploration
+
+    if family in (ARMS, BCO_FAMILY) or args.algo in ("lplr", RANDOM) or args.users is not None:
+        print("error: --explore wraps a contextual policy of the simulator (not mab, BCO, "
+              "lplr or random, nor returning users)", file=sys.stderr)
+        return False
+    try:
+        return Exploration.parse(args.explore)
+    except ValueError as exc:
+        print(f"error: --explore: {exc}", file=sys.stderr)
+        return False
 
 
 def _population(args: argparse.Namespace) -> Any:

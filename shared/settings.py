@@ -23,11 +23,11 @@ from pydantic_settings import (
 )
 
 from privbandit.shared.core.policies.bco_config import BCOConfig
-from privbandit.shared.core.policies.config import AnyPolicyConfig
+from privbandit.shared.core.policies.config import AnyPolicyConfig, PolicyConfig
 from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
 from privbandit.shared.core.policies.registry import PolicyEntry, entry
 from privbandit.shared.core.policies.schedule import BatchSchedule
-from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
+from privbandit.shared.protocol.messages import MAX_DIM, MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
 # Policies whose batch schedules the services run end to end (issue 22): the shuffler forms
@@ -80,6 +80,11 @@ class TaskConfig(BaseModel):
     def _consistent(self) -> TaskConfig:
         # The registry says which threat models and transports the policy serves (spec §3, §5).
         self.entry.check_task(self.threat_model, self.aggregation)
+        if isinstance(self.policy, PolicyConfig) and self.policy.d > MAX_DIM:
+            # The simulator and the library take larger d (``MAX_FEATURE_DIM``); the wire's
+            # models and decisions carry at most MAX_DIM coordinates.
+            raise ValueError(f"task {self.id}: the services serve d <= {MAX_DIM} "
+                             f"(policy.d = {self.policy.d})")
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
         schedule = getattr(self.policy, "batch_schedule", None)

@@ -27,22 +27,35 @@ goes through the policy's device randomizer (``policy.randomizer.randomize``, th
 simulator makes for a device) and, for shuffle-model policies, into exact batches of the
 policy's length, just as ``shared.core.simulator.run_once`` feeds them (``replay``;
 ``train_on_log`` for the frozen-policy estimators).
+
+What each estimate estimates (its ``estimand``, printed with it): replay, the **online value**
+(the average reward of the policy learning as it goes, over the M users it kept); IPS, SNIPS and
+DR, the **frozen value** (the expected reward per user of one fixed action distribution — a
+policy's model trained on part of the log and then frozen, or any π_e given — over the logged
+users). They differ by what the policy learns during the evaluated rounds. Every IPS / SNIPS /
+DR comes with the overlap diagnostic of ``overlap`` (effective sample size, max weight, share
+unsupported by the log), and IPS and SNIPS are refused where the unsupported share exceeds
+``overlap.MAX_UNSUPPORTED`` (``Evaluation.refused``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.logged import arm_features, check_feedback
+from privbandit.shared.core.logged import arm_features, check_feedback, feature_dimension
+from privbandit.shared.core.overlap import MAX_UNSUPPORTED, Overlap, overlap
 from privbandit.shared.core.policies.base import Policy
 
 CHUNK = 2048  # rounds whose features are rebuilt at once (letter: 2048·26·52 floats, 22 MB)
+# At most this many feature numbers are built at once (32 MB): a log of large K·d (OBD disjoint:
+# 80 items × d = 1,600) is read in fewer rounds per chunk (``chunk_rows``).
+CHUNK_NUMBERS = 1 << 22
 LOOKAHEAD = 64  # rounds scored per model beyond the 2K per event its window still needs
 ESTIMATORS = ("ips", "snips", "dr")
 
@@ -58,6 +71,7 @@ class Estimate:
     high: float
     n: int  # the rounds the estimate averages (replay: the matched events)
     level: float
+    estimand: str = ""  # what it estimates (module docstring: online or frozen value)
 
     def covers(self, value: float) -> bool:
         return self.low <= value <= self.high
@@ -182,11 +196,19 @@ class RidgeRewardModel:
         return X @ self.theta
 
 
+def chunk_rows(feedback: dict[str, Any]) -> int:
+    """Rounds whose features are built at once: CHUNK, fewer where K·d is large."""
+    per_round = int(feedback["n_actions"]) * feature_dimension(feedback)
+    return max(1, min(CHUNK, CHUNK_NUMBERS // per_round))
+
+
 def chunks(feedback: dict[str, Any], rows: slice) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(features (m, K, d), their round indices) for the rounds ``rows``, CHUNK at a time."""
+    """(features (m, K, d), their round indices) for the rounds ``rows``, ``chunk_rows`` at a
+    time."""
     start, stop, _ = rows.indices(int(feedback["n_rounds"]))
-    for lo in range(start, stop, CHUNK):
-        idx = np.arange(lo, min(lo + CHUNK, stop))
+    step = chunk_rows(feedback)
+    for lo in range(start, stop, step):
+        idx = np.arange(lo, min(lo + step, stop))
         yield arm_features(feedback, slice(idx[0], idx[-1] + 1)), idx
 
 
@@ -237,7 +259,8 @@ def replay(feedback: dict[str, Any], make: Callable[[np.random.Generator], Polic
         var += float(np.var(values, ddof=1)) / repeats
     se = math.sqrt(var)
     z = NormalDist().inv_cdf(0.5 + level / 2)
-    est = Estimate("replay", v, se, v - z * se, v + z * se, int(round(np.mean(sizes))), level)
+    est = Estimate("replay", v, se, v - z * se, v + z * se, int(round(np.mean(sizes))), level,
+                   ONLINE)
     return ReplayResult(est, first[0], first[1], values)
 
 
@@ -266,10 +289,11 @@ def replay_path(feedback: dict[str, Any], policy: Policy[Any, Any],
     pending: list[int] = []  # kept by the current model, waiting for a full window
     pending_x: list[np.ndarray] = []
     pos = 0
-    cache: tuple[int, np.ndarray] | None = None  # (first round, features of a CHUNK)
+    cache: tuple[int, np.ndarray] | None = None  # (first round, features of a chunk)
+    step = chunk_rows(feedback)
     while pos < n:
         if cache is None or not cache[0] <= pos < cache[0] + cache[1].shape[0]:
-            cache = (pos, arm_features(feedback, slice(pos, min(pos + CHUNK, n))))
+            cache = (pos, arm_features(feedback, slice(pos, min(pos + step, n))))
         first, X_all = cache
         need = policy.window() - len(pending)
         # Only as many rounds as the window is likely to need (a hit comes once in K rounds
@@ -336,10 +360,92 @@ def action_distribution(model: Any, X: np.ndarray) -> np.ndarray:
     return out
 
 
+ONLINE = ("online value: the average reward of the policy learning online over the users "
+          "it kept (Li et al. 2011)")
+
+
+def frozen_estimand(rows: slice, train: slice | None = None) -> str:
+    """The frozen-value label of an evaluation on the logged rounds ``rows``."""
+    trained = "" if train is None else (
+        f" trained (with its device noise) on logged rounds [{train.start}, {train.stop}) and"
+        " then frozen,")
+    return (f"frozen value: the expected reward per user of the policy's action distribution"
+            f"{trained} over the logged users of rounds [{rows.start}, {rows.stop})")
+
+
+@dataclass(frozen=True)
+class Evaluation(Mapping[str, Estimate]):
+    """IPS / SNIPS / DR of one fixed action distribution, with the overlap diagnostic: a
+    mapping from estimator name to ``Estimate`` (the refused ones left out, with their reason
+    in ``refused``)."""
+
+    estimand: str
+    overlap: Overlap
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    warnings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per estimator
+
+    def __getitem__(self, key: str) -> Estimate:
+        return self.estimates[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.estimates)
+
+    def __len__(self) -> int:
+        return len(self.estimates)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"estimand": self.estimand, "overlap": self.overlap.to_dict(),
+                "estimates": {k: v.to_dict() for k, v in self.estimates.items()},
+                "refused": dict(self.refused),
+                "warnings": {k: list(v) for k, v in self.warnings.items()}}
+
+
+def evaluate_distribution(reward: np.ndarray, action: np.ndarray, pscore: np.ndarray,
+                          action_dist: np.ndarray, estimated_rewards: np.ndarray | None = None,
+                          *, estimators: tuple[str, ...] = ESTIMATORS, level: float = 0.95,
+                          pi_b: np.ndarray | None = None, estimand: str = "",
+                          max_unsupported: float = MAX_UNSUPPORTED) -> Evaluation:
+    """IPS, SNIPS and DR (``estimated_rewards`` q̂ (n, K) needed for DR) of the action
+    distribution π_e (n, K) on logged (reward, action, pscore), with the overlap diagnostic;
+    IPS and SNIPS refused where the unsupported share exceeds ``max_unsupported``."""
+    n = np.shape(action)[0]
+    pi = _dist(action_dist, n)
+    diag = overlap(action, pscore, pi, pi_b, max_unsupported=max_unsupported)
+    label = estimand or "frozen value: the expected reward per user of the given action " \
+        "distribution over the logged users"
+    out = Evaluation(label, diag)
+    for name in estimators:
+        if name not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ESTIMATORS)}")
+        if name in ("ips", "snips") and diag.refusal is not None:
+            out.refused[name] = diag.refusal
+            continue
+        if name == "ips":
+            est = ips(reward, action, pscore, pi, level)
+        elif name == "snips":
+            if diag.ess == 0:
+                out.refused[name] = "the evaluated policy never takes a logged action"
+                continue
+            est = snips(reward, action, pscore, pi, level)
+        else:
+            if estimated_rewards is None:
+                raise ValueError("dr needs estimated_rewards (q̂ on the logged rounds, (n, K))")
+            est = dr(reward, action, pscore, pi, estimated_rewards, level)
+            if diag.unsupported > 0:
+                out.warnings[name] = (
+                    f"on the unsupported {diag.unsupported:.1%} DR rests on its reward model "
+                    "alone (its bias there is the model's)",)
+        out.estimates[name] = replace(est, estimand=label)
+    return out
+
+
 def evaluate_frozen(feedback: dict[str, Any], policy: Policy[Any, Any], rows: slice,
                     reward_model: RidgeRewardModel, estimators: tuple[str, ...] = ESTIMATORS,
-                    level: float = 0.95) -> dict[str, Estimate]:
-    """IPS / SNIPS / DR of the policy's current (frozen) model on the logged rounds ``rows``."""
+                    level: float = 0.95, *, train: slice | None = None,
+                    max_unsupported: float = MAX_UNSUPPORTED) -> Evaluation:
+    """IPS / SNIPS / DR of the policy's current (frozen) model on the logged rounds ``rows``
+    (``train``: the rounds it learned from, for its label), with the overlap diagnostic."""
     dists, qs, idxs = [], [], []
     for X, idx in chunks(feedback, rows):
         dists.append(action_distribution(policy.model, X))
@@ -350,14 +456,9 @@ def evaluate_frozen(feedback: dict[str, Any], policy: Policy[Any, Any], rows: sl
     r = np.asarray(feedback["reward"], dtype=float)[idx]
     a = np.asarray(feedback["action"], dtype=np.int64)[idx]
     p = np.asarray(feedback["pscore"], dtype=float)[idx]
-    out: dict[str, Estimate] = {}
-    for name in estimators:
-        if name == "ips":
-            out[name] = ips(r, a, p, pi, level)
-        elif name == "snips":
-            out[name] = snips(r, a, p, pi, level)
-        elif name == "dr":
-            out[name] = dr(r, a, p, pi, q, level)
-        else:
-            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ESTIMATORS)}")
-    return out
+    pi_b = feedback.get("pi_b")
+    start, stop, _ = rows.indices(int(feedback["n_rounds"]))
+    return evaluate_distribution(
+        r, a, p, pi, q, estimators=estimators, level=level,
+        pi_b=None if pi_b is None else np.asarray(pi_b)[idx],
+        estimand=frozen_estimand(slice(start, stop), train), max_unsupported=max_unsupported)
