@@ -13,9 +13,17 @@ API = ("Bandit", "Choice", "Environment", "Estimate", "config", "evaluate", "log
        "shuffle_epsilon", "shuffle_max_eps0", "shuffle_min_batch", "simulate")
 
 
+# Logged data in and evaluation of any action distribution (privbandit.offpolicy, issue 42).
+OFFPOLICY = ("LogFormatError", "evaluate_distribution", "log_exploring", "read_log", "read_obd")
+
+
 def __getattr__(name: str) -> Any:
     if name in API:
         from privbandit import api
 
         return getattr(api, name)
+    if name in OFFPOLICY:
+        from privbandit import offpolicy
+
+        return getattr(offpolicy, name)
     raise AttributeError(f"module 'privbandit' has no attribute {name!r}")
