@@ -14,7 +14,8 @@ API = ("Bandit", "Choice", "Environment", "Estimate", "config", "evaluate", "log
 
 
 # Logged data in and evaluation of any action distribution (privbandit.offpolicy, issue 42).
-OFFPOLICY = ("LogFormatError", "evaluate_distribution", "log_exploring", "read_log", "read_obd")
+OFFPOLICY = ("LogFormatError", "evaluate_distribution", "feature_dimension",
+             "frozen_distribution", "log_exploring", "read_log", "read_obd")
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from privbandit.simulate_cmd import ALL_CONFIGS, RANDOM, _checked_config, add_policy_flags
 
-METHODS = ("replay", "ips", "snips", "dr")
+METHODS = ("replay", "ips", "snips", "dr", "gain", "ips-exact")
 REFUSED = 3
 
 
@@ -61,7 +61,9 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
                                                  "+ 1, or the action-context rows)")
     p.add_argument("--algo", required=True, choices=sorted([*ALL_CONFIGS, RANDOM]))
     p.add_argument("--methods", default="replay,ips,snips,dr",
-                   help="comma-separated: replay, ips, snips, dr (default all)")
+                   help="comma-separated: replay, ips, snips, dr (default: these four); "
+                        "gain (IPS of the value over the logging policy's), ips-exact (IPS "
+                        "with the exact interval of 0/1 rewards under one weight)")
     p.add_argument("--repeats", type=int, default=5,
                    help="replays, each with its own policy and device noise (default 5)")
     p.add_argument("--train-fraction", type=float, default=0.5,
@@ -185,7 +187,7 @@ def report_lines(args: argparse.Namespace, out: dict[str, Any], feedback: dict[s
                 f"; positions: {how.get(pos, f'position {pos} only')}") + ")"]
 
     def row(name: str, e: dict[str, Any]) -> str:
-        return (f"  {name:<7} {e['value']:.4f}  [{e['low']:.4f}, {e['high']:.4f}]  "
+        return (f"  {name:<9} {e['value']:.4f}  [{e['low']:.4f}, {e['high']:.4f}]  "
                 f"({e['level']:.0%}, n={e['n']})")
 
     est = out["estimates"]
@@ -211,7 +213,7 @@ def report_lines(args: argparse.Namespace, out: dict[str, Any], feedback: dict[s
         for w in o["warnings"]:
             lines.append(f"  warning: {w}")
         for k, ws in out["warnings"].items():
-            lines.extend(f"  warning ({k}): {w}" for w in ws)
+            lines.extend(f"  warning{'' if k == 'all' else f' ({k})'}: {w}" for w in ws)
     for k, why in out["refused"].items():
         lines.append(f"  refused {k}: {why}")
     return lines

@@ -1,8 +1,10 @@
 """Logged data in and off-policy evaluation of any action distribution (issue 42), re-exported
 from ``privbandit``: ``read_log`` (an .npz ``bandit_feedback``, the Open Bandit Dataset's CSV
 files, or the plain CSV / Parquet layout of ``shared.core.logfiles``), ``read_obd``,
-``evaluate_distribution`` (IPS, SNIPS and DR of any π_e with the overlap diagnostic) and
-``log_exploring`` (a simulated log of a learning policy with ε-greedy or softmax exploration).
+``evaluate_distribution`` (IPS, SNIPS and DR of any π_e with the overlap diagnostic; "gain",
+its IPS difference from the logging policy), ``frozen_distribution`` (a policy's action
+distribution after training on part of a log) and ``log_exploring`` (a simulated log of a
+learning policy with ε-greedy or softmax exploration).
 
 >>> import numpy as np, privbandit
 >>> log = privbandit.log_exploring("linucb", "linear", T=3000, d=3, K=4,
@@ -20,15 +22,17 @@ True
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from privbandit.shared.core import ope
 from privbandit.shared.core.logfiles import LogFormatError, read_any, read_obd
+from privbandit.shared.core.logged import feature_dimension
 from privbandit.shared.core.overlap import MAX_UNSUPPORTED
 
-__all__ = ["LogFormatError", "evaluate_distribution", "log_exploring", "read_log", "read_obd"]
+__all__ = ["LogFormatError", "evaluate_distribution", "feature_dimension", "frozen_distribution",
+           "log_exploring", "read_log", "read_obd"]
 
 
 def read_log(path: Path | str, **options: Any) -> dict[str, Any]:
@@ -51,14 +55,16 @@ def evaluate_distribution(feedback: dict[str, Any], action_dist: np.ndarray, *,
     ``max_unsupported`` of π_e's mass falls on actions the logger never takes.
 
     DR's reward model: ``estimated_rewards`` q̂ (n, K) if given, else the ridge regression of
-    the rewards on the logged actions' features over the same rounds (in-sample: fit q̂ on other
-    rounds and pass it for a cross-fitted DR)."""
+    the rewards on the logged actions' features over the rounds before ``rows`` (those after
+    them if ``rows`` starts the log; ``rows`` themselves, in-sample, if they are the whole log)
+    — for the rounds after a training prefix, the model ``privbandit.evaluate`` fits."""
     n_all = int(feedback["n_rounds"])
     rows = slice(0, n_all) if rows is None else rows
     start, stop, _ = rows.indices(n_all)
     idx = np.arange(start, stop)
     if estimated_rewards is None and "dr" in estimators:
-        q_model = ope.RidgeRewardModel.fit(feedback, rows)
+        fit = slice(0, start) if start > 0 else slice(stop, n_all) if stop < n_all else rows
+        q_model = ope.RidgeRewardModel.fit(feedback, fit)
         estimated_rewards = np.concatenate([q_model.predict(X) for X, _ in
                                             ope.chunks(feedback, rows)])
     pi_b = feedback.get("pi_b")
@@ -71,6 +77,38 @@ def evaluate_distribution(feedback: dict[str, Any], action_dist: np.ndarray, *,
         estimand=("frozen value: the expected reward per user of the given action "
                   f"distribution over the logged users of rounds [{start}, {stop})"),
         max_unsupported=max_unsupported)
+
+
+class Frozen(NamedTuple):
+    """A policy trained on part of a log and frozen: its action distribution on the other
+    rounds, those rounds, and the version of its model (0: it never published one)."""
+
+    action_dist: np.ndarray
+    rows: slice
+    model_version: int
+
+
+def frozen_distribution(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5,
+                        seed: int = 0, **params: Any) -> Frozen:
+    """π_e (n_eval, K) on the logged rounds after the first ``train_fraction`` of the log, of
+    policy ``algo`` (with ``params``: its practical defaults otherwise) trained on those first
+    rounds with its device noise and then frozen — the policy ``privbandit.evaluate`` values,
+    the same seeds giving the same model."""
+    from privbandit.api import config
+    from privbandit.shared.core.simulator import make_policy
+
+    if not 0 < train_fraction < 1:
+        raise ValueError("train_fraction must lie in (0, 1)")
+    n = int(feedback["n_rounds"])
+    cut = int(round(train_fraction * n))
+    policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
+    policy = ope.train_on_log(feedback, make_policy(config(algo, **params),
+                                                    np.random.default_rng(policy_ss)),
+                              slice(0, cut), np.random.default_rng(device_ss))
+    rows = slice(cut, n)
+    pi = np.concatenate([ope.action_distribution(policy.model, X)
+                         for X, _ in ope.chunks(feedback, rows)])
+    return Frozen(pi, rows, int(policy.model.version))
 
 
 def log_exploring(algo: str, env: str, T: int, *, explore: str, d: int = 5, K: int = 20,

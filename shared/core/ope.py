@@ -58,6 +58,14 @@ CHUNK = 2048  # rounds whose features are rebuilt at once (letter: 2048·26·52 
 CHUNK_NUMBERS = 1 << 22
 LOOKAHEAD = 64  # rounds scored per model beyond the 2K per event its window still needs
 ESTIMATORS = ("ips", "snips", "dr")
+# ... and on request: "gain", the IPS estimate of V(π_e) − V(π_0) (``gain``), and "ips-exact",
+# IPS with the exact (Clopper–Pearson) interval of 0/1 rewards under one weight (``ips_exact``).
+ALL_ESTIMATORS = (*ESTIMATORS, "gain", "ips-exact")
+# Fewer rounds than this with a nonzero term w_i r_i: the normal interval rests on a handful of
+# events (rare rewards, as OBD's clicks) and is not to be trusted.
+MIN_INFORMATIVE = 30
+GAIN = ("gain over the logging policy: V(π_e) − V(π_0) on the same logged users "
+        "(IPS, paired with the logged rewards)")
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,44 @@ def _dist_shape(values: np.ndarray, n: int) -> np.ndarray:
     if q.ndim != 2 or q.shape[0] != n:
         raise ValueError(f"estimated_rewards must have shape ({n}, K)")
     return q
+
+
+def gain(reward: np.ndarray, action: np.ndarray, pscore: np.ndarray, action_dist: np.ndarray,
+         level: float = 0.95) -> Estimate:
+    """The IPS estimate of V(π_e) − V(π_0): (1/n) Σ (w_i − 1) r_i. The logged rewards are an
+    unbiased on-policy estimate of V(π_0) (E[r_i] = V(π_0)), so each term is unbiased for the
+    difference, and pairing them on the same rounds cancels the users' shared variation in the
+    interval."""
+    w = importance_weights(action, pscore, action_dist)
+    return interval("gain", (w - 1.0) * np.asarray(reward, dtype=float), level)
+
+
+def ips_exact(reward: np.ndarray, action: np.ndarray, pscore: np.ndarray,
+              action_dist: np.ndarray, level: float = 0.95) -> Estimate:
+    """IPS with an exact interval, for 0/1 rewards where every nonzero weight is the same w̄
+    (a deterministic π_e on a uniform log: w̄ = K). Then IPS = w̄ C / n with C = Σ 1[w_i > 0] r_i
+    the matched rewards, and over i.i.d. rounds C ~ Binomial(n, q), q = P(w_i > 0, r_i = 1) =
+    V(π_e)/w̄; the Clopper–Pearson interval of q (Clopper & Pearson 1934), times w̄, holds at
+    ``level`` at least, however rare the rewards (the normal one does not: with C = 0 its
+    width is 0). ``ValueError`` where the rewards or the weights do not fit."""
+    from scipy.stats import beta as beta_dist
+
+    r = np.asarray(reward, dtype=float)
+    if not np.isin(r, (0.0, 1.0)).all():
+        raise ValueError("ips-exact needs 0/1 rewards")
+    w = importance_weights(action, pscore, action_dist)
+    nonzero = w[w > 0]
+    if nonzero.size == 0 or not np.allclose(nonzero, nonzero[0]):
+        raise ValueError("ips-exact needs every nonzero weight equal (a deterministic policy "
+                         "on a uniform log)")
+    w_bar, n = float(nonzero[0]), r.shape[0]
+    c = int(((w > 0) & (r == 1)).sum())
+    tail = (1 - level) / 2
+    low = 0.0 if c == 0 else float(beta_dist.ppf(tail, c, n - c + 1))
+    high = 1.0 if c == n else float(beta_dist.ppf(1 - tail, c + 1, n - c))
+    v = w_bar * c / n
+    se = w_bar * math.sqrt(max(c, 1) * (1 - c / n)) / n  # the binomial's, at q̂ (1 event if 0)
+    return Estimate("ips-exact", v, se, w_bar * low, w_bar * high, n, level)
 
 
 # --- the reward model of DR ----------------------------------------------------------------
@@ -416,13 +462,23 @@ def evaluate_distribution(reward: np.ndarray, action: np.ndarray, pscore: np.nda
         "distribution over the logged users"
     out = Evaluation(label, diag)
     for name in estimators:
-        if name not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ESTIMATORS)}")
-        if name in ("ips", "snips") and diag.refusal is not None:
+        if name not in ALL_ESTIMATORS:
+            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ALL_ESTIMATORS)}")
+        if name in ("ips", "snips", "gain") and diag.refusal is not None:
             out.refused[name] = diag.refusal
             continue
         if name == "ips":
             est = ips(reward, action, pscore, pi, level)
+        elif name == "ips-exact":
+            try:
+                est = ips_exact(reward, action, pscore, pi, level)
+            except ValueError as exc:
+                out.refused[name] = str(exc)
+                continue
+        elif name == "gain":
+            out.estimates[name] = replace(gain(reward, action, pscore, pi, level),
+                                          estimand=GAIN)
+            continue
         elif name == "snips":
             if diag.ess == 0:
                 out.refused[name] = "the evaluated policy never takes a logged action"
@@ -437,6 +493,13 @@ def evaluate_distribution(reward: np.ndarray, action: np.ndarray, pscore: np.nda
                     f"on the unsupported {diag.unsupported:.1%} DR rests on its reward model "
                     "alone (its bias there is the model's)",)
         out.estimates[name] = replace(est, estimand=label)
+    informative = int(np.count_nonzero(importance_weights(action, pscore, pi)
+                                       * np.asarray(reward, dtype=float)))
+    if informative < MIN_INFORMATIVE and set(out.estimates) - {"ips-exact"}:
+        out.warnings["all"] = (
+            f"only {informative} rounds carry a nonzero weighted reward: the normal intervals "
+            "rest on a handful of events and may not cover (for 0/1 rewards under one "
+            "weight, ips-exact gives the exact interval)",)
     return out
 
 

@@ -21,10 +21,13 @@ def hashed(kind: str, level: int) -> str:
 
 
 def write_obd(folder: Path, n: int = 600, K: int = 8, seed: int = 0, *,
-              uniform: bool = True, ctr: float = 0.3) -> dict[str, np.ndarray]:
+              uniform: bool = True, ctr: float = 0.3, best_price: float | None = None
+              ) -> dict[str, np.ndarray]:
     """Write ``folder``/all.csv and item_context.csv: n rounds over K items at positions 1..3,
     the item uniform (propensity 1/K) or from a fixed non-uniform distribution, a click with
-    probability ctr·(1 + item's user-level bonus)/2; rows written in shuffled time order.
+    probability ctr·(1 + item's user-level bonus)/2 — or, with ``best_price``, with that
+    probability for the item of the highest item_feature_0 and ctr for the others (a signal a
+    linear policy on item_feature_0 finds); rows written in shuffled time order.
     Returns the drawn arrays in time order (item, position, click, pscore, users, items)."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
@@ -35,7 +38,10 @@ def write_obd(folder: Path, n: int = 600, K: int = 8, seed: int = 0, *,
     item = rng.choice(K, size=n, p=probs)
     position = rng.integers(1, 4, n)
     bonus = (users[:, 0] == items[item, 0] % USER_LEVELS[0]).astype(float)
-    click = (rng.random(n) < ctr * (1 + bonus) / 2).astype(int)
+    p_click = ctr * (1 + bonus) / 2
+    if best_price is not None:
+        p_click = np.where(item == int(np.argmax(price)), best_price, ctr)
+    click = (rng.random(n) < p_click).astype(int)
     affinity = rng.integers(0, 3, (n, K)) * (rng.random((n, K)) < 0.1)
     order = rng.permutation(n)  # written out of time order: the reader sorts by timestamp
     with (folder / "all.csv").open("w", newline="") as fh:
