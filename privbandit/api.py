@@ -245,14 +245,9 @@ def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5
     ``ope.Evaluation``, a mapping of estimator to ``Estimate`` with the overlap diagnostic
     (``.overlap``), the refused estimators (``.refused``) and the estimand."""
     from privbandit.shared.core import ope
-    from privbandit.shared.core.simulator import make_policy
 
     n = int(feedback["n_rounds"])
-    cut = int(round(train_fraction * n))
-    policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
-    policy = ope.train_on_log(feedback, make_policy(config(algo, **params),
-                                                    np.random.default_rng(policy_ss)),
-                              slice(0, cut), np.random.default_rng(device_ss))
+    policy, cut = ope.train_prefix(feedback, config(algo, **params), train_fraction, seed)
     q = ope.RidgeRewardModel.fit(feedback, slice(0, cut))
     return ope.evaluate_frozen(feedback, policy, slice(cut, n), q, level=level,
                                train=slice(0, cut))

@@ -95,17 +95,9 @@ def frozen_distribution(feedback: dict[str, Any], algo: str, *, train_fraction: 
     rounds with its device noise and then frozen — the policy ``privbandit.evaluate`` values,
     the same seeds giving the same model."""
     from privbandit.api import config
-    from privbandit.shared.core.simulator import make_policy
 
-    if not 0 < train_fraction < 1:
-        raise ValueError("train_fraction must lie in (0, 1)")
-    n = int(feedback["n_rounds"])
-    cut = int(round(train_fraction * n))
-    policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
-    policy = ope.train_on_log(feedback, make_policy(config(algo, **params),
-                                                    np.random.default_rng(policy_ss)),
-                              slice(0, cut), np.random.default_rng(device_ss))
-    rows = slice(cut, n)
+    policy, cut = ope.train_prefix(feedback, config(algo, **params), train_fraction, seed)
+    rows = slice(cut, int(feedback["n_rounds"]))
     pi = np.concatenate([ope.action_distribution(policy.model, X)
                          for X, _ in ope.chunks(feedback, rows)])
     return Frozen(pi, rows, int(policy.model.version))

@@ -51,6 +51,7 @@ import numpy as np
 from privbandit.shared.core.logged import arm_features, check_feedback, feature_dimension
 from privbandit.shared.core.overlap import MAX_UNSUPPORTED, Overlap, overlap
 from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.simulator import make_policy
 
 CHUNK = 2048  # rounds whose features are rebuilt at once (letter: 2048·26·52 floats, 22 MB)
 # At most this many feature numbers are built at once (32 MB): a log of large K·d (OBD disjoint:
@@ -391,6 +392,20 @@ def train_on_log(feedback: dict[str, Any], policy: Policy[Any, Any], rows: slice
                 used += policy.ingest(r[used:])
             buf_x, buf_i = [], []
     return policy
+
+
+def train_prefix(feedback: dict[str, Any], config: Any, train_fraction: float, seed: int
+                 ) -> tuple[Policy[Any, Any], int]:
+    """(policy, cut): the policy of ``config`` trained (``train_on_log``) on the first
+    cut = round(train_fraction · n) logged rounds, its policy and device generators spawned
+    from ``seed`` — the frozen policy of ``privbandit.evaluate``."""
+    if not 0 < train_fraction < 1:
+        raise ValueError("train_fraction must lie in (0, 1)")
+    cut = int(round(train_fraction * int(feedback["n_rounds"])))
+    policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
+    policy = train_on_log(feedback, make_policy(config, np.random.default_rng(policy_ss)),
+                          slice(0, cut), np.random.default_rng(device_ss))
+    return policy, cut
 
 
 def action_distribution(model: Any, X: np.ndarray) -> np.ndarray:
