@@ -182,3 +182,19 @@ def test_obp_feedback_saved_by_numpy_with_a_named_encoding(tmp_path: Path) -> No
     np.testing.assert_allclose(X / shared["feature_scale"],
                                np.einsum("tp,aq->tapq", fb["context"],
                                          fb["action_context"]).reshape(n, K, 6))
+
+
+def test_d_is_uncapped_for_the_library_but_not_for_a_service_task() -> None:
+    """A log's d (OBD disjoint: 2,240) is a valid config; a task the services would serve keeps
+    the wire's 64 (``protocol.messages.MAX_DIM``), refused at configuration."""
+    from pydantic import ValidationError
+
+    from privbandit.shared.core.policies import make_config
+    from privbandit.shared.settings import TaskConfig
+
+    assert make_config("ldp-linucb", d=2240, epsilon=1.0).d == 2240
+    with pytest.raises(ValidationError):
+        make_config("linucb", d=4097)
+    TaskConfig(id="t", threat_model="none", policy={"algo": "linucb", "d": 64})
+    with pytest.raises(ValidationError, match="the services serve d <= 64"):
+        TaskConfig(id="t", threat_model="none", policy={"algo": "linucb", "d": 65})
