@@ -203,8 +203,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--explore", metavar="KIND:VALUE",
                    help="decide with exploration, each choice with its exact propensity (an "
                         "exploring logging policy for --log): epsilon-greedy:EPS (1-EPS the "
-                        "policy's arm, EPS uniform) or softmax:TAU (exp(index/TAU)); the "
-                        "contextual simulator only (not the device service)")
+                        "policy's arm, EPS uniform) or softmax:TAU (exp(index/TAU)); a "
+                        "service task's setting: exploration = \"KIND:VALUE\"")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 

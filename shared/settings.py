@@ -22,9 +22,17 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from privbandit.shared.core.exploration import Exploration
 from privbandit.shared.core.policies.bco_config import BCOConfig
 from privbandit.shared.core.policies.config import AnyPolicyConfig, PolicyConfig
-from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
+from privbandit.shared.core.policies.families import (
+    ARMS,
+    BCO_FAMILY,
+    GLB,
+    LINEAR,
+    PHASE,
+    Family,
+)
 from privbandit.shared.core.policies.registry import PolicyEntry, entry
 from privbandit.shared.core.policies.schedule import BatchSchedule
 from privbandit.shared.protocol.messages import MAX_DIM, MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
@@ -75,11 +83,20 @@ class TaskConfig(BaseModel):
     # Returning users (issue 24): absent, a person's reports are not bounded and the ledger
     # states no guarantee per person.
     contributions: ContributionBound | None = None
+    # An exploring logging policy on the device (issue 42): "epsilon-greedy:EPS" or
+    # "softmax:TAU" (``core.exploration``); the device draws the arm from π_0 and answers its
+    # exact propensity. Absent: the model's argmax. Linear and GLB tasks only.
+    exploration: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskConfig:
         # The registry says which threat models and transports the policy serves (spec §3, §5).
         self.entry.check_task(self.threat_model, self.aggregation)
+        if self.exploration is not None:
+            if self.family not in (LINEAR, GLB):
+                raise ValueError(f"task {self.id}: exploration is for the linear and GLB "
+                                 f"policies (not {self.policy.algo})")
+            Exploration.parse(self.exploration)  # ValueError names the accepted forms
         if isinstance(self.policy, PolicyConfig) and self.policy.d > MAX_DIM:
             # The simulator and the library take larger d (``MAX_FEATURE_DIM``); the wire's
             # models and decisions carry at most MAX_DIM coordinates.

@@ -15,8 +15,9 @@ child; the model, the reports and the ledger are the wrapped policy's: which arm
 is post-processing of the published model and the user's own context, and the report is the
 randomised (x_a, r) of that arm either way, so the privacy guarantee is unchanged.
 
-The simulator only: the device service decides with the wrapped models' argmax (issue 42 left
-the service's logging policy out; its ``DecideResponse.propensity`` is exact for what it does).
+In the simulator (``simulate --explore``, ``ExploringPolicy``) and on the device (a task's
+``exploration`` setting: the device draws the arm with its generator and answers the exact
+propensity in ``DecideResponse.propensity``; ``services/device/families.py``).
 """
 
 from __future__ import annotations
