@@ -159,8 +159,8 @@ def arm_features(feedback: dict[str, Any], rows: int | slice | np.ndarray | None
     if kind == "flat":
         if context.shape[1] % K:
             raise ValueError(f"a flat context holds K·d numbers per round: {context.shape[1]} "
-                             f"is not a multiple of K = {K} (a log read from a file names its "
-                             "encoding: shared or disjoint)")
+                             f"is not a multiple of K = {K}: name the log's encoding (--encoding "
+                             "shared or disjoint; read_log(..., encoding=...))")
         return context.reshape(n, K, context.shape[1] // K)
     if kind == "fixed":
         arms = np.asarray(feedback["action_context"], dtype=float)

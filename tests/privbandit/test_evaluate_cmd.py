@@ -98,3 +98,28 @@ def test_a_malformed_log_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_the_offpolicy_docstring_runs() -> None:
     result = doctest.testmod(offpolicy, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_obps_dict_without_a_feature_map_names_the_flag(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """The issue's case: obp's real-data feedback (a per-user context, the items' features)
+    used to end in a traceback; now one line says to name the encoding, and with it the log is
+    evaluated."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n, K = 400, 5
+    fb = {"n_rounds": n, "n_actions": K, "action": rng.integers(0, K, n),
+          "reward": rng.integers(0, 2, n).astype(float), "pscore": np.full(n, 1 / K),
+          "position": np.zeros(n, dtype=int), "context": rng.normal(size=(n, 3)),
+          "action_context": rng.normal(size=(K, 2))}
+    with (tmp_path / "obp.npz").open("wb") as fh:
+        np.savez(fh, **fb)
+    argv = ["evaluate", "--log", str(tmp_path / "obp.npz"), "--algo", "linucb", "--methods",
+            "ips,dr"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--encoding shared or disjoint" in err
+    assert main([*argv, "--encoding", "shared"]) == 0
+    assert "shared features" in capsys.readouterr().out
