@@ -1,0 +1,171 @@
+"""The browser client end to end (issue 41): the real services (analyzer, shuffler; CORS open
+to the page's origin only), the demo page served as ``privbandit up --web`` serves it, and
+Debian's headless Chromium driven by playwright-core (``web_client_driver.mjs``; never a
+browser download). 1,000 simulated users per task go through the device role *inside the
+page* — decide, randomise, Prio3-shard or seal in the Web Worker, IndexedDB outbox, upload — on
+an ``sblb`` task (HPKE reports) and a ``ddp-linucb`` task (Prio3 secure sum). Halfway through,
+the page is reloaded while reports wait in its outbox and uploads race the reload.
+
+Checked: nothing lost or counted twice (sent by the page = accepted by the shuffler = counted +
+refused + pending; the page's durable counters agree), and the regret of the users within the
+spread of the in-process simulator on the very same users (|z| < 4, as the demo's tests).
+
+Skipped, saying why, only where Chromium is not installed (CI installs Debian's ``chromium``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import tomli_w
+
+from privbandit.demo.config import DemoOptions
+from privbandit.demo.driver import Driver
+from privbandit.demo.report import simulator_reference
+from privbandit.launcher import local_cluster
+from privbandit.shared.protocol.messages import TaskInfo
+from privbandit.web_page import WEB_ROOT, PageServer, build_page, page_config
+from tests.helpers import E2E_CONFIG, deadline, only_tasks, patience
+
+CHROMIUM = Path("/usr/bin/chromium")
+DRIVER = Path(__file__).with_name("web_client_driver.mjs")
+SBLB = "small-shuffle"
+# The same sblb task over the prio3 transport: the page shards its counts with their proof.
+SBLB_PRIO3 = "web-sblb-prio3"
+TASK_IDS = (SBLB, SBLB_PRIO3)
+USERS = 1000
+SEED = 11
+# Users whose reports are held in the outbox when the page reloads (about two batches of 20).
+HELD = 40
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="Debian's chromium is not installed (apt-get install chromium): "
+                              "the browser client's end-to-end test needs a real browser"),
+]
+
+
+def web_tools_missing() -> str | None:
+    """Why the page cannot be built and driven here, or None."""
+    if shutil.which("node") is None:
+        return "Node.js is not installed"
+    for package in ("esbuild", "playwright-core"):
+        if not (WEB_ROOT / "node_modules" / package).is_dir():
+            return f"clients/web/node_modules/{package} is missing: run `npm ci` in clients/web"
+    return None
+
+
+def user_table(task: TaskInfo, n: int, seed: int) -> list[dict[str, Any]]:
+    """The demo's users of ``task`` for ``seed`` (``privbandit.demo.driver``): each one's K
+    feature vectors, true means and reward draw, exactly as the Python demo and the simulator's
+    same-users reference see them."""
+    driver = Driver(device_url="http://unused", task=task, users=n, seed=seed)
+    out = []
+    for i in range(n):
+        X, mu, u = driver.user(i)
+        out.append({"X": X.tolist(), "mu": mu.tolist(), "u": u})
+    return out
+
+
+async def counts(urls: dict[str, str], task: str) -> dict[str, int]:
+    """The shuffler's and the analyzer's counts of ``task`` (spec §6.2)."""
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        shf = (await client.get(f"{urls['shuffler']}/v1/status")).json()
+        prv = (await client.get(f"{urls['analyzer']}/v1/tasks/{task}/privacy")).json()
+    queue = next(q for q in shf["tasks"] if q["task"] == task)
+    return {
+        "accepted": int(queue["accepted"]), "pending": int(queue["pending"]),
+        "formed": int(queue["batches_formed"]), "acked": int(queue["batches_acknowledged"]),
+        "in_flight": int(queue["batches_in_flight"]),
+        "counted": int(prv["reports_counted"]), "refused": int(prv.get("reports_refused", 0)),
+    }
+
+
+async def settled(urls: dict[str, str], task: str, batch: int) -> dict[str, int]:
+    """The counts once every formed batch is acknowledged and fewer than l reports wait, the
+    same twice in a row."""
+    until = deadline(120)
+    last: dict[str, int] | None = None
+    while True:
+        now = await counts(urls, task)
+        quiet = now["formed"] == now["acked"] and now["in_flight"] == 0 and now["pending"] < batch
+        if quiet and now == last:
+            return now
+        last = now if quiet else None
+        assert asyncio.get_running_loop().time() < until, f"never settled: {now}"
+        await asyncio.sleep(0.3)
+
+
+def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path) -> None:
+    missing = web_tools_missing()
+    assert missing is None, missing
+    folder = build_page()
+    config = tomllib.loads(only_tasks(E2E_CONFIG, [SBLB]))
+    config["tasks"].append({**config["tasks"][0], "id": SBLB_PRIO3, "aggregation": "secure-sum",
+                            "secure_sum": "prio3"})
+    page = PageServer(folder)  # bound: its origin is known before the services start
+    config["browser_origins"] = [page.origin]
+    path = tmp_path / "web.toml"
+    path.write_text(tomli_w.dumps(config))
+    with page, local_cluster(tmp_path / "data", config=path, log_dir=tmp_path / "logs",
+                             timeout=patience(60)) as cluster:
+        urls = cluster.urls
+        tasks = {}
+        job_tasks = []
+        for task_id in TASK_IDS:
+            info = TaskInfo.model_validate(
+                httpx.get(f"{urls['analyzer']}/v1/tasks/{task_id}", timeout=10).json())
+            tasks[task_id] = info
+            users = tmp_path / f"{task_id}.users.json"
+            users.write_text(json.dumps(user_table(info, USERS, SEED)))
+            job_tasks.append({"id": task_id, "users": str(users)})
+        page.configure(page_config(urls["analyzer"], urls["shuffler"], list(TASK_IDS)))
+        job = {
+            "url": page.origin, "webRoot": str(WEB_ROOT), "chromium": str(CHROMIUM),
+            "userDataDir": str(tmp_path / "chromium-profile"), "concurrency": 4,
+            "reload": True, "held": HELD, "tasks": job_tasks,
+            "drainSeconds": patience(120),
+        }
+        job_file = tmp_path / "job.json"
+        job_file.write_text(json.dumps(job))
+        done = subprocess.run(["node", str(DRIVER), str(job_file)], capture_output=True,
+                              text=True, timeout=patience(900), check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        assert result["errors"] == [], result["errors"]
+        for task_id, info in tasks.items():
+            record = result["tasks"][task_id]
+            final = record["final"]
+            # The reload: reports were waiting in IndexedDB, and the page came back with them
+            # and with its users' progress.
+            before, after = record["beforeReload"], record["afterReload"]
+            assert before["pending"] >= HELD, before
+            assert after["progress"]["done"] == USERS // 2, after
+            assert after["counters"]["feedbacks"] == before["counters"]["feedbacks"]
+            # Everything left the page: each feedback queued once and accepted once.
+            assert final["pending"] == 0, final
+            assert final["progress"]["done"] == USERS
+            sent = final["progress"]["sent"]
+            assert sent == final["counters"]["feedbacks"] == USERS
+            assert final["counters"]["uploaded"] == sent
+            assert final["counters"]["deadLettered"] == 0
+            # The services' side (spec §6.2): accepted = sent = counted + refused + pending.
+            got = asyncio.run(settled(urls, task_id, info.batch_size))
+            assert got["accepted"] == sent, (task_id, got, sent)
+            assert got["counted"] + got["refused"] + got["pending"] == got["accepted"], got
+            assert got["refused"] == 0, got
+            assert got["counted"] >= sent - info.batch_size
+            # The same users' regret, where the simulator on them lands.
+            regret = final["progress"]["regret"]
+            ref = simulator_reference(info, DemoOptions("shuffle", users=USERS, seed=SEED),
+                                      regret)
+            assert ref["demo_z"] is not None and abs(ref["demo_z"]) < 4, (task_id, regret, ref)
