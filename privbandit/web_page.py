@@ -24,6 +24,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from privbandit.shared.protocol.messages import TaskInfo
 from privbandit.shared.settings import Settings, TaskConfig
 
 # The source checkout's web client (the page is not part of the Python wheel).
@@ -146,6 +147,35 @@ class PageServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def user_table(task: TaskInfo, n: int, seed: int) -> list[dict[str, Any]]:
+    """The demo's first ``n`` users of ``task`` for ``seed`` (``privbandit.demo.driver``): each
+    one's K feature vectors, true means and reward draw, exactly as the Python demo and the
+    simulator's same-users reference see them; the page's harness plays them."""
+    from privbandit.demo.driver import Driver  # aiohttp and the environments: not for `up`
+
+    driver = Driver(device_url="http://unused", task=task, users=n, seed=seed)
+    out = []
+    for i in range(n):
+        X, mu, u = driver.user(i)
+        out.append({"X": X.tolist(), "mu": mu.tolist(), "u": u})
+    return out
+
+
+def drive_page(job: dict[str, Any], workdir: Path, timeout: float) -> dict[str, Any]:
+    """Run ``clients/web/page/drive.mjs`` (headless Chromium through playwright-core) on
+    ``job`` (its keys: the script's header; ``webRoot`` is filled in) and return its result;
+    ``PageError`` with the script's last words if it fails."""
+    job_file = workdir / "page-job.json"
+    job_file.write_text(json.dumps({"webRoot": str(WEB_ROOT), **job}))
+    node = shutil.which("node") or "node"
+    done = subprocess.run([node, str(WEB_ROOT / "page" / "drive.mjs"), str(job_file)],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise PageError(f"the page driver failed: {done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def with_origin(settings: Settings, origin: str) -> str:

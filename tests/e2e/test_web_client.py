@@ -18,25 +18,28 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import subprocess
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import tomli_w
 
 from privbandit.demo.config import DemoOptions
-from privbandit.demo.driver import Driver
 from privbandit.demo.report import simulator_reference
 from privbandit.launcher import local_cluster
 from privbandit.shared.protocol.messages import TaskInfo
-from privbandit.web_page import WEB_ROOT, PageServer, build_page, page_config
+from privbandit.web_page import (
+    WEB_ROOT,
+    PageServer,
+    build_page,
+    drive_page,
+    page_config,
+    user_table,
+)
 from tests.helpers import E2E_CONFIG, deadline, only_tasks, patience
 
 CHROMIUM = Path("/usr/bin/chromium")
-DRIVER = Path(__file__).with_name("web_client_driver.mjs")
 SBLB = "small-shuffle"
 # The same sblb task over the prio3 transport: the page shards its counts with their proof.
 SBLB_PRIO3 = "web-sblb-prio3"
@@ -62,18 +65,6 @@ def web_tools_missing() -> str | None:
         if not (WEB_ROOT / "node_modules" / package).is_dir():
             return f"clients/web/node_modules/{package} is missing: run `npm ci` in clients/web"
     return None
-
-
-def user_table(task: TaskInfo, n: int, seed: int) -> list[dict[str, Any]]:
-    """The demo's users of ``task`` for ``seed`` (``privbandit.demo.driver``): each one's K
-    feature vectors, true means and reward draw, exactly as the Python demo and the simulator's
-    same-users reference see them."""
-    driver = Driver(device_url="http://unused", task=task, users=n, seed=seed)
-    out = []
-    for i in range(n):
-        X, mu, u = driver.user(i)
-        out.append({"X": X.tolist(), "mu": mu.tolist(), "u": u})
-    return out
 
 
 async def counts(urls: dict[str, str], task: str) -> dict[str, int]:
@@ -130,17 +121,12 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
             job_tasks.append({"id": task_id, "users": str(users)})
         page.configure(page_config(urls["analyzer"], urls["shuffler"], list(TASK_IDS)))
         job = {
-            "url": page.origin, "webRoot": str(WEB_ROOT), "chromium": str(CHROMIUM),
+            "url": page.origin, "chromium": str(CHROMIUM),
             "userDataDir": str(tmp_path / "chromium-profile"), "concurrency": 4,
             "reload": True, "held": HELD, "tasks": job_tasks,
             "drainSeconds": patience(120),
         }
-        job_file = tmp_path / "job.json"
-        job_file.write_text(json.dumps(job))
-        done = subprocess.run(["node", str(DRIVER), str(job_file)], capture_output=True,
-                              text=True, timeout=patience(900), check=False)
-        assert done.returncode == 0, done.stderr[-3000:]
-        result = json.loads(done.stdout)
+        result = drive_page(job, tmp_path, timeout=patience(900))
         assert result["errors"] == [], result["errors"]
         for task_id, info in tasks.items():
             record = result["tasks"][task_id]

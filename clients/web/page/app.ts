@@ -247,7 +247,8 @@ class Page {
 }
 
 function fmt(v: number | null): string {
-  return v == null ? "–" : v < 1e-3 ? v.toExponential(1) : v.toPrecision(3);
+  if (v == null) return "–";
+  return v === 0 ? "0" : v < 1e-3 ? v.toExponential(1) : v.toPrecision(3);
 }
 
 /** Features of one item: a random direction of norm ≤ L (x[0] = the intercept under a centered

@@ -2,8 +2,9 @@
 // Chromium with playwright-core from clients/web/node_modules (never a browser download): the
 // simulated users of each task through the device role inside the page, a reload of the page
 // halfway through with reports still in its IndexedDB outbox (and uploads racing the reload),
-// then the rest, until the outbox is empty. Launched by tests/e2e/test_web_client.py and
-// bench/web_client.py: `node web_client_driver.mjs JOB.json`; prints one JSON result.
+// then the rest, until the outbox is empty. Launched by privbandit/web_page.py's drive_page
+// (tests/e2e/test_web_client.py, bench/web_client.py): `node page/drive.mjs JOB.json`; prints
+// one JSON result.
 //
 // JOB: {url, webRoot, userDataDir, chromium, concurrency, reload, held, timing,
 //       tasks: [{id, users: FILE}], screenshot?: {path, task}}
