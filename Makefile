@@ -22,7 +22,8 @@ $(STAMP): $(RUNTIME)
 	touch $(STAMP)
 
 # The browser library (clients/web, issue 41): its npm dependencies exactly as the lockfile pins
-# them (`npm ci`, again only when the lockfile changes), its type check and bundle (`npm run
+# them (`npm ci`, again only when the lockfile changes; no install scripts: esbuild runs from its
+# platform package without its postinstall check), its type check and bundle (`npm run
 # build`: tsc, esbuild), rebuilt when a source changes. `make test` runs its node tests first; the
 # interop tests under pytest drive the same bundle.
 WEB := clients/web
@@ -30,7 +31,7 @@ WEB_STAMP := $(WEB)/node_modules/.installed
 WEB_BUNDLE := $(WEB)/dist/privbandit.js
 
 $(WEB_STAMP): $(WEB)/package.json $(WEB)/package-lock.json
-	cd $(WEB) && npm ci --no-audit --no-fund
+	cd $(WEB) && npm ci --ignore-scripts --no-audit --no-fund
 	touch $(WEB_STAMP)
 
 $(WEB_BUNDLE): $(WEB_STAMP) $(WEB)/build.mjs $(WEB)/tsconfig.json $(shell find $(WEB)/src -name '*.ts')

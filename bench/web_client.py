@@ -1,108 +1,91 @@
-"""Users per second through the browser client's page (issue 41 item 7), against the Python
-device service on the same deployment, users and concurrency, measured in the same run.
+"""Per-report cost of the browser library (clients/web, issue 41) in node, as a ratio to the
+Python device's functions in the same run, and the size of the bundle a page ships.
 
-The page: N simulated users of a task played by the page's harness in headless Debian
-Chromium (``clients/web/page/drive.mjs``): per user the local decision, then randomise, seal or
-Prio3-shard in the Web Worker, the IndexedDB outbox write (strict durability) and, in the
-background, the uploads to the shuffler. The floor: the same N users through the Python device
-service (``privbandit.demo.driver``: decide and feedback over HTTP, the device's SQLite outbox,
-its uploads). Each is timed from the first user to the last feedback made durable on the device
-side ("queued"); the page's time until its outbox is empty is given too. Tasks: the small
-configuration's ``sblb`` (``small-shuffle``, HPKE reports) and the same over prio3; the page and
-the floor use copies of their own so neither learns from the other's users.
+One report = randomise + shard + seal, for the same users (d = 5, ‖x‖ = 1, r ~ U[0, 1]):
+- sblb: the 0/1 randomizer (m = 1, ε0 = 4) and a Prio3SumVec report over [0, m] (c = 20 counts),
+  helper share HPKE-sealed — Python: ``BinaryRandomizer.randomize`` (numpy) + ``prio3.make_report``;
+- ddp-linucb: clip, scale (s = 128), exact CSPRNG rounding, Prio3 over the task's range [−O, O]
+  (O of the default task) — Python: ``SkellamRandomizer.rounded`` + ``make_report``.
+Rounds alternate the two sides; a round's figure is the mean over ``--reports`` reports (node: a
+process per round running the bundle dist/privbandit.js, which times its second pass, warm), its
+ratio node/Python; printed: the medians and the ratios' median and range over rounds. The bundle:
+dist/privbandit.min.js, gzip -9.
 
-    python -m bench.web_client [--users 2000] [--concurrency 4] [--seed 3]
-        [--screenshot docs/web-client.png]
+    python -m bench.web_client [--reports 50 --rounds 5]     (needs `npm run build` in clients/web)
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import gzip
+import hashlib
 import json
-import tempfile
-import tomllib
-from importlib import resources
+import statistics
+import subprocess
+import time
 from pathlib import Path
-from typing import Any
 
-import httpx
-import tomli_w
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from privbandit.demo.driver import Driver
-from privbandit.launcher import local_cluster
-from privbandit.shared.protocol.messages import TaskInfo
-from privbandit.web_page import PageServer, build_page, drive_page, page_config, user_table
+from privbandit.services.device.transports.prio3 import make_report
+from privbandit.shared.core.policies import make_config, randomizer_for
+from privbandit.shared.core.randomizers.binary import BinaryRandomizer
+from privbandit.shared.crypto.prio3_task import TaskVdaf
 
-CHROMIUM = "/usr/bin/chromium"
-
-
-def config_text(origin: str) -> str:
-    """The small configuration's sblb task and its prio3 copy, once for the page and once for
-    the floor, open to the page's origin."""
-    small = resources.files("privbandit.shared").joinpath("defaults", "small.toml").read_text()
-    data = tomllib.loads(small)
-    sblb = next(t for t in data["tasks"] if t["id"] == "small-shuffle")
-    prio3 = {**sblb, "aggregation": "secure-sum", "secure_sum": "prio3"}
-    data["tasks"] = [{**t, "id": f"{who}-{name}"} for who in ("page", "py")
-                     for name, t in (("sblb", sblb), ("sblb-prio3", prio3))]
-    data["browser_origins"] = [origin]
-    data["shuffler_token"] = "bench-web-client-token-0123456789abcdef"
-    return tomli_w.dumps(data)
+WEB = Path(__file__).resolve().parents[1] / "clients" / "web"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--users", type=int, default=2000)
-    ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--screenshot", type=Path, help="also save the page's UI as a PNG here")
+    ap.add_argument("--reports", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    folder = build_page()
-    with tempfile.TemporaryDirectory(prefix="bench-web-") as tmp:
-        root = Path(tmp)
-        page = PageServer(folder)
-        config = root / "web.toml"
-        config.write_text(config_text(page.origin))
-        with page, local_cluster(root / "data", config=config, log_dir=root / "logs") as cluster:
-            urls = cluster.urls
-            infos = {t: TaskInfo.model_validate(httpx.get(
-                f"{urls['analyzer']}/v1/tasks/{who}-{t}", timeout=10).json())
-                for who in ("page",) for t in ("sblb", "sblb-prio3")}
-            page.configure(page_config(urls["analyzer"], urls["shuffler"],
-                                       [f"page-{t}" for t in infos]))
-            rows: list[dict[str, Any]] = []
-            for name, info in infos.items():
-                users = root / f"{name}.json"
-                users.write_text(json.dumps(user_table(info, args.users, args.seed)))
-                job = {"url": page.origin, "chromium": CHROMIUM, "concurrency": args.concurrency,
-                       "userDataDir": str(root / f"profile-{name}"), "reload": False,
-                       "tasks": [{"id": info.id, "users": str(users)}], "drainSeconds": 600}
-                got = drive_page(job, root, timeout=1800)["tasks"][info.id]
-                py_task = TaskInfo.model_validate(httpx.get(
-                    f"{urls['analyzer']}/v1/tasks/py-{name}", timeout=10).json())
-                floor = asyncio.run(Driver(urls["device"], py_task, args.users,
-                                           concurrency=args.concurrency, seed=args.seed).run())
-                rows.append({
-                    "task": name, "users": args.users,
-                    "page_users_per_s": args.users / got["queuedSeconds"],
-                    "page_drained_users_per_s": args.users / got["seconds"],
-                    "python_device_users_per_s": args.users / floor.wall_seconds,
-                })
-            for r in rows:
-                r["ratio"] = r["page_users_per_s"] / r["python_device_users_per_s"]
-                print(f"{r['task']:11s} page {r['page_users_per_s']:7.1f} users/s "
-                      f"(outbox drained: {r['page_drained_users_per_s']:7.1f}); Python device "
-                      f"{r['python_device_users_per_s']:7.1f} users/s; page/device "
-                      f"{r['ratio']:.2f}x")
-            if args.screenshot is not None:
-                shot = {"url": page.origin, "chromium": CHROMIUM, "concurrency": 1,
-                        "userDataDir": str(root / "profile-shot"), "tasks": [],
-                        "screenshot": {"path": str(args.screenshot.resolve()),
-                                       "task": "page-sblb"}}
-                drive_page(shot, root, timeout=600)
-                print(f"screenshot: {args.screenshot}")
-            print(json.dumps(rows))
+    d, m, eps0 = 5, 1, 4.0
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(args.reports, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    r = rng.uniform(size=args.reports)
+    public = X25519PrivateKey.generate().public_key().public_bytes_raw()
+    key_id = hashlib.sha256(public).digest()[0]
+
+    binary = BinaryRandomizer(d, eps0, m, 1.0)
+    sblb_vdaf = TaskVdaf("sblb", binary.c, m)
+    ddp = randomizer_for(make_config("ddp-linucb", d=d))
+    o = int(ddp.offset)
+    ddp_vdaf = TaskVdaf("ddp", ddp.n, 2 * o, o)
+
+    def sblb_one(i: int) -> None:
+        row = binary.randomize(x[i : i + 1], r[i : i + 1], rng)
+        make_report(sblb_vdaf, binary.counts(row)[0], key_id, public)
+
+    def ddp_one(i: int) -> None:
+        make_report(ddp_vdaf, np.asarray(ddp.rounded(x[i], float(r[i]))), key_id, public)
+
+    job = {"reports": args.reports, "rounds": 2, "x": x.tolist(), "r": r.tolist(),
+           "key_id": key_id, "public_key": public.hex(),
+           "sblb": {"d": d, "eps0": eps0, "m": m, "L": 1.0},
+           "ddp": {"params": {"d": d, "scale": ddp.scale, "L": ddp.L}, "lo": -o, "hi": o}}
+    py: dict[str, list[float]] = {"sblb": [], "ddp": []}
+    js: dict[str, list[float]] = {"sblb": [], "ddp": []}
+    for _ in range(args.rounds):  # interleaved: each round's ratio compares neighbouring times
+        for name, one in (("sblb", sblb_one), ("ddp", ddp_one)):
+            t0 = time.perf_counter()
+            for i in range(args.reports):
+                one(i)
+            py[name].append((time.perf_counter() - t0) / args.reports)
+        done = subprocess.run(["node", "test/bench-tool.mjs"], cwd=WEB, input=json.dumps(job),
+                              capture_output=True, text=True, check=True)
+        for name, secs in json.loads(done.stdout).items():
+            js[name].append(secs)
+    for name in ("sblb", "ddp"):
+        ratios = [a / b for a, b in zip(js[name], py[name], strict=True)]
+        print(f"{name:5s} per report: node {1e3 * statistics.median(js[name]):6.2f} ms, python "
+              f"{1e3 * statistics.median(py[name]):6.2f} ms; ratio node/python median "
+              f"{statistics.median(ratios):.2f} (rounds {min(ratios):.2f}-{max(ratios):.2f})")
+    minified = (WEB / "dist" / "privbandit.min.js").read_bytes()
+    print(f"bundle dist/privbandit.min.js: {len(minified)} bytes, "
+          f"{len(gzip.compress(minified, 9))} bytes gzipped")
 
 
 if __name__ == "__main__":

@@ -74,9 +74,24 @@ export function logGaussianDelta(eps: number, sigma: number, sensitivity: number
   return logPa + Math.log(-Math.expm1(x));
 }
 
+// σ by (ε, δ, Δ): a page builds a randomizer per report, with the same few calibrations (as
+// Python's lru_cache on gaussian_sigma).
+const calibrated = new Map<string, number>();
+
 /** The smallest σ (to a few ulps) with δ(ε; σ) ≤ δ: bisection on log σ (δ is decreasing in σ),
  * then nudged up until the inequality holds, so the σ returned is always sufficient. */
 export function gaussianSigma(eps: number, delta: number, sensitivity: number): number {
+  const key = `${eps}|${delta}|${sensitivity}`;
+  let sigma = calibrated.get(key);
+  if (sigma === undefined) {
+    sigma = calibrate(eps, delta, sensitivity);
+    if (calibrated.size >= 256) calibrated.clear();
+    calibrated.set(key, sigma);
+  }
+  return sigma;
+}
+
+function calibrate(eps: number, delta: number, sensitivity: number): number {
   if (!(eps >= 0 && Number.isFinite(eps))) throw new RangeError("eps must be finite and >= 0");
   if (!(sensitivity > 0 && Number.isFinite(sensitivity))) throw new RangeError("sensitivity must be positive");
   if (!(delta > 0 && delta < 1)) throw new RangeError("delta must be in (0, 1)");

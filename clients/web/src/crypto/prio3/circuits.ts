@@ -65,7 +65,7 @@ function bitCheckInputs(
   calls: number,
   numShares: number,
 ): FVec[] {
-  const sharesInv = field.inv(BigInt(numShares));
+  const sharesInv = field.invSmall(numShares);
   const out: FVec[] = [];
   for (let i = 0; i < calls; i++) {
     const r = jointRand[i]!;

@@ -36,11 +36,29 @@ function log2Exact(n: number): number {
   return Math.round(Math.log2(n));
 }
 
+const bitReversals = new Map<number, number[]>();
+
+/** The bit-reversal permutation of range(n), n = 2^logN (cached per n). */
+function bitReverse(n: number, logN: number): number[] {
+  let perm = bitReversals.get(n);
+  if (perm === undefined) {
+    perm = [];
+    for (let i = 0; i < n; i++) {
+      let r = 0;
+      for (let b = 0; b < logN; b++) r |= ((i >> b) & 1) << (logN - 1 - b);
+      perm.push(r);
+    }
+    bitReversals.set(n, perm);
+  }
+  return perm;
+}
+
 export class Field {
   readonly p: bigint;
   /** next_power_of_2(p) − 1: the mask of rejection sampling (§6.2 next_vec). */
   readonly mask: bigint;
   private readonly rootCache = new Map<number, FVec>();
+  private readonly smallInverses = new Map<number, bigint>();
 
   constructor(
     readonly name: string,
@@ -76,6 +94,17 @@ export class Field {
   inv(a: bigint): bigint {
     if (a === 0n) throw new RangeError("0 has no inverse");
     return powMod(a, this.p - 2n, this.p);
+  }
+
+  /** n⁻¹ for a small integer n (an NTT size, a share count), computed once per n: the prover
+   * asks for the same few thousands of times per report. */
+  invSmall(n: number): bigint {
+    let v = this.smallInverses.get(n);
+    if (v === undefined) {
+      v = this.inv(BigInt(n));
+      this.smallInverses.set(n, v);
+    }
+    return v;
   }
 
   zeros(n: number): FVec {
@@ -150,13 +179,8 @@ export class Field {
       const s = this.rootPowers(2 * n);
       a = a.map((c, i) => (c * s[i]!) % p);
     }
-    const rev = new Array<bigint>(n);
-    for (let i = 0; i < n; i++) {
-      let r = 0;
-      for (let b = 0; b < logN; b++) r |= ((i >> b) & 1) << (logN - 1 - b);
-      rev[r] = a[i]!;
-    }
-    a = rev;
+    const perm = bitReverse(n, logN);
+    a = perm.map((i) => a[i]!);
     for (let stage = 1; stage <= logN; stage++) {
       const m = 1 << stage;
       const half = m >> 1;
@@ -179,7 +203,7 @@ export class Field {
   invNtt(values: FVec, n: number): FVec {
     if (values.length !== n) throw new RangeError("invNtt needs exactly n values");
     const forward = this.ntt(values, n);
-    const nInv = this.inv(BigInt(n));
+    const nInv = this.invSmall(n);
     const out: FVec = [];
     for (let k = 0; k < n; k++) out.push((forward[(n - k) % n]! * nInv) % this.p);
     return out;
