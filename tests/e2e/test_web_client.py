@@ -44,6 +44,8 @@ SBLB = "small-shuffle"
 # The same sblb task over the prio3 transport: the page shards its counts with their proof.
 SBLB_PRIO3 = "web-sblb-prio3"
 TASK_IDS = (SBLB, SBLB_PRIO3)
+# The same sblb task with a bound of 2 reports per person (the device's rules, checked in-page).
+BOUNDED = "web-sblb-bounded"
 USERS = 1000
 SEED = 11
 # Users whose reports are held in the outbox when the page reloads (about two batches of 20).
@@ -103,6 +105,8 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
     config = tomllib.loads(only_tasks(E2E_CONFIG, [SBLB]))
     config["tasks"].append({**config["tasks"][0], "id": SBLB_PRIO3, "aggregation": "secure-sum",
                             "secure_sum": "prio3"})
+    config["tasks"].append({**config["tasks"][0], "id": BOUNDED,
+                            "contributions": {"k": 2}})
     page = PageServer(folder)  # bound: its origin is known before the services start
     config["browser_origins"] = [page.origin]
     path = tmp_path / "web.toml"
@@ -119,15 +123,31 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
             users = tmp_path / f"{task_id}.users.json"
             users.write_text(json.dumps(user_table(info, USERS, SEED)))
             job_tasks.append({"id": task_id, "users": str(users)})
-        page.configure(page_config(urls["analyzer"], urls["shuffler"], list(TASK_IDS)))
+        page.configure(page_config(urls["analyzer"], urls["shuffler"], [*TASK_IDS, BOUNDED]))
         job = {
             "url": page.origin, "chromium": str(CHROMIUM),
             "userDataDir": str(tmp_path / "chromium-profile"), "concurrency": 4,
             "reload": True, "held": HELD, "tasks": job_tasks,
             "drainSeconds": patience(120),
+            "checks": {"task": BOUNDED, "users": job_tasks[0]["users"]},
         }
         result = drive_page(job, tmp_path, timeout=patience(900))
         assert result["errors"] == [], result["errors"]
+        # The device's rules, in the page (services/device's, docs/protocol.md §6.3): a second
+        # feedback for one decision, a reward outside [0, 1], a missing user key and an unknown
+        # decision refused (the refused ones leaving the decision open), the person's third
+        # report withheld, another person's queued; a report re-sent from the outbox byte for
+        # byte (a lost 202) is a duplicate at the shuffler.
+        checks = result["checks"]
+        assert checks["codes"] == ["decision_used", "reward_out_of_range", "missing_user",
+                                   "unknown_decision"], checks
+        assert checks["first"] and checks["second"] and checks["third"] and checks["bob"]
+        assert checks["counters"] == {"feedbacks": 3, "withheld": 1, "uploaded": 3,
+                                      "deadLettered": 0}, checks
+        assert checks["resend"] == {"status": 202,
+                                    "body": {"accepted": 0, "duplicates": 1, "refused": 0}}
+        bounded = asyncio.run(counts(urls, BOUNDED))
+        assert bounded["accepted"] == 3, bounded
         for task_id, info in tasks.items():
             record = result["tasks"][task_id]
             final = record["final"]
@@ -137,6 +157,9 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
             assert before["pending"] >= HELD, before
             assert after["progress"]["done"] == USERS // 2, after
             assert after["counters"]["feedbacks"] == before["counters"]["feedbacks"]
+            # The models reached the page through the SSE stream (and the first by a GET).
+            assert final["modelSources"]["stream"] >= 1, final
+            assert final["modelVersion"] >= 1, final
             # Everything left the page: each feedback queued once and accepted once.
             assert final["pending"] == 0, final
             assert final["progress"]["done"] == USERS

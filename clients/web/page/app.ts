@@ -53,12 +53,18 @@ interface Progress {
 class Harness {
   device: Device | null = null;
   modelVersions = new Map<string, number>();
+  // How many models came from the SSE stream and from polling, per task.
+  modelSources = new Map<string, { stream: number; poll: number }>();
 
   async open(tasks: string[], timing?: Partial<DeviceTiming>): Promise<void> {
     const cfg = await loadConfig();
     this.device = await openDevice({ ...cfg, timing: { ...cfg.timing, ...timing } }, tasks,
       (e) => {
-        if (e.kind === "model") this.modelVersions.set(e.task, e.model.version);
+        if (e.kind !== "model") return;
+        this.modelVersions.set(e.task, e.model.version);
+        const n = this.modelSources.get(e.task) ?? { stream: 0, poll: 0 };
+        n[e.source] += 1;
+        this.modelSources.set(e.task, n);
       });
   }
 
@@ -98,6 +104,47 @@ class Harness {
     this.dev().uploader.pause(paused);
   }
 
+  /** The device's rules on a task that bounds each person to 2 reports (e2e test): one
+   * feedback per decision, refusals that leave the decision open, the bound, and a report
+   * re-sent byte for byte from the outbox (a lost 202) answered as a duplicate. */
+  async checks(task: string, X: number[][]) {
+    const device = this.dev();
+    const codes: string[] = [];
+    const refused = async (f: () => Promise<unknown>) => {
+      try {
+        await f();
+        codes.push("accepted");
+      } catch (err) {
+        codes.push((err as { code?: string }).code ?? String(err));
+      }
+    };
+    device.uploader.pause(true);
+    const d1 = device.decide(task, X);
+    const first = await device.feedback(task, d1.decisionId, 1, { user: "alice" });
+    const [held] = await device.store.head(1);
+    device.uploader.pause(false);
+    await refused(() => device.feedback(task, d1.decisionId, 1, { user: "alice" }));
+    const d2 = device.decide(task, X);
+    await refused(() => device.feedback(task, d2.decisionId, 1.5, { user: "alice" }));
+    await refused(() => device.feedback(task, d2.decisionId, 0, {}));
+    const second = await device.feedback(task, d2.decisionId, 0, { user: "alice" });
+    const third = await device.feedback(task, device.decide(task, X).decisionId, 1,
+      { user: "alice" });
+    const bob = await device.feedback(task, device.decide(task, X).decisionId, 1, { user: "bob" });
+    await refused(async () => device.feedback(task, "not-a-decision", 1, { user: "bob" }));
+    while ((await device.store.pending()) > 0) await new Promise((r) => setTimeout(r, 100));
+    // The first report's stored bytes again, as after a lost 202.
+    const resend = await fetch(`${device.opts.shufflerUrl}/v1/tasks/${task}/reports`, {
+      method: "POST", body: `{"reports":[${held!.json}]}`,
+      headers: { "Content-Type": "application/json" },
+    });
+    return {
+      codes, first: first.queued, second: second.queued, third: third.withheld,
+      bob: bob.queued, counters: await device.counters(task),
+      resend: { status: resend.status, body: await resend.json() },
+    };
+  }
+
   async state(task: string) {
     const device = this.dev();
     return {
@@ -105,6 +152,8 @@ class Harness {
       counters: await device.counters(task),
       progress: await this.progress(task),
       modelVersion: device.model(task).version,
+      modelSources: this.modelSources.get(task) ?? { stream: 0, poll: 0 },
+      streaming: device.models.get(task)?.streaming ?? false,
       lastError: device.uploader.lastError,
     };
   }

@@ -7,7 +7,7 @@
 // one JSON result.
 //
 // JOB: {url, webRoot, userDataDir, chromium, concurrency, reload, held, timing,
-//       tasks: [{id, users: FILE}], screenshot?: {path, task}}
+//       tasks: [{id, users: FILE}], checks?: {task, users: FILE}, screenshot?: {path, task}}
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { join } from "node:path";
@@ -24,6 +24,7 @@ const context = await chromium.launchPersistentContext(job.userDataDir, {
   executablePath: job.chromium, headless: true, args: ARGS, viewport: { width: 1280, height: 800 },
 });
 const errors = [];
+const ids = [...job.tasks.map((t) => t.id), ...(job.checks ? [job.checks.task] : [])];
 const out = { tasks: {} };
 try {
   const page = context.pages()[0] ?? await context.newPage();
@@ -32,8 +33,8 @@ try {
   const open = async () => {
     await page.goto(`${job.url}/?harness`);
     await page.waitForFunction(() => window.privbanditHarness !== undefined);
-    await page.evaluate(([ids, timing]) => window.privbanditHarness.open(ids, timing),
-      [job.tasks.map((t) => t.id), job.timing ?? {}]);
+    await page.evaluate(([i, timing]) => window.privbanditHarness.open(i, timing),
+      [ids, job.timing ?? {}]);
   };
   const run = (task, users) => page.evaluate(([t, u, c]) => window.privbanditHarness.run(t, u, c),
     [task, users, job.concurrency]);
@@ -54,8 +55,8 @@ try {
       await page.evaluate(() => window.privbanditHarness.pause(false));
       await page.reload();
       await page.waitForFunction(() => window.privbanditHarness !== undefined);
-      await page.evaluate(([ids, timing]) => window.privbanditHarness.open(ids, timing),
-        [job.tasks.map((t) => t.id), job.timing ?? {}]);
+      await page.evaluate(([i, timing]) => window.privbanditHarness.open(i, timing),
+        [ids, job.timing ?? {}]);
       record.afterReload = await state(task.id);
       await run(task.id, users.slice(record.afterReload.progress.done));
     } else {
@@ -71,6 +72,11 @@ try {
     record.seconds = (Date.now() - started) / 1000;
     record.final = s;
     out.tasks[task.id] = record;
+  }
+  if (job.checks) {
+    const users = JSON.parse(await readFile(job.checks.users, "utf8"));
+    out.checks = await page.evaluate(([t, X]) => window.privbanditHarness.checks(t, X),
+      [job.checks.task, users[0].X]);
   }
   if (job.screenshot) {
     await page.goto(`${job.url}/?task=${encodeURIComponent(job.screenshot.task)}`);
