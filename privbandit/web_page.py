@@ -18,7 +18,8 @@ import json
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -163,18 +164,36 @@ def user_table(task: TaskInfo, n: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def drive_page(job: dict[str, Any], workdir: Path, timeout: float) -> dict[str, Any]:
+def drive_page(job: dict[str, Any], workdir: Path, timeout: float,
+               halfway: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run ``clients/web/page/drive.mjs`` (headless Chromium through playwright-core) on
     ``job`` (its keys: the script's header; ``webRoot`` is filled in) and return its result;
-    ``PageError`` with the script's last words if it fails."""
+    ``PageError`` with the script's last words if it fails. ``halfway``: called once the page
+    is halfway through the first task (e.g. to restart a service), the page waiting meanwhile."""
+    job = {"webRoot": str(WEB_ROOT), **job}
+    ready, go = workdir / "page-halfway", workdir / "page-go"
+    if halfway is not None:
+        job["handshake"] = {"ready": str(ready), "go": str(go)}
     job_file = workdir / "page-job.json"
-    job_file.write_text(json.dumps({"webRoot": str(WEB_ROOT), **job}))
+    job_file.write_text(json.dumps(job))
     node = shutil.which("node") or "node"
-    done = subprocess.run([node, str(WEB_ROOT / "page" / "drive.mjs"), str(job_file)],
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    if done.returncode != 0:
-        raise PageError(f"the page driver failed: {done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout)
+    with subprocess.Popen([node, str(WEB_ROOT / "page" / "drive.mjs"), str(job_file)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            if halfway is not None:
+                until = time.monotonic() + timeout
+                while not ready.exists() and proc.poll() is None and time.monotonic() < until:
+                    time.sleep(0.1)
+                if ready.exists():
+                    halfway()
+                    go.touch()
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            proc.kill()
+            raise
+    if proc.returncode != 0:
+        raise PageError(f"the page driver failed: {err[-3000:]}")
+    result: dict[str, Any] = json.loads(out)
     return result
 
 

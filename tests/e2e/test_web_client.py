@@ -131,7 +131,10 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
             "drainSeconds": patience(120),
             "checks": {"task": BOUNDED, "users": job_tasks[0]["users"]},
         }
-        result = drive_page(job, tmp_path, timeout=patience(900))
+        # Halfway through the first task, the analyzer restarts: the page's model stream breaks,
+        # it polls, and follows the stream again once the analyzer is back.
+        result = drive_page(job, tmp_path, timeout=patience(900),
+                            halfway=lambda: cluster.restart("analyzer", timeout=patience(60)))
         assert result["errors"] == [], result["errors"]
         # The device's rules, in the page (services/device's, docs/protocol.md §6.3): a second
         # feedback for one decision, a reward outside [0, 1], a missing user key and an unknown
@@ -148,6 +151,7 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
                                     "body": {"accepted": 0, "duplicates": 1, "refused": 0}}
         bounded = asyncio.run(counts(urls, BOUNDED))
         assert bounded["accepted"] == 3, bounded
+        assert "atRestart" in result["tasks"][TASK_IDS[0]]
         for task_id, info in tasks.items():
             record = result["tasks"][task_id]
             final = record["final"]
@@ -160,6 +164,12 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
             # The models reached the page through the SSE stream (and the first by a GET).
             assert final["modelSources"]["stream"] >= 1, final
             assert final["modelVersion"] >= 1, final
+            if "atRestart" in record:
+                # After the analyzer's restart the stream came back and carried new models.
+                assert record["streamingAgainAfter"] is not None, record
+                assert (final["modelSources"]["stream"]
+                        > record["atRestart"]["modelSources"]["stream"]), record
+                assert final["modelVersion"] > record["atRestart"]["modelVersion"], record
             # Everything left the page: each feedback queued once and accepted once.
             assert final["pending"] == 0, final
             assert final["progress"]["done"] == USERS

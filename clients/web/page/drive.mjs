@@ -7,8 +7,11 @@
 // one JSON result.
 //
 // JOB: {url, webRoot, userDataDir, chromium, concurrency, reload, held, timing,
-//       tasks: [{id, users: FILE}], checks?: {task, users: FILE}, screenshot?: {path, task}}
-import { readFile } from "node:fs/promises";
+//       tasks: [{id, users: FILE}], checks?: {task, users: FILE}, screenshot?: {path, task},
+//       handshake?: {ready: FILE, go: FILE}}   (halfway through the first task: write `ready`,
+//       wait for `go`, e.g. while the caller restarts a service)
+import { existsSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
@@ -24,12 +27,20 @@ const context = await chromium.launchPersistentContext(job.userDataDir, {
   executablePath: job.chromium, headless: true, args: ARGS, viewport: { width: 1280, height: 800 },
 });
 const errors = [];
+// Connections refused while a service restarts are expected (the page retries); anything else
+// the page logs as an error, or throws, is reported in `errors`.
+const unreachable = [];
 const ids = [...job.tasks.map((t) => t.id), ...(job.checks ? [job.checks.task] : [])];
 const out = { tasks: {} };
 try {
   const page = context.pages()[0] ?? await context.newPage();
   page.on("pageerror", (err) => errors.push(String(err)));
-  page.on("console", (msg) => { if (msg.type() === "error") errors.push(msg.text()); });
+  page.on("console", (msg) => {
+    if (msg.type() !== "error") return;
+    const text = msg.text();
+    (/^Failed to load resource: net::ERR_CONNECTION_REFUSED/.test(text) ? unreachable : errors)
+      .push(text);
+  });
   const open = async () => {
     await page.goto(`${job.url}/?harness`);
     await page.waitForFunction(() => window.privbanditHarness !== undefined);
@@ -58,6 +69,20 @@ try {
       await page.evaluate(([i, timing]) => window.privbanditHarness.open(i, timing),
         [ids, job.timing ?? {}]);
       record.afterReload = await state(task.id);
+      if (job.handshake && task === job.tasks[0]) {
+        // Halfway: tell the caller (which restarts the analyzer), wait for its go, then until
+        // the page follows the model stream again.
+        await writeFile(job.handshake.ready, JSON.stringify(await state(task.id)));
+        while (!existsSync(job.handshake.go)) await new Promise((r) => setTimeout(r, 100));
+        const back = Date.now();
+        record.atRestart = JSON.parse(await readFile(job.handshake.ready, "utf8"));
+        let s = await state(task.id);
+        while (!s.streaming && Date.now() < deadline(120)) {
+          await new Promise((r) => setTimeout(r, 100));
+          s = await state(task.id);
+        }
+        record.streamingAgainAfter = s.streaming ? (Date.now() - back) / 1000 : null;
+      }
       await run(task.id, users.slice(record.afterReload.progress.done));
     } else {
       await run(task.id, users);
@@ -89,6 +114,7 @@ try {
   }
 } finally {
   out.errors = errors;
+  out.unreachable = unreachable.length;
   await context.close();
 }
 process.stdout.write(JSON.stringify(out));
