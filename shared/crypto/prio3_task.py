@@ -206,9 +206,9 @@ def task_vdaf(config: Any) -> TaskVdaf:
     if isinstance(randomizer, SkellamRandomizer):
         if randomizer.aggregated_noise:
             lo = [int(v) for v in randomizer.range_lo]
-            hi = [int(v) for v in randomizer.range_hi]
-            return TaskVdaf(config.id, int(randomizer.n), max(h - l for l, h in zip(lo, hi)),
-                            max_values=tuple(max(1, h - l) for l, h in zip(lo, hi)),
+            widths = [max(1, int(h) - l) for l, h in zip(lo, randomizer.range_hi, strict=True)]
+            return TaskVdaf(config.id, int(randomizer.n), max(widths),
+                            max_values=tuple(widths),
                             offsets=tuple(-l for l in lo),
                             noise_variance=randomizer.aggregator_variance)
         o = int(randomizer.offset)

@@ -307,7 +307,7 @@ class SumVec(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
         return self.field.dot(meas.reshape(rows, self.length, self.bits), self.weights)
 
 
-class SumVecRanges(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
+class SumVecRanges(SumVec):
     """SumVec with one maximum per entry (privbandit's generalisation, not a draft variant):
     entry i in [0, M_i]. Every entry gets b = max_i bitlen(M_i) encoded elements: the draft's
     range-checked encoding of v_i ∈ [0, M_i] (§7.4.2: weights 1, 2, …, 2^(b_i−2),
@@ -317,9 +317,7 @@ class SumVecRanges(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
     the validity predicate is exactly "v_i ∈ [0, M_i] for every i". With equal maxima it is
     SumVec, element for element."""
 
-    EVAL_OUTPUT_LEN = 1
-
-    def __init__(
+    def __init__(  # SumVec's check and outputs; its own maxima, encoding and decoding
         self, field: type[Field], max_values: Sequence[int], chunk_length: int
     ) -> None:
         maxima = [int(m) for m in max_values]
@@ -340,18 +338,8 @@ class SumVecRanges(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
             out += [0] * (self.bits - m.bit_length())
         return self.field.vec(out)
 
-    def eval_with(
-        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
-    ) -> FVec:
-        return self.field.vec([int(self.field.total(gadget_outputs[0]))])
-
     def truncate(self, meas: FVec) -> FVec:
         return self.field.total(meas.reshape(self.length, self.bits) * self.weights, axis=1)
-
-    def eval_with_rows(
-        self, meas: FVec, joint_rand: FVec, num_shares: int, gadget_outputs: list[FVec]
-    ) -> FVec:
-        return self.field.total(gadget_outputs[0], axis=1).reshape(-1, 1)
 
     def truncate_rows(self, meas: FVec) -> FVec:
         rows = meas.shape[0]

@@ -159,7 +159,8 @@ def test_the_model_announces_the_next_batch_length_and_is_published_when_it_chan
 
 def test_ledger_per_batch_and_worst_case_match_the_accountant() -> None:
     config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6,
-                         batch_schedule="geometric:100,4,20000", honest_fraction=0.5, noise="devices")
+                         batch_schedule="geometric:100,4,20000", honest_fraction=0.5,
+                         noise="devices")
     policy = build_policy(config)
     ledger = policy.ledger().model_dump()
     sizes = [100, 400, 1600, 6400, 20000]

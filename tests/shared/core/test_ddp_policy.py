@@ -57,7 +57,8 @@ def test_state_round_trip() -> None:
 def test_simulate_command_with_honest_fraction(tmp_path: Path) -> None:
     out = tmp_path / "ddp.json"
     argv = ["simulate", "--algo", "ddp-linucb", "--epsilon", "1", "--delta", "1e-6",
-            "--batch-size", "100", "--honest-fraction", "0.5", "--noise", "devices", "--T", "2000", "--d", "3",
+            "--batch-size", "100", "--honest-fraction", "0.5", "--noise", "devices",
+            "--T", "2000", "--d", "3",
             "--K", "5", "--json", str(out), "--no-progress"]
     assert main(argv) == 0
     data = json.loads(out.read_text())
