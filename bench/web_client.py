@@ -4,11 +4,13 @@ Python device's functions in the same run, and the size of the bundle a page shi
 One report = randomise + shard + seal, for the same users (d = 5, ‖x‖ = 1, r ~ U[0, 1]):
 - sblb: the 0/1 randomizer (m = 1, ε0 = 4) and a Prio3SumVec report over [0, m] (c = 20 counts),
   helper share HPKE-sealed — Python: ``BinaryRandomizer.randomize`` (numpy) + ``prio3.make_report``;
-- ddp-linucb: clip, scale (s = 128), exact CSPRNG rounding, Prio3 over the task's range [−O, O]
-  (O of the default task) — Python: ``SkellamRandomizer.rounded`` + ``make_report``.
-Rounds alternate the two sides; a round's figure is the mean over ``--reports`` reports (node: a
-process per round running the bundle dist/privbandit.js, which times its second pass, warm), its
-ratio node/Python; printed: the medians and the ratios' median and range over rounds. The bundle:
+- ddp-linucb (issue 40's design: no noise share): clip, scale (s = 128), exact CSPRNG rounding,
+  SumVecRanges over the honest ranges of the default task — Python: ``SkellamRandomizer.rounded``
+  + ``make_report`` under ``task_vdaf``.
+Rounds alternate the two sides; a round's figure is the mean over ``--reports`` reports of the
+process's CPU time (all threads) and of the wall time (node: a process per round running the
+bundle dist/privbandit.js, which times its last pass, warm); printed: the medians, and the CPU
+ratio node/Python's median and range over rounds. The bundle:
 dist/privbandit.min.js, gzip -9.
 
     python -m bench.web_client [--reports 50 --rounds 5]     (needs `npm run build` in clients/web)
@@ -24,6 +26,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -31,7 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from privbandit.services.device.transports.prio3 import make_report
 from privbandit.shared.core.policies import make_config, randomizer_for
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-from privbandit.shared.crypto.prio3_task import TaskVdaf
+from privbandit.shared.crypto.prio3_task import TaskVdaf, task_vdaf
 
 WEB = Path(__file__).resolve().parents[1] / "clients" / "web"
 
@@ -51,9 +54,9 @@ def main() -> None:
 
     binary = BinaryRandomizer(d, eps0, m, 1.0)
     sblb_vdaf = TaskVdaf("sblb", binary.c, m)
-    ddp = randomizer_for(make_config("ddp-linucb", d=d))
-    o = int(ddp.offset)
-    ddp_vdaf = TaskVdaf("ddp", ddp.n, 2 * o, o)
+    ddp_policy = make_config("ddp-linucb", d=d)
+    ddp = randomizer_for(ddp_policy)
+    ddp_vdaf = task_vdaf(SimpleNamespace(id="ddp", policy=ddp_policy))
 
     def sblb_one(i: int) -> None:
         row = binary.randomize(x[i : i + 1], r[i : i + 1], rng)
@@ -65,23 +68,30 @@ def main() -> None:
     job = {"reports": args.reports, "rounds": 2, "x": x.tolist(), "r": r.tolist(),
            "key_id": key_id, "public_key": public.hex(),
            "sblb": {"d": d, "eps0": eps0, "m": m, "L": 1.0},
-           "ddp": {"params": {"d": d, "scale": ddp.scale, "L": ddp.L}, "lo": -o, "hi": o}}
-    py: dict[str, list[float]] = {"sblb": [], "ddp": []}
-    js: dict[str, list[float]] = {"sblb": [], "ddp": []}
+           "ddp": {"params": {"d": d, "scale": ddp.scale, "L": ddp.L}}}
+    # Per side, per round: (CPU seconds of the whole process, every thread included — node's
+    # WebCrypto runs on its thread pool —, wall seconds) per report. CPU time is what the
+    # ratio compares: on a loaded machine wall time mostly measures the wait for a core.
+    py: dict[str, list[tuple[float, float]]] = {"sblb": [], "ddp": []}
+    js: dict[str, list[tuple[float, float]]] = {"sblb": [], "ddp": []}
     for _ in range(args.rounds):  # interleaved: each round's ratio compares neighbouring times
         for name, one in (("sblb", sblb_one), ("ddp", ddp_one)):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             for i in range(args.reports):
                 one(i)
-            py[name].append((time.perf_counter() - t0) / args.reports)
+            py[name].append(((time.process_time() - c0) / args.reports,
+                             (time.perf_counter() - t0) / args.reports))
         done = subprocess.run(["node", "test/bench-tool.mjs"], cwd=WEB, input=json.dumps(job),
                               capture_output=True, text=True, check=True)
-        for name, secs in json.loads(done.stdout).items():
-            js[name].append(secs)
+        for name, (cpu, wall) in json.loads(done.stdout).items():
+            js[name].append((cpu, wall))
     for name in ("sblb", "ddp"):
-        ratios = [a / b for a, b in zip(js[name], py[name], strict=True)]
-        print(f"{name:5s} per report: node {1e3 * statistics.median(js[name]):6.2f} ms, python "
-              f"{1e3 * statistics.median(py[name]):6.2f} ms; ratio node/python median "
+        ratios = [a[0] / b[0] for a, b in zip(js[name], py[name], strict=True)]
+        med = {side: [1e3 * statistics.median(s[k] for s in runs[name]) for k in (0, 1)]
+               for side, runs in (("node", js), ("python", py))}
+        print(f"{name:5s} per report, CPU (wall): node {med['node'][0]:6.2f} ms "
+              f"({med['node'][1]:6.2f}), python {med['python'][0]:6.2f} ms "
+              f"({med['python'][1]:6.2f}); CPU ratio node/python median "
               f"{statistics.median(ratios):.2f} (rounds {min(ratios):.2f}-{max(ratios):.2f})")
     minified = (WEB / "dist" / "privbandit.min.js").read_bytes()
     print(f"bundle dist/privbandit.min.js: {len(minified)} bytes, "

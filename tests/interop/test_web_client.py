@@ -2,8 +2,10 @@
 node process runs the built bundle (clients/web/test/interop-tool.mjs) and the Python side
 
 - counts its prio3 reports in the real shuffler and analyzer apps (in process): sblb's 0/1
-  counts and ddp-linucb's rounded statistics, verified by the aggregators' Prio3 exchange, the
-  analyzer's state equal to the policy fed their sum;
+  counts (the analyzer's state equal to the policy fed their sum) and ddp-linucb's rounded
+  statistics (SumVecRanges over the honest ranges, issue 40), verified by the aggregators'
+  Prio3 exchange; and verifies ddp-linucb's reports with the Prio3 code directly, under every
+  encoding, unsharding to the values' exact sum;
 - opens its sealed rows with the analyzer's code and reads them with the randomizers'
   ``from_bytes`` (ldp-linucb under every encoding, sblb's packed bits);
 - finds its decisions equal to ``Model.decide_one`` on the same models and contexts, and its
@@ -35,7 +37,9 @@ from privbandit.shared.core.randomizers.binary import BinaryRandomizer, flip_pro
 from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.crypto.hpke import open_report, unpack_report
+from privbandit.shared.crypto.prio3_task import open_helper, task_vdaf
 from privbandit.shared.protocol.messages import EncryptedReport, b64decode
+from privbandit.shared.protocol.prio3 import Prio3Report
 from tests.helpers import assert_same_state, eventually
 from tests.services.prio3.support import acked, ddp_prio3_task, prio3_task, settings_for, stack
 
@@ -84,11 +88,8 @@ async def test_prio3_reports_made_in_node_are_verified_and_counted(tmp_path: Pat
                        "m": pol["m"], "L": pol["L"], "x": xi.tolist(), "r": float(ri), **key}
                       for xi, ri in zip(x, r, strict=True)))
         rz = randomizer_for(DDP.policy)
-        assert isinstance(rz, SkellamRandomizer)
-        o = int(rz.offset)  # the range this main's ddp task proves: v + O in [0, 2O]
-        ddp = node(*({"op": "ddp_prio3", "task": "ddp", "lo": [-o], "hi": [o],
-                      "params": {"d": 3, "scale": rz.scale, "L": rz.L}, "x": xi.tolist(),
-                      "r": float(ri), **key} for xi, ri in zip(x, r, strict=True)))
+        assert isinstance(rz, SkellamRandomizer) and rz.aggregated_noise
+        ddp = node(*(ddp_job("ddp", rz, xi, float(ri), key) for xi, ri in zip(x, r, strict=True)))
         for task, made in (("sum", sblb), ("ddp", ddp)):
             body = {"reports": [m["report"] for m in made]}
             got = await s.shuffler.post(f"/v1/tasks/{task}/prio3-reports", json=body)
@@ -96,19 +97,70 @@ async def test_prio3_reports_made_in_node_are_verified_and_counted(tmp_path: Pat
             await eventually(lambda task=task: acked(s.shuffler, 1, task))
             p = await s.privacy(task)
             assert (p.reports_counted, p.reports_refused) == (L, 0)
-        for task, cfg, values in (("sum", SBLB, [m["counts"] for m in sblb]),
-                                  ("ddp", DDP, [m["z"] for m in ddp])):
-            policy = build_policy(cfg.policy, np.random.default_rng(0))
-            policy.ingest_statistic(np.asarray(values).sum(axis=0), L)
-            assert_same_state(s.analyzer_app.state.runtime.tasks[task].policy.get_state(),
-                              policy.get_state())
-        # ddp's statistics are the Python device's; the values are their randomized rounding
-        want = rz.statistics(x, r)
-        for m, w in zip(ddp, want, strict=True):
-            np.testing.assert_allclose(m["statistics"], w, rtol=1e-12, atol=1e-15)
-            y = rz.scale * w
-            assert all(z in (math.floor(v), math.ceil(v)) for z, v in zip(m["z"], y, strict=True))
-            assert m["norm_bound"] == pytest.approx(rz.norm_bound, rel=1e-12)
+        # sblb's sum is released as it is; ddp-linucb's carries the aggregators' noise (its exact
+        # sum: test_ddp_reports_verify_and_unshard_to_their_sum)
+        policy = build_policy(SBLB.policy, np.random.default_rng(0))
+        policy.ingest_statistic(np.asarray([m["counts"] for m in sblb]).sum(axis=0), L)
+        assert_same_state(s.analyzer_app.state.runtime.tasks["sum"].policy.get_state(),
+                          policy.get_state())
+
+
+def ddp_job(task: str, rz: SkellamRandomizer, x: np.ndarray, r: float,
+            key: dict[str, Any]) -> dict[str, Any]:
+    params = {"d": rz.d, "scale": rz.scale, "L": rz.L, "encoding": rz.encoding,
+              "u_weight": rz.u_weight}
+    if rz.intercept is not None:
+        params["intercept"] = rz.intercept
+    return {"op": "ddp_prio3", "task": task, "params": params, "x": x.tolist(), "r": r, **key}
+
+
+DDP_ENCODINGS: list[dict[str, Any]] = [
+    {}, {"encoding": "frobenius", "u_weight": 1.5},
+    {"encoding": "centered", "u_weight": 1.5, "intercept": 0.6},
+]
+
+
+@pytest.mark.parametrize("enc", DDP_ENCODINGS, ids=["upper", "frobenius", "centered"])
+def test_ddp_reports_verify_and_unshard_to_their_sum(enc: dict[str, Any]) -> None:
+    """ddp-linucb (issue 40): the library's honest ranges are ``entry_ranges``'s, its statistics
+    the Python device's, its values their randomized rounding; its SumVecRanges reports pass both
+    aggregators' verification under the task's ``task_vdaf``, and unshard to the values' sum."""
+    sk, key = key_pair()
+    cfg = ddp_prio3_task("ddp", l=L, scale=64.0, **enc)
+    rz = randomizer_for(cfg.policy)
+    assert isinstance(rz, SkellamRandomizer) and rz.aggregated_noise
+    vd = task_vdaf(cfg)
+    rng = np.random.default_rng(12)
+    x, r = unit_rows(rng, 6, 3), rng.uniform(size=6)
+    r[:2] = (0.0, 1.0)
+    if "intercept" in enc:
+        c = enc["intercept"]
+        x[:, 1:] *= math.sqrt(1 - c * c) / np.linalg.norm(x[:, 1:], axis=1, keepdims=True)
+        x[:, 0] = c
+    else:
+        x /= np.linalg.norm(x, axis=1, keepdims=True)  # on the sphere: the ranges' edges
+    made = node(*(ddp_job("ddp", rz, xi, float(ri), key) for xi, ri in zip(x, r, strict=True)))
+    assert made[0]["lo"] == rz.range_lo.tolist() and made[0]["hi"] == rz.range_hi.tolist()
+    want = rz.statistics(x, r)
+    v, verify_key = vd.vdaf, bytes(32)
+    outs = []
+    for m, w in zip(made, want, strict=True):
+        np.testing.assert_allclose(m["statistics"], w, rtol=1e-12, atol=1e-15)
+        y = np.clip(rz.scale * w, rz.range_lo, rz.range_hi)
+        assert all(z in (math.floor(a), math.ceil(a)) for z, a in zip(m["z"], y, strict=True))
+        assert m["norm_bound"] == pytest.approx(rz.norm_bound, rel=1e-12)
+        rep = Prio3Report.model_validate(m["report"])
+        nonce, public_share = b64decode(rep.nonce), b64decode(rep.public_share)
+        helper = open_helper(sk, key["key_id"], "ddp", nonce, public_share, rep.helper_share)
+        leader = v.decode_input_share(0, b64decode(rep.leader_share))
+        public = v.decode_public_share(public_share)
+        states, shares = zip(*(v.verify_init(verify_key, vd.ctx, j, nonce, public, share)
+                               for j, share in enumerate((leader, helper))), strict=True)
+        message = v.verifier_shares_to_message(vd.ctx, shares)
+        outs.append(v.merge([v.verify_next(s, message) for s in states]))
+    total = v.unshard([v.aggregate(outs)], len(made))
+    assert vd.statistic(total, len(made)).tolist() == np.sum([m["z"] for m in made],
+                                                               axis=0).tolist()
 
 
 ENCODINGS: list[dict[str, Any]] = [

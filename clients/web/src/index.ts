@@ -11,15 +11,16 @@
  *   new GaussianRandomizer({ d, epsilon, delta, L, encoding, u_weight, intercept })
  *       .randomize(x, r) → row (numbers)                                          ldp-linucb
  *   new DdpRandomizer({ d, scale, L, encoding, u_weight, intercept }).rounded(x, r)
- *       → z (integers, no noise: the aggregators add it)                          ddp-linucb
+ *       → z (integers in the honest ranges, no noise: the aggregators add it)    ddp-linucb
  *
  * Sealing and sharding (docs/protocol.md §3.2, §5.1, §5.5):
  *   sealRow(key, task, float64Row(row) | packBits(bits)) → { reportId, report }  (reports)
- *   makePrio3Report(new TaskVdaf(task, lo, hi), values, key, batchSize?) → Prio3Report (prio3)
+ *   makePrio3Report(vdaf, values, key, batchSize?) → Prio3Report                          (prio3)
+ *     vdaf = TaskVdaf.uniform(task, c, 0, m) (sblb) or ddpRandomizer.taskVdaf(task)
  *   key = { keyId, publicKey } from GET /v1/hpke-config (check keyId === hpkeKeyId(publicKey))
  *
  * One call per task kind: `sblbPrio3Report`, `sblbSealedReport`, `ldpSealedReport`,
- * `ddpPrio3Report` below. The Prio3 and field layer (prio3SumVec, RangeVec, Field128, …) is
+ * `ddpPrio3Report` below. The Prio3 and field layer (prio3SumVec, SumVecRanges, Field128, …) is
  * exported for the conformance tests.
  */
 import { b64decode, b64encode, ENC_BYTES, type EncryptedReport, hpkeInfo, hpkeKeyId, seal } from "./crypto/hpke.js";
@@ -45,10 +46,10 @@ export {
 };
 export { Field, Field64, Field128, type FVec } from "./crypto/prio3/field.js";
 export { XofTurboShake128 } from "./crypto/prio3/xof.js";
-export { RangeVec, SumVec } from "./crypto/prio3/circuits.js";
+export { SumVec, SumVecRanges } from "./crypto/prio3/circuits.js";
 export {
-  chunkLengthFor, Prio3, prio3Count, prio3Histogram, prio3MultihotCountVec, prio3RangeVec,
-  prio3Sum, prio3SumVec, prio3SumVecMultiproof, type Sharded,
+  chunkLengthFor, Prio3, prio3Count, prio3Histogram, prio3MultihotCountVec, prio3Sum,
+  prio3SumVec, prio3SumVecMultiproof, prio3SumVecRanges, type Sharded, SUM_VEC_RANGES_ID,
 } from "./crypto/prio3/prio3.js";
 
 /** sblb over the prio3 transport: the 0/1 randomizer's counts as a Prio3SumVec report (each
@@ -78,11 +79,12 @@ export async function ldpSealedReport(
   return { ...(await sealRow(key, task, float64Row(row))), shown: row };
 }
 
-/** ddp-linucb: the rounded statistics as a Prio3 report under the task's per-entry ranges. */
+/** ddp-linucb: the rounded statistics as a SumVecRanges report over the randomizer's honest
+ * ranges (the task's Prio3 parameters: prio3_task.task_vdaf). */
 export async function ddpPrio3Report(
-  vdaf: TaskVdaf, rz: DdpRandomizer, x: readonly number[], r: number, key: HpkeKey,
+  task: string, rz: DdpRandomizer, x: readonly number[], r: number, key: HpkeKey,
   batchSize?: number,
 ): Promise<{ report: Prio3Report; shown: number[] }> {
   const z = rz.rounded(x, r);
-  return { report: await makePrio3Report(vdaf, z, key, batchSize), shown: z };
+  return { report: await makePrio3Report(rz.taskVdaf(task), z, key, batchSize), shown: z };
 }

@@ -26,11 +26,9 @@ const ops = {
   },
   async ddp_prio3(j) {
     const rz = new pb.DdpRandomizer(j.params);
-    const vdaf = j.range_vec_id === undefined
-      ? pb.TaskVdaf.uniform(j.task, rz.n, j.lo[0], j.hi[0])
-      : new pb.TaskVdaf(j.task, j.lo, j.hi, j.range_vec_id);
-    const { report, shown } = await pb.ddpPrio3Report(vdaf, rz, j.x, j.r, keyOf(j));
-    return { report, z: shown, statistics: rz.statistics(j.x, j.r), norm_bound: rz.normBound };
+    const { report, shown } = await pb.ddpPrio3Report(j.task, rz, j.x, j.r, keyOf(j));
+    return { report, z: shown, statistics: rz.statistics(j.x, j.r), norm_bound: rz.normBound,
+      lo: rz.rangeLo, hi: rz.rangeHi };
   },
   async decide(j) {
     return j.cases.map(({ model, X }) => new pb.Decider(model).decide(X).action);

@@ -72,6 +72,21 @@ export function hpkeKeyId(publicKey: Uint8Array): number {
   return sha256(publicKey)[0]!;
 }
 
+// The analyzer's key as a WebCrypto key, imported once per key (a page seals every report to it).
+const recipients = new Map<string, Promise<CryptoKey>>();
+
+function recipientKey(publicKey: Uint8Array): Promise<CryptoKey> {
+  const id = b64encode(publicKey);
+  let key = recipients.get(id);
+  if (key === undefined) {
+    key = suite.kem.deserializePublicKey(publicKey);
+    key.catch(() => recipients.delete(id));
+    if (recipients.size >= 16) recipients.clear();
+    recipients.set(id, key);
+  }
+  return key;
+}
+
 /** Seal `plaintext` to the analyzer's raw 32-byte X25519 public key for `task`. `testEphemeral`
  * (the input keying material of RFC 9180 DeriveKeyPair) fixes the ephemeral key: for the
  * protocol's test vectors only, never in use. */
@@ -85,7 +100,7 @@ export async function seal(
 ): Promise<EncryptedReport> {
   if (publicKey.length !== 32) throw new RangeError(`an X25519 public key is 32 bytes, got ${publicKey.length}`);
   if (!(Number.isInteger(keyId) && keyId >= 0 && keyId <= 255)) throw new RangeError("key id in 0..255");
-  const recipientPublicKey = await suite.kem.deserializePublicKey(publicKey);
+  const recipientPublicKey = await recipientKey(publicKey);
   const sender = await suite.createSenderContext({
     recipientPublicKey,
     info: hpkeInfo(task, keyId, purpose),

@@ -18,8 +18,8 @@ import {
   chunkLengthFor,
   NONCE_SIZE,
   Prio3,
-  prio3RangeVec,
   prio3SumVec,
+  prio3SumVecRanges,
 } from "./prio3/prio3.js";
 import { concatBytes } from "./prio3/xof.js";
 
@@ -65,44 +65,42 @@ export async function sealRow(
   return { reportId, report };
 }
 
-/** A secure-sum task's Prio3 parameters: one range [lo_i, hi_i] per value. The measurement
- * is v_i − lo_i ∈ [0, hi_i − lo_i]. Equal ranges are Prio3SumVec (codepoint 3, as sblb's
- * counts [0, m] and ddp-linucb's values ±O under the device-noise design); different ranges
- * are the per-entry RangeVec under `rangeVecId`. */
+/** A secure-sum task's Prio3 parameters (shared/crypto/prio3_task.py TaskVdaf): one range
+ * [lo_i, hi_i] per value, the measurement v_i − lo_i. `uniform`: every value in one range,
+ * Prio3SumVec (codepoint 3: sblb's counts in [0, m]); `ranges`: one range per value,
+ * SumVecRanges (ddp-linucb's honest ranges, issue 40). The chunk length is
+ * round(√(length · bits)) in both, bits the longest entry's. */
 export class TaskVdaf {
   readonly vdaf: Prio3<readonly number[]>;
   readonly lo: readonly number[];
   readonly maxima: readonly number[];
 
-  constructor(
-    readonly task: string,
-    lo: readonly number[],
-    hi: readonly number[],
-    rangeVecId?: number,
-  ) {
-    if (lo.length !== hi.length || lo.length < 1) throw new RangeError("one range per value");
+  private constructor(readonly task: string, lo: readonly number[], maxima: readonly number[],
+                      perEntry: boolean) {
+    if (lo.length !== maxima.length || lo.length < 1) throw new RangeError("one range per value");
+    if (!maxima.every((m) => Number.isSafeInteger(m) && m >= 1) || !lo.every(Number.isSafeInteger)) {
+      throw new RangeError("every range is [lo, hi] with integers, hi − lo at least 1");
+    }
     this.lo = lo.slice();
-    this.maxima = hi.map((h, i) => h - lo[i]!);
-    if (!this.maxima.every((m) => Number.isSafeInteger(m) && m >= 1)) {
-      throw new RangeError("every range is [lo, hi] with integers lo < hi");
-    }
-    const measLen = this.maxima.reduce((n, m) => n + m.toString(2).length, 0);
-    const chunk = chunkLengthFor(measLen);
-    const first = this.maxima[0]!;
-    if (rangeVecId === undefined) {
-      if (!this.maxima.every((m) => m === first)) {
-        throw new RangeError("per-entry ranges need the RangeVec codepoint");
-      }
-      this.vdaf = prio3SumVec(this.maxima.length, first, chunk);
-    } else {
-      this.vdaf = prio3RangeVec(this.maxima, chunk, rangeVecId);
-    }
+    this.maxima = maxima.slice();
+    const bits = Math.max(...maxima.map((m) => m.toString(2).length));
+    const chunk = chunkLengthFor(maxima.length * bits);
+    this.vdaf = perEntry
+      ? prio3SumVecRanges(this.maxima, chunk)
+      : prio3SumVec(this.maxima.length, this.maxima[0]!, chunk);
   }
 
-  /** Every value in the same range [lo, hi]. */
-  static uniform(task: string, length: number, lo: number, hi: number, rangeVecId?: number): TaskVdaf {
-    return new TaskVdaf(task, new Array<number>(length).fill(lo), new Array<number>(length).fill(hi),
-      rangeVecId);
+  /** Every value in [lo, hi]: Prio3SumVec(length, hi − lo). */
+  static uniform(task: string, length: number, lo: number, hi: number): TaskVdaf {
+    return new TaskVdaf(task, new Array<number>(length).fill(lo), new Array<number>(length).fill(hi - lo),
+      false);
+  }
+
+  /** Value i in [lo[i], hi[i]]: SumVecRanges with maxima max(1, hi − lo), as prio3_task.task_vdaf
+   * (a range of one integer still gets one bit). */
+  static ranges(task: string, lo: readonly number[], hi: readonly number[]): TaskVdaf {
+    if (lo.length !== hi.length) throw new RangeError("one range per value");
+    return new TaskVdaf(task, lo, hi.map((h, i) => Math.max(1, h - lo[i]!)), true);
   }
 
   get ctx(): Uint8Array {

@@ -9,10 +9,19 @@
  * w on the reward part):
  * 1. x clipped to ‖x‖ ≤ L (or projected onto {x₀ = c, ‖x‖ ≤ L}), r to [0, 1]; v_w = weights ⊙ v
  *    clipped to ‖v_w‖ ≤ C = √(L⁴ + w²h²L²), h = 1 (½ under "centered"): valid inputs unchanged;
- * 2. y = s · v_w; each y_i becomes ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋), exactly, from the CSPRNG
+ * 2. y = s · v_w, clipped into the honest range [lo_i, hi_i] (a no-op but for float rounding at
+ *    the edges); each y_i becomes ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋), exactly, from the CSPRNG
  *    (unbiased: E z = y; ‖z‖ ≤ B = sC + √n always, Kairouz–Liu–Steinke 2021 §4).
+ *
+ * The honest ranges (skellam.entry_ranges), in real units for ‖x‖ ≤ L and the reward factor's
+ * bound h: the diagonal x_i² ∈ [0, L²]; off it b x_i x_j ∈ ±b L²/2; the reward part w a x_i ∈
+ * ±w h L — with the intercept c (the rest of norm ≤ ρ = √(L² − c²)): x₀² = c², x_i² ≤ ρ²,
+ * b x₀ x_j ∈ ±b c ρ, b x_i x_j ∈ ±b ρ²/2, w a x₀ ∈ ±w h c, w a x_i ∈ ±w h ρ. Scaled by s, a real
+ * interval [a, b] becomes the integers [⌊s a⌋, ⌈s b⌉]. The Prio3 proof (SumVecRanges) enforces
+ * them: a report moves each coordinate by at most what an honest one can.
  */
 import { BitStream, exactBernoulli } from "../crypto/random.js";
+import { TaskVdaf } from "../crypto/reports.js";
 import { checkInput, checkIntercept, norm, ontoIntercept, upperIndices } from "./common.js";
 
 export type DdpEncoding = "upper" | "frobenius" | "centered";
@@ -42,6 +51,9 @@ export class DdpRandomizer {
   readonly clip: number;
   /** B = sC(1 + 1e-9) + √n ≥ ‖z‖ */
   readonly normBound: number;
+  /** the honest range [rangeLo[i], rangeHi[i]] of each released integer */
+  readonly rangeLo: number[];
+  readonly rangeHi: number[];
 
   constructor(p: DdpParams) {
     this.d = p.d;
@@ -63,6 +75,48 @@ export class DdpRandomizer {
     const h = this.encoding === "centered" ? 0.5 : 1;
     this.clip = Math.sqrt(this.L ** 4 + (this.uWeight * h * this.L) ** 2);
     this.normBound = this.scale * this.clip * (1 + FLOAT_SLACK) + Math.sqrt(this.n);
+    [this.rangeLo, this.rangeHi] = this.entryRanges();
+  }
+
+  /** (lo, hi) of every released integer (module doc; skellam.entry_ranges). */
+  private entryRanges(): [number[], number[]] {
+    const off = this.encoding === "upper" ? 1 : Math.SQRT2;
+    const aMax = this.encoding === "centered" ? 0.5 : 1;
+    const c = this.encoding === "centered" ? this.intercept : undefined;
+    const L = this.L;
+    const rho = c !== undefined ? Math.sqrt(Math.max(L * L - c * c, 0)) : L;
+    const loReal: number[] = [];
+    const hiReal: number[] = [];
+    const [ii, jj] = upperIndices(this.d);
+    ii.forEach((i, k) => {
+      const j = jj[k]!;
+      if (i === j) {
+        if (c !== undefined && i === 0) {
+          loReal.push(c * c);
+          hiReal.push(c * c);
+        } else {
+          loReal.push(0);
+          hiReal.push(c !== undefined ? rho * rho : L * L);
+        }
+      } else {
+        const bound = c !== undefined && i === 0
+          ? off * c * rho
+          : (off * (c !== undefined ? rho * rho : L * L)) / 2.0;
+        loReal.push(-bound);
+        hiReal.push(bound);
+      }
+    });
+    for (let i = 0; i < this.d; i++) {
+      const n = c !== undefined ? (i === 0 ? c : rho) : L;
+      loReal.push(-this.uWeight * aMax * n);
+      hiReal.push(this.uWeight * aMax * n);
+    }
+    return [loReal.map((v) => Math.floor(this.scale * v)), hiReal.map((v) => Math.ceil(this.scale * v))];
+  }
+
+  /** The task's Prio3 parameters: SumVecRanges over the honest ranges (prio3_task.task_vdaf). */
+  taskVdaf(task: string): TaskVdaf {
+    return TaskVdaf.ranges(task, this.rangeLo, this.rangeHi);
   }
 
   /** The weighted clean statistics v_w (skellam.clean_statistics). */
@@ -87,8 +141,8 @@ export class DdpRandomizer {
   /** One user's rounded statistics z (the report's values), every coin exact. */
   rounded(x: readonly number[], r: number, bits: BitStream = new BitStream()): number[] {
     checkInput(x, r, this.d, this.L, this.intercept);
-    const out = this.statistics(x, r).map((v) => {
-      const y = this.scale * v;
+    const out = this.statistics(x, r).map((v, i) => {
+      const y = Math.min(Math.max(this.scale * v, this.rangeLo[i]!), this.rangeHi[i]!);
       const low = Math.floor(y);
       return low + exactBernoulli(y - low, bits);
     });

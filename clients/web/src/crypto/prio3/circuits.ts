@@ -1,10 +1,12 @@
 /**
  * The validity circuits of Prio3's variants (draft-irtf-cfrg-vdaf-18…20, §7.4), prover side,
  * ported from shared/crypto/prio3/circuits.py: Count (§7.4.1), Sum (§7.4.2), SumVec (§7.4.3),
- * Histogram (§7.4.4), MultihotCountVec (§7.4.5), and `RangeVec`, SumVec generalised to one
- * maximum per entry (the ddp-linucb design: entry i in [0, max_i], bit-decomposed with the
- * range-check weights of its own maximum; the bit check is SumVec's). SumVec is the RangeVec
- * whose maxima are all equal.
+ * Histogram (§7.4.4), MultihotCountVec (§7.4.5), and `SumVecRanges`, SumVec generalised to one
+ * maximum per entry (privbandit's, issue 40: shared/crypto/prio3/circuits.py SumVecRanges):
+ * every entry gets b = max_i bitlen(M_i) encoded elements, the draft's range-checked encoding
+ * of v_i ∈ [0, M_i] followed by b − bitlen(M_i) zero-weight elements an honest client sets to 0;
+ * the bit check is SumVec's, so the predicate is exactly "v_i ∈ [0, M_i] for every i". SumVec is
+ * the SumVecRanges whose maxima are all equal, element for element.
  *
  * Range-checked integers (§7.4.2): v ∈ [0, B] with b = bitlen(B) is written as b bits with
  * weights 1, 2, …, 2^(b−2), B − (2^(b−1) − 1): if v ≤ 2^(b−1) − 1 its b − 1 low bits and a last
@@ -125,7 +127,7 @@ export class Sum implements Circuit<number> {
   }
 }
 
-/** What RangeVec, Histogram and MultihotCountVec share: every encoded entry is a bit, checked
+/** What SumVecRanges, Histogram and MultihotCountVec share: every encoded entry is a bit, checked
  * by ParallelSum(Mul, chunk) with one joint random value per chunk. */
 abstract class ChunkedBitCheck<M> implements Circuit<M> {
   readonly gadgets: Gadget[];
@@ -155,16 +157,20 @@ abstract class ChunkedBitCheck<M> implements Circuit<M> {
   }
 }
 
-/** A vector of integers, entry i in [0, maxima[i]], as concatenated range-checked bits
- * (SumVec generalised to one maximum per entry; SumVec when the maxima are equal). */
-export class RangeVec extends ChunkedBitCheck<readonly number[]> {
+/** A vector of integers, entry i in [0, maxima[i]]: each entry as its range-checked bits,
+ * zero-padded to the longest entry's bit length (SumVecRanges; SumVec for equal maxima). */
+export class SumVecRanges extends ChunkedBitCheck<readonly number[]> {
   readonly maxima: readonly number[];
+  /** b: the encoded elements of every entry */
+  readonly bits: number;
 
   constructor(field: Field, maxima: readonly number[], chunkLength: number) {
     if (maxima.length < 1) throw new RangeError("length must be positive");
     maxima.forEach(rangeCheckWeights);
-    super(field, maxima.reduce((n, m) => n + bitLength(m), 0), chunkLength);
+    const bits = Math.max(...maxima.map(bitLength));
+    super(field, maxima.length * bits, chunkLength);
     this.maxima = maxima.slice();
+    this.bits = bits;
   }
 
   get length(): number {
@@ -179,13 +185,14 @@ export class RangeVec extends ChunkedBitCheck<readonly number[]> {
     measurement.forEach((x, i) => {
       const max = this.maxima[i]!;
       for (const b of encodeRangeCheckedInt(checkInt(x, max), max)) out.push(BigInt(b));
+      for (let k = bitLength(max); k < this.bits; k++) out.push(0n);
     });
     return out;
   }
 }
 
 /** SumVec (§7.4.3): `length` integers, each in [0, max]. */
-export class SumVec extends RangeVec {
+export class SumVec extends SumVecRanges {
   constructor(field: Field, length: number, max: number, chunkLength: number) {
     super(field, new Array<number>(length).fill(max), chunkLength);
   }

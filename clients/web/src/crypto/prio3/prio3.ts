@@ -3,12 +3,12 @@
  * ported from shared/crypto/prio3/prio3.py. The encoded measurement x is split additively,
  * x = x_0 + Σ_{j≥1} x_j, every helper share x_j expanded from a 32-byte seed and the leader's
  * x_0 = x − Σ_j x_j sent in full; likewise each proof. With joint randomness (SumVec, Histogram,
- * MultihotCountVec, RangeVec), part_j = XOF(blind_j; j ‖ nonce ‖ x_j),
+ * MultihotCountVec, SumVecRanges), part_j = XOF(blind_j; j ‖ nonce ‖ x_j),
  * seed = XOF(0; part_0 ‖ … ‖ part_{S−1}), r = XOF(seed); the parts are the public share.
  */
 import { Field128, type Field, type FVec } from "./field.js";
 import { type Circuit, proofLen, prove, proveRandLen } from "./flp.js";
-import { Count, Histogram, MultihotCountVec, RangeVec, Sum, SumVec } from "./circuits.js";
+import { Count, Histogram, MultihotCountVec, Sum, SumVec, SumVecRanges } from "./circuits.js";
 import { concatBytes, SEED_SIZE, XofTurboShake128 } from "./xof.js";
 import { Field64 } from "./field.js";
 import { cryptoRandom, type RandomSource } from "../random.js";
@@ -212,12 +212,15 @@ export function prio3SumVecMultiproof(
   return new Prio3(new SumVec(field, length, maxMeasurement, chunkLength), 0xffffffff, shares, proofs);
 }
 
-/** Prio3 over RangeVec: entry i in [0, maxima[i]], Field128, one proof, `id` the codepoint the
- * project's per-entry-range variant is registered under (ddp-design.md). */
-export function prio3RangeVec(
-  maxima: readonly number[], chunkLength: number, id: number, shares = 2,
+/** The private codepoint of SumVecRanges (draft-irtf-cfrg-vdaf §10: 0xFFFF0000 and above are
+ * not registered; shared/crypto/prio3/prio3.py SUM_VEC_RANGES_ID). */
+export const SUM_VEC_RANGES_ID = 0xffff5253;
+
+/** Prio3 over SumVecRanges (entry i in [0, maxima[i]]): Field128, one proof. */
+export function prio3SumVecRanges(
+  maxima: readonly number[], chunkLength: number, shares = 2,
 ): Prio3<readonly number[]> {
-  return new Prio3(new RangeVec(Field128, maxima, chunkLength), id, shares);
+  return new Prio3(new SumVecRanges(Field128, maxima, chunkLength), SUM_VEC_RANGES_ID, shares);
 }
 
 /** A ParallelSum chunk length near √(encoded length) (§7.4.3.1; Python's chunk_length_for:
