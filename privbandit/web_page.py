@@ -40,11 +40,21 @@ class PageError(RuntimeError):
 
 
 def browser_tasks(tasks: Iterable[TaskConfig]) -> list[str]:
-    """The ids of the tasks the browser client can serve: linear tasks of its policies over HPKE
-    reports or Prio3 (not Paillier: the browser has no Paillier transport)."""
-    return [t.id for t in tasks
-            if t.policy.algo in BROWSER_ALGOS
-            and (t.aggregation == "reports" or t.secure_sum == "prio3")]
+    """The ids of the tasks the browser client can serve (clients/web/src/device/binding.ts):
+    linear tasks of its policies over HPKE reports or Prio3 (the browser has no Paillier
+    transport), but not an sblb task whose ε0 follows its batch schedule (no accountant in the
+    browser) nor a ddp-linucb task whose devices add the noise."""
+    def served(t: TaskConfig) -> bool:
+        policy = t.policy
+        if policy.algo not in BROWSER_ALGOS:
+            return False
+        if t.aggregation != "reports" and t.secure_sum != "prio3":
+            return False
+        if policy.algo in ("sblb", "sblb-fixed") and getattr(policy, "eps0", None) is None:
+            return False
+        return getattr(policy, "noise", "aggregators") == "aggregators"
+
+    return [t.id for t in tasks if served(t)]
 
 
 def build_page(web_root: Path = WEB_ROOT) -> Path:

@@ -57,9 +57,11 @@ def test_refuses_a_folder_without_a_built_page(tmp_path: Path) -> None:
 def test_offers_the_tasks_the_browser_serves_and_adds_its_origin(tmp_path: Path) -> None:
     settings = make_settings(
         tmp_path, tasks=[shuffle_task("rep"), shuffle_task("pai", aggregation="secure-sum"),
-                         shuffle_task("pri", aggregation="secure-sum", secure_sum="prio3")],
+                         shuffle_task("pri", aggregation="secure-sum", secure_sum="prio3"),
+                         shuffle_task("sch", eps0=None, epsilon=1.0,
+                                      batch_schedule="geometric:20,2,160")],
         browser_origins=["https://shop.example"])
-    # sblb-fixed over reports and over prio3; not over Paillier.
+    # sblb-fixed over reports and over prio3; not over Paillier, nor with ε0 from a schedule.
     assert browser_tasks(settings.tasks) == ["rep", "pri"]
     assert json.loads(with_origin(settings, "http://127.0.0.1:8700")) == [
         "https://shop.example", "http://127.0.0.1:8700"]

@@ -249,12 +249,16 @@ class Page {
     $("transport").textContent = r.transport === "prio3"
       ? "Prio3 shares (leader's to the shuffler, helper's sealed to the analyzer)"
       : "one HPKE-sealed report through the shuffler";
-    const shown = r.shown.length > 24 ? `${r.shown.slice(0, 24).join(", ")}, … (${r.shown.length})`
-      : r.shown.join(", ");
+    const fmtValue = (v: number) => (Number.isInteger(v) ? String(v) : v.toFixed(4));
+    const values = r.shown.map(fmtValue);
+    const shown = values.length > 24 ? `${values.slice(0, 24).join(", ")}, … (${values.length})`
+      : values.join(", ");
     $("shown").textContent = `[${shown}]`;
     $("sealed").textContent = `${r.sealedBytes} bytes`;
     const l = r.batchSize ?? this.device.model(this.task.id).batch_size ?? this.task.batch_size;
-    $("batch").textContent = `a shuffled batch of ${l} reports (the analyzer sees none alone)`;
+    $("batch").textContent = l > 1
+      ? `a shuffled batch of ${l} reports (the analyzer sees none alone)`
+      : "no batch: the shuffler passes it on (it was randomised on this page)";
   }
 
   showModel(m: ModelMessage): void {
