@@ -8,8 +8,9 @@ background, the uploads to the shuffler. The floor: the same N users through the
 service (``privbandit.demo.driver``: decide and feedback over HTTP, the device's SQLite outbox,
 its uploads). Each is timed from the first user to the last feedback made durable on the device
 side ("queued"); the page's time until its outbox is empty is given too. Tasks: the small
-configuration's ``sblb`` (``small-shuffle``, HPKE reports) and the same over prio3; the page and
-the floor use copies of their own so neither learns from the other's users.
+configuration's ``sblb`` (``small-shuffle``, HPKE reports), the same over prio3, and its
+``ddp-linucb`` (``small-ddp``, prio3, the aggregators' noise); the page and the floor use copies
+of their own so neither learns from the other's users.
 
     python -m bench.web_page [--users 2000] [--concurrency 4] [--seed 3]
         [--screenshot docs/web-client.png]
@@ -38,14 +39,15 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def config_text(origin: str) -> str:
-    """The small configuration's sblb task and its prio3 copy, once for the page and once for
-    the floor, open to the page's origin."""
+    """The small configuration's sblb task, its prio3 copy and its ddp-linucb task, once for the
+    page and once for the floor, open to the page's origin."""
     small = resources.files("privbandit.shared").joinpath("defaults", "small.toml").read_text()
     data = tomllib.loads(small)
     sblb = next(t for t in data["tasks"] if t["id"] == "small-shuffle")
     prio3 = {**sblb, "aggregation": "secure-sum", "secure_sum": "prio3"}
+    ddp = next(t for t in data["tasks"] if t["id"] == "small-ddp")
     data["tasks"] = [{**t, "id": f"{who}-{name}"} for who in ("page", "py")
-                     for name, t in (("sblb", sblb), ("sblb-prio3", prio3))]
+                     for name, t in (("sblb", sblb), ("sblb-prio3", prio3), ("ddp", ddp))]
     data["browser_origins"] = [origin]
     data["shuffler_token"] = "bench-web-client-token-0123456789abcdef"
     return tomli_w.dumps(data)
@@ -68,7 +70,7 @@ def main() -> None:
             urls = cluster.urls
             infos = {t: TaskInfo.model_validate(httpx.get(
                 f"{urls['analyzer']}/v1/tasks/{who}-{t}", timeout=10).json())
-                for who in ("page",) for t in ("sblb", "sblb-prio3")}
+                for who in ("page",) for t in ("sblb", "sblb-prio3", "ddp")}
             page.configure(page_config(urls["analyzer"], urls["shuffler"],
                                        [f"page-{t}" for t in infos]))
             rows: list[dict[str, Any]] = []
