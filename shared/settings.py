@@ -10,11 +10,12 @@ file serves ``privbandit up`` and docker compose.
 from __future__ import annotations
 
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -258,6 +259,20 @@ class ShufflerService(StoredService):
         return list(self.urls) or [self.url]
 
 
+def _origin(value: str) -> str:
+    """A browser origin as a browser sends it in ``Origin``: ``http(s)://host[:port]``, lower
+    case, no path, no trailing slash; never ``*`` nor ``null`` (any page, resp. sandboxed or
+    local pages, would be let in)."""
+    if not ORIGIN.fullmatch(value):
+        raise ValueError(
+            f"browser origin {value!r} must be scheme://host[:port] (http or https, lower case, "
+            "no path, no wildcard)")
+    return value
+
+
+ORIGIN = re.compile(r"https?://[a-z0-9.-]+(?::[0-9]{1,5})?|https?://\[[0-9a-f:.]+\](?::[0-9]{1,5})?")
+BrowserOrigin = Annotated[str, AfterValidator(_origin)]
+
 # A duration in seconds.
 Seconds = Annotated[float, Field(gt=0)]
 
@@ -422,6 +437,10 @@ class Settings(BaseSettings):
     connections: Connections = Connections()
     log_level: str = "info"
     tasks: list[TaskConfig] = Field(default_factory=list)
+    # Origins (``scheme://host[:port]``) whose pages may call the analyzer's and the shuffler's
+    # browser routes (``services.common.cors``, docs/web-client.md); none by default. Env:
+    # ``PRIVBANDIT_BROWSER_ORIGINS='["https://shop.example"]'``.
+    browser_origins: list[BrowserOrigin] = Field(default_factory=list)
 
     @classmethod
     def settings_customise_sources(
