@@ -67,16 +67,28 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def _sqlite_corruption(data: bytes, size: int) -> str | None:
-    """Why a SQLite file's header (its first 100 bytes) and length ``size`` cannot be a database:
-    the magic string; the page size (offset 16, a power of two in 512…65536, 1 meaning 65536); a
-    length that is not a whole number of pages, or shorter than the header's page count (offset
-    28, valid when the version-valid-for number at 92 equals the change counter at 24)."""
+    """Why a SQLite file's header (its first 100 bytes) and length ``size`` cannot be a database
+    (https://sqlite.org/fileformat.html §1.3): the magic string; the page size (offset 16, a
+    power of two in 512…65536, 1 meaning 65536); the file format's write and read versions
+    (offsets 18, 19: 1 legacy or 2 WAL; a larger write version would open read-only and fail at
+    the first write); the payload fractions (21–23: always 64, 32, 32); the schema format
+    (44: 0–4) and text encoding (56: 0–3); a length that is not a whole number of pages, or
+    shorter than the header's page count (offset 28, valid when the version-valid-for number
+    at 92 equals the change counter at 24)."""
     if len(data) < 100 or not data.startswith(SQLITE_MAGIC):
         return "not a SQLite database (its header is damaged)"
     raw = struct.unpack(">H", data[16:18])[0]
     page = 65536 if raw == 1 else raw
     if page < 512 or page & (page - 1):
         return f"not a SQLite database (page size {raw} in its header)"
+    schema, encoding = struct.unpack(">I", data[44:48])[0], struct.unpack(">I", data[56:60])[0]
+    fields = [("file format versions", list(data[18:20]), set(data[18:20]) <= {1, 2}),
+              ("payload fractions", list(data[21:24]), list(data[21:24]) == [64, 32, 32]),
+              ("schema format", schema, schema <= 4),
+              ("text encoding", encoding, encoding <= 3)]
+    for name, value, sound in fields:
+        if not sound:
+            return f"damaged: its header's {name} ({value}) cannot be a SQLite 3 database's"
     if size % page:
         return f"truncated or damaged: {size} bytes is not a whole number of {page}-byte pages"
     change, pages = struct.unpack(">II", data[24:32])

@@ -71,12 +71,13 @@ def quick_check(path: Path, seconds: float) -> str | None:
             log.warning("PRAGMA quick_check of %s did not finish within %g s: started after a "
                         "partial check", path, seconds)
             return None
-        return f"damaged (PRAGMA quick_check: {exc})"
+        return f"damaged (PRAGMA quick_check: {' '.join(str(exc).split())})"
     except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed", ...
-        return f"damaged (PRAGMA quick_check: {exc})"
+        return f"damaged (PRAGMA quick_check: {' '.join(str(exc).split())})"
     finally:
         conn.close()
-    problems = [str(row[0]) for row in rows]
+    # A problem may span lines ("*** in database main ***\nOn tree page 2 ..."): one line each.
+    problems = [" ".join(str(row[0]).split()) for row in rows]
     if problems == ["ok"]:
         return None
     return f"damaged (PRAGMA quick_check: {'; '.join(problems)})"
