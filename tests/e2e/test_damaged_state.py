@@ -19,53 +19,29 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import tomli_w
 from cryptography.hazmat.primitives import serialization
 
-from privbandit.launcher import (
-    SERVICES,
-    TOKEN_ENV,
-    TOKEN_FILE,
-    Cluster,
-    LaunchError,
-    free_ports,
-)
+from privbandit.launcher import SERVICES, TOKEN_ENV, TOKEN_FILE, Cluster, LaunchError, free_ports
 from privbandit.services.common.datadir import MARKER
 from privbandit.shared.crypto.keystore import HPKE_KEY_FILE, PAILLIER_KEY_FILE, parse_x25519_pem
-from tests.helpers import patience, pg_schemas
+from tests.helpers import ldp_task, patience, pg_schemas, secure_sum_task
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 DECISION_KEY = "decision.key"
 
-CONFIG = """\
-[device_timing]
-paillier_pool = 4
-
-[[tasks]]
-id = "loc"
-threat_model = "ldp"
-K = 4
-[tasks.policy]
-algo = "ldp-linucb"
-d = 3
-update_every = 2
-[tasks.contributions]
-k = 2
-period_seconds = 86400
-
-[[tasks]]
-id = "sum"
-threat_model = "shuffle"
-K = 4
-aggregation = "secure-sum"
-secure_sum = "paillier"
-[tasks.policy]
-algo = "sblb-fixed"
-d = 3
-eps0 = 4.0
-batch_size = 10
-"""
+# An ldp task bounding each person to 2 reports a day, and a secure-sum task on the Paillier
+# transport (so the analyzer keeps both of its keys); a small obfuscator pool (quick starts).
+CONFIG = tomli_w.dumps({
+    "device_timing": {"paillier_pool": 4},
+    "tasks": [
+        {**ldp_task().model_dump(mode="json", exclude_none=True),
+         "contributions": {"k": 2, "period_seconds": 86400}},
+        secure_sum_task().model_dump(mode="json", exclude_none=True),
+    ],
+})
 
 
 @pytest.fixture(scope="module")
