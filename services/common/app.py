@@ -71,8 +71,8 @@ def build_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if state is not None:
-            # The files may have gone since the app was built (their pages were checked then).
-            state.check(init=init, forget_persons=forget_persons, deep=False)
+            # The files may have gone since the app was built (their content was checked then).
+            state.check(init=init, forget_persons=forget_persons, damage=False)
         async with runtime() as rt:
             if state is not None:
                 state.mark()

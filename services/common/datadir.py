@@ -97,15 +97,15 @@ def _sqlite_corruption(data: bytes, size: int) -> str | None:
     return None
 
 
-def _sqlite_damage(path: Path, seconds: float | None) -> str | None:
+def _sqlite_damage(path: Path, seconds: float) -> str | None:
     """Why the SQLite file ``path`` cannot be used: its header and length (``_sqlite_corruption``,
-    cheap), then, given a time budget, SQLite's own check of its pages (``quick_check``)."""
+    cheap), then SQLite's own check of its pages within ``seconds`` (``quick_check``)."""
     try:
         with path.open("rb") as fh:
             why = _sqlite_corruption(fh.read(100), path.stat().st_size)
     except OSError as exc:
         return f"unreadable ({exc})"
-    if why is None and seconds is not None:
+    if why is None:
         why = quick_check(path, seconds)
     return why
 
@@ -173,10 +173,10 @@ class StateDir:
                 f"marker or start with --init"
             ) from exc
 
-    def _damage(self, name: str, deep: bool) -> str | None:
+    def _damage(self, name: str) -> str | None:
         """Why the present, non-empty state file ``name`` cannot be used (None if it can): a key
         that is unreadable or changed since it was made; a SQLite database whose header, length
-        or (``deep``) pages are damaged."""
+        or pages are damaged."""
         path = self.path / name
         if name in self.keys:
             try:
@@ -185,21 +185,21 @@ class StateDir:
                 return exc.why
             return None
         if path.suffix == ".sqlite3":
-            return _sqlite_damage(path, self.quick_check_seconds if deep else None)
+            return _sqlite_damage(path, self.quick_check_seconds)
         return None
 
     def check(self, *, init: bool = False, forget_persons: bool = False,
-              deep: bool = True) -> None:
+              damage: bool = True) -> None:
         """Before the service opens any file: refuse (``StartupRefused``) if a state file is
-        damaged (``deep``: the databases' pages checked too), or if the marker lists a file
-        that is missing or empty; with ``init``, allow (re)creating it (with a warning), except
-        a file holding per-person state without ``forget_persons`` as well."""
+        damaged (``damage``: checked; the lifespan's second look skips it), or if the marker
+        lists a file that is missing or empty; with ``init``, allow (re)creating it (with a
+        warning), except a file holding per-person state without ``forget_persons`` as well."""
         marker = self._read_marker(init=init)
         listed = [] if marker is None else [str(name) for name in marker["files"]]
         lost = [name for name in listed if _lost(self.path / name)]
-        present = sorted({*listed, *self.files, *self.keys} - set(lost))
+        present = sorted({*listed, *self.files, *self.keys} - set(lost)) if damage else []
         corrupt = {name: why for name in present if not _lost(self.path / name)
-                   and (why := self._damage(name, deep)) is not None}
+                   and (why := self._damage(name)) is not None}
         if corrupt:
             what = "; ".join(f"{self.path / name} ({self.files.get(name, 'state')}) is {why}"
                              for name, why in corrupt.items())
