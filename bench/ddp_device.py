@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--u-weight", type=float, default=1.0)
     args = ap.parse_args()
     policy = make_config("ddp-linucb", d=5, batch_size=args.l, epsilon=args.epsilon,
-                         honest_fraction=args.gamma, encoding=args.encoding,
+                         honest_fraction=args.gamma, noise="devices", encoding=args.encoding,
                          intercept=args.intercept, u_weight=args.u_weight)
     rz = randomizer_for(policy)
     public, _ = generate_keypair(args.key_bits)

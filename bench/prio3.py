@@ -193,7 +193,8 @@ def main() -> None:
     enc = PaillierEncryptor(public.n)
     key = secrets.token_bytes(32)
 
-    ddp = make_config("ddp-linucb", d=5, batch_size=args.l, epsilon=1.0, honest_fraction=1.0)
+    ddp = make_config("ddp-linucb", d=5, batch_size=args.l, epsilon=1.0, honest_fraction=1.0,
+                      noise="devices")
     sblb = make_config("sblb", d=5, batch_size=args.l, epsilon=1.0)
     ddp_rz, sblb_rz = randomizer_for(ddp), randomizer_for(sblb)
     o = ddp_rz.offset

@@ -55,6 +55,7 @@ FLAG_FIELDS = {
     "calibration": "calibration",
     "step_scale": "step_scale",
     "honest_fraction": "honest_fraction",
+    "noise": "noise",
     "scale": "scale",
     "batch_schedule": "batch_schedule",
     "noise_ridge": "noise_ridge",
@@ -108,8 +109,13 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
                         "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; "
                         "--paper: fixed:1000)")
+    p.add_argument("--noise", choices=["aggregators", "devices"],
+                   help="ddp-linucb: who adds the Skellam noise (default aggregators: the "
+                        "shuffler and the analyzer each add it, no device can lower it; devices: "
+                        "each device adds a share, the guarantee holds while ⌈γ l⌉ do)")
     p.add_argument("--honest-fraction", type=float,
-                   help="ddp-linucb: γ, the guarantee holds if ⌈γ l⌉ devices per batch add noise")
+                   help="ddp-linucb --noise devices: γ, the guarantee holds if ⌈γ l⌉ devices "
+                        "per batch add noise")
     p.add_argument("--scale", type=float, help="ddp-linucb: quantization scale s (default 128)")
     p.add_argument("--m", type=int, help="sblb: bits per coordinate")
     p.add_argument("--confidence-scale", type=float, help="multiplies β (1 = paper)")

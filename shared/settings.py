@@ -96,6 +96,12 @@ class TaskConfig(BaseModel):
             # sblb's ε0 sized by the sum-only accountant needs a shuffler that releases only sums.
             raise ValueError(f"task {self.id}: policy.accountant = 'secure-sum' sizes ε0 for "
                              "batch sums; set aggregation = 'secure-sum' or accountant = 'reports'")
+        if (self.aggregation == "secure-sum" and self.secure_sum == "paillier"
+                and getattr(self.policy, "noise", None) == "aggregators"):
+            # Paillier cannot check a report's range, and only the prio3 aggregators add noise.
+            raise ValueError(f"task {self.id}: ddp-linucb's noise by the aggregators needs "
+                             "secure_sum = 'prio3'; with secure_sum = 'paillier' set "
+                             "policy.noise = 'devices' (device shares, honest fraction γ)")
         if self.fixed_arms and getattr(self.policy, "arm_seed", None) is None:
             raise ValueError("an adar-gope task defines its fixed arms: set policy.K and "
                              "policy.arm_seed")

@@ -104,7 +104,11 @@ def shuffle_task(
     """An SBLB-fixed shuffle task (d = 3, K = 4, batch size l); ``policy`` overrides fields.
     A ``secure-sum`` one runs the Paillier transport unless ``secure_sum`` says ``prio3`` (the
     tests of the Paillier transport predate the prio3 default; tests/services/prio3 has its
-    own tasks)."""
+    own tasks). A ``ddp-linucb`` task on Paillier takes the device-share design unless told
+    (the aggregators' noise needs prio3)."""
+    if (policy.get("algo") == "ddp-linucb" and aggregation == "secure-sum"
+            and secure_sum == "paillier"):
+        policy.setdefault("noise", "devices")
     return TaskConfig.model_validate(
         {
             "id": task_id,

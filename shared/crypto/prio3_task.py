@@ -5,13 +5,21 @@ and the three secrets around it.
 **Measurement and validity predicate** (``TaskVdaf``). A report is c = d(d+3)/2 integers:
 
 - ``sblb``/``sblb-fixed``: the 0/1 randomizer's counts, each in [0, m];
-- ``ddp-linucb``: the rounded statistics plus the Skellam share, each v in [−O, O] (O: the
-  randomizer's packing offset — clip-and-round range plus the Skellam tail bound, the same O the
-  Paillier slot layout uses), encoded as v + O ∈ [0, 2O].
+- ``ddp-linucb`` with the noise added by the aggregators (the default, issue 40): the rounded
+  statistics, entry i in its honest range [lo_i, hi_i] (``randomizers.skellam.entry_ranges``),
+  encoded as v_i − lo_i ∈ [0, hi_i − lo_i]: ``SumVecRanges`` (one maximum per entry, a private
+  codepoint), so a report can move each coordinate by at most what an honest one can;
+- ``ddp-linucb`` with device noise shares (``noise = "devices"``): the rounded statistics plus
+  the Skellam share, each v in [−O, O] (O: the randomizer's packing offset — clip-and-round range
+  plus the Skellam tail bound, the same O the Paillier slot layout uses), encoded as v + O.
 
-Both are Prio3SumVec(length c, max M, chunk ⌈√(c·bitlen(M))⌋) over Field128 (draft-irtf-cfrg-
-vdaf-20 §7.4.3, registered codepoint 3): valid iff every entry is in [0, M]. The aggregate of n
-valid reports decodes to Σ x_i; for ddp the analyzer subtracts n·O per coordinate.
+The others are Prio3SumVec(length c, max M, chunk ⌈√(c·bitlen(M))⌋) over Field128 (draft-irtf-
+cfrg-vdaf-20 §7.4.3, registered codepoint 3): valid iff every entry is in [0, M]. The aggregate
+of n valid reports decodes to Σ x_i; for ddp the analyzer subtracts n·O_i per coordinate.
+
+**Aggregator noise** (``noise_variance`` > 0): each aggregator adds Sk(μ_a) per coordinate to its
+aggregate share, as a field element (N mod p), before the shares are combined; the unsharded
+sum is then decoded as a signed integer (|Σ| stays far below p/2 ≈ 1.7·10³⁸).
 
 **The helper share** (``seal_helper``/``open_helper``) is HPKE-sealed to the analyzer (purpose
 ``prio3-helper`` in the HPKE info, so it can be opened as nothing else) with plaintext
@@ -40,8 +48,9 @@ import functools
 import hashlib
 import hmac
 import os
+import secrets
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +59,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from privbandit.shared.core.randomizers.exact_poisson import ExactSkellam
 from privbandit.shared.crypto.hpke import CryptoError, ciphertext_length, open_report, seal
 from privbandit.shared.crypto.prio3.prio3 import (
     NONCE_SIZE,
@@ -57,6 +67,7 @@ from privbandit.shared.crypto.prio3.prio3 import (
     Prio3,
     chunk_length_for,
     prio3_sum_vec,
+    prio3_sum_vec_ranges,
 )
 from privbandit.shared.protocol.messages import REPORT_ID_BYTES, EncryptedReport
 
@@ -84,19 +95,60 @@ def sum_vec(length: int, max_value: int) -> Prio3[Sequence[int], list[int]]:
     return prio3_sum_vec(length, max_value, chunk_length_for(length * max_value.bit_length()))
 
 
+@functools.lru_cache(maxsize=64)
+def sum_vec_ranges(max_values: tuple[int, ...]) -> Prio3[Sequence[int], list[int]]:
+    """Prio3 over SumVecRanges (one maximum per entry), the chunk length as for SumVec."""
+    bits = max(m.bit_length() for m in max_values)
+    return prio3_sum_vec_ranges(max_values, chunk_length_for(len(max_values) * bits))
+
+
+@functools.lru_cache(maxsize=16)
+def _skellam(variance: float) -> ExactSkellam:
+    return ExactSkellam(variance)
+
+
 @dataclass(frozen=True)
 class TaskVdaf:
     """A secure-sum task's Prio3 parameters: ``length`` entries, each in [0, ``max_value``]
-    once ``offset`` is added (module docstring)."""
+    once ``offset`` is added — or, with ``max_values``, entry i in [0, max_values[i]] once
+    offsets[i] is added; ``noise_variance``: each aggregator's Skellam noise per coordinate
+    (module docstring)."""
 
     task: str
     length: int
     max_value: int
     offset: int = 0
+    max_values: tuple[int, ...] | None = None
+    offsets: tuple[int, ...] | None = None
+    noise_variance: float = 0.0
 
     @property
     def vdaf(self) -> Prio3[Sequence[int], list[int]]:
+        if self.max_values is not None:
+            return sum_vec_ranges(self.max_values)
         return sum_vec(self.length, self.max_value)
+
+    @property
+    def entry_offsets(self) -> list[int]:
+        return list(self.offsets) if self.offsets is not None else [self.offset] * self.length
+
+    @property
+    def entry_maxima(self) -> list[int]:
+        return (list(self.max_values) if self.max_values is not None
+                else [self.max_value] * self.length)
+
+    def noise_sampler(self, randbits: Callable[[int], int] = secrets.randbits) -> ExactSkellam:
+        """An aggregator's exact Sk(μ_a) sampler drawing from ``randbits`` (its tables built
+        once per variance; ``ValueError`` for a task without noise)."""
+        if not self.noise_variance > 0:
+            raise ValueError(f"task {self.task!r}: the aggregators add no noise")
+        return _skellam(self.noise_variance).with_bits(randbits)
+
+    def noisy_agg_share(self, agg_share: Any, noise: Sequence[int]) -> Any:
+        """An aggregate share with an aggregator's noise added, coordinate by coordinate, as
+        field elements."""
+        field = self.vdaf.field
+        return field.add(agg_share, field.vec(list(noise)))
 
     @property
     def ctx(self) -> bytes:
@@ -122,17 +174,24 @@ class TaskVdaf:
     def measurement(self, values: np.ndarray | Sequence[int]) -> list[int]:
         """The Prio3 measurement of one report's values: v + O, each in [0, max_value]
         (``ValueError`` otherwise: an honest device never produces one)."""
-        out = [int(v) + self.offset for v in np.asarray(values).reshape(-1)]
-        if len(out) != self.length:
-            raise ValueError(f"task {self.task!r}: {len(out)} values, not {self.length}")
-        if any(not 0 <= x <= self.max_value for x in out):
-            raise ValueError(f"task {self.task!r}: a value outside [{-self.offset}, "
-                             f"{self.max_value - self.offset}]")
+        flat = [int(v) for v in np.asarray(values).reshape(-1)]
+        if len(flat) != self.length:
+            raise ValueError(f"task {self.task!r}: {len(flat)} values, not {self.length}")
+        out = [v + o for v, o in zip(flat, self.entry_offsets, strict=True)]
+        for i, (x, o, m) in enumerate(zip(out, self.entry_offsets, self.entry_maxima,
+                                          strict=True)):
+            if not 0 <= x <= m:
+                raise ValueError(f"task {self.task!r}: value {i} outside [{-o}, {m - o}]")
         return out
 
     def statistic(self, total: Sequence[int], count: int) -> np.ndarray:
-        """The batch statistic from the unsharded Σ(v + O) of ``count`` reports: Σ v."""
-        return np.asarray([int(x) - count * self.offset for x in total], dtype=np.int64)
+        """The batch statistic from the unsharded Σ(v + O) (+ the aggregators' noise) of
+        ``count`` reports: Σ v (+ noise), read as signed where noise was added."""
+        p = self.vdaf.field.MODULUS
+        signed = [int(x) - p if self.noise_variance > 0 and int(x) > p // 2 else int(x)
+                  for x in total]
+        return np.asarray([x - count * o for x, o in zip(signed, self.entry_offsets,
+                                                          strict=True)], dtype=np.int64)
 
 
 def task_vdaf(config: Any) -> TaskVdaf:
@@ -145,6 +204,13 @@ def task_vdaf(config: Any) -> TaskVdaf:
 
     randomizer = randomizer_for(config.policy)
     if isinstance(randomizer, SkellamRandomizer):
+        if randomizer.aggregated_noise:
+            lo = [int(v) for v in randomizer.range_lo]
+            widths = [max(1, int(h) - l) for l, h in zip(lo, randomizer.range_hi, strict=True)]
+            return TaskVdaf(config.id, int(randomizer.n), max(widths),
+                            max_values=tuple(widths),
+                            offsets=tuple(-l for l in lo),
+                            noise_variance=randomizer.aggregator_variance)
         o = int(randomizer.offset)
         return TaskVdaf(config.id, int(randomizer.n), 2 * o, o)
     if isinstance(randomizer, BinaryRandomizer):

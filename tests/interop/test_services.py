@@ -161,6 +161,8 @@ def interop_tasks() -> list[dict[str, Any]]:
     base["demo-ddp"]["policy"].pop("batch_schedule", None)
     # The twins compare the Paillier transport (the prio3 one: tests/interop/test_prio3.py).
     shuffle["secure_sum"] = base["demo-ddp"]["secure_sum"] = "paillier"
+    # Paillier takes ddp-linucb's device-share design (the aggregators' noise needs prio3).
+    base["demo-ddp"]["policy"]["noise"] = "devices"
     for key in ("batch_schedule", "epsilon", "accountant"):
         shuffle["policy"].pop(key, None)
     shuffle["policy"].update(eps0=30.0, m=1)

@@ -25,11 +25,17 @@ accepted nonces), else 422 ``bad_continuation`` and nothing is recorded. The bat
 coordinate), fed with n = the accepted count and their nonces as report ids; the refused reports
 are counted as ``rejected`` alone. The analyzer never sees a report's measurement, only the sum.
 
-**The honest fraction** (``ddp-linucb``). Each Skellam share is sized so that ⌈γ l⌉ honest
-shares carry the central noise μ the accountant charges. A report refused here is certainly not
-an honest device's (an honest one is always valid), so a batch with fewer than ⌈γ l⌉ valid
-reports cannot carry μ: it is quarantined whole (nothing unsharded, its reports refused), never
-released below the ledger's guarantee.
+**Aggregator noise** (``ddp-linucb``, the default ``noise = "aggregators"``, issue 40). The
+shuffler's aggregate share carries its Skellam noise; the analyzer adds its own to its share
+before unsharding. The noise does not depend on what devices send, so a refused report costs
+nothing but itself: the batch is released with its valid reports (refused ones counted as
+``rejected``), never below the ledger's noise.
+
+**The honest fraction** (``ddp-linucb`` with ``noise = "devices"``). Each Skellam share is sized
+so that ⌈γ l⌉ honest shares carry the central noise μ the accountant charges. A report refused
+here is certainly not an honest device's (an honest one is always valid), so a batch with fewer
+than ⌈γ l⌉ valid reports cannot carry μ: it is quarantined whole (nothing unsharded, its reports
+refused), never released below the ledger's guarantee.
 """
 
 from __future__ import annotations
@@ -348,6 +354,13 @@ class Prio3Decoder(TaskDecoder):
             v = vd.vdaf
             shares = [v.decode_agg_share(b64decode(upload.agg_share)),
                       v.decode_agg_share(item.helper_share)]
+            if vd.noise_variance > 0:
+                # The analyzer's own noise, from the OS CSPRNG, on its share before unsharding:
+                # what covers the shuffler, which sees the models and knows its own noise.
+                # A decode that is not committed (a crash) is never published, so a fresh
+                # draw on a retry releases nothing twice.
+                noise = vd.noise_sampler().sample_vector(vd.length)
+                shares[1] = vd.noisy_agg_share(shares[1], noise)
             out.stat = vd.statistic(v.unshard(shares, n), n)
         return out
 

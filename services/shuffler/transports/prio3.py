@@ -18,7 +18,10 @@ order,
 3. ``verify_next`` with the verifier message of each accepted member (a mismatch means the two
    aggregators disagree: the batch is retried, loudly), the sum of their output shares;
 4. the delivery: ``Prio3Aggregate`` — l, the accepted nonces, the leader's aggregate share over
-   exactly them, the continuation — to ``POST /v1/tasks/{task}/prio3-aggregates``.
+   exactly them (for ``ddp-linucb`` with the noise added by the aggregators, plus the
+   shuffler's Skellam noise, drawn from a keyed stream of (task, batch id) so that every attempt
+   carries the same noise: ``shared.crypto.noise_stream``), the continuation — to
+   ``POST /v1/tasks/{task}/prio3-aggregates``.
 
 Nothing of the exchange is stored: verification is deterministic, so a retry (or a restart
 after kill -9) verifies again and forwards the same aggregate; the analyzer counts a batch id
@@ -47,6 +50,7 @@ from privbandit.services.shuffler.transports.base import (
     TransportBase,
     upload_limit,
 )
+from privbandit.shared.crypto.noise_stream import KeyedBits, load_noise_key
 from privbandit.shared.crypto.prio3.batch import encode_rows, leader_verify_init_rows
 from privbandit.shared.crypto.prio3.prio3 import VerifyError
 from privbandit.shared.crypto.prio3_task import (
@@ -100,9 +104,10 @@ def leader_verify(
 
 def leader_aggregate(
     vd: TaskVdaf, batch_id: str, count: int, reports: Sequence[Prio3Report], states: list[Any],
-    answer: Prio3VerifyResponse,
+    answer: Prio3VerifyResponse, noise: Sequence[int] | None = None,
 ) -> Prio3Aggregate:
-    """Steps 3–4: ``verify_next`` on each accepted member and the leader's aggregate share;
+    """Steps 3–4: ``verify_next`` on each accepted member and the leader's aggregate share,
+    with the shuffler's noise added when the task's aggregators add it (``noise``);
     ``VerifyUnavailable`` if the answer does not fit the batch or the aggregators disagree."""
     v = vd.vdaf
     if answer.batch_id != batch_id or len(answer.verdicts) != len(reports):
@@ -124,6 +129,8 @@ def leader_aggregate(
         outs.append(out)
         accepted.append(r.nonce)
     agg = v.aggregate(outs)  # Σ of the output shares, one vectorised sum
+    if noise is not None:
+        agg = vd.noisy_agg_share(agg, noise)
     return Prio3Aggregate(batch_id=batch_id, count=count, accepted=accepted,
                           agg_share=b64encode(v.encode_agg_share(agg)),
                           continuation=answer.continuation)
@@ -158,6 +165,23 @@ class Prio3Transport(TransportBase):
                       if settings is not None and tasks else {})
         self._limit = max((upload_limit(v.leader_share_bytes + _REPORT_EXTRA_BYTES)
                            for v in self.vdafs.values()), default=0)
+        # The shuffler's own noise (ddp-linucb with noise by the aggregators): a key only it
+        # holds, so a batch's noise is the same at every attempt (shared.crypto.noise_stream).
+        self._noise_key: bytes | None = None
+        if any(v.noise_variance > 0 for v in self.vdafs.values()):
+            if context.cache_dir is None:
+                raise ValueError("the prio3 transport's aggregator noise needs the shuffler's "
+                                 "data directory (its noise key)")
+            self._noise_key = load_noise_key(context.cache_dir)
+
+    def batch_noise(self, task: str, batch_id: str) -> list[int] | None:
+        """The shuffler's Skellam noise for this batch (None where the task has none): exact
+        samples from the batch's keyed stream, the same at every attempt."""
+        vd = self.vdafs[task]
+        if vd.noise_variance <= 0 or self._noise_key is None:
+            return None
+        sampler = vd.noise_sampler(KeyedBits(self._noise_key, task, batch_id).randbits)
+        return sampler.sample_vector(vd.length)
 
     @staticmethod
     def ct_bytes(config: TaskConfig) -> int:
@@ -203,7 +227,8 @@ class Prio3Transport(TransportBase):
         vd = self.vdafs[task]
         request, states = leader_verify(vd, self._keys[task], batch_id, reports)
         answer = anyio.from_thread.run(self._exchange, task, request)
-        aggregate = leader_aggregate(vd, batch_id, batch.size, reports, states, answer)
+        aggregate = leader_aggregate(vd, batch_id, batch.size, reports, states, answer,
+                                     self.batch_noise(task, batch_id))
         refused = batch.size - len(aggregate.accepted)
         if refused:
             log.warning("task %s batch %s: %d of %d reports failed verification (refused)",

@@ -17,8 +17,10 @@ turns one into the guarantee of a person who sends up to k of them, against each
   of her reports among ⌊l/c⌋ − 1 others (the union of shuffled multisets is the shuffled union;
   a sum is the sum of sub-sums), so her guarantee is at worst the k-fold composition of one
   report's batch guarantee at batch length ⌊l/k⌋ (amplification only grows with the length).
-  The skellam (distributed DP) batch composes exactly in RDP: k · ε_RDP(α) of a sub-sum holding
-  ⌊n_h/k⌋ honest shares (AKL Cor. 3.6, ``skellam_person``); the shuffled 0/1 reports compose
+  The skellam (distributed DP) batch composes exactly in RDP: with device shares, k · ε_RDP(α)
+  of a sub-sum holding ⌊n_h/k⌋ honest shares (AKL Cor. 3.6, ``skellam_person``); with the noise
+  added by the aggregators (issue 40), the Skellam mechanism at k times the sensitivities (her
+  reports in one batch, the worst case); the shuffled 0/1 reports compose
   their per-sub-batch (ε, δ) as above and are never worse than the local composition.
 - **central observer, trusted analyzer (RDP)**: k rewards may share one episode's noisy sum: a
   Gaussian mechanism of sensitivity kΔ, i.e. RDP α k² Δ² / (2σ²) (Mironov 2017, Prop. 7) — not
@@ -141,8 +143,10 @@ def skellam_person(extra: dict[str, Any], k: int, delta: float) -> tuple[float |
 
     _check_k(k)
     _check_delta(delta)
-    n_h, share = int(extra["honest_shares"]), float(extra["share_variance"])
     l1, l2 = float(extra["l1_sensitivity"]), float(extra["l2_sensitivity"])
+    if extra.get("noise") == "aggregators":
+        return _skellam_person_aggregators(float(extra["aggregator_variance"]), l1, l2, k, delta)
+    n_h, share = int(extra["honest_shares"]), float(extra["share_variance"])
     per_sub = n_h // k
     if per_sub < 1:
         return None, (f"k={k} exceeds the ⌈γ l⌉={n_h} honest shares of a batch: no central "
@@ -153,6 +157,27 @@ def skellam_person(extra: dict[str, Any], k: int, delta: float) -> tuple[float |
     return float(eps), (f"k sub-sums of ⌊n_h/k⌋={per_sub} honest shares each (μ={mu:.6g}), "
                         f"RDP composed k times (AKL Cor. 3.6), dp-accounting's conversion at "
                         f"order α={order}")
+
+
+def _skellam_person_aggregators(
+    mu: float, l1: float, l2: float, k: int, delta: float
+) -> tuple[float, str]:
+    """(ε, words) of a person's k reports when each aggregator adds Sk(μ) to every batch (the
+    worst single observer's μ): her reports move the batch sums by at most k Δ₂ (L2) and k Δ₁
+    (L1) in all, wherever they land. In one batch that is the Skellam mechanism at sensitivities
+    (kΔ₁, kΔ₂) (AKL Cor. 3.6 holds for any integer shift within those norms); spread over
+    batches, the RDP of each batch adds up, and each term of Cor. 3.6 is superadditive in the
+    shift's size (α k_j² Δ₂²/(2μ); min(A k_j² + B k_j, C k_j) summed is at most
+    min(A k² + B k, C k)), so the one-batch case is the worst."""
+    from privbandit.shared.core.accounting.rdp import curve_to_dp
+    from privbandit.shared.core.accounting.skellam import ORDERS, skellam_rdp
+
+    eps, order = curve_to_dp(list(ORDERS), [skellam_rdp(a, mu, k * l1, k * l2) for a in ORDERS],
+                             delta)
+    return float(eps), (f"her k reports move the sums by at most kΔ (one batch is the worst "
+                        f"case): Skellam mechanism of variance μ={mu:.6g} at sensitivities "
+                        f"(kΔ1, kΔ2) (AKL Cor. 3.6), dp-accounting's conversion at order "
+                        f"α={order}")
 
 
 def _max_level(ledger: PrivacyLedger) -> float | None:

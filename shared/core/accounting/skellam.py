@@ -176,12 +176,91 @@ def ddp_ledger(
             f"report carries only a 1/⌈γ l⌉ share of the noise; one report per user, each in "
             f"exactly one batch: parallel composition; models are post-processing"
         ),
+        noise="devices",
         skellam_mu=mu,
         share_variance=share_variance,
         honest_fraction=gamma,
         honest_shares=n_h,
         l1_sensitivity=l1,
         l2_sensitivity=l2,
+    )
+
+
+def aggregator_ledger(
+    aggregator_variance: float,
+    l1: float,
+    l2: float,
+    delta: float,
+    scale: float | None = None,
+    encoding: str | None = None,
+) -> PrivacyLedger:
+    """Ledger of ``ddp-linucb`` with the noise added by the two aggregators (issue 40).
+
+    Each aggregator adds Sk(μ_a) per coordinate to its aggregate share of a batch, drawn from
+    its own randomness, before the shares are combined; the released sum is S = Σ z_i + N_s + N_a.
+    Per observer, what protects it is the noise it did not add (it can subtract its own):
+
+    - the analyzer sees S (and knows N_a): Skellam mechanism of variance μ_a (N_s);
+    - the shuffler sees the models computed from S and one uniformly random share of each
+      report (and knows N_s): variance μ_a (N_a);
+    - the public sees the models: variance 2μ_a (sums of independent Skellams are Skellam).
+
+    No device needs to add anything: the noise does not depend on what devices send, so a
+    device that sends no noise, an invalid report or nothing at all cannot lower it (no honest
+    fraction). Adjacency: replacement of one user's rounded statistics in one batch (Δ₁, Δ₂ as
+    ``ddp_ledger``); RDP by AKL Cor. 3.6, converted by dp-accounting's conversion. The top-level
+    central (ε, δ) is the worst single observer's (μ_a); ``observers`` lists each.
+    """
+    if not (aggregator_variance > 0 and math.isfinite(aggregator_variance)):
+        raise ValueError(f"aggregator variance must be positive, got {aggregator_variance}")
+    eps, order = skellam_epsilon(aggregator_variance, l1, l2, delta)
+    eps_public, order_public = skellam_epsilon(2.0 * aggregator_variance, l1, l2, delta)
+    scale_txt = "" if scale is None else f", scale s={scale:g}"
+    if encoding is not None:
+        scale_txt += f", encoding {encoding}"
+    observers = {
+        "analyzer": {"central_epsilon": eps, "central_delta": delta,
+                     "protected_by": "the shuffler's noise", "skellam_mu": aggregator_variance},
+        "shuffler": {"central_epsilon": eps, "central_delta": delta,
+                     "protected_by": "the analyzer's noise", "skellam_mu": aggregator_variance},
+        "public": {"central_epsilon": eps_public, "central_delta": delta,
+                   "protected_by": "both aggregators' noise",
+                   "skellam_mu": 2.0 * aggregator_variance},
+    }
+    return PrivacyLedger(
+        threat_model="shuffle",
+        ldp_epsilon=None,
+        ldp_delta=None,
+        central_epsilon=eps,
+        central_delta=delta,
+        rdp_alpha=float(order),
+        rdp_epsilon=skellam_rdp(order, aggregator_variance, l1, l2),
+        aggregation="secure-sum",
+        accounting=(
+            f"distributed DP (Skellam), noise added by the aggregators: devices send their "
+            f"exact rounded statistics{scale_txt}, each entry proved within its honest range; "
+            f"the shuffler and the analyzer each add Skellam noise of variance "
+            f"μ_a={aggregator_variance:.6g} per coordinate to their aggregate share of a batch; "
+            f"{SECURE_SUM_OBSERVERS_GENERIC}. Each observer is covered by the noise it did not "
+            f"add: the analyzer by the shuffler's (ε={eps:.4g}), the shuffler by the "
+            f"analyzer's (ε={eps:.4g}), the public by both (variance 2μ_a, ε={eps_public:.4g} at "
+            f"order α={order_public}); whatever devices send, no batch carries less; "
+            f"replacement of one user in a batch (Δ2={l2:.6g}, Δ1={l1:.6g}), RDP by "
+            f"Agarwal–Kairouz–Liu 2021 Cor. 3.6, converted to (ε, δ) by dp-accounting (best "
+            f"order α={order}); no local guarantee (ldp_epsilon null): a report holds the "
+            f"user's exact rounded statistics, hidden by secret sharing, not by noise; one "
+            f"report per user, each in exactly one batch: parallel composition; models are "
+            f"post-processing"
+        ),
+        noise="aggregators",
+        skellam_mu=aggregator_variance,
+        aggregator_variance=aggregator_variance,
+        share_variance=None,
+        honest_fraction=None,
+        honest_shares=None,
+        l1_sensitivity=l1,
+        l2_sensitivity=l2,
+        observers=observers,
     )
 
 
@@ -213,7 +292,7 @@ def batch_schedule_ledger(
         "batch_schedule": schedule,
         "worst_batch_epsilon": worst.central_epsilon,
         "accounting": (
-            f"batch schedule {schedule}: every batch's shares are sized for its own length, so "
+            f"batch schedule {schedule}: every batch's noise is sized for its own length, so "
             f"each batch is central (ε, δ)-DP on its own (per_batch); one report per user, in "
             f"exactly one batch: parallel composition, the guarantee is the worst batch's. "
             f"Worst batch: {worst.accounting}"

@@ -42,7 +42,11 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
     def ingest(self, rows: np.ndarray) -> int:
         """One shuffled batch of report rows (all consumed)."""
         rows = np.asarray(rows)
-        self.ingest_statistic(self.randomizer.sufficient(rows), rows.shape[0])
+        stat = self.randomizer.sufficient(rows)
+        batch_noise = getattr(self.randomizer, "batch_noise", None)
+        if batch_noise is not None:  # the aggregators' noise, added to the sum (ddp-linucb)
+            stat = stat + batch_noise(self.rng)
+        self.ingest_statistic(stat, rows.shape[0])
         return rows.shape[0]
 
     def ingest_statistic(self, stat: np.ndarray, n: int) -> None:

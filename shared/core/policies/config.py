@@ -300,15 +300,24 @@ CENTERED_U_WEIGHT = 1.5
 
 
 class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
-    """Distributed DP over the secure sum: devices add Skellam shares to their rounded statistics
-    (``randomizers.skellam``); the batch sum is central (ε, δ)-DP (``accounting.skellam``)."""
+    """Distributed DP over the secure sum: devices send rounded statistics, each aggregator adds
+    Skellam noise to its share of the batch sum (or, ``noise = "devices"``, the devices add
+    Skellam shares; ``randomizers.skellam``); the batch sum is central (ε, δ)-DP
+    (``accounting.skellam``)."""
 
     algo: Literal["ddp-linucb"] = "ddp-linucb"
     epsilon: float = Field(1.0, gt=0, description="central ε of the batch sums")
     delta: float = Field(1e-6, gt=0, lt=1, description="central δ of the batch sums")
     batch_size: int = Field(1000, ge=1, description="secure-sum batch length l")
+    noise: Literal["aggregators", "devices"] = Field(
+        "aggregators", description="who adds the Skellam noise: 'aggregators' (each of the "
+        "shuffler and the analyzer adds μ to its aggregate share; no device can lower it) or "
+        "'devices' (each device adds a share; holds only while ⌈γ l⌉ devices per batch do, "
+        "and needs the wider report range ±O: issue 10's design, the one Paillier supports)"
+    )
     honest_fraction: float = Field(
-        1.0, gt=0, le=1, description="γ: guarantee holds if ⌈γ l⌉ devices per batch add a share"
+        1.0, gt=0, le=1, description="γ (noise 'devices' only): the guarantee holds if ⌈γ l⌉ "
+        "devices per batch add a share"
     )
     scale: float = Field(128.0, ge=1, le=2.0**20, description="quantization scale s")
     eta: float = Field(0.5, ge=0, description="switching: update when det Ṽ grows by 1+η")
@@ -383,8 +392,9 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         data = resolved
         encoding = str(data.get("encoding", cls.model_fields["encoding"].default))
         intercept = get("intercept") if encoding == "centered" else None
+        noise = str(data.get("noise", cls.model_fields["noise"].default))
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
-                               get("L"), encoding, get("u_weight"), intercept)
+                               get("L"), encoding, get("u_weight"), intercept, noise)
         first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)
         return f"geometric:{first},{growth},{max(first, int(cap))}"
 

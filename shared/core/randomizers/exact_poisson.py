@@ -32,6 +32,7 @@ under independent sums).
 
 from __future__ import annotations
 
+import copy
 import secrets
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -151,18 +152,36 @@ def _settle(u: int, lo: list[int], hi: list[int]) -> int | None:
     return a if a == b else None
 
 
+# Above this rate a Poisson(λ) is drawn as the sum of 2^k Poisson(λ/2^k) (exact: Poisson is
+# closed under independent sums, and λ/2^k stays dyadic): the table costs O(λ) to build (≈ 1 s
+# per 4·10⁴ here), which an aggregator's noise, λ ≈ 6·10⁵, would otherwise pay at every start.
+MAX_TABLE_RATE = 1 << 14
+
+
 class ExactSkellam:
-    """Sk(2λ) = Poisson(λ) − Poisson(λ), exact, variance 2λ (λ = ``rational_rate(variance/2)``)."""
+    """Sk(2λ) = Poisson(λ) − Poisson(λ), exact, variance 2λ (λ = ``rational_rate(variance/2)``);
+    a λ above ``MAX_TABLE_RATE`` is drawn as 2^k parts of λ/2^k each."""
 
     def __init__(
         self, variance: float, randbits: Callable[[int], int] = secrets.randbits
     ) -> None:
         self.lam = rational_rate(variance / 2.0)
         self.variance = float(2 * self.lam)
-        self._poisson = ExactPoisson(self.lam, randbits)
+        self.parts = 1
+        while self.lam / self.parts > MAX_TABLE_RATE:
+            self.parts *= 2
+        self._poisson = ExactPoisson(self.lam / self.parts, randbits)
 
     def sample(self) -> int:
-        return self._poisson.sample() - self._poisson.sample()
+        p = self._poisson
+        return sum(p.sample() - p.sample() for _ in range(self.parts))
+
+    def with_bits(self, randbits: Callable[[int], int]) -> ExactSkellam:
+        """The same sampler (its tables shared, not rebuilt) drawing from ``randbits``."""
+        twin = copy.copy(self)
+        twin._poisson = copy.copy(self._poisson)
+        twin._poisson.randbits = randbits
+        return twin
 
     def sample_vector(self, n: int) -> list[int]:
         return [self.sample() for _ in range(n)]

@@ -14,6 +14,21 @@ v_w (*Encodings* below; the original ``"upper"`` encoding has all weights 1). Th
 3. adds to every coordinate an independent Skellam share Sk(σ_s²) = Poisson(λ) − Poisson(λ),
    λ = σ_s²/2 a dyadic rational (``exact_poisson.rational_rate``, never below the requested rate).
 
+**Where the noise is added** (``noise``, issue 40). ``"aggregators"`` (the default): step 3 is
+skipped — the device sends its exact rounded statistics z, each entry within its *honest range*
+[lo_i, hi_i] (``entry_ranges``: what clip-and-round can produce, nothing more), proved valid by
+the Prio3 validity proof; each of the two aggregators (shuffler and analyzer, who do not
+collude) adds its own exact Skellam noise Sk(μ_a) per coordinate to its aggregate share before
+unsharding, μ_a ≥ μ the accountant's variance for (ε, δ). Each single observer is covered by the
+noise it did not add (the analyzer by the shuffler's, the shuffler — which sees the published
+models — by the analyzer's, the public by both: 2μ_a), whatever any device sends: a device that
+adds nothing, sends garbage or stays silent changes neither the noise nor anyone else's
+guarantee (``accounting.skellam.aggregator_ledger``). The cost: the models carry 2μ_a where the
+device design carried μ. ``"devices"`` (the design of issue 10): step 3 as written; the
+guarantee then holds only while ⌈γ l⌉ devices of each batch add their share, and the range a
+device may claim must include its share's tail (±O, ``offset``), which lets one report move
+every coordinate by far more than an honest one can.
+
 The analyzer learns S = Σ_i z_i + Σ_i (shares) for the l users of a batch and estimates
 Σ v_i by S / (s · weights) (unbiased: rounding and noise have mean zero). Sensitivity for the
 accountant (``accounting.skellam``): replacing one user moves S by z − z' with ‖z − z'‖₂ ≤
@@ -100,6 +115,7 @@ import numpy as np
 
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.accounting.skellam import (
+    aggregator_ledger,
     ddp_ledger,
     honest_shares,
     replacement_sensitivities,
@@ -121,6 +137,8 @@ FLOAT_SLACK = 1e-9
 
 
 ENCODINGS = ("upper", "frobenius", "centered")
+# Where the noise is added (module docstring, *Where the noise is added*).
+NOISE_MODES = ("aggregators", "devices")
 # The reward range is [0, 1]; the ``"centered"`` encoding releases (r − R0)·x, |r − R0| ≤ R_HALF.
 R0, R_HALF = 0.5, 0.5
 
@@ -265,13 +283,16 @@ def exact_bernoulli(p: float, randbelow: Callable[[int], int] = secrets.randbelo
 
 def batch_noise_sd(d: int, epsilon: float, delta: float, scale: float = 128.0,
                    L: float = 1.0, encoding: str = "upper", u_weight: float = 1.0,
-                   intercept: float | None = None) -> float:
-    """σ_b = √μ / s: the standard deviation, in the statistics' real units, of the central
-    Skellam noise one batch's sum carries per released coordinate at (ε, δ) (μ does not depend
-    on the batch length; only its split into shares does). After the weights are divided out,
-    an entry of weight b carries σ_b / b (``"frobenius"``: σ_b/√2 off the diagonal)."""
+                   intercept: float | None = None, noise: str = "devices") -> float:
+    """σ_b: the standard deviation, in the statistics' real units, of the central Skellam noise
+    one batch's released sum carries per coordinate at (ε, δ): √μ / s when the devices add it
+    (μ does not depend on the batch length; only its split into shares does), √(2μ) / s when
+    each of the two aggregators adds μ (``noise = "aggregators"``). After the weights are
+    divided out, an entry of weight b carries σ_b / b (``"frobenius"``: σ_b/√2 off the
+    diagonal)."""
     _, l1, l2 = rounded_sensitivities(d, scale, L, encoding, u_weight, intercept)
-    return math.sqrt(central_mu(epsilon, delta, l1, l2)) / scale
+    copies = 2.0 if noise == "aggregators" else 1.0
+    return math.sqrt(copies * central_mu(epsilon, delta, l1, l2)) / scale
 
 
 @lru_cache(maxsize=256)
@@ -297,11 +318,64 @@ def rounded_sensitivities(
     return norm_bound, l1, l2
 
 
-class SkellamRandomizer:
-    """Clip, scale by s, round unbiasedly, add Sk(σ_s²) per coordinate (module docstring).
+def entry_ranges(
+    d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0,
+    intercept: float | None = None,
+) -> tuple[list[int], list[int]]:
+    """(lo, hi): the integers each released coordinate of an honest report lies in, after
+    clipping, scaling by s and rounding (``rounded``). In real units, for ‖x‖ ≤ L and the
+    reward factor a ∈ [0, 1] (or [−½, ½] centered):
 
-    σ_s² = μ / ⌈γ l⌉ where μ is the smallest central Skellam variance giving (ε, δ) for the
-    rounded statistics' sensitivities (``accounting.skellam.skellam_mu``).
+    - diagonal x_i² ∈ [0, L²]; off-diagonal b x_i x_j ∈ ±b L²/2 (x_i² + x_j² ≤ L²);
+      reward part w a x_i ∈ ±w h L;
+    - with the intercept c (x₀ = c, the rest of norm ≤ ρ = √(L² − c²)): x₀² = c², x_i² ≤ ρ²,
+      b x₀ x_j ∈ ±b c ρ, b x_i x_j ∈ ±b ρ²/2 (i, j ≥ 1), w a x₀ ∈ ±w h c, w a x_i ∈ ±w h ρ.
+
+    Scaled by s, a real interval [a, b] becomes the integers [⌊s a⌋, ⌈s b⌉] that unbiased
+    rounding can reach. These are the ranges the Prio3 validity proof enforces (issue 40): a
+    report can move each coordinate of G̃ and ũ by at most what an honest one can."""
+    coordinate_weights(d, encoding, u_weight)  # validates
+    iu = upper_indices(d)
+    off = 1.0 if encoding == "upper" else math.sqrt(2.0)
+    a_max = reward_half_range(encoding)  # |a| ≤ 1, or ½ centered
+    c = intercept if encoding == "centered" else None
+    rho = math.sqrt(max(L * L - c * c, 0.0)) if c is not None else L
+    lo_real: list[float] = []
+    hi_real: list[float] = []
+    for i, j in zip(iu[0].tolist(), iu[1].tolist(), strict=True):
+        if i == j:
+            if c is not None and i == 0:
+                lo_real.append(c * c)
+                hi_real.append(c * c)
+            else:
+                lo_real.append(0.0)
+                hi_real.append(rho * rho if c is not None else L * L)
+        else:
+            if c is not None and i == 0:
+                bound = off * c * rho
+            else:
+                bound = off * (rho * rho if c is not None else L * L) / 2.0
+            lo_real.append(-bound)
+            hi_real.append(bound)
+    for i in range(d):
+        norm = (c if i == 0 else rho) if c is not None else L
+        lo_real.append(-u_weight * a_max * norm)
+        hi_real.append(u_weight * a_max * norm)
+    # No float slack: ``rounded`` clips s·v into [lo, hi] before rounding, so a value a
+    # rounding error pushed past s·hi stays in range (and moves by ~1e-13 at most).
+    lo = [math.floor(scale * v) for v in lo_real]
+    hi = [math.ceil(scale * v) for v in hi_real]
+    return lo, hi
+
+
+class SkellamRandomizer:
+    """Clip, scale by s, round unbiasedly; the Skellam noise added by the aggregators or by the
+    devices (module docstring, *Where the noise is added*).
+
+    μ is the smallest central Skellam variance giving (ε, δ) for the rounded statistics'
+    sensitivities (``accounting.skellam.skellam_mu``). ``noise = "aggregators"``: each aggregator
+    adds Sk(μ_a), μ_a = 2λ_a ≥ μ (``aggregator_variance``); reports carry no noise and lie in
+    ``entry_ranges``. ``noise = "devices"``: each device adds Sk(σ_s²), σ_s² = μ / ⌈γ l⌉.
     """
 
     exact = False
@@ -318,13 +392,17 @@ class SkellamRandomizer:
         encoding: str = "upper",
         u_weight: float = 1.0,
         intercept: float | None = None,
+        noise: str = "aggregators",
     ) -> None:
         if d < 1 or not L > 0 or not (scale >= 1 and math.isfinite(scale)):
             raise ValueError("need d >= 1, L > 0, scale >= 1")
+        if noise not in NOISE_MODES:
+            raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}")
         self.d, self.L, self.scale = d, float(L), float(scale)
         self.epsilon, self.delta = float(epsilon), float(delta)
         self.batch_size, self.honest_fraction = int(batch_size), float(honest_fraction)
         self.encoding, self.u_weight = encoding, float(u_weight)
+        self.noise = noise
         self.weights = coordinate_weights(d, encoding, self.u_weight)
         check_intercept(encoding, intercept, self.L)
         self.intercept = None if intercept is None else float(intercept)
@@ -336,29 +414,76 @@ class SkellamRandomizer:
             d, self.scale, self.L, encoding, self.u_weight, self.intercept
         )
         self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
-        self.honest = honest_shares(self.honest_fraction, self.batch_size)
-        self.lam = rational_rate(self.mu_target / (2.0 * self.honest))
-        self.share_variance = float(2 * self.lam)
-        # Packing offset O (``shared.crypto.slots``): an honest value |z_i + share| exceeds O with
-        # probability below 2⁻⁶⁴ per report (|z_i| ≤ B; Bernstein tail of the share, union over
-        # the n coordinates).
-        self.offset = math.ceil(
-            self.norm_bound + skellam_tail_bound(self.share_variance, 2.0**-64 / self.n)
-        )
+        lo, hi = entry_ranges(d, self.scale, self.L, encoding, self.u_weight, self.intercept)
+        self.range_lo, self.range_hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        self.honest: int | None
+        if noise == "aggregators":
+            self.honest = None
+            # λ_a: each aggregator's Poisson rate, Sk(2λ_a) with 2λ_a ≥ μ (rounded up).
+            self.lam = rational_rate(self.mu_target / 2.0)
+            self.aggregator_variance = float(2 * self.lam)
+            self.share_variance = 0.0
+            # What the two aggregators' noise adds to one batch sum, per coordinate.
+            self.batch_noise_variance = 2.0 * self.aggregator_variance
+            self.offset = int(max(np.abs(self.range_lo).max(), np.abs(self.range_hi).max()))
+        else:
+            self.honest = honest_shares(self.honest_fraction, self.batch_size)
+            self.lam = rational_rate(self.mu_target / (2.0 * self.honest))
+            self.aggregator_variance = 0.0
+            self.share_variance = float(2 * self.lam)
+            self.batch_noise_variance = 0.0
+            # Packing offset O (``shared.crypto.slots``): an honest value |z_i + share| exceeds O
+            # with probability below 2⁻⁶⁴ per report (|z_i| ≤ B; Bernstein tail of the share,
+            # union over the n coordinates).
+            self.offset = math.ceil(
+                self.norm_bound + skellam_tail_bound(self.share_variance, 2.0**-64 / self.n)
+            )
+
+    @property
+    def aggregated_noise(self) -> bool:
+        """True when the aggregators add the noise (reports carry none)."""
+        return self.noise == "aggregators"
+
+    def batch_noise(self, rng: np.random.Generator) -> np.ndarray:
+        """The simulator's stand-in for the two aggregators' noise on one batch sum:
+        Sk(2λ_a) + Sk(2λ_a) = Poisson(2λ_a) − Poisson(2λ_a) per coordinate (zero when the
+        devices add the noise: it is in their rows)."""
+        if not self.aggregated_noise:
+            return np.zeros(self.n, dtype=np.int64)
+        lam = 2.0 * float(self.lam)
+        return (rng.poisson(lam, size=self.n) - rng.poisson(lam, size=self.n)).astype(np.int64)
+
+    def aggregator_sampler(self, randbits: Callable[[int], int] = secrets.randbits
+                           ) -> ExactSkellam:
+        """An aggregator's exact sampler of Sk(μ_a) (``exact_poisson``), drawing its bits from
+        ``randbits`` (the OS CSPRNG by default; the shuffler passes a keyed stream so that a
+        batch delivered twice carries the same noise)."""
+        if not self.aggregated_noise:
+            raise ValueError("the devices add this task's noise (noise = 'devices')")
+        return ExactSkellam(self.aggregator_variance, randbits)
 
     def sum_bound(self, count: int) -> float:
         """|S_j| an honest sum of ``count`` reports exceeds with probability below 2⁻⁶⁴ (per
-        batch, union over coordinates): count·B plus the tail of count shares. The analyzer
+        batch, union over coordinates): count·B plus the tail of the batch's noise. The analyzer
         refuses a decoded sum beyond it (``slots.unpack_signed``)."""
-        return count * self.norm_bound + skellam_tail_bound(
-            count * self.share_variance, 2.0**-64 / self.n
-        )
+        variance = count * self.share_variance + self.batch_noise_variance
+        return count * self.norm_bound + skellam_tail_bound(variance, 2.0**-64 / self.n)
 
     @property
     def width(self) -> int:
         return self.n
 
     def ledger(self) -> PrivacyLedger:
+        encoding = self._encoding_words()
+        if self.aggregated_noise:
+            return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta,
+                                     scale=self.scale, encoding=encoding)
+        return ddp_ledger(
+            self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
+            self.delta, scale=self.scale, encoding=encoding,
+        )
+
+    def _encoding_words(self) -> str | None:
         encoding = None
         if self.encoding != "upper":
             pair = pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)
@@ -367,10 +492,7 @@ class SkellamRandomizer:
             encoding = (f"{self.encoding} (off-diagonals of x xᵀ × √2, {reward} × "
                         f"{self.u_weight:g}; "
                         f"joint pair bound Δ_v={pair:.6g})")
-        return ddp_ledger(
-            self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale, encoding=encoding,
-        )
+        return encoding
 
     def statistics(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """The weighted clean statistics v_w of this encoding (``clean_statistics``)."""
@@ -391,24 +513,33 @@ class SkellamRandomizer:
             raise ValueError(f"the centered encoding needs x[0] = {c!r} in every context")
         return x, r
 
+    def scaled(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """s · v_w, each entry clipped into its honest range [lo_i, hi_i] (``entry_ranges``):
+        a no-op but for float rounding at the edges, so the rounded value stays in range."""
+        y = self.scale * self.statistics(x, r)
+        return np.clip(y, self.range_lo, self.range_hi)
+
     def randomize(self, x: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         x, r = self.check(x, r)
-        z = self.round_rows(self.scale * self.statistics(x, r), rng)
+        z = self.round_rows(self.scaled(x, r), rng)
+        if self.aggregated_noise:
+            return z
         lam = float(self.lam)
         return z + rng.poisson(lam, size=z.shape) - rng.poisson(lam, size=z.shape)
 
     # -- device path (OS CSPRNG, exact sampling) ---------------------------------------------
     @cached_property
-    def exact_noise(self) -> ExactSkellam:
-        """The exact share sampler (its CDF table is built once, on first use)."""
-        return ExactSkellam(self.share_variance)
+    def exact_noise(self) -> ExactSkellam | None:
+        """The exact share sampler (its CDF table is built once, on first use); None when the
+        aggregators add the noise (no share)."""
+        return ExactSkellam(self.share_variance) if not self.aggregated_noise else None
 
     def rounded(
         self, x: np.ndarray, r: float, randbelow: Callable[[int], int] = secrets.randbelow
     ) -> list[int]:
         """One user's rounded statistics z (no noise), every coin from the CSPRNG."""
         xs, rs = self.check(np.asarray(x, dtype=float)[None, :], np.array([r]))
-        y = self.scale * self.statistics(xs, rs)[0]
+        y = self.scaled(xs, rs)[0]
         out = []
         for value in y.tolist():
             low = math.floor(value)
@@ -418,12 +549,16 @@ class SkellamRandomizer:
         return out
 
     def device_report(self, x: np.ndarray, r: float) -> list[int]:
-        """What a device packs and encrypts: rounded statistics plus an exact Skellam share per
-        coordinate. A value beyond the packing offset ±O (probability below 2⁻⁶⁴ per report)
-        gets its share drawn again: the share's law is then Skellam truncated at total variation
-        below 2⁻⁶⁴ per report, which adds at most l·2⁻⁶⁴ (< 10⁻¹⁵) to the central δ."""
+        """What a device packs and encrypts: its rounded statistics, each in its honest range
+        (``noise = "aggregators"``), or those plus an exact Skellam share per coordinate
+        (``"devices"``). There, a value beyond the packing offset ±O (probability below 2⁻⁶⁴ per
+        report) gets its share drawn again: the share's law is then Skellam truncated at total
+        variation below 2⁻⁶⁴ per report, which adds at most l·2⁻⁶⁴ (< 10⁻¹⁵) to the central
+        δ."""
         z = self.rounded(x, r)
         noise = self.exact_noise
+        if noise is None:  # the aggregators add the noise
+            return z
         out = []
         for v in z:
             value = v + noise.sample()
@@ -446,8 +581,11 @@ class SkellamRandomizer:
                                    self.intercept)
 
     def _proxy(self) -> float:
-        """Per report and released coordinate, in real units before the weights are divided out."""
-        return (0.25 + SKELLAM_SUBGAUSSIAN * self.share_variance) / self.scale**2
+        """Per report and released coordinate, in real units before the weights are divided out:
+        rounding, plus the report's share of its batch's noise (its own share, or the
+        aggregators' noise spread over the batch's l reports)."""
+        per_report = self.share_variance + self.batch_noise_variance / self.batch_size
+        return (0.25 + SKELLAM_SUBGAUSSIAN * per_report) / self.scale**2
 
     def matrix_proxy(self) -> float:
         """The largest per-entry proxy of G̃'s noise (the diagonal's: weight 1)."""
@@ -477,6 +615,10 @@ class SkellamRandomizer:
         if len(data) != 8 * self.n:
             raise ValueError(f"a report is {8 * self.n} bytes, got {len(data)}")
         row = np.frombuffer(data, dtype="<i8").astype(np.int64)
+        if self.aggregated_noise:
+            if ((row < self.range_lo) | (row > self.range_hi)).any():
+                raise ValueError("report entry outside its honest range (entry_ranges)")
+            return row
         limit = self.norm_bound + skellam_tail_bound(self.share_variance, 2.0**-40 / self.n)
         if (np.abs(row) > limit).any():
             raise ValueError(f"report entry beyond what the mechanism produces (|z| ≤ {limit:.0f})")

@@ -307,6 +307,46 @@ class SumVec(_ChunkedBitCheck, Valid[Sequence[int], list[int]]):
         return self.field.dot(meas.reshape(rows, self.length, self.bits), self.weights)
 
 
+class SumVecRanges(SumVec):
+    """SumVec with one maximum per entry (privbandit's generalisation, not a draft variant):
+    entry i in [0, M_i]. Every entry gets b = max_i bitlen(M_i) encoded elements: the draft's
+    range-checked encoding of v_i ∈ [0, M_i] (§7.4.2: weights 1, 2, …, 2^(b_i−2),
+    M_i − (2^(b_i−1) − 1), b_i = bitlen(M_i)) followed by b − b_i zero-weight elements, which an
+    honest client sets to 0. The bit checks are SumVec's (§7.4.3): every encoded element is a
+    bit, so entry i decodes to Σ_l w_il e_il ∈ [0, M_i] whatever the zero-weight bits hold —
+    the validity predicate is exactly "v_i ∈ [0, M_i] for every i". With equal maxima it is
+    SumVec, element for element."""
+
+    def __init__(  # SumVec's check and outputs; its own maxima, encoding and decoding
+        self, field: type[Field], max_values: Sequence[int], chunk_length: int
+    ) -> None:
+        maxima = [int(m) for m in max_values]
+        if not maxima or chunk_length < 1 or min(maxima) < 1:
+            raise ValueError("need at least one entry, each maximum >= 1, chunk_length >= 1")
+        self.max_values = maxima
+        self.bits = max(m.bit_length() for m in maxima)
+        self.weights = np.array(
+            [range_check_weights(m) + [0] * (self.bits - m.bit_length()) for m in maxima],
+            dtype=object) % field.MODULUS
+        self._init_bit_check(field, len(maxima), chunk_length, len(maxima) * self.bits)
+
+    def encode(self, measurement: Sequence[int]) -> FVec:
+        self._check_length(measurement)
+        out: list[int] = []
+        for x, m in zip(measurement, self.max_values, strict=True):
+            out += encode_range_checked_int(_check_int(x, m), m)
+            out += [0] * (self.bits - m.bit_length())
+        return self.field.vec(out)
+
+    def truncate(self, meas: FVec) -> FVec:
+        return self.field.total(meas.reshape(self.length, self.bits) * self.weights, axis=1)
+
+    def truncate_rows(self, meas: FVec) -> FVec:
+        rows = meas.shape[0]
+        return self.field.total(
+            meas.reshape(rows, self.length, self.bits) * self.weights[None], axis=2)
+
+
 class Histogram(_ChunkedBitCheck, Valid[int, list[int]]):
     """A one-hot vector of ``length`` buckets (§7.4.4): bits checked as in SumVec, plus
     Σ x − 1 = 0 (the constant scaled by 1/num_shares). Two outputs."""

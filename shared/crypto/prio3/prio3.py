@@ -36,7 +36,14 @@ from typing import Generic
 
 import numpy as np
 
-from privbandit.shared.crypto.prio3.circuits import Count, Histogram, MultihotCountVec, Sum, SumVec
+from privbandit.shared.crypto.prio3.circuits import (
+    Count,
+    Histogram,
+    MultihotCountVec,
+    Sum,
+    SumVec,
+    SumVecRanges,
+)
 from privbandit.shared.crypto.prio3.field import Field, Field64, Field128, FVec
 from privbandit.shared.crypto.prio3.flp import AggResult, Flp, Measurement
 from privbandit.shared.crypto.prio3.xof import Xof, XofTurboShake128
@@ -464,6 +471,19 @@ def prio3_sum_vec(
 ) -> Prio3[Sequence[int], list[int]]:
     """Prio3SumVec: Field128, one proof, ID 3."""
     return Prio3(Flp(SumVec(Field128, length, max_measurement, chunk_length)), 0x00000003, shares)
+
+
+# A private-use codepoint (draft-irtf-cfrg-vdaf §10: 0xFFFF0000 and above are not registered).
+SUM_VEC_RANGES_ID = 0xFFFF5253
+
+
+def prio3_sum_vec_ranges(
+    max_values: Sequence[int], chunk_length: int, shares: int = 2
+) -> Prio3[Sequence[int], list[int]]:
+    """Prio3 over ``SumVecRanges`` (one maximum per entry): Field128, one proof, a private
+    codepoint (``SUM_VEC_RANGES_ID``)."""
+    return Prio3(Flp(SumVecRanges(Field128, max_values, chunk_length)), SUM_VEC_RANGES_ID,
+                 shares)
 
 
 def prio3_histogram(length: int, chunk_length: int, shares: int = 2) -> Prio3[int, list[int]]:

@@ -20,8 +20,10 @@ from tests.helpers import assert_same_state, eventually
 from .support import Maker, acked, ddp_prio3_task, prio3_task, settings_for, stack, upload
 
 SBLB = prio3_task("sum", l=10)
-# γ = 0.8: shares sized so that any 8 honest reports of 10 carry the central noise.
-DDP = ddp_prio3_task("ddp", l=10, honest_fraction=0.8)
+# The device-share design (noise = "devices"), γ = 0.8: shares sized so that any 8 honest
+# reports of 10 carry the central noise. The default design (the aggregators add the noise):
+# test_poisoning.py.
+DDP = ddp_prio3_task("ddp", l=10, honest_fraction=0.8, noise="devices")
 
 Attack = Callable[[Maker, list[Prio3Report]], Prio3Report]
 
@@ -123,7 +125,7 @@ async def test_ddp_batch_with_fewer_valid_reports_than_gamma_l_is_not_released(
     """γ = 1: every report's share is needed for the central noise μ. One invalid report (not
     an honest device's) leaves 9 < ⌈γl⌉ = 10 valid: the batch is quarantined, nothing is
     unsharded, all 10 are refused; the next batch is counted."""
-    config = ddp_prio3_task("ddp", l=10, honest_fraction=1.0)
+    config = ddp_prio3_task("ddp", l=10, honest_fraction=1.0, noise="devices")
     async with stack(settings_for(tmp_path, [config])) as s:
         make = Maker(config, s.hpke, seed=8)
         _, honest = make.honest(9)

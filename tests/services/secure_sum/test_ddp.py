@@ -67,6 +67,7 @@ L = 10
 DDP = TaskConfig(
     id="ddp", threat_model="shuffle", aggregation="secure-sum", secure_sum="paillier", K=4,
     policy={"algo": "ddp-linucb", "d": 3, "batch_size": L, "epsilon": 1.0, "delta": 1e-6,
+            "noise": "devices",
             "regularizer": "clip", "eta": 0.0},
 )
 RANDOMIZER = randomizer_for(DDP.policy)
@@ -79,6 +80,7 @@ DDP_FROBENIUS = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
 SCHEDULE = BatchSchedule.parse("geometric:5,2,20")  # 5, 10, 20, 20, …
 DDP_PRACTICAL = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
     "algo": "ddp-linucb", "d": 3, "epsilon": 1.0, "delta": 1e-6, **PRACTICAL["ddp-linucb"],
+    "noise": "devices",
     "batch_schedule": SCHEDULE.spec(), "u_weight": 1.3}})
 
 

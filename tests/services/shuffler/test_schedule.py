@@ -252,7 +252,8 @@ async def test_the_shuffler_reads_the_announced_length_from_the_analyzers_model(
     settings = Settings.model_validate({"tasks": [{
         "id": "sum", "threat_model": "shuffle", "aggregation": "secure-sum",
         "secure_sum": "paillier",
-        "policy": {"algo": "ddp-linucb", "d": 2, "batch_schedule": SCHEDULE.spec()}}]})
+        "policy": {"algo": "ddp-linucb", "d": 2, "batch_schedule": SCHEDULE.spec(),
+                   "noise": "devices"}}]})
     shuffler = open_store(store, tmp_path)
     async with httpx.AsyncClient(base_url="http://analyzer",
                                  transport=httpx.MockTransport(analyzer)) as client:

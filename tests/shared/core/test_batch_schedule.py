@@ -58,15 +58,19 @@ def test_config_spelling_is_normalised() -> None:
 
 
 def test_auto_first_batch_follows_the_noise() -> None:
-    """'geometric:auto,G,CAP': L0 = ⌈50 σ_b⌉ with σ_b = √μ/s of one batch at (ε, δ), μ from
-    the accountant called independently; a first batch beyond the cap raises the cap."""
+    """'geometric:auto,G,CAP': L0 = ⌈50 σ_b⌉ with σ_b = √(2μ)/s the sd of one batch's noise at
+    (ε, δ) when each aggregator adds μ (√μ/s when the devices do), μ from the accountant called
+    independently; a first batch beyond the cap raises the cap."""
     firsts = {}
     for eps in (0.5, 1.0, 4.0):
         config = make_config("ddp-linucb", d=5, epsilon=eps, batch_schedule="geometric:auto,2,"
                              "100000")
         r = build_policy(config).randomizer
         mu = skellam_mu(eps, 1e-6, r.l1, r.l2)
-        assert config.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(mu) / 128.0)
+        assert config.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(2 * mu) / 128.0)
+        devices = make_config("ddp-linucb", d=5, epsilon=eps, noise="devices",
+                              batch_schedule="geometric:auto,2,100000")
+        assert devices.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(mu) / 128.0)
         assert config.batch_schedule == f"geometric:{config.batch_size},2,100000"
         firsts[eps] = config.batch_size
     assert firsts[4.0] < firsts[1.0] < firsts[0.5]
@@ -75,7 +79,7 @@ def test_auto_first_batch_follows_the_noise() -> None:
                        encoding="frobenius")
     r = build_policy(frob).randomizer
     mu = skellam_mu(1.0, 1e-6, r.l1, r.l2)
-    assert frob.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(mu) / 128.0)
+    assert frob.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(2 * mu) / 128.0)
     assert frob.batch_size < firsts[1.0]
     tiny = make_config("ddp-linucb", d=5, epsilon=0.01, batch_schedule="geometric:auto,2,1000")
     assert tiny.batch_schedule is None and tiny.batch_size > 1000  # fixed at the first batch
@@ -104,7 +108,7 @@ def test_a_share_sized_for_a_smaller_batch_is_enough_for_any_later_one(gamma: fl
     """The invariant: a report whose share was sized for the announced length l lands in a batch
     of length l' ≥ l (lengths only grow); the batch's honest shares then add at least the
     variance μ the target (ε, δ) needs."""
-    config = make_config("ddp-linucb", d=5, honest_fraction=gamma,
+    config = make_config("ddp-linucb", d=5, honest_fraction=gamma, noise="devices",
                          batch_schedule="geometric:10,3,10000")
     policy = build_policy(config)
     sizes = config.schedule.distinct_sizes()
@@ -155,7 +159,8 @@ def test_the_model_announces_the_next_batch_length_and_is_published_when_it_chan
 
 def test_ledger_per_batch_and_worst_case_match_the_accountant() -> None:
     config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6,
-                         batch_schedule="geometric:100,4,20000", honest_fraction=0.5)
+                         batch_schedule="geometric:100,4,20000", honest_fraction=0.5,
+                         noise="devices")
     policy = build_policy(config)
     ledger = policy.ledger().model_dump()
     sizes = [100, 400, 1600, 6400, 20000]
@@ -210,7 +215,9 @@ def test_fixed_schedule_state_round_trip_and_geometric_state() -> None:
         a = build_policy(config)
         for _ in range(4):
             n = a.batch_size
-            a.ingest(a.randomizer.randomize(rng.normal(size=(n, 2)) / 3, rng.random(n), rng))
+            x = rng.normal(size=(n, 2))
+            x /= 2 * np.maximum(1.0, np.linalg.norm(x, axis=1, keepdims=True))  # ‖x‖ ≤ L
+            a.ingest(a.randomizer.randomize(x, rng.random(n), rng))
         b = build_policy(config)
         b.set_state(json.loads(json.dumps(a.get_state())))
         assert (b.batches, b.batch_size, b.reports_by_size) == (a.batches, a.batch_size,

@@ -33,9 +33,12 @@ def _feed(policy: DDPLinUCB, batches: int, seed: int) -> list[tuple[int, np.ndar
         x = rng.normal(size=(n, 2))
         x /= 2 * np.linalg.norm(x, axis=1, keepdims=True)  # ‖x‖ = 1/2 ≤ L
         rows = policy.randomizer.randomize(x, rng.random(n), rng)
-        est = policy.randomizer.estimate(policy.randomizer.sufficient(rows), n)
+        stat = policy.randomizer.sufficient(rows)
+        est = policy.randomizer.estimate(stat, n)
         out.append((n, est.G, est.u))
-        policy.ingest(rows)
+        # The batch sum as released, without the aggregators' noise: the weighting is what is
+        # checked here, on exactly the statistic it weighs.
+        policy.ingest_statistic(stat, n)
     return out
 
 
@@ -104,6 +107,6 @@ def test_weights_learn_on_linear() -> None:
 
     config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6,
                          **{**DDPLinUCBConfig.PRACTICAL, "batch_weight_power": 0.5})
-    results, _ = simulate(config, "linear", 20, 20_000, 2, 11)
+    results, _ = simulate(config, "linear", 20, 40_000, 2, 11)
     s = summarize(results)
     assert s["final_regret_mean"] < 0.1 * s["random_regret_mean"]

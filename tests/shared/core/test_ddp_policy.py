@@ -27,7 +27,7 @@ def test_noise_free_sum_recovers_the_statistics() -> None:
 
 def test_ledger_and_aggregation() -> None:
     policy = build_policy(make_config("ddp-linucb", d=5, epsilon=1.0, batch_size=1000,
-                                      honest_fraction=0.5))
+                                      honest_fraction=0.5, noise="devices"))
     ledger = policy.ledger(T=10**6)
     assert ledger.central_epsilon is not None and ledger.central_epsilon <= 1.0
     assert ledger.ldp_epsilon is None and ledger.threat_model == "shuffle"
@@ -57,7 +57,8 @@ def test_state_round_trip() -> None:
 def test_simulate_command_with_honest_fraction(tmp_path: Path) -> None:
     out = tmp_path / "ddp.json"
     argv = ["simulate", "--algo", "ddp-linucb", "--epsilon", "1", "--delta", "1e-6",
-            "--batch-size", "100", "--honest-fraction", "0.5", "--T", "2000", "--d", "3",
+            "--batch-size", "100", "--honest-fraction", "0.5", "--noise", "devices",
+            "--T", "2000", "--d", "3",
             "--K", "5", "--json", str(out), "--no-progress"]
     assert main(argv) == 0
     data = json.loads(out.read_text())
@@ -75,7 +76,7 @@ def test_packed_batch_round_trip_and_out_of_range_sum_refused_without_state_chan
         sums = unpack_signed(plaintexts, lay, policy.randomizer.sum_bound(n), n_reports=n)
         policy.ingest_statistic(sums, n)
 
-    config = make_config("ddp-linucb", d=3, batch_size=6, epsilon=1.0)
+    config = make_config("ddp-linucb", d=3, batch_size=6, epsilon=1.0, noise="devices")
     policy = build_policy(config)
     rz = policy.randomizer
     lay = layout(rz.n, 6, 2 * rz.offset, 1024, offset=rz.offset)

@@ -169,7 +169,7 @@ class _DDPTask:
 
         self.id, self.batch_size, self.max_batch = "ddp", l, l
         self.policy = make_config("ddp-linucb", d=5, batch_size=l, epsilon=eps,
-                                  honest_fraction=gamma)
+                                  honest_fraction=gamma, noise="devices")
 
 
 _ddp_task = _DDPTask

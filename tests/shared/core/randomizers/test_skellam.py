@@ -27,7 +27,8 @@ def unit_inputs(rng: np.random.Generator, n: int, d: int) -> tuple[np.ndarray, n
 
 @pytest.fixture(scope="module")
 def rz() -> SkellamRandomizer:
-    return SkellamRandomizer(d=3, epsilon=1.0, delta=1e-6, batch_size=100, scale=16.0)
+    return SkellamRandomizer(
+        noise="devices", d=3, epsilon=1.0, delta=1e-6, batch_size=100, scale=16.0)
 
 
 def test_rounding_unbiased(rz: SkellamRandomizer) -> None:
@@ -184,7 +185,8 @@ def test_upper_encoding_is_unchanged() -> None:
     assert np.array_equal(coordinate_weights(3), np.ones(9))
     assert pair_sensitivity(1.0) == pytest.approx(np.sqrt(6.0))
     assert pair_sensitivity(2.0) == pytest.approx(np.sqrt(2 * 16 + 4 * 4))
-    old = SkellamRandomizer(d=5, epsilon=1.0, delta=1e-6, batch_size=1000)
+    old = SkellamRandomizer(
+        noise="devices", d=5, epsilon=1.0, delta=1e-6, batch_size=1000)
     assert old.l2 == pytest.approx(128 * np.sqrt(6.0) * (1 + 1e-9) + 2 * np.sqrt(20))
     with pytest.raises(ValueError):
         coordinate_weights(3, "lower")
@@ -194,7 +196,8 @@ def test_upper_encoding_is_unchanged() -> None:
 
 @pytest.fixture(scope="module")
 def fz() -> SkellamRandomizer:
-    return SkellamRandomizer(d=3, epsilon=1.0, delta=1e-6, batch_size=100, scale=16.0,
+    return SkellamRandomizer(
+        noise="devices", d=3, epsilon=1.0, delta=1e-6, batch_size=100, scale=16.0,
                              encoding="frobenius", u_weight=0.8)
 
 
@@ -265,8 +268,10 @@ def test_frobenius_estimate_unbiased_with_the_stated_variances(fz: SkellamRandom
 def test_frobenius_ledger_meets_the_target_with_less_noise() -> None:
     """At (ε, δ) = (1, 10⁻⁶), d = 5, s = 128: the ledger's ε ≤ 1 with μ at the target; Δ₂ is the
     joint bound (√4.5 against √6 in real units) and one batch's noise sd falls accordingly."""
-    up = SkellamRandomizer(d=5, epsilon=1.0, delta=1e-6, batch_size=500)
-    fr = SkellamRandomizer(d=5, epsilon=1.0, delta=1e-6, batch_size=500, encoding="frobenius")
+    up = SkellamRandomizer(
+        noise="devices", d=5, epsilon=1.0, delta=1e-6, batch_size=500)
+    fr = SkellamRandomizer(
+        noise="devices", d=5, epsilon=1.0, delta=1e-6, batch_size=500, encoding="frobenius")
     ledger = fr.ledger()
     assert ledger.central_epsilon is not None and ledger.central_epsilon <= 1.0
     assert ledger.central_epsilon >= 0.999  # μ is the smallest that meets the target

@@ -122,7 +122,8 @@ def test_contexts_are_projected_onto_the_declared_intercept() -> None:
 
 @pytest.fixture(scope="module")
 def cz() -> SkellamRandomizer:
-    return SkellamRandomizer(d=3, epsilon=1.0, delta=1e-6, batch_size=100, scale=16.0,
+    return SkellamRandomizer(
+        noise="devices", d=3, epsilon=1.0, delta=1e-6, batch_size=100, scale=16.0,
                              encoding="centered", u_weight=1.5, intercept=C)
 
 
@@ -158,7 +159,8 @@ def test_estimate_unbiased_with_the_stated_variances(cz: SkellamRandomizer) -> N
 def test_ledger_meets_the_target() -> None:
     """(1, 10⁻⁶), d = 5: the ledger's ε ≤ 1 at the smallest μ, Δ₂ the centered pair bound, and the
     ledger names the encoding and the intercept."""
-    cen = SkellamRandomizer(d=5, epsilon=1.0, delta=1e-6, batch_size=400, encoding="centered",
+    cen = SkellamRandomizer(
+        noise="devices", d=5, epsilon=1.0, delta=1e-6, batch_size=400, encoding="centered",
                             u_weight=1.5, intercept=C)
     ledger = cen.ledger()
     assert ledger.central_epsilon is not None and 0.999 <= ledger.central_epsilon <= 1.0

@@ -1,0 +1,116 @@
+"""Issue 40: one bad device costs nothing. ``ddp-linucb`` with its default design — devices send
+exact rounded statistics proved within their honest ranges, each aggregator adds Skellam noise
+to its aggregate share — through the real analyzer and shuffler apps, on SQLite and on
+PostgreSQL (the package's ``store`` parametrisation). The three attacks of the issue:
+
+1. one invalid report among honest ones: refused alone, every honest report counted;
+2. a report at the edge of the validity range: it moves no coordinate further than an honest
+   report can (ratio ≤ 1.0), and one step beyond the edge is refused;
+3. devices that add no noise (every device here: reports carry none): the released sums still
+   carry the ledger's noise — the residual (released − true sum) has the variance of the two
+   aggregators' Skellam noise, 2μ_a, never less than the μ_a each observer is promised.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privbandit.shared.core.policies import randomizer_for
+from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from tests.helpers import eventually
+
+from .support import Maker, acked, ddp_prio3_task, settings_for, stack, upload
+from .test_hostile import ddp_overflow
+
+DDP = ddp_prio3_task("ddp", l=10)
+
+
+def edge(make: Maker, step: int = 0) -> list[int]:
+    """Every entry at the top of its honest range (plus ``step``)."""
+    return [m - o + step for m, o in zip(make.vd.entry_maxima, make.vd.entry_offsets,
+                                         strict=True)]
+
+
+def test_the_task_runs_the_aggregators_design() -> None:
+    r = randomizer_for(DDP.policy)
+    assert isinstance(r, SkellamRandomizer) and r.aggregated_noise
+    assert r.honest is None and r.share_variance == 0.0
+
+
+async def test_one_invalid_report_costs_no_honest_one(tmp_path: Path) -> None:
+    async with stack(settings_for(tmp_path, [DDP])) as s:
+        make = Maker(DDP, s.hpke, seed=3)
+        rows, honest = make.honest(9)
+        await upload(s.shuffler, [*honest, ddp_overflow(make, honest)], "ddp")
+        await eventually(lambda: acked(s.shuffler, 1, "ddp"))
+        p = await s.privacy("ddp")
+        assert (p.reports_counted, p.reports_refused, p.batches) == (9, 1, 1)
+        rows2, honest2 = make.honest(10)
+        await upload(s.shuffler, honest2, "ddp")
+        await eventually(lambda: acked(s.shuffler, 2, "ddp"))
+        p, q = await s.privacy("ddp"), await s.queue("ddp")
+        assert (p.reports_counted, p.reports_refused, p.batches) == (19, 1, 2)
+        assert q.accepted == p.reports_counted + p.reports_refused == 20 and q.pending == 0
+
+
+async def test_an_edge_of_range_report_moves_nothing_further_than_an_honest_one(
+        tmp_path: Path) -> None:
+    async with stack(settings_for(tmp_path, [DDP])) as s:
+        make = Maker(DDP, s.hpke, seed=4)
+        r = make.randomizer
+        assert isinstance(r, SkellamRandomizer)
+        top = edge(make)
+        # What honest reports reach: the ranges are attained by honest inputs
+        # (tests/shared/core/randomizers/test_skellam_aggregators.py), so the largest honest
+        # move of coordinate i is max(|lo_i|, |hi_i|), and the edge report's move is hi_i.
+        honest_bound = np.maximum(np.abs(r.range_lo), np.abs(r.range_hi))
+        ratio = float(np.max(np.abs(np.asarray(top)) / honest_bound))
+        assert ratio <= 1.0
+        _, honest = make.honest(9)
+        await upload(s.shuffler, [*honest, make.report(top)], "ddp")
+        await eventually(lambda: acked(s.shuffler, 1, "ddp"))
+        p = await s.privacy("ddp")
+        assert (p.reports_counted, p.reports_refused) == (10, 0)  # in range: counted
+        # One step beyond the edge on every entry: refused alone.
+        _, honest = make.honest(9)
+        await upload(s.shuffler, [*honest, make.forged(make.value_encoding(edge(make, 1)))],
+                     "ddp")
+        await eventually(lambda: acked(s.shuffler, 2, "ddp"))
+        p = await s.privacy("ddp")
+        assert (p.reports_counted, p.reports_refused) == (19, 1)
+
+
+async def test_devices_that_add_no_noise_still_get_the_stated_noise(tmp_path: Path) -> None:
+    """12 batches of 10: the residual of each released sum has the variance of Sk(2μ_a).
+    With 12 × 9 = 108 residuals the sample variance's relative standard error is √(2/108) ≈
+    0.14; the bounds are 3 of them either side (a release without the aggregators' noise would
+    have a residual variance below 1, i.e. ~10⁻⁶ of it)."""
+    batches = 12
+    async with stack(settings_for(tmp_path, [DDP])) as s:
+        make = Maker(DDP, s.hpke, seed=5)
+        policy: Any = s.analyzer_app.state.runtime.tasks["ddp"].policy
+        released: list[np.ndarray] = []
+        ingest = policy.ingest_statistic
+
+        def record(stat: np.ndarray, n: int) -> None:
+            released.append(np.asarray(stat, dtype=np.int64).copy())
+            ingest(stat, n)
+
+        policy.ingest_statistic = record
+        truths = []
+        for b in range(batches):
+            rows, honest = make.honest(10)
+            truths.append(np.asarray(make.values(rows), dtype=np.int64).sum(axis=0))
+            await upload(s.shuffler, honest, "ddp")
+            await eventually(lambda b=b: acked(s.shuffler, b + 1, "ddp"))
+        assert len(released) == batches
+        residual = np.concatenate([got - want for got, want in zip(released, truths,
+                                                                    strict=True)])
+        r = make.randomizer
+        assert isinstance(r, SkellamRandomizer)
+        stated = 2 * r.aggregator_variance  # both aggregators' noise
+        assert r.aggregator_variance >= r.mu_target  # each observer's promise
+        se = np.sqrt(2 / residual.size)
+        assert abs(residual.var() / stated - 1) < 3 * se, (residual.var(), stated)
+        assert abs(residual.mean()) < 3 * np.sqrt(stated / residual.size)
