@@ -43,7 +43,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 
 from privbandit.services.common.datadir import StartupRefused
 from privbandit.services.device.errors import UnknownDecision
-from privbandit.shared.crypto.key_files import KeyFile, KeyFileError
+from privbandit.shared.crypto.key_files import KeyFile, KeyFileError, exactly
 
 KEY_FILE = "decision.key"
 KEY_BYTES = 32
@@ -78,11 +78,8 @@ def short(decision_id: str) -> str:
     return decision_id if len(decision_id) <= 16 else decision_id[:16] + "…"
 
 
-def parse_decision_key(data: bytes) -> bytes:
-    """A decision key file's key: exactly ``KEY_BYTES`` bytes (``ValueError`` otherwise)."""
-    if len(data) != KEY_BYTES:
-        raise ValueError(f"it holds {len(data)} bytes, not {KEY_BYTES}")
-    return data
+# A decision key file's key: exactly ``KEY_BYTES`` bytes (``ValueError`` otherwise).
+parse_decision_key = exactly(KEY_BYTES)
 
 
 def load_decision_key(path: Path) -> bytes:

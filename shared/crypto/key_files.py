@@ -1,13 +1,13 @@
 """Private key files that prove they are the key that was made (issue 40 item 6).
 
 ``KeyFile`` is the one protocol every secret a service keeps in its data directory goes through
-(the analyzer's HPKE and Paillier keys, the device's decision key, the launcher's shuffler
-token): created exactly once, durably, readable only by its owner (``shared.files.
-create_private_file``), and **fingerprinted**: when the key is made, the SHA-256 of the file's
-bytes is written beside it, atomically, to ``<name>.sha256`` in ``sha256sum``'s format
-(``<64 hex digits>  <name>``, so ``sha256sum -c hpke_x25519.pem.sha256`` run in the directory
-checks a key by hand). Every later load compares the file with its fingerprint and refuses a
-changed one (``KeyFileError``, naming the file).
+(the analyzer's HPKE and Paillier keys, the device's decision key, the shuffler's noise key,
+the launcher's shuffler token): created exactly once, durably, readable only by its owner
+(``shared.files.create_private_file``), and **fingerprinted**: when the key is made, the
+SHA-256 of the file's bytes is written beside it, atomically, to ``<name>.sha256`` in
+``sha256sum``'s format (``<64 hex digits>  <name>``, so ``sha256sum -c hpke_x25519.pem.sha256``
+run in the directory checks a key by hand). Every later load compares the file with its
+fingerprint and refuses a changed one (``KeyFileError``, naming the file).
 
 The whole file is hashed rather than only the key's public part so that every change is seen,
 including those that still parse: a bit flipped in the base64 of a PEM is, more often than not,
@@ -99,6 +99,18 @@ def check_fingerprint(path: Path, data: bytes, kind: str) -> None:
         raise KeyFileError(path, f"not the key that was made: its SHA-256 is {actual[:16]}…, "
                                  f"{fingerprint_path(path)} recorded {recorded[:16]}… when it "
                                  f"was made")
+
+
+def exactly(n: int) -> Callable[[bytes], bytes]:
+    """The parse of a raw key file of ``n`` bytes (a symmetric key): its bytes, ``ValueError``
+    for any other length."""
+
+    def parse(data: bytes) -> bytes:
+        if len(data) != n:
+            raise ValueError(f"it holds {len(data)} bytes, not {n}")
+        return data
+
+    return parse
 
 
 class KeyFile:
