@@ -21,6 +21,22 @@ $(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[test,load,fast]'
 	touch $(STAMP)
 
+# The browser library (clients/web, issue 41): its npm dependencies exactly as the lockfile pins
+# them (`npm ci`, again only when the lockfile changes; no install scripts: esbuild runs from its
+# platform package without its postinstall check), its type check and bundle (`npm run
+# build`: tsc, esbuild), rebuilt when a source changes. `make test` runs its node tests first; the
+# interop tests under pytest drive the same bundle.
+WEB := clients/web
+WEB_STAMP := $(WEB)/node_modules/.installed
+WEB_BUNDLE := $(WEB)/dist/privbandit.js
+
+$(WEB_STAMP): $(WEB)/package.json $(WEB)/package-lock.json
+	cd $(WEB) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $(WEB_STAMP)
+
+$(WEB_BUNDLE): $(WEB_STAMP) $(WEB)/build.mjs $(WEB)/tsconfig.json $(shell find $(WEB)/src -name '*.ts')
+	cd $(WEB) && npm run --silent build
+
 demo: $(RUNTIME)
 	$(BIN)/privbandit demo --threat-model shuffle --users 10000 --json out/demo.json --plot out/demo.png
 
@@ -43,8 +59,9 @@ simulate: $(RUNTIME)
 # __pycache__ folders git ignores, as Python does by default.
 PRIVBANDIT_TEST_TIME_SCALE ?= 3
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
-test: $(STAMP)
+test: $(STAMP) $(WEB_BUNDLE)
 	$(BIN)/ruff check .
+	cd $(WEB) && node --test --test-reporter=dot test/*.test.mjs
 	# Type check of shared/, services/ and privbandit/ (scope and strictness: [tool.mypy]), run
 	# beside the tests rather than before them: mypy is one process (~10 s of CPU cold), which
 	# left the other core idle; its output follows the tests', and both must pass.

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 # The API's names, loaded on first use: the command line starts without importing the policies.
-API = ("Bandit", "Choice", "Environment", "Estimate", "config", "evaluate", "log_uniform",
-       "policy_ledger", "rdp_epsilon_for_central", "register_environment", "replay",
+API = ("Bandit", "Choice", "DecisionClosed", "Environment", "Estimate", "SimulationError",
+       "config", "evaluate", "log_uniform", "policy_ledger", "rdp_epsilon_for_central",
+       "register_environment", "replay",
        "shuffle_epsilon", "shuffle_max_eps0", "shuffle_min_batch", "simulate")
 
 

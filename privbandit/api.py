@@ -64,11 +64,11 @@ The accountants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from privbandit.bandit import Bandit, Choice, DecisionClosed
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.accounting.ledgers import rdp_epsilon_for_central
 from privbandit.shared.core.accounting.shuffle import (
@@ -79,13 +79,12 @@ from privbandit.shared.core.accounting.shuffle import (
 from privbandit.shared.core.environments import Environment, register_environment
 from privbandit.shared.core.logged import UniformConfig
 from privbandit.shared.core.ope import Estimate
-from privbandit.shared.core.policies import REGISTRY
-from privbandit.shared.core.policies.base import Policy
-from privbandit.shared.core.randomizers.base import off_intercept
+from privbandit.simulation import SimulationError, resolve_config
 
 __all__ = [
     "Bandit",
     "Choice",
+    "DecisionClosed",
     "Environment",
     "Estimate",
     "config",
@@ -98,120 +97,62 @@ __all__ = [
     "shuffle_epsilon",
     "shuffle_max_eps0",
     "shuffle_min_batch",
+    "SimulationError",
     "simulate",
 ]
 
 
-def config(algo: str, *, paper: bool = False, **params: Any) -> Any:
-    """The validated config of policy ``algo`` ("random": the uniform logging policy): the
-    policy's practical defaults (its ``PRACTICAL``, what ``simulate`` uses) unless ``paper``,
-    overridden by ``params`` (the config's fields, e.g. d, epsilon, batch_size)."""
-    if algo == "random":
-        return UniformConfig(**params)
-    if algo not in REGISTRY:
-        raise ValueError(f"unknown policy {algo!r}; known: {', '.join(REGISTRY)}, random")
-    cls = REGISTRY[algo].config
-    base = {} if paper else dict(getattr(cls, "PRACTICAL", {}))
-    if "batch_size" in params:
-        base.pop("batch_schedule", None)  # a fixed batch length replaces the default schedule
-    return cls(**{**base, **params})
+def config(algo: str, *, paper: bool = False, aggregation: str = "secure-sum",
+           T: int | None = None, **params: Any) -> Any:
+    """The validated config of policy ``algo`` ("random": the uniform logging policy), resolved
+    as ``privbandit simulate`` resolves it (``simulation.resolve_config``): the policy's
+    practical defaults (its ``PRACTICAL``) unless ``paper``, for ``aggregation`` (sblb's ε0 is
+    sized for what the shuffler releases), the horizon T where a parameter depends on it,
+    overridden by ``params`` (the config's fields, e.g. d, epsilon, batch_size); a field the
+    policy does not have is an error."""
+    cfg, ignored = resolve_config(algo, T=T, paper=paper, aggregation=aggregation,
+                                  params=params)
+    if ignored:
+        raise SimulationError(f"{algo} has no parameter(s) {', '.join(ignored)}")
+    return cfg
 
 
-@dataclass(frozen=True)
-class Choice:
-    """One decision: the arm, the probability the deciding model took it with, the model's
-    version, and the chosen arm's features (kept, as a device keeps them, for the feedback)."""
+def simulate(algo: str | Any, env: str | Environment, T: int, *, d: int | None = None,
+             K: int | None = None, runs: int = 1, seed: int = 0, paper: bool = False,
+             aggregation: str = "secure-sum", central_epsilon: float | None = None,
+             **params: Any) -> dict[str, Any]:
+    """``runs`` simulations of T users: the JSON of ``privbandit simulate`` with the same
+    arguments (the same function runs both, ``simulation.run``: final regret, its standard
+    error, the regret curve, …, and ``privacy``, the policy's ledger). ``algo``: a policy id,
+    or a config (``config(...)``: its every field as it is); ``params``: the config fields
+    (``epsilon``, ``batch_size``, …, the command line's flags without ``--``); ``env``: a
+    built-in or registered name, a ``package.module:Class`` path, or an ``Environment`` object
+    (one run on it; its own generator draws the users). The environment's options are keyword
+    arguments too: ``means``, ``reward_dist`` (``mab``), ``users``, ``contributions``,
+    ``user_offset`` (returning users), ``radius``, ``loss_bound``, ``loss_noise``,
+    ``drift_period`` (BCO). A parameter the policy does not use is an error; the command line's
+    other remarks are warnings."""
+    import warnings
 
-    action: int
-    propensity: float
-    model_version: int
-    features: np.ndarray
+    from privbandit import simulation
 
-
-class Bandit:
-    """One policy serving your users: ``decide`` (the device's choice from the current model),
-    ``feedback`` (the device's randomizer privatises (x_a, r) at once; the analyzer ingests the
-    reports at the policy's cadence — a window of reports per model, full batches for a shuffle
-    policy), ``ledger`` (what the policy's reports reveal).
-
-    ``seed`` spawns the policy's and the devices' generators (SeedSequence); None draws fresh
-    entropy. The features are checked: K rows of d finite numbers, each ‖x‖ ≤ L (and x[0] = c
-    where the policy's encoding relies on an intercept c)."""
-
-    def __init__(self, algo: str, *, seed: int | None = None, paper: bool = False,
-                 **params: Any) -> None:
-        from privbandit.shared.core.simulator import make_policy
-
-        self.config = config(algo, paper=paper, **params)
-        policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
-        self.policy: Policy[Any, Any] = make_policy(self.config,
-                                                    np.random.default_rng(policy_ss))
-        self.device_rng = np.random.default_rng(device_ss)
-        self._pending: list[np.ndarray] = []
-
-    def decide(self, features: np.ndarray) -> Choice:
-        """The arm for one user's (K, d) features, with its propensity (1 for the argmax
-        models: ties go to the lowest index)."""
-        X = np.asarray(features, dtype=float)
-        d, L = self.config.d, getattr(self.config, "L", 1.0)
-        if X.ndim != 2 or X.shape[1] != d or X.shape[0] < 1:
-            raise ValueError(f"features must have shape (K, {d})")
-        if not np.isfinite(X).all() or (np.linalg.norm(X, axis=1) > L * (1 + 1e-9)).any():
-            raise ValueError(f"features must be finite with every ||x|| <= L = {L}")
-        c = getattr(self.config, "encoding_intercept", None)
-        if c is not None and off_intercept(X[:, 0], c).any():
-            raise ValueError(f"every feature vector must have the intercept x[0] = {c!r}")
-        model = self.policy.model
-        a = model.decide(X[None])  # type: ignore[attr-defined]  # a ContextDeciding model
-        p = model.propensity(X[None], a)  # type: ignore[attr-defined]  # every such model has it
-        arm = int(a[0])
-        return Choice(arm, float(p[0]), int(model.version), X[arm].copy())
-
-    def feedback(self, choice: Choice, reward: float) -> None:
-        """The user's reward for ``choice``: randomised now (the device's step), ingested when
-        the policy's window (or batch) is full."""
-        r = float(reward)
-        if not np.isfinite(r):
-            raise ValueError("the reward must be a finite number")
-        row = self.policy.randomizer.randomize(choice.features[None], np.array([r]),
-                                               self.device_rng)[0]
-        self._pending.append(row)
-        while self._pending and len(self._pending) >= self.policy.window():
-            used = self.policy.ingest(np.array(self._pending))
-            self._pending = self._pending[used:]
-
-    @property
-    def model(self) -> Any:
-        """The published model the next ``decide`` uses."""
-        return self.policy.model
-
-    def ledger(self, T: int | None = None, aggregation: str = "secure-sum") -> PrivacyLedger:
-        """The policy's privacy ledger (spec §6 ``privacy``), for T users where it depends on T."""
-        return self.policy.ledger(T, aggregation=aggregation)
+    options = {k: params.pop(k) for k in list(params) if k in ENV_OPTIONS}
+    if not isinstance(algo, str):  # a config: its fields as given, no practical default over them
+        fields = algo.model_dump()
+        algo = fields.pop("algo")
+        aggregation = fields.pop("accountant", aggregation)
+        d = fields.get("d") if d is None else d
+        params, paper = {**fields, **params}, True
+    req = simulation.Request(
+        algo=algo, env=env, T=T, runs=runs, seed=seed, d=d, K=K, params=params, paper=paper,
+        aggregation=aggregation, central_epsilon=central_epsilon, strict=True,
+        note=lambda text: warnings.warn(text, stacklevel=3), **options)
+    return simulation.run(req).summary
 
 
-def simulate(algo: str | Any, env: str | Environment, T: int, *, d: int = 5, K: int = 20,
-             runs: int = 1, seed: int = 0, **params: Any) -> dict[str, Any]:
-    """``runs`` simulations of T users; the summary of ``privbandit simulate``'s JSON
-    (final regret, its standard error, the regret curve, …). ``algo``: a policy id (with
-    ``params``) or a config; ``env``: a built-in or registered name, a ``package.module:Class``
-    path, or an ``Environment`` object (one run on it; its own generator draws the users)."""
-    from privbandit.shared.core import simulator
-
-    cfg = config(algo, d=d, **params) if isinstance(algo, str) else algo
-    if isinstance(env, Environment):
-        if runs != 1:
-            raise ValueError("an environment object serves one run")
-        streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3)]
-        policy = simulator.make_policy(cfg, streams[2])
-        policy.bind_arms(env.fixed_arms)
-        results = [simulator.run_once(policy, env, T, streams[0], streams[1],
-                                      simulator.checkpoints_for(T))]
-        env_params = env.params()
-    else:
-        results, env_params = simulator.simulate(cfg, env, K, T, runs, seed)
-    return {"algo": cfg.algo, "T": T, "runs": runs, "seed": seed, "params": env_params,
-            **simulator.summarize(results)}
+# ``simulate``'s keyword arguments that describe the environment, not the policy.
+ENV_OPTIONS = ("means", "reward_dist", "users", "contributions", "user_offset", "radius",
+               "loss_bound", "loss_noise", "drift_period")
 
 
 def log_uniform(env: str, T: int, *, d: int = 5, K: int = 20, seed: int = 0
@@ -257,7 +198,10 @@ def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5
 
 def policy_ledger(algo: str, T: int | None = None, aggregation: str = "secure-sum", *,
                   paper: bool = False, **params: Any) -> PrivacyLedger:
-    """The privacy ledger of policy ``algo`` with ``params``, nothing run (spec §6)."""
+    """The privacy ledger of policy ``algo`` with ``params``, nothing run (spec §6): the config
+    resolved for T and ``aggregation`` as ``simulate`` resolves it, so the ledger is the one a
+    simulation of T users states."""
     from privbandit.shared.core.simulator import make_policy
 
-    return make_policy(config(algo, paper=paper, **params)).ledger(T, aggregation=aggregation)
+    cfg = config(algo, paper=paper, aggregation=aggregation, T=T, **params)
+    return make_policy(cfg).ledger(T, aggregation=aggregation)

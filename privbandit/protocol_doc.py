@@ -1,5 +1,5 @@
 """The generated parts of ``docs/protocol.md``: message schemas from the pydantic models, the
-error codes from the services' ``ServiceError`` classes, and the HPKE and secure-sum test
+error codes from the services' ``ServiceError`` classes, and the HPKE, secure-sum and prio3 test
 vectors.
 
 Between ``<!-- generated:NAME -->`` and ``<!-- end:NAME -->`` the document holds exactly what
@@ -184,6 +184,56 @@ def render_secure_sum_vectors() -> str:
     return "\n".join(f"- {k}: `{v}`" for k, v in items.items()) + "\n"
 
 
+def render_prio3_vectors() -> str:
+    """A prio3 report (§5.5) of an sblb task with d = 2, m = 2 (c = 5 counts in [0, 2]): the
+    secure-sum vector's counts sharded with a fixed nonce and Prio3 ``rand`` instead of random
+    ones, its helper share sealed with the HPKE vector's keys in the same deterministic mode."""
+    from privbandit.shared.crypto.hpke import hpke_info
+    from privbandit.shared.crypto.prio3.prio3 import chunk_length_for
+    from privbandit.shared.crypto.prio3_task import (
+        HELPER_PURPOSE,
+        TaskVdaf,
+        public_share_digest,
+    )
+    from privbandit.shared.protocol.messages import EncryptedReport, b64encode
+    from privbandit.shared.protocol.prio3 import Prio3Report
+
+    task, key_id, d, m = "demo-prio3", 9, 2, 2
+    vdaf = TaskVdaf(task, d * (d + 3) // 2, m)
+    v = vdaf.vdaf
+    counts = [2, 0, 1, 1, 2]
+    nonce = bytes(range(32, 48))
+    rand = bytes((7 * i + 1) % 256 for i in range(v.RAND_SIZE))
+    public, (leader, helper) = v.shard(vdaf.ctx, vdaf.measurement(counts), nonce, rand)
+    public_share = v.encode_public_share(public)
+    helper_share = v.encode_input_share(helper)
+    plaintext = nonce + public_share_digest(public_share) + helper_share
+    suite, skr, eks = _vector_keys()
+    info = hpke_info(task, key_id, HELPER_PURPOSE)
+    enc, sender = suite.create_sender_context(skr.public_key, info, eks=eks)
+    ct = sender.seal(plaintext, b"")
+    report = Prio3Report(nonce=b64encode(nonce), public_share=b64encode(public_share),
+                         leader_share=b64encode(v.encode_input_share(leader)),
+                         helper_share=EncryptedReport(key_id=key_id, enc=b64encode(enc),
+                                                      ct=b64encode(ct)))
+    items = {
+        "task": f"{task} (sblb, d = {d}, m = {m}; HPKE keys and key_id of the first vector)",
+        "Prio3": f"Prio3SumVec(length {vdaf.length}, max_measurement {vdaf.max_value}, "
+                 f"chunk_length {chunk_length_for(vdaf.length * m.bit_length())}), "
+                 "ctx = the task id",
+        "counts (measurement)": json.dumps(counts),
+        "nonce (hex)": nonce.hex(),
+        "rand (hex)": rand.hex(),
+        "public share (hex)": public_share.hex(),
+        "leader share (hex)": v.encode_input_share(leader).hex(),
+        "helper share (hex)": helper_share.hex(),
+        "helper plaintext (hex)": plaintext.hex(),
+        "helper info": info.decode("ascii"),
+        "Prio3Report (JSON)": report.model_dump_json(exclude_none=True),
+    }
+    return "\n".join(f"- {k}: `{v}`" for k, v in items.items()) + "\n"
+
+
 def _vector_keys() -> tuple[Any, Any, Any]:
     """pyhpke's suite, and the recipient and ephemeral key pairs of the test vectors (RFC 9180
     DeriveKeyPair from fixed ASCII seeds)."""
@@ -208,6 +258,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "errors": render_errors,
     "vectors": render_vectors,
     "secure_sum_vectors": render_secure_sum_vectors,
+    "prio3_vectors": render_prio3_vectors,
 }
 
 

@@ -26,3 +26,26 @@ def test_make_demo_installs_the_runtime_only_and_make_test_the_extras(tmp_path: 
         steps = planned(target, tmp_path)
         assert any("-e '.[test,load,fast]'" in line for line in steps), (target, steps)
     assert planned("simulate", tmp_path) == demo
+
+
+def test_make_test_installs_builds_and_tests_the_web_library_first(tmp_path: Path) -> None:
+    """``make test`` runs ``npm ci`` from the lockfile (stamped: once per lockfile change), the
+    bundle's build, then the node tests, before pytest (whose interop tests drive the bundle).
+    ``-B`` lists every step as if nothing were built yet."""
+    venv = tmp_path / "no-venv-yet"
+    done = subprocess.run(["make", "-n", "-B", "test", f"VENV={venv}"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+
+    def first(fragment: str) -> int:
+        return next(i for i, line in enumerate(lines) if fragment in line)
+
+    assert "cd clients/web && npm ci" in lines[first("npm ci")]
+    assert "touch clients/web/node_modules/.installed" in lines
+    assert first("npm ci") < first("npm run --silent build") < first("node --test") \
+        < first("pytest -q")
+    assert "test/*.test.mjs" in lines[first("node --test")]
+    stamp = subprocess.run(["make", "-n", "-p", "test", f"VENV={venv}"], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    assert "clients/web/node_modules/.installed: clients/web/package.json " \
+           "clients/web/package-lock.json" in stamp

@@ -114,8 +114,9 @@ def test_repeated_demo_on_running_services_reconciles(cluster: Cluster) -> None:
 def test_ddp_demo_reconciles_exactly(cluster: Cluster) -> None:
     """The demo's users on ``small-ddp`` of the e2e deployment (the package's shared ``cluster``:
     no other test drives that task): ddp-linucb over real HTTP between real processes. Devices
-    add exact Skellam shares to their rounded statistics and encrypt the signed values, the
-    shuffler multiplies l = 20 of them, the analyzer decrypts only each batch sum: the counts
+    send their rounded statistics as Prio3 shares, the shuffler and the analyzer verify them,
+    each adds its Skellam noise to its aggregate share of l = 20, and the analyzer learns only
+    each noisy batch sum: the counts
     reconcile exactly as for sblb's secure sum, and the ledger is the distributed-DP one
     (central (1, 1e-6), no local ε). (``privbandit demo --task`` on fresh services, with its
     ``aggregation_overridden``: ``test_demo_ddp_runs_its_schedule_end_to_end`` in
@@ -139,7 +140,13 @@ def test_ddp_demo_reconciles_exactly(cluster: Cluster) -> None:
     assert privacy["aggregation"] == "secure-sum" and privacy["threat_model"] == "shuffle"
     assert privacy["ldp_epsilon"] is None
     assert privacy["central_delta"] == 1e-6 and 0.99 < privacy["central_epsilon"] <= 1.0
-    assert privacy["honest_shares"] == L and "Skellam" in privacy["accounting"]
+    # Issue 40's design: the aggregators add the noise, no share on the devices; each observer
+    # covered by the noise it did not add, the public by both.
+    assert privacy["honest_shares"] is None and "Skellam" in privacy["accounting"]
+    assert privacy["noise"] == "aggregators"
+    observers = privacy["observers"]
+    assert observers["analyzer"]["central_epsilon"] == privacy["central_epsilon"]
+    assert observers["public"]["central_epsilon"] < privacy["central_epsilon"]
     assert 0 <= out["final_regret"] <= users and out["users_per_second"] > 0
     totals = analyzer_totals(cluster.data_dir, DDP_TASK)
     assert totals["per_batch"] == [L] * 12 and totals["counted"] == 240

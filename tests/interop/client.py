@@ -11,6 +11,7 @@ import hashlib
 import math
 import secrets
 import struct
+from typing import Any
 
 import gmpy2
 import numpy as np
@@ -548,17 +549,63 @@ def prio3_params(c: int, max_measurement: int) -> tuple[int, int, int]:
     return c, max_measurement, chunk
 
 
+def honest_ranges(d: int, scale: float, L: float, encoding: str = "upper",
+                  u_weight: float = 1.0, intercept: float | None = None
+                  ) -> tuple[list[int], list[int]]:
+    """§5.5: (lo_i, hi_i) of ddp-linucb's values under ``noise = "aggregators"``, in §3.5's
+    order (upper triangle row by row, then the reward part)."""
+    b = 1.0 if encoding == "upper" else math.sqrt(2)
+    h = 0.5 if encoding == "centered" else 1.0
+    w = 1.0 if encoding == "upper" else u_weight
+    c = intercept if encoding == "centered" else None
+    rho = math.sqrt(L * L - c * c) if c is not None else L
+    lows: list[float] = []
+    highs: list[float] = []
+    for i in range(d):
+        for j in range(i, d):
+            if i == j:
+                lo, hi = (c * c, c * c) if (c is not None and i == 0) else (0.0, rho * rho)
+            elif c is not None and i == 0:
+                lo, hi = -b * c * rho, b * c * rho
+            else:
+                lo, hi = -b * rho * rho / 2, b * rho * rho / 2
+            lows.append(lo)
+            highs.append(hi)
+    for i in range(d):
+        norm = (c if i == 0 else rho) if c is not None else L
+        lows.append(-w * h * norm)
+        highs.append(w * h * norm)
+    return ([math.floor(scale * v) for v in lows], [math.ceil(scale * v) for v in highs])
+
+
+def prio3_ranges_report(task: str, hpke_config: dict, maxima: list[int],
+                        measurement: list[int] | None = None,
+                        encoded: list[int] | None = None) -> dict[str, object]:
+    """§5.5's SumVecRanges report (ddp-linucb, noise by the aggregators): ``measurement``
+    entries z_i − lo_i in [0, M_i], or an arbitrary ``encoded`` vector (a forgery)."""
+    from privbandit.shared.crypto.prio3.prio3 import prio3_sum_vec_ranges
+
+    bits = max(m.bit_length() for m in maxima)
+    vdaf = prio3_sum_vec_ranges(maxima, max(1, round((len(maxima) * bits) ** 0.5)))
+    return _prio3_report(task, hpke_config, vdaf, measurement, encoded)
+
+
 def prio3_report(task: str, hpke_config: dict, c: int, max_measurement: int,
                  measurement: list[int] | None = None, encoded: list[int] | None = None
                  ) -> dict[str, object]:
     """One ``Prio3Report`` of a ``measurement`` (entries in [0, M]: the counts, or ddp's v + O),
     or of an arbitrary ``encoded`` field vector (a forgery: what a script could send)."""
-    import hashlib
-    import secrets
-
     from privbandit.shared.crypto.prio3.prio3 import prio3_sum_vec
 
     vdaf = prio3_sum_vec(*prio3_params(c, max_measurement))
+    return _prio3_report(task, hpke_config, vdaf, measurement, encoded)
+
+
+def _prio3_report(task: str, hpke_config: dict, vdaf: Any, measurement: list[int] | None,
+                  encoded: list[int] | None) -> dict[str, object]:
+    import hashlib
+    import secrets
+
     ctx, nonce = task.encode("ascii"), secrets.token_bytes(16)
     meas = vdaf.flp.encode(measurement) if encoded is None else vdaf.field.vec(encoded)
     public, (leader, helper) = vdaf.shard_encoded(ctx, meas, nonce, secrets.token_bytes(128))

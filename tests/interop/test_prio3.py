@@ -22,9 +22,10 @@ from tests.services.prio3.support import (
 
 L = 10
 SBLB = prio3_task("sum", l=L, eps0=4.0, m=1)
-# The device-share design's ±O range (§5.3); the default design's per-entry ranges are checked
-# through the project's own client (tests/services/prio3/test_poisoning.py).
+# The device-share design's ±O range (§5.3), and the default design's per-entry ranges (§5.5).
 DDP = ddp_prio3_task("ddp", l=L, honest_fraction=0.8, noise="devices")
+# ε = 100: the aggregators' noise (sd ≈ 48 per coordinate) far below a misread offset (n·|lo|).
+DDA = ddp_prio3_task("dda", l=L, epsilon=100.0)
 
 
 async def post(s, task: str, reports: list[dict]) -> None:
@@ -34,7 +35,7 @@ async def post(s, task: str, reports: list[dict]) -> None:
 
 async def test_independent_prio3_reports_are_counted_and_a_forgery_refused(
         tmp_path: Path) -> None:
-    async with stack(settings_for(tmp_path, [SBLB, DDP])) as s:
+    async with stack(settings_for(tmp_path, [SBLB, DDP, DDA])) as s:
         hconf = (await s.analyzer.get("/v1/hpke-config")).json()
         info = (await s.analyzer.get("/v1/tasks/sum")).json()
         assert info["secure_sum"] == "prio3" and info["aggregation"] == "secure-sum"
@@ -73,3 +74,35 @@ async def test_independent_prio3_reports_are_counted_and_a_forgery_refused(
         policy.ingest_statistic(np.asarray(values).sum(axis=0), L)
         assert_same_state(s.analyzer_app.state.runtime.tasks["ddp"].policy.get_state(),
                           policy.get_state())
+
+        # ddp-linucb, noise by the aggregators: the client's ranges from §5.5 are the project's,
+        # its rounded statistics (§3.5 without a share) are counted, one beyond its range is
+        # refused alone, and the released sum is the true one plus noise of the stated size.
+        info = (await s.analyzer.get("/v1/tasks/dda")).json()
+        pol = info["policy"]
+        lo, hi = client.honest_ranges(d, pol["scale"], pol["L"], pol.get("encoding", "upper"),
+                                      pol.get("u_weight", 1.0), pol.get("intercept"))
+        rz = randomizer_for(DDA.policy)
+        assert (lo, hi) == (rz.range_lo.tolist(), rz.range_hi.tolist())
+        maxima = [max(1, h - low) for low, h in zip(lo, hi, strict=True)]
+        zs = [np.clip(client.ddp_values(xi, ri, pol["scale"], pol["L"], 0.0, rng), lo, hi)
+              .tolist() for xi, ri in zip(x[:L - 1], r[:L - 1], strict=True)]
+        good = [client.prio3_ranges_report("dda", hconf, maxima,
+                                           measurement=[v - low for v, low in zip(z, lo,
+                                                                                  strict=True)])
+                for z in zs]
+        beyond = [int(m) + 1 for m in maxima]  # each value whole in its entry's first element
+        per = max(m.bit_length() for m in maxima)
+        bad = client.prio3_ranges_report("dda", hconf, maxima,
+                                         encoded=[e for v in beyond for e in [v] + [0] * (per - 1)])
+        policy_ = s.analyzer_app.state.runtime.tasks["dda"].policy
+        released: list[np.ndarray] = []
+        ingest = policy_.ingest_statistic
+        policy_.ingest_statistic = lambda stat, n: (released.append(np.asarray(stat)),
+                                                    ingest(stat, n))
+        await post(s, "dda", [*good, bad])
+        await eventually(lambda: acked(s.shuffler, 1, "dda"))
+        p = await s.privacy("dda")
+        assert (p.reports_counted, p.reports_refused) == (L - 1, 1)
+        residual = released[0] - np.asarray(zs).sum(axis=0)
+        assert np.abs(residual).max() <= 6 * np.sqrt(2 * rz.aggregator_variance)

@@ -1,7 +1,8 @@
 """docs/protocol.md stays true: its generated parts (schemas, error codes, test vectors) are what
 the code generates now; its HPKE test vector opens with the analyzer's code and is reproduced
 byte for byte by pyhpke in deterministic test mode; its secure-sum vector opens and decrypts
-with the analyzer's code and is reproduced by the independent client (plain integers, pyhpke)."""
+with the analyzer's code and is reproduced by the independent client (plain integers, pyhpke);
+its prio3 vector verifies with the aggregators' code."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from privbandit.protocol_doc import DOC, blocks, regenerate
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
 from privbandit.shared.crypto.hpke import open_report
 from privbandit.shared.crypto.paillier import decode_ciphertexts, open_batch_sum
+from privbandit.shared.crypto.prio3_task import TaskVdaf, open_helper
 from privbandit.shared.crypto.slots import layout
 from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
 from privbandit.shared.protocol.messages import EncryptedReport, b64decode
+from privbandit.shared.protocol.prio3 import Prio3Report
 from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
 from tests.interop import client
 
@@ -30,7 +33,8 @@ def vectors() -> dict[str, str]:
 
 def test_generated_parts_are_current() -> None:
     text = DOC.read_text("utf-8")
-    assert set(blocks(text)) == {"errors", "schemas", "vectors", "secure_sum_vectors"}
+    assert set(blocks(text)) == {"errors", "schemas", "vectors", "secure_sum_vectors",
+                                 "prio3_vectors"}
     assert regenerate(text) == text, "run: python -m privbandit.protocol_doc --write"
 
 
@@ -119,3 +123,30 @@ def test_secure_sum_vector_opens_with_the_analyzers_code() -> None:
     rand = BinaryRandomizer(d=2, eps0=1.0, m=2)
     bits = rand.from_bytes(bytes.fromhex(v["0/1 row packed (hex)"]))
     assert rand.counts(bits[None]).tolist() == [json.loads(v["counts"])]
+
+
+def test_prio3_vector_verifies_with_the_aggregators_code() -> None:
+    """The prio3 vector's report: the analyzer opens its helper share (bound to the nonce and
+    public share), both aggregators' verification accepts it, and the output shares sum to the
+    counts (the browser library reproduces it: clients/web/test/protocol-vectors.test.mjs)."""
+    keys = vectors()
+    v = dict(re.findall(r"^- (.+?): `(.*)`$", blocks(DOC.read_text("utf-8"))["prio3_vectors"],
+                        re.M))
+    sk = X25519PrivateKey.from_private_bytes(
+        bytes.fromhex(keys["recipient private key (X25519, raw, hex)"]))
+    report = Prio3Report.model_validate_json(v["Prio3Report (JSON)"])
+    nonce, public_share = b64decode(report.nonce), b64decode(report.public_share)
+    assert (nonce.hex(), public_share.hex()) == (v["nonce (hex)"], v["public share (hex)"])
+    counts = json.loads(v["counts (measurement)"])
+    vd = TaskVdaf("demo-prio3", len(counts), 2)
+    helper = open_helper(sk, report.helper_share.key_id, vd.task, nonce, public_share,
+                         report.helper_share)
+    assert (helper.seed + (helper.blind or b"")).hex() == v["helper share (hex)"]
+    vdaf, verify_key = vd.vdaf, bytes(32)
+    leader = vdaf.decode_input_share(0, b64decode(report.leader_share))
+    public = vdaf.decode_public_share(public_share)
+    states, shares = zip(*(vdaf.verify_init(verify_key, vd.ctx, j, nonce, public, share)
+                           for j, share in enumerate((leader, helper))), strict=True)
+    message = vdaf.verifier_shares_to_message(vd.ctx, shares)
+    out = [vdaf.verify_next(s, message) for s in states]
+    assert vdaf.unshard(out, 1) == counts

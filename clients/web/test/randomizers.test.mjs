@@ -1,0 +1,133 @@
+// The local randomizers' guarantees, statistically (fixed sample sizes, 5 standard errors):
+// the 0/1 randomizer's per-bit likelihood ratio (its exact ε0) and its estimator's
+// unbiasedness; the Gaussian's calibration (δ(σ) ≤ δ, tight) and zero-mean noise of variance
+// σ²; ddp-linucb's unbiased rounding within the norm bound.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import * as pb from "../dist/privbandit.js";
+
+const within = (got, want, se, what) =>
+  assert.ok(Math.abs(got - want) <= 5 * se, `${what}: ${got} vs ${want} (se ${se})`);
+
+test("0/1 randomizer: a kept bit reads 1 − p/2, a flipped one p/2 (ratio e^{2ε0/(m d(d+3))})", () => {
+  // d = 1, L = 1, x = −1, r = 1: values (r x/2 + ½, x²/2 + ½) = (0, 1), so the bits are (0, 1)
+  const rz = new pb.BinaryRandomizer(1, 1.0, 1, 1.0);
+  assert.equal(rz.p, 1 - Math.tanh(2 / 4 / 2));
+  const n = 50000;
+  let zeroOut = 0, oneOut = 0;
+  for (let i = 0; i < n; i++) {
+    const { bits } = rz.randomize([-1], 1);
+    zeroOut += bits[0];
+    oneOut += bits[1];
+  }
+  const p = rz.p, se = Math.sqrt((p / 2) * (1 - p / 2) / n);
+  within(zeroOut / n, p / 2, se, "P(1 | 0)");
+  within(oneOut / n, 1 - p / 2, se, "P(1 | 1)");
+  // the exact ratio the accountant uses: (1 − p/2)/(p/2) = e^{2ε0/(m d(d+3))}
+  assert.ok(Math.abs((1 - p / 2) / (p / 2) / Math.exp(2 * 1.0 / 4) - 1) < 1e-12);
+});
+
+test("0/1 randomizer: the debiased counts are unbiased for the values", () => {
+  const d = 2, m = 3, L = 1.5;
+  const rz = new pb.BinaryRandomizer(d, 4.0, m, L);
+  const x = [0.9, -0.7], r = 0.35;
+  const values = pb.encodeValues(x, r, L);
+  assert.equal(values.length, rz.c);
+  const n = 20000;
+  const sum = new Array(rz.c).fill(0);
+  for (let i = 0; i < n; i++) {
+    const { bits, counts } = rz.randomize(x, r);
+    assert.equal(bits.length, rz.width);
+    counts.forEach((c, k) => { assert.ok(c >= 0 && c <= m); sum[k] += c; });
+  }
+  // (Z − n m p/2) / (m (1 − p)) estimates Σ v (binary.estimate); one count's sd ≤ √m/2
+  const p = rz.p;
+  values.forEach((v, k) => {
+    const est = (sum[k] - (n * m * p) / 2) / (m * (1 - p)) / n;
+    within(est, v, Math.sqrt(m) / 2 / (m * (1 - p)) / Math.sqrt(n), `value ${k}`);
+  });
+});
+
+test("0/1 randomizer refuses what the device refuses", () => {
+  const rz = new pb.BinaryRandomizer(2, 1.0, 1, 1.0);
+  assert.throws(() => rz.randomize([1, 1], 0.5), /L = 1/);
+  assert.throws(() => rz.randomize([0.1], 0.5), /2 entries/);
+  assert.throws(() => rz.randomize([0.1, 0], 1.5), /\[0, 1\]/);
+  assert.throws(() => rz.randomize([NaN, 0], 0.5), /finite/);
+});
+
+test("log Φ against reference values (Φ(−1), Φ(1), Φ(−10), Φ(−40))", () => {
+  const ref = [[-1, Math.log(0.15865525393145707)], [1, Math.log(0.8413447460685429)],
+    [-10, Math.log(7.619853024160527e-24)], [-40, -804.6084420137538], [0, Math.log(0.5)]];
+  for (const [x, want] of ref) assert.ok(Math.abs(pb.logNdtr(x) - want) <= 1e-13 * Math.abs(want) + 1e-16, `${x}`);
+});
+
+test("Gaussian: σ is (ε, δ)-calibrated and tight; sensitivities of the encodings", () => {
+  assert.equal(pb.encodingSensitivity(1, "plain"), Math.sqrt(4.5));
+  assert.ok(Math.abs(pb.encodingSensitivity(1, "frobenius", 1) ** 2 - 4.5) < 1e-12);
+  assert.ok(Math.abs(pb.encodingSensitivity(1, "centered", 1, Math.SQRT1_2) ** 2 - (2 + 0.5 + 1 / 32)) < 1e-12);
+  for (const [eps, delta, sens] of [[1, 1e-6, Math.sqrt(4.5)], [0.1, 1e-9, 2], [8, 1e-5, 1]]) {
+    const s = pb.gaussianSigma(eps, delta, sens);
+    const a = (sg) => sens / (2 * sg) - (eps * sg) / sens;
+    const b = (sg) => -sens / (2 * sg) - (eps * sg) / sens;
+    const logDelta = (sg) => {
+      const x = eps + pb.logNdtr(b(sg)) - pb.logNdtr(a(sg));
+      return pb.logNdtr(a(sg)) + Math.log(-Math.expm1(x));
+    };
+    assert.ok(logDelta(s) <= Math.log(delta));
+    assert.ok(logDelta(s * (1 - 1e-9)) > Math.log(delta), "σ is the smallest");
+  }
+});
+
+test("Gaussian: the row is the clean vector plus N(0, σ²) noise, under every encoding", () => {
+  const c = 0.6;
+  for (const enc of ["plain", "frobenius", "centered", "centered-upper"]) {
+    const centered = enc.startsWith("centered");
+    const rz = new pb.GaussianRandomizer({ d: 3, epsilon: 2, delta: 1e-5, L: 1, encoding: enc,
+      u_weight: enc === "plain" ? 1 : 1.5, intercept: centered ? c : undefined });
+    const x = centered ? [c, 0.3, -0.5] : [0.2, 0.3, -0.5];
+    const clean = rz.clean(x, 0.8);
+    assert.equal(clean.length, rz.width);
+    // weight √2 off the diagonal for frobenius and centered, w on the reward part
+    if (enc === "frobenius") assert.ok(Math.abs(clean[1] - Math.SQRT2 * 0.2 * 0.3) < 1e-15);
+    if (centered) assert.ok(Math.abs(clean[6] - 1.5 * (0.8 - 0.5) * c) < 1e-15);
+    const n = 8000;
+    let s = 0, s2 = 0;
+    for (let i = 0; i < n; i++) {
+      const row = rz.randomize(x, 0.8);
+      row.forEach((v, k) => { const e = (v - clean[k]) / rz.sigma; s += e; s2 += e * e; });
+    }
+    const N = n * rz.width;
+    within(s / N, 0, 1 / Math.sqrt(N), `${enc} mean`);
+    within(s2 / N, 1, Math.sqrt(2 / N), `${enc} variance`);
+    if (centered) assert.throws(() => rz.randomize([0.5, 0.3, 0], 0.5), /x\[0\]/);
+  }
+});
+
+test("ddp-linucb: rounding is unbiased, to an adjacent integer, within the norm bound", () => {
+  const rz = new pb.DdpRandomizer({ d: 3, scale: 50, L: 1, encoding: "frobenius", u_weight: 1.2 });
+  const x = [0.5, -0.4, 0.6], r = 0.7;
+  const y = rz.statistics(x, r).map((v) => 50 * v);
+  const n = 10000;
+  const sum = new Array(rz.n).fill(0);
+  for (let i = 0; i < n; i++) {
+    const z = rz.rounded(x, r);
+    z.forEach((v, k) => {
+      assert.ok(v === Math.floor(y[k]) || v === Math.ceil(y[k]));
+      sum[k] += v;
+    });
+    assert.ok(Math.hypot(...z) <= rz.normBound);
+  }
+  y.forEach((v, k) => within(sum[k] / n, v, 0.5 / Math.sqrt(n), `entry ${k}`));
+});
+
+test("ddp-linucb: valid inputs are not clipped; out-of-range r is clipped by statistics, refused by rounded", () => {
+  const rz = new pb.DdpRandomizer({ d: 2, scale: 10, L: 2, encoding: "upper" });
+  const x = [1.2, -1.6]; // ‖x‖ = 2 = L
+  const v = rz.statistics(x, 1);
+  const want = [1.44, -1.92, 2.56, 1.2, -1.6];
+  v.forEach((e, k) => assert.ok(Math.abs(e - want[k]) < 1e-12));
+  assert.throws(() => rz.rounded(x, 1.2), /\[0, 1\]/);
+  assert.throws(() => new pb.DdpRandomizer({ d: 2, encoding: "centered" }), /intercept/);
+});
