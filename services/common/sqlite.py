@@ -71,6 +71,11 @@ def quick_check(path: Path, seconds: float) -> str | None:
             log.warning("PRAGMA quick_check of %s did not finish within %g s: started after a "
                         "partial check", path, seconds)
             return None
+        if "locked" in str(exc) or "busy" in str(exc):
+            # Another process holds it (WAL readers are rarely blocked): not a damage.
+            log.warning("PRAGMA quick_check of %s could not read it (%s): started unchecked",
+                        path, exc)
+            return None
         return f"damaged (PRAGMA quick_check: {' '.join(str(exc).split())})"
     except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed", ...
         return f"damaged (PRAGMA quick_check: {' '.join(str(exc).split())})"

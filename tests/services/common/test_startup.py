@@ -457,6 +457,15 @@ def test_quick_check_is_bounded_in_time(tmp_path: Path, caplog: pytest.LogCaptur
     with caplog.at_level(logging.WARNING, logger="privbandit.services.common.sqlite"):
         assert quick_check(path, 0.0) is None
     assert f"PRAGMA quick_check of {path} did not finish within 0 s" in caplog.text
+    # A database another process holds locked is not damaged: started unchecked, logged.
+    holder = open_db(path)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    with caplog.at_level(logging.WARNING, logger="privbandit.services.common.sqlite"):
+        assert quick_check(path, 0.2) is None
+    assert "could not read it (database is locked)" in caplog.text
+    holder.execute("ROLLBACK")
+    holder.close()
     data = bytearray(path.read_bytes())
     page = int.from_bytes(data[16:18], "big")
     data[page:page + 16] = b"\xff" * 16  # the second page's b-tree header
