@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -30,6 +31,7 @@ from privbandit.shared.crypto.paillier import (
     check_key_bits,
     generate_keypair,
     key_from_json,
+    key_numbers,
     key_to_json,
     open_batch_sum,
     paillier_key_id,
@@ -139,25 +141,35 @@ class PaillierKeyStore:
         return open_batch_sum(self.private_key, ciphertexts, task_layout, n_reports, bound)
 
 
-def parse_paillier_key(
-    data: bytes, allow_small: bool, check_primes: bool = True
-) -> paillier.PaillierPrivateKey:
+def _paillier_json(data: bytes) -> dict[str, Any]:
+    """A Paillier key file's JSON object (``ValueError`` if it holds none)."""
+    obj = json.loads(data.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    return obj
+
+
+def parse_paillier_key(data: bytes, allow_small: bool) -> paillier.PaillierPrivateKey:
     """The Paillier private key a JSON key file holds (``ValueError`` if it holds none, or an
-    inconsistent one: ``key_from_json`` checks n = p q, so a digit changed in any of them is
-    seen, and with ``check_primes`` that p and q are prime; ``allow_small``: accept keys below
-    2048 bits)."""
+    inconsistent one: ``key_numbers`` checks n = p q, so a digit changed in any of them is seen,
+    and that p and q are prime; ``allow_small``: accept keys below 2048 bits)."""
     try:
-        data = json.loads(data.decode("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return key_from_json(data, allow_small, check_primes)
+        return key_from_json(_paillier_json(data), allow_small)
     except PaillierKeyError as exc:
         raise ValueError(str(exc)) from exc
 
 
-def load_paillier_key(path: Path) -> paillier.PaillierPrivateKey:
-    """The existing Paillier key file ``path``, checked (``KeyFileError`` naming it) as the
-    start-up check needs: parsed, n = p q, and its fingerprint. Its size and the primality of p
-    and q are ``PaillierKeyStore``'s to judge when it loads the key (the primality test is most
-    of a load's time, ~0.1 s at 2048 bits, and no damage to a sound key passes n = p q)."""
-    return KeyFile(path, "Paillier").load(lambda data: parse_paillier_key(data, True, False))
+def _paillier_numbers(data: bytes) -> tuple[int, int, int]:
+    try:
+        return key_numbers(_paillier_json(data), allow_small=True, check_primes=False)
+    except PaillierKeyError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def load_paillier_key(path: Path) -> tuple[int, int, int]:
+    """The numbers (n, p, q) of the existing Paillier key file ``path``, checked (``KeyFileError``
+    naming it) as the start-up check needs: parsed, n = p q, and its fingerprint. Its size and the
+    primality of p and q are ``PaillierKeyStore``'s to judge when it loads the key; so is building
+    the key (phe's ``PaillierPrivateKey`` precomputes its CRT constants: most of a load's time
+    besides the primality test, 30–90 ms at 2048 bits on a loaded machine)."""
+    return KeyFile(path, "Paillier").load(_paillier_numbers)
