@@ -14,9 +14,18 @@ API = ("Bandit", "Choice", "DecisionClosed", "Environment", "Estimate", "Simulat
        "shuffle_epsilon", "shuffle_max_eps0", "shuffle_min_batch", "simulate")
 
 
+# Logged data in and evaluation of any action distribution (privbandit.offpolicy, issue 42).
+OFFPOLICY = ("LogFormatError", "evaluate_distribution", "feature_dimension",
+             "frozen_distribution", "log_exploring", "read_log", "read_obd")
+
+
 def __getattr__(name: str) -> Any:
     if name in API:
         from privbandit import api
 
         return getattr(api, name)
+    if name in OFFPOLICY:
+        from privbandit import offpolicy
+
+        return getattr(offpolicy, name)
     raise AttributeError(f"module 'privbandit' has no attribute {name!r}")

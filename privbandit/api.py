@@ -66,8 +66,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from privbandit.bandit import Bandit, Choice, DecisionClosed
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.accounting.ledgers import rdp_epsilon_for_central
@@ -78,7 +76,7 @@ from privbandit.shared.core.accounting.shuffle import (
 )
 from privbandit.shared.core.environments import Environment, register_environment
 from privbandit.shared.core.logged import UniformConfig
-from privbandit.shared.core.ope import Estimate
+from privbandit.shared.core.ope import Estimate, Evaluation
 from privbandit.simulation import SimulationError, resolve_config
 
 __all__ = [
@@ -180,20 +178,18 @@ def replay(feedback: dict[str, Any], algo: str, *, repeats: int = 5, seed: int =
 
 
 def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5,
-             seed: int = 0, level: float = 0.95, **params: Any) -> dict[str, Estimate]:
+             seed: int = 0, level: float = 0.95, **params: Any) -> Evaluation:
     """IPS, SNIPS and DR of policy ``algo`` trained (with its device noise) on the first
-    ``train_fraction`` of the log and frozen, on the rest (``shared.core.ope``)."""
+    ``train_fraction`` of the log and frozen, on the rest (``shared.core.ope``): an
+    ``ope.Evaluation``, a mapping of estimator to ``Estimate`` with the overlap diagnostic
+    (``.overlap``), the refused estimators (``.refused``) and the estimand."""
     from privbandit.shared.core import ope
-    from privbandit.shared.core.simulator import make_policy
 
     n = int(feedback["n_rounds"])
-    cut = int(round(train_fraction * n))
-    policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
-    policy = ope.train_on_log(feedback, make_policy(config(algo, **params),
-                                                    np.random.default_rng(policy_ss)),
-                              slice(0, cut), np.random.default_rng(device_ss))
+    policy, cut = ope.train_prefix(feedback, config(algo, **params), train_fraction, seed)
     q = ope.RidgeRewardModel.fit(feedback, slice(0, cut))
-    return ope.evaluate_frozen(feedback, policy, slice(cut, n), q, level=level)
+    return ope.evaluate_frozen(feedback, policy, slice(cut, n), q, level=level,
+                               train=slice(0, cut))
 
 
 def policy_ledger(algo: str, T: int | None = None, aggregation: str = "secure-sum", *,

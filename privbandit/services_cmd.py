@@ -30,6 +30,15 @@ from privbandit.launcher import (
     LaunchError,
     healthy,
 )
+from privbandit.shared.settings import Settings
+from privbandit.web_page import (
+    PageError,
+    PageServer,
+    browser_tasks,
+    build_page,
+    page_config,
+    with_origin,
+)
 
 
 def _command(
@@ -70,6 +79,11 @@ def add_up_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --init: also replace a lost device database that held per-person "
                         "contribution counts (each person can then contribute k more reports "
                         "in the current period)")
+    p.add_argument("--web", action="store_true",
+                   help="also serve the browser client's demo page (clients/web, built with "
+                        "Node.js) and let it call the services (CORS for its origin)")
+    p.add_argument("--web-port", type=int, default=8700, metavar="PORT",
+                   help="the demo page's port on 127.0.0.1 (default 8700)")
 
 
 def add_demo_parser(sub: argparse._SubParsersAction) -> None:
@@ -126,6 +140,16 @@ def run_demo(args: argparse.Namespace) -> int:
     return main_demo(**{name: getattr(args, name) for name in parameters})
 
 
+def _page_server(settings: Settings, port: int) -> PageServer:
+    """The demo page, built and bound (not yet serving), offering the browser's tasks."""
+    tasks = browser_tasks(settings.tasks)
+    if not tasks:
+        raise PageError("no task the browser client serves (sblb, sblb-fixed, ddp-linucb or "
+                        "ldp-linucb over reports or Prio3) in the configuration")
+    config = page_config(settings.analyzer.url, settings.shuffler.all_urls[0], tasks)
+    return PageServer(build_page(), config, port=port)
+
+
 def run_up(args: argparse.Namespace) -> int:
     """Start the three services at the configured loopback addresses; stop them on Ctrl-C."""
     cfg = config_path(args.config)
@@ -141,9 +165,18 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"error: {', '.join(busy)} already answer(s) at the configured address; "
               "stop them first (or change the ports in the config)", file=sys.stderr)
         return 1
+    page = None
+    extra_env: dict[str, str] = {}
+    if args.web:
+        try:
+            page = _page_server(settings, args.web_port)
+        except (PageError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        extra_env["PRIVBANDIT_BROWSER_ORIGINS"] = with_origin(settings, page.origin)
     try:
         cluster = Cluster(data_dir.resolve(), ports, config=cfg.resolve(), store=args.store,
-                          shufflers=args.shufflers)
+                          shufflers=args.shufflers, extra_env=extra_env)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -161,6 +194,9 @@ def run_up(args: argparse.Namespace) -> int:
         print("\nprivbandit is up:", flush=True)
         for name, svc in cluster.services.items():
             print(f"  {name:10s} {svc.url}  (pid {svc.pid})")
+        if page is not None:
+            page.start()
+            print(f"  web page   {page.origin}/  (the device role in your browser)")
         tasks = ", ".join(f"{t.id} ({t.threat_model})" for t in settings.tasks)
         print(f"  tasks     {tasks}")
         if settings.shuffler_token is None:
@@ -181,6 +217,8 @@ def run_up(args: argparse.Namespace) -> int:
         pass
     finally:
         print("\nstopping ...", flush=True)
+        if page is not None:
+            page.stop()
         cluster.stop()
         print("stopped.", flush=True)
     return 0

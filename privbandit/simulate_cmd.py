@@ -160,6 +160,11 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "model's propensity, position, expected_reward) as Open Bandit "
                         "Pipeline's bandit_feedback, an .npz (contextual environments, --runs 1; "
                         "docs/api.md)")
+    p.add_argument("--explore", metavar="KIND:VALUE",
+                   help="decide with exploration, each choice with its exact propensity (an "
+                        "exploring logging policy for --log): epsilon-greedy:EPS (1-EPS the "
+                        "policy's arm, EPS uniform) or softmax:TAU (exp(index/TAU)); a "
+                        "service task's setting: exploration = \"KIND:VALUE\"")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
 
@@ -217,7 +222,7 @@ def request_of(args: argparse.Namespace) -> Request:
         reward_dist=args.reward_dist, users=args.users, contributions=args.contributions,
         user_offset=args.user_offset, radius=args.radius, loss_bound=args.loss_bound,
         loss_noise=args.loss_noise, drift_period=args.drift_period,
-        log=args.log is not None, note=_note)
+        log=args.log is not None, explore=args.explore, note=_note)
 
 
 def _means(text: str) -> list[float]:

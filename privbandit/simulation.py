@@ -186,6 +186,9 @@ class Request:
     drift_period: int = 0
     # keep every decision as a bandit_feedback (contextual environments, one run)
     log: bool = False
+    # decide with exploration: "epsilon-greedy:EPS" or "softmax:TAU" (``core.exploration``;
+    # contextual policies, not lplr or returning users)
+    explore: str | None = None
     # unused parameters are an error (the library) or a note (the command line)
     strict: bool = False
     note: Callable[[str], None] = field(default=lambda text: None)
@@ -236,6 +239,10 @@ def run(req: Request, progress: Progress = no_progress) -> Outcome:
                     or req.users is not None):
         raise SimulationError("--log records the contextual simulator's decisions (not mab, "
                               "BCO or lplr, nor returning users) of one run (--runs 1)")
+    if req.explore is not None and (family in (ARMS, BCO_FAMILY) or req.algo in ("lplr", RANDOM)
+                                    or req.users is not None):
+        raise SimulationError("--explore wraps a contextual policy of the simulator (not mab, "
+                              "BCO, lplr or random, nor returning users)")
     if (family is BCO_FAMILY) != (name in BCO_ENVIRONMENTS):
         raise SimulationError(f"use the BCO policies ({', '.join(BCO_ALGOS)}) with the BCO "
                               f"environments ({', '.join(BCO_ENVIRONMENTS)}) and only there")
@@ -315,6 +322,8 @@ def _run_contextual(req: Request, progress: Progress) -> Outcome:
                                                     req.seed, on_progress=advance)
             else:
                 kw: dict[str, Any] = {"logs": logs} if req.log else {}
+                if req.explore is not None:
+                    kw["exploration"] = _exploration(req)
                 results, env_params = simulator.simulate(config, req.env_name, K, req.T,
                                                          req.runs, req.seed, on_progress=advance,
                                                          **kw)
@@ -330,6 +339,17 @@ def _run_contextual(req: Request, progress: Progress) -> Outcome:
     return Outcome(_summary(req, params, results, wall, ledger.model_dump()), feedback)
 
 
+def _exploration(req: Request) -> Any:
+    """The request's ``Exploration`` (``SimulationError`` for a malformed one)."""
+    from privbandit.shared.core.exploration import Exploration
+
+    assert req.explore is not None
+    try:
+        return Exploration.parse(req.explore)
+    except ValueError as exc:
+        raise SimulationError(f"--explore: {exc}") from exc
+
+
 def _run_object(config: Any, env: Environment, req: Request, advance: Callable[[int], None],
                 logs: list[Any]) -> tuple[list[RunResult], dict[str, Any]]:
     """One run on an ``Environment`` object, its own generator drawing the users; the
@@ -340,8 +360,12 @@ def _run_object(config: Any, env: Environment, req: Request, advance: Callable[[
 
     reward_rng, device_rng, policy_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(req.seed).spawn(3))
-    policy = simulator.make_policy(config, policy_rng)
+    policy: Any = simulator.make_policy(config, policy_rng)
     policy.bind_arms(env.fixed_arms)
+    if req.explore is not None:  # as simulator.simulate wraps it: draws from a child stream
+        from privbandit.shared.core.exploration import ExploringPolicy
+
+        policy = ExploringPolicy(policy, _exploration(req), policy_rng.spawn(1)[0])
     log = None
     if req.log:
         log = simulator.log_for(env)

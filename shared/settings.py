@@ -10,11 +10,12 @@ file serves ``privbandit up`` and docker compose.
 from __future__ import annotations
 
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,12 +23,20 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from privbandit.shared.core.exploration import Exploration
 from privbandit.shared.core.policies.bco_config import BCOConfig
-from privbandit.shared.core.policies.config import AnyPolicyConfig
-from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, PHASE, Family
+from privbandit.shared.core.policies.config import AnyPolicyConfig, PolicyConfig
+from privbandit.shared.core.policies.families import (
+    ARMS,
+    BCO_FAMILY,
+    GLB,
+    LINEAR,
+    PHASE,
+    Family,
+)
 from privbandit.shared.core.policies.registry import PolicyEntry, entry
 from privbandit.shared.core.policies.schedule import BatchSchedule
-from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
+from privbandit.shared.protocol.messages import MAX_DIM, MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
 # Policies whose batch schedules the services run end to end (issue 22): the shuffler forms
@@ -75,11 +84,25 @@ class TaskConfig(BaseModel):
     # Returning users (issue 24): absent, a person's reports are not bounded and the ledger
     # states no guarantee per person.
     contributions: ContributionBound | None = None
+    # An exploring logging policy on the device (issue 42): "epsilon-greedy:EPS" or
+    # "softmax:TAU" (``core.exploration``); the device draws the arm from π_0 and answers its
+    # exact propensity. Absent: the model's argmax. Linear and GLB tasks only.
+    exploration: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskConfig:
         # The registry says which threat models and transports the policy serves (spec §3, §5).
         self.entry.check_task(self.threat_model, self.aggregation)
+        if self.exploration is not None:
+            if self.family not in (LINEAR, GLB):
+                raise ValueError(f"task {self.id}: exploration is for the linear and GLB "
+                                 f"policies (not {self.policy.algo})")
+            Exploration.parse(self.exploration)  # ValueError names the accepted forms
+        if isinstance(self.policy, PolicyConfig) and self.policy.d > MAX_DIM:
+            # The simulator and the library take larger d (``MAX_FEATURE_DIM``); the wire's
+            # models and decisions carry at most MAX_DIM coordinates.
+            raise ValueError(f"task {self.id}: the services serve d <= {MAX_DIM} "
+                             f"(policy.d = {self.policy.d})")
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
         schedule = getattr(self.policy, "batch_schedule", None)
@@ -235,6 +258,20 @@ class ShufflerService(StoredService):
     def all_urls(self) -> list[str]:
         return list(self.urls) or [self.url]
 
+
+def _origin(value: str) -> str:
+    """A browser origin as a browser sends it in ``Origin``: ``http(s)://host[:port]``, lower
+    case, no path, no trailing slash; never ``*`` nor ``null`` (any page, resp. sandboxed or
+    local pages, would be let in)."""
+    if not ORIGIN.fullmatch(value):
+        raise ValueError(
+            f"browser origin {value!r} must be scheme://host[:port] (http or https, lower case, "
+            "no path, no wildcard)")
+    return value
+
+
+ORIGIN = re.compile(r"https?://[a-z0-9.-]+(?::[0-9]{1,5})?|https?://\[[0-9a-f:.]+\](?::[0-9]{1,5})?")
+BrowserOrigin = Annotated[str, AfterValidator(_origin)]
 
 # A duration in seconds.
 Seconds = Annotated[float, Field(gt=0)]
@@ -400,6 +437,10 @@ class Settings(BaseSettings):
     connections: Connections = Connections()
     log_level: str = "info"
     tasks: list[TaskConfig] = Field(default_factory=list)
+    # Origins (``scheme://host[:port]``) whose pages may call the analyzer's and the shuffler's
+    # browser routes (``services.common.cors``, docs/web-client.md); none by default. Env:
+    # ``PRIVBANDIT_BROWSER_ORIGINS='["https://shop.example"]'``.
+    browser_origins: list[BrowserOrigin] = Field(default_factory=list)
 
     @classmethod
     def settings_customise_sources(

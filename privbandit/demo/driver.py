@@ -183,6 +183,11 @@ class Driver:
         self._buffer_start = 0
         self._every = max(1, self.users // CURVE_POINTS)
 
+    def user(self, i: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """User i's contexts, true means and reward draw, for a client that drives the users
+        itself (the browser client's end-to-end test); in user order, as ``run`` draws them."""
+        return self._user(i)
+
     def _user(self, i: int) -> tuple[np.ndarray, np.ndarray, float]:
         """User i's contexts, true means and reward draw (drawn in user order, so a run's users
         do not depend on the concurrency)."""

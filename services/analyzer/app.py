@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from privbandit.services.analyzer.routes import router
+from privbandit.services.analyzer.routes import BROWSER_ROUTES, router
 from privbandit.services.analyzer.runtime import AnalyzerRuntime, claim_tasks, open_store, state_dir
 from privbandit.services.analyzer.transports import transport_for
 from privbandit.services.common.app import build_app
@@ -81,6 +81,7 @@ def create_app(
         # A model stream lasts as long as its device is connected: bounded by
         # ``limits.model_streams``, not by the requests in flight.
         unbounded_suffixes=("/model/stream",),
+        browser_routes=BROWSER_ROUTES,
     )
     return app
 

@@ -40,6 +40,16 @@ TaskDep = Annotated[TaskRuntime, Depends(task_dependency("analyzer"))]
 
 ERRORS = error_responses(401, 404, 409, 413, 422)
 
+# What a browser client reads (issue 41; docs/web-client.md): the public configuration, the
+# model (poll and stream) and the ledger. Opened to ``browser_origins`` by CORS, nothing else.
+BROWSER_ROUTES: dict[str, tuple[str, ...]] = {
+    "/v1/hpke-config": ("GET",),
+    "/v1/tasks/{task}": ("GET",),
+    "/v1/tasks/{task}/model": ("GET",),
+    "/v1/tasks/{task}/model/stream": ("GET",),
+    "/v1/tasks/{task}/privacy": ("GET",),
+}
+
 
 @router.get("/healthz", responses=error_responses(503))
 async def healthz(runtime: RuntimeDep) -> Response:

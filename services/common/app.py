@@ -21,6 +21,7 @@ from fastapi import APIRouter, FastAPI
 from starlette.types import Scope
 
 from privbandit.services.common.admission import ALWAYS_ADMITTED, AdmissionMiddleware
+from privbandit.services.common.cors import BrowserCORS
 from privbandit.services.common.datadir import StartupRefused, StateDir
 from privbandit.services.common.http_metrics import HttpMetrics
 from privbandit.services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
@@ -45,6 +46,7 @@ def build_app(
     forget_persons: bool = False,
     uses_shuffler_token: bool = False,
     unbounded_suffixes: tuple[str, ...] = (),
+    browser_routes: dict[str, tuple[str, ...]] | None = None,
 ) -> FastAPI:
     """A service app: ``runtime()`` is entered for the app's lifespan and what it yields becomes
     ``app.state.runtime``; request bodies above ``max_body`` bytes (a number, or a function
@@ -58,7 +60,11 @@ def build_app(
 
     Requests in flight are bounded by ``settings.limits.<service>_requests``
     (``services.common.admission``); ``/healthz``, ``/metrics`` and paths ending with one of
-    ``unbounded_suffixes`` (long-lived streams with a bound of their own) are not counted."""
+    ``unbounded_suffixes`` (long-lived streams with a bound of their own) are not counted.
+
+    ``browser_routes``: the path templates (with their methods) a browser client calls, opened
+    to ``settings.browser_origins`` by CORS (``services.common.cors``); nothing when no origin
+    is listed."""
     if uses_shuffler_token:
         problem = shuffler_token_problem(settings.shuffler_token)
         if problem is not None:
@@ -111,6 +117,10 @@ def build_app(
             AdmissionMiddleware, limit=limit, retry_after=settings.limits.retry_after,
             exempt=ALWAYS_ADMITTED, exempt_suffixes=unbounded_suffixes, on_shed=_count_shed,
         )
+    if browser_routes and settings.browser_origins:
+        # Outside admission: a preflight is answered without taking a request slot, and a
+        # shed request's 503 still carries the origin, so a page can read it and back off.
+        app.add_middleware(BrowserCORS, origins=settings.browser_origins, routes=browser_routes)
     app.state.settings = settings
     install_error_handlers(app, on_error=on_error)
     # The router's routes become the app's own: ``include_router`` would keep the router as a

@@ -29,9 +29,10 @@ from privbandit.services.device.errors import (
     WrongArms,
     WrongDimension,
 )
-from privbandit.services.device.families import handler
+from privbandit.services.device.families import Linear, handler
 from privbandit.services.device.runtime import DeviceRuntime
 from privbandit.services.device.store import PersonSlot
+from privbandit.shared.core.exploration import Exploration
 from privbandit.shared.core.policies.config import PolicyConfig
 from privbandit.shared.core.randomizers.base import off_intercept
 from privbandit.shared.protocol.messages import DecideResponse, FeedbackResponse
@@ -103,7 +104,11 @@ async def decide(
     elif features is not None:
         raise UnexpectedFeatures(f"task {cfg.id} {family.no_features} ({cfg.policy.algo}): "
                                  "decide takes no features")
-    decision = family.decide(model, X, rt.rng)
+    if cfg.exploration is not None and isinstance(family, Linear):
+        assert X is not None  # the linear and GLB families take features
+        decision = family.explore(model, X, rt.rng, Exploration.parse(cfg.exploration))
+    else:
+        decision = family.decide(model, X, rt.rng)
     state, action, points = decision.state, decision.action, decision.points
     # Durable without a write: the state is sealed in the id under the device's persisted key.
     decision_id = rt.decision_ids.issue(task, state)

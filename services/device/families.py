@@ -13,6 +13,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from privbandit.services.device import arms, bco, glb
+from privbandit.shared.core.exploration import Exploration, ExploringModel
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.settings import TaskConfig
 
@@ -57,6 +58,15 @@ class Linear:
         action = model.decide_one(X)
         # argmax with ties to the lowest index: a rule, not a coin (Model.propensity)
         return Decision(self.state(model, X[action]), action, propensity=1.0)
+
+    def explore(self, model: Any, X: np.ndarray, rng: np.random.Generator,
+                exploration: Exploration) -> Decision:
+        """The decision of an exploring logging policy (``core.exploration``): the arm drawn
+        from π_0(· | X), answered with its exact probability."""
+        explorer = ExploringModel(model, exploration, rng)
+        action = int(explorer.decide(X[None])[0])
+        p = float(explorer.propensity(X[None], np.array([action]))[0])
+        return Decision(self.state(model, X[action]), action, propensity=p)
 
     def state(self, model: Any, x: np.ndarray) -> np.ndarray:
         """The chosen arm's features."""

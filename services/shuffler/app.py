@@ -13,7 +13,7 @@ import httpx
 from fastapi import FastAPI
 
 from privbandit.services.common.app import build_app
-from privbandit.services.shuffler.routes import router
+from privbandit.services.shuffler.routes import BROWSER_ROUTES, router
 from privbandit.services.shuffler.runtime import open_runtime, state_dir
 from privbandit.services.shuffler.tasks import task_specs
 from privbandit.services.shuffler.transports import NO_TASK_CT_BYTES
@@ -62,5 +62,6 @@ def create_app(
         state=state_dir(settings),
         init=init,
         uses_shuffler_token=True,
+        browser_routes=BROWSER_ROUTES,
     )
     return app

@@ -25,6 +25,13 @@ RuntimeDep = Annotated[ShufflerRuntime, Depends(get_runtime)]
 
 ERRORS = error_responses(404, 409, 413, 422, 429, 503)
 
+# The uploads a browser client makes (issue 41: HPKE reports and Prio3 reports; no Paillier
+# in the browser). Opened to ``browser_origins`` by CORS, nothing else.
+BROWSER_ROUTES: dict[str, tuple[str, ...]] = {
+    "/v1/tasks/{task}/reports": ("POST",),
+    "/v1/tasks/{task}/prio3-reports": ("POST",),
+}
+
 
 @router.get("/healthz", responses=error_responses(503))
 async def healthz(runtime: RuntimeDep) -> Response:

@@ -20,7 +20,25 @@ project's policies decide from are rebuilt from ``context`` (``arm_features``):
     disjoint   context = c_t ∈ R^p and x_{t,a} = e_a ⊗ c_t (``digits``, ``letter``: the classes-as-
                arms conversion), action_context = I_K, d = K·p;
     fixed      every round has the same arms: action_context = the (K, d) arm set,
-               context = a column of zeros (``fixed-linear``).
+               context = a column of zeros (``fixed-linear``);
+    shared     one model over user × item features (logs read from files, ``logfiles``):
+               x_{t,a} = s · [vec(c_t ⊗ z_a), g_{t,a}], d = p·q + m, with c_t ∈ R^p the round's
+               ``context``, z_a ∈ R^q the action's ``action_context`` and g_{t,a} ∈ R^m the
+               optional per-round, per-action features ``context_per_arm`` (n, K, m) (OBD's
+               user-item affinity); the outer product lets every user feature weigh every item
+               feature (Li et al. 2010's shared features, without their disjoint part).
+    disjoint   (with ``context_per_arm``) x_{t,a} = s · e_a ⊗ [c_t, g_{t,a}], d = K·(p + m).
+
+``feature_scale`` s (default 1) is one constant for the whole log, so that every ‖x_{t,a}‖ ≤ 1
+(the policies' L) while the features stay linear in the logged numbers. ``pi_b`` (n, K), where a
+log has it (obp's synthetic logs; ``simulate --log`` of an exploring logging policy), is the
+logging policy's whole distribution π_0(· | x_t): the overlap diagnostic (``overlap``) then
+knows which actions it never takes.
+
+Cost of the features (they are rebuilt CHUNK rounds at a time, never all at once): a round's
+features are K·d numbers (OBD's 80 items, disjoint on 20 user features: d = 1,600, 1 MB a
+round), and the linear policies cost O(d²) memory, O(d³) per model update and O(K·d²) per
+decision at any d (a private policy's report holds d(d+3)/2 numbers: 1.28 M at d = 1,600).
 
 On disk a feedback is an ``.npz`` (``save_feedback``/``load_feedback``; numeric arrays and one
 string, read without pickle).
@@ -36,10 +54,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.policies.config import MAX_FEATURE_DIM
 from privbandit.shared.core.randomizers.identity import IdentityRandomizer
 
-FeatureMap = Literal["flat", "disjoint", "fixed"]
-FEATURE_MAPS: tuple[FeatureMap, ...] = ("flat", "disjoint", "fixed")
+FeatureMap = Literal["flat", "disjoint", "fixed", "shared"]
+FEATURE_MAPS: tuple[FeatureMap, ...] = ("flat", "disjoint", "fixed", "shared")
 # The window of the uniform logger (its model never changes: any size serves).
 UNIFORM_WINDOW = 4096
 
@@ -60,12 +79,15 @@ class DecisionLog:
         self._reward: list[np.ndarray] = []
         self._pscore: list[np.ndarray] = []
         self._mu: list[np.ndarray] = []
+        self._pi_b: list[np.ndarray | None] = []
         self.K: int | None = None
         self.d: int | None = None
 
     def record(self, X: np.ndarray, a: np.ndarray, r: np.ndarray, p: np.ndarray,
-               mu: np.ndarray) -> None:
-        """n decisions: features X (n, K, d), arms a, rewards r, propensities p, means μ (n, K)."""
+               mu: np.ndarray, pi_b: np.ndarray | None = None) -> None:
+        """n decisions: features X (n, K, d), arms a, rewards r, propensities p, means μ (n, K);
+        ``pi_b`` (n, K): the deciding model's whole distribution, where it randomises (kept in
+        the log's ``pi_b`` when every window has one)."""
         n, K, d = X.shape
         if (self.K, self.d) == (None, None):
             self.K, self.d = K, d
@@ -79,6 +101,7 @@ class DecisionLog:
         self._reward.append(np.asarray(r, dtype=float))
         self._pscore.append(p)
         self._mu.append(np.array(mu, dtype=float))
+        self._pi_b.append(None if pi_b is None else np.array(pi_b, dtype=float))
 
     def bandit_feedback(self) -> dict[str, Any]:
         """The log as OBP's ``bandit_feedback`` dict (module docstring)."""
@@ -94,6 +117,8 @@ class DecisionLog:
             "expected_reward": np.concatenate(self._mu),
             "feature_map": self.feature_map,
         }
+        if self._pi_b and all(b is not None for b in self._pi_b):
+            out["pi_b"] = np.concatenate(self._pi_b)  # type: ignore[arg-type]  # none is None
         if self.feature_map == "disjoint":
             out["action_context"] = np.eye(K)
         elif self.feature_map == "fixed":
@@ -122,26 +147,42 @@ def arm_features(feedback: dict[str, Any], rows: int | slice | np.ndarray | None
     """x_{t,a}: the (n, K, d) per-arm features of the logged rounds ``rows`` (all by default;
     an int: the first that many), rebuilt from ``context`` by ``feature_map``."""
     context = np.asarray(feedback["context"], dtype=float)
+    per_arm = feedback.get("context_per_arm")
     if isinstance(rows, int):
         rows = slice(0, rows)
     if rows is not None:
         context = context[rows]
+        per_arm = None if per_arm is None else np.asarray(per_arm)[rows]
     n, K = context.shape[0], int(feedback["n_actions"])
     kind = str(feedback.get("feature_map", "flat"))
+    scale = float(feedback.get("feature_scale", 1.0))
     if kind == "flat":
         if context.shape[1] % K:
-            raise ValueError("a flat context holds K·d numbers per round")
+            raise ValueError(f"a flat context holds K·d numbers per round: {context.shape[1]} "
+                             f"is not a multiple of K = {K}: name the log's encoding (--encoding "
+                             "shared or disjoint; read_log(..., encoding=...))")
         return context.reshape(n, K, context.shape[1] // K)
     if kind == "fixed":
         arms = np.asarray(feedback["action_context"], dtype=float)
         return np.broadcast_to(arms, (n, *arms.shape))
+    g = np.zeros((n, K, 0)) if per_arm is None else np.asarray(per_arm, dtype=float)
     if kind == "disjoint":
-        p = context.shape[1]
+        p = context.shape[1] + g.shape[2]
         X = np.zeros((n, K, K * p))
         for a in range(K):
-            X[:, a, a * p:(a + 1) * p] = context
-        return X
+            X[:, a, a * p:a * p + context.shape[1]] = context
+            X[:, a, a * p + context.shape[1]:(a + 1) * p] = g[:, a]
+        return X * scale if scale != 1.0 else X
+    if kind == "shared":
+        z = np.asarray(feedback["action_context"], dtype=float)
+        outer = np.einsum("tp,aq->tapq", context, z).reshape(n, K, -1)
+        return np.concatenate([outer, g], axis=2) * scale
     raise ValueError(f"unknown feature_map {kind!r}; known: {', '.join(FEATURE_MAPS)}")
+
+
+def feature_dimension(feedback: dict[str, Any]) -> int:
+    """d of the log's per-arm features, without building them."""
+    return int(arm_features(feedback, 1).shape[2])
 
 
 def check_feedback(feedback: dict[str, Any]) -> int:
@@ -160,6 +201,24 @@ def check_feedback(feedback: dict[str, Any]) -> int:
         raise ValueError("pscore must lie in (0, 1]")
     if not np.isfinite(np.asarray(feedback["reward"], dtype=float)).all():
         raise ValueError("rewards must be finite")
+    per_arm = feedback.get("context_per_arm")
+    if per_arm is not None and (np.ndim(per_arm) != 3 or np.shape(per_arm)[:2] != (n, K)):
+        raise ValueError(f"context_per_arm must have shape ({n}, {K}, m)")
+    z_shape = np.shape(feedback.get("action_context", ()))
+    if str(feedback.get("feature_map", "flat")) == "shared" and (
+            len(z_shape) != 2 or z_shape[0] != K):
+        raise ValueError(f"a shared feature map needs action_context of shape ({K}, q)")
+    if not float(feedback.get("feature_scale", 1.0)) > 0:
+        raise ValueError("feature_scale must be positive")
+    pi_b = feedback.get("pi_b")
+    if pi_b is not None:
+        pi_b = np.asarray(pi_b, dtype=float)
+        if pi_b.ndim == 3 and pi_b.shape[2] == 1:  # obp's (n, K, len_list) with one slot
+            pi_b = pi_b[:, :, 0]
+        if pi_b.shape != (n, K) or (pi_b < 0).any() or not np.allclose(pi_b.sum(axis=1), 1):
+            raise ValueError(f"pi_b must hold ({n}, {K}) probability distributions")
+        if not np.allclose(pi_b[np.arange(n), action.astype(np.int64)], pscore):
+            raise ValueError("pi_b must give each logged action its pscore")
     return n
 
 
@@ -178,7 +237,12 @@ def load_feedback(path: Path | str) -> dict[str, Any]:
     with np.load(path, allow_pickle=False) as data:
         out: dict[str, Any] = {k: data[k] for k in data.files}
     out["n_rounds"], out["n_actions"] = int(out["n_rounds"]), int(out["n_actions"])
+    for key, value in out.items():  # the strings (feature_map, positions) come back 0-d
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "U":
+            out[key] = str(value)
     out["feature_map"] = str(out.get("feature_map", "flat"))
+    if "feature_scale" in out:
+        out["feature_scale"] = float(out["feature_scale"])
     check_feedback(out)
     return out
 
@@ -193,7 +257,7 @@ class UniformConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     algo: Literal["random"] = "random"
-    d: int = Field(ge=1, le=64)
+    d: int = Field(ge=1, le=MAX_FEATURE_DIM)
     L: float = Field(1.0, gt=0)
 
 

@@ -27,24 +27,46 @@ goes through the policy's device randomizer (``policy.randomizer.randomize``, th
 simulator makes for a device) and, for shuffle-model policies, into exact batches of the
 policy's length, just as ``shared.core.simulator.run_once`` feeds them (``replay``;
 ``train_on_log`` for the frozen-policy estimators).
+
+What each estimate estimates (its ``estimand``, printed with it): replay, the **online value**
+(the average reward of the policy learning as it goes, over the M users it kept); IPS, SNIPS and
+DR, the **frozen value** (the expected reward per user of one fixed action distribution — a
+policy's model trained on part of the log and then frozen, or any π_e given — over the logged
+users). They differ by what the policy learns during the evaluated rounds. Every IPS / SNIPS /
+DR comes with the overlap diagnostic of ``overlap`` (effective sample size, max weight, share
+unsupported by the log), and IPS and SNIPS are refused where the unsupported share exceeds
+``overlap.MAX_UNSUPPORTED`` (``Evaluation.refused``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.logged import arm_features, check_feedback
+from privbandit.shared.core.logged import arm_features, check_feedback, feature_dimension
+from privbandit.shared.core.overlap import MAX_UNSUPPORTED, Overlap, overlap
 from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.simulator import make_policy
 
 CHUNK = 2048  # rounds whose features are rebuilt at once (letter: 2048·26·52 floats, 22 MB)
+# At most this many feature numbers are built at once (32 MB): a log of large K·d (OBD disjoint:
+# 80 items × d = 1,600) is read in fewer rounds per chunk (``chunk_rows``).
+CHUNK_NUMBERS = 1 << 22
 LOOKAHEAD = 64  # rounds scored per model beyond the 2K per event its window still needs
 ESTIMATORS = ("ips", "snips", "dr")
+# ... and on request: "gain", the IPS estimate of V(π_e) − V(π_0) (``gain``), and "ips-exact",
+# IPS with the exact (Clopper–Pearson) interval of 0/1 rewards under one weight (``ips_exact``).
+ALL_ESTIMATORS = (*ESTIMATORS, "gain", "ips-exact")
+# Fewer rounds than this with a nonzero term w_i r_i: the normal interval rests on a handful of
+# events (rare rewards, as OBD's clicks) and is not to be trusted.
+MIN_INFORMATIVE = 30
+GAIN = ("gain over the logging policy: V(π_e) − V(π_0) on the same logged users "
+        "(IPS, paired with the logged rewards)")
 
 
 @dataclass(frozen=True)
@@ -58,6 +80,7 @@ class Estimate:
     high: float
     n: int  # the rounds the estimate averages (replay: the matched events)
     level: float
+    estimand: str = ""  # what it estimates (module docstring: online or frozen value)
 
     def covers(self, value: float) -> bool:
         return self.low <= value <= self.high
@@ -150,6 +173,44 @@ def _dist_shape(values: np.ndarray, n: int) -> np.ndarray:
     return q
 
 
+def gain(reward: np.ndarray, action: np.ndarray, pscore: np.ndarray, action_dist: np.ndarray,
+         level: float = 0.95) -> Estimate:
+    """The IPS estimate of V(π_e) − V(π_0): (1/n) Σ (w_i − 1) r_i. The logged rewards are an
+    unbiased on-policy estimate of V(π_0) (E[r_i] = V(π_0)), so each term is unbiased for the
+    difference, and pairing them on the same rounds cancels the users' shared variation in the
+    interval."""
+    w = importance_weights(action, pscore, action_dist)
+    return interval("gain", (w - 1.0) * np.asarray(reward, dtype=float), level)
+
+
+def ips_exact(reward: np.ndarray, action: np.ndarray, pscore: np.ndarray,
+              action_dist: np.ndarray, level: float = 0.95) -> Estimate:
+    """IPS with an exact interval, for 0/1 rewards where every nonzero weight is the same w̄
+    (a deterministic π_e on a uniform log: w̄ = K). Then IPS = w̄ C / n with C = Σ 1[w_i > 0] r_i
+    the matched rewards, and over i.i.d. rounds C ~ Binomial(n, q), q = P(w_i > 0, r_i = 1) =
+    V(π_e)/w̄; the Clopper–Pearson interval of q (Clopper & Pearson 1934), times w̄, holds at
+    ``level`` at least, however rare the rewards (the normal one does not: with C = 0 its
+    width is 0). ``ValueError`` where the rewards or the weights do not fit."""
+    from scipy.stats import beta as beta_dist
+
+    r = np.asarray(reward, dtype=float)
+    if not np.isin(r, (0.0, 1.0)).all():
+        raise ValueError("ips-exact needs 0/1 rewards")
+    w = importance_weights(action, pscore, action_dist)
+    nonzero = w[w > 0]
+    if nonzero.size == 0 or not np.allclose(nonzero, nonzero[0]):
+        raise ValueError("ips-exact needs every nonzero weight equal (a deterministic policy "
+                         "on a uniform log)")
+    w_bar, n = float(nonzero[0]), r.shape[0]
+    c = int(((w > 0) & (r == 1)).sum())
+    tail = (1 - level) / 2
+    low = 0.0 if c == 0 else float(beta_dist.ppf(tail, c, n - c + 1))
+    high = 1.0 if c == n else float(beta_dist.ppf(1 - tail, c + 1, n - c))
+    v = w_bar * c / n
+    se = w_bar * math.sqrt(max(c, 1) * (1 - c / n)) / n  # the binomial's, at q̂ (1 event if 0)
+    return Estimate("ips-exact", v, se, w_bar * low, w_bar * high, n, level)
+
+
 # --- the reward model of DR ----------------------------------------------------------------
 
 
@@ -182,11 +243,19 @@ class RidgeRewardModel:
         return X @ self.theta
 
 
+def chunk_rows(feedback: dict[str, Any]) -> int:
+    """Rounds whose features are built at once: CHUNK, fewer where K·d is large."""
+    per_round = int(feedback["n_actions"]) * feature_dimension(feedback)
+    return max(1, min(CHUNK, CHUNK_NUMBERS // per_round))
+
+
 def chunks(feedback: dict[str, Any], rows: slice) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(features (m, K, d), their round indices) for the rounds ``rows``, CHUNK at a time."""
+    """(features (m, K, d), their round indices) for the rounds ``rows``, ``chunk_rows`` at a
+    time."""
     start, stop, _ = rows.indices(int(feedback["n_rounds"]))
-    for lo in range(start, stop, CHUNK):
-        idx = np.arange(lo, min(lo + CHUNK, stop))
+    step = chunk_rows(feedback)
+    for lo in range(start, stop, step):
+        idx = np.arange(lo, min(lo + step, stop))
         yield arm_features(feedback, slice(idx[0], idx[-1] + 1)), idx
 
 
@@ -237,7 +306,8 @@ def replay(feedback: dict[str, Any], make: Callable[[np.random.Generator], Polic
         var += float(np.var(values, ddof=1)) / repeats
     se = math.sqrt(var)
     z = NormalDist().inv_cdf(0.5 + level / 2)
-    est = Estimate("replay", v, se, v - z * se, v + z * se, int(round(np.mean(sizes))), level)
+    est = Estimate("replay", v, se, v - z * se, v + z * se, int(round(np.mean(sizes))), level,
+                   ONLINE)
     return ReplayResult(est, first[0], first[1], values)
 
 
@@ -266,10 +336,11 @@ def replay_path(feedback: dict[str, Any], policy: Policy[Any, Any],
     pending: list[int] = []  # kept by the current model, waiting for a full window
     pending_x: list[np.ndarray] = []
     pos = 0
-    cache: tuple[int, np.ndarray] | None = None  # (first round, features of a CHUNK)
+    cache: tuple[int, np.ndarray] | None = None  # (first round, features of a chunk)
+    step = chunk_rows(feedback)
     while pos < n:
         if cache is None or not cache[0] <= pos < cache[0] + cache[1].shape[0]:
-            cache = (pos, arm_features(feedback, slice(pos, min(pos + CHUNK, n))))
+            cache = (pos, arm_features(feedback, slice(pos, min(pos + step, n))))
         first, X_all = cache
         need = policy.window() - len(pending)
         # Only as many rounds as the window is likely to need (a hit comes once in K rounds
@@ -323,6 +394,20 @@ def train_on_log(feedback: dict[str, Any], policy: Policy[Any, Any], rows: slice
     return policy
 
 
+def train_prefix(feedback: dict[str, Any], config: Any, train_fraction: float, seed: int
+                 ) -> tuple[Policy[Any, Any], int]:
+    """(policy, cut): the policy of ``config`` trained (``train_on_log``) on the first
+    cut = round(train_fraction · n) logged rounds, its policy and device generators spawned
+    from ``seed`` — the frozen policy of ``privbandit.evaluate``."""
+    if not 0 < train_fraction < 1:
+        raise ValueError("train_fraction must lie in (0, 1)")
+    cut = int(round(train_fraction * int(feedback["n_rounds"])))
+    policy_ss, device_ss = np.random.SeedSequence(seed).spawn(2)
+    policy = train_on_log(feedback, make_policy(config, np.random.default_rng(policy_ss)),
+                          slice(0, cut), np.random.default_rng(device_ss))
+    return policy, cut
+
+
 def action_distribution(model: Any, X: np.ndarray) -> np.ndarray:
     """π_e(· | x_i) of a published model on features X (n, K, d): its ``distribution`` where it
     randomises (the phase model's count shares, the uniform logger's 1/K), else the one-hot of
@@ -336,10 +421,109 @@ def action_distribution(model: Any, X: np.ndarray) -> np.ndarray:
     return out
 
 
+ONLINE = ("online value: the average reward of the policy learning online over the users "
+          "it kept (Li et al. 2011)")
+
+
+def frozen_estimand(rows: slice, train: slice | None = None) -> str:
+    """The frozen-value label of an evaluation on the logged rounds ``rows``."""
+    trained = "" if train is None else (
+        f" trained (with its device noise) on logged rounds [{train.start}, {train.stop}) and"
+        " then frozen,")
+    return (f"frozen value: the expected reward per user of the policy's action distribution"
+            f"{trained} over the logged users of rounds [{rows.start}, {rows.stop})")
+
+
+@dataclass(frozen=True)
+class Evaluation(Mapping[str, Estimate]):
+    """IPS / SNIPS / DR of one fixed action distribution, with the overlap diagnostic: a
+    mapping from estimator name to ``Estimate`` (the refused ones left out, with their reason
+    in ``refused``)."""
+
+    estimand: str
+    overlap: Overlap
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    warnings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per estimator
+
+    def __getitem__(self, key: str) -> Estimate:
+        return self.estimates[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.estimates)
+
+    def __len__(self) -> int:
+        return len(self.estimates)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"estimand": self.estimand, "overlap": self.overlap.to_dict(),
+                "estimates": {k: v.to_dict() for k, v in self.estimates.items()},
+                "refused": dict(self.refused),
+                "warnings": {k: list(v) for k, v in self.warnings.items()}}
+
+
+def evaluate_distribution(reward: np.ndarray, action: np.ndarray, pscore: np.ndarray,
+                          action_dist: np.ndarray, estimated_rewards: np.ndarray | None = None,
+                          *, estimators: tuple[str, ...] = ESTIMATORS, level: float = 0.95,
+                          pi_b: np.ndarray | None = None, estimand: str = "",
+                          max_unsupported: float = MAX_UNSUPPORTED) -> Evaluation:
+    """IPS, SNIPS and DR (``estimated_rewards`` q̂ (n, K) needed for DR) of the action
+    distribution π_e (n, K) on logged (reward, action, pscore), with the overlap diagnostic;
+    IPS and SNIPS refused where the unsupported share exceeds ``max_unsupported``."""
+    n = np.shape(action)[0]
+    pi = _dist(action_dist, n)
+    diag = overlap(action, pscore, pi, pi_b, max_unsupported=max_unsupported)
+    label = estimand or "frozen value: the expected reward per user of the given action " \
+        "distribution over the logged users"
+    out = Evaluation(label, diag)
+    for name in estimators:
+        if name not in ALL_ESTIMATORS:
+            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ALL_ESTIMATORS)}")
+        if name in ("ips", "snips", "gain") and diag.refusal is not None:
+            out.refused[name] = diag.refusal
+            continue
+        if name == "ips":
+            est = ips(reward, action, pscore, pi, level)
+        elif name == "ips-exact":
+            try:
+                est = ips_exact(reward, action, pscore, pi, level)
+            except ValueError as exc:
+                out.refused[name] = str(exc)
+                continue
+        elif name == "gain":
+            out.estimates[name] = replace(gain(reward, action, pscore, pi, level),
+                                          estimand=GAIN)
+            continue
+        elif name == "snips":
+            if diag.ess == 0:
+                out.refused[name] = "the evaluated policy never takes a logged action"
+                continue
+            est = snips(reward, action, pscore, pi, level)
+        else:
+            if estimated_rewards is None:
+                raise ValueError("dr needs estimated_rewards (q̂ on the logged rounds, (n, K))")
+            est = dr(reward, action, pscore, pi, estimated_rewards, level)
+            if diag.unsupported > 0:
+                out.warnings[name] = (
+                    f"on the unsupported {diag.unsupported:.1%} DR rests on its reward model "
+                    "alone (its bias there is the model's)",)
+        out.estimates[name] = replace(est, estimand=label)
+    informative = int(np.count_nonzero(importance_weights(action, pscore, pi)
+                                       * np.asarray(reward, dtype=float)))
+    if informative < MIN_INFORMATIVE and set(out.estimates) - {"ips-exact"}:
+        out.warnings["all"] = (
+            f"only {informative} rounds carry a nonzero weighted reward: the normal intervals "
+            "rest on a handful of events and may not cover (for 0/1 rewards under one "
+            "weight, ips-exact gives the exact interval)",)
+    return out
+
+
 def evaluate_frozen(feedback: dict[str, Any], policy: Policy[Any, Any], rows: slice,
                     reward_model: RidgeRewardModel, estimators: tuple[str, ...] = ESTIMATORS,
-                    level: float = 0.95) -> dict[str, Estimate]:
-    """IPS / SNIPS / DR of the policy's current (frozen) model on the logged rounds ``rows``."""
+                    level: float = 0.95, *, train: slice | None = None,
+                    max_unsupported: float = MAX_UNSUPPORTED) -> Evaluation:
+    """IPS / SNIPS / DR of the policy's current (frozen) model on the logged rounds ``rows``
+    (``train``: the rounds it learned from, for its label), with the overlap diagnostic."""
     dists, qs, idxs = [], [], []
     for X, idx in chunks(feedback, rows):
         dists.append(action_distribution(policy.model, X))
@@ -350,14 +534,9 @@ def evaluate_frozen(feedback: dict[str, Any], policy: Policy[Any, Any], rows: sl
     r = np.asarray(feedback["reward"], dtype=float)[idx]
     a = np.asarray(feedback["action"], dtype=np.int64)[idx]
     p = np.asarray(feedback["pscore"], dtype=float)[idx]
-    out: dict[str, Estimate] = {}
-    for name in estimators:
-        if name == "ips":
-            out[name] = ips(r, a, p, pi, level)
-        elif name == "snips":
-            out[name] = snips(r, a, p, pi, level)
-        elif name == "dr":
-            out[name] = dr(r, a, p, pi, q, level)
-        else:
-            raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ESTIMATORS)}")
-    return out
+    pi_b = feedback.get("pi_b")
+    start, stop, _ = rows.indices(int(feedback["n_rounds"]))
+    return evaluate_distribution(
+        r, a, p, pi, q, estimators=estimators, level=level,
+        pi_b=None if pi_b is None else np.asarray(pi_b)[idx],
+        estimand=frozen_estimand(slice(start, stop), train), max_unsupported=max_unsupported)

@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from privbandit.shared.core.environments import Environment, make_environment
+from privbandit.shared.core.exploration import Exploration, ExploringPolicy
 from privbandit.shared.core.logged import DecisionLog, UniformConfig, UniformPolicy
 from privbandit.shared.core.policies import Policy, PolicyConfig, build_policy
 from privbandit.shared.core.policies.model import shared_arms
@@ -141,7 +142,9 @@ def run_once(
         if k < n:
             env.unread(X[k:], mu[k:])
         if log is not None:
-            log.record(X[:k], a[:k], r[:k], propensity_of(model, X[:k], a[:k]), mu[:k])
+            dist = getattr(model, "distribution", None)
+            log.record(X[:k], a[:k], r[:k], propensity_of(model, X[:k], a[:k]), mu[:k],
+                       None if dist is None else dist(X[:k]))
         best, average = _best_and_average(mu[:k])
         inst = np.cumsum(best - mu_a[:k])
         inst_random = np.cumsum(best - average)
@@ -233,8 +236,11 @@ def simulate(
     points: int = 200,
     extra_checkpoints: Sequence[int] = (),
     logs: list[DecisionLog] | None = None,
+    exploration: Exploration | None = None,
 ) -> tuple[list[RunResult], dict[str, Any]]:
     """``runs`` independent runs; returns the results and the environment's parameters.
+    ``exploration``: the policy decides with ε-greedy or softmax exploration (``exploration``;
+    an exploring logging policy for ``logs``).
     ``extra_checkpoints``: times t ≤ T recorded besides the ``points`` evenly spread ones
     (checkpoints only record the running regret: they draw nothing, so the runs are the same).
     ``logs``: a list that receives each run's ``DecisionLog`` (logging draws nothing either).
@@ -243,8 +249,10 @@ def simulate(
 
     def one(env: Environment, policy_rng: np.random.Generator, reward_rng: np.random.Generator,
             device_rng: np.random.Generator, checkpoints: np.ndarray) -> RunResult:
-        policy = make_policy(config, policy_rng)
+        policy: Any = make_policy(config, policy_rng)
         policy.bind_arms(env.fixed_arms)
+        if exploration is not None:  # its draws from a child stream: the policy's own unchanged
+            policy = ExploringPolicy(policy, exploration, policy_rng.spawn(1)[0])
         if extra:
             checkpoints = np.union1d(checkpoints, extra).astype(checkpoints.dtype)
         log = None

@@ -149,3 +149,19 @@ def test_wheel_install_runs_the_demo_from_an_empty_directory(tmp_path: Path) -> 
     for algo in ("linucb", "ddp-linucb"):
         assert ope[algo]["covered"], ope[algo]
     assert ope["linucb"]["replay"] > ope["ddp-linucb"]["replay"]
+
+    # The OBD worked example (issue 42) on an OBD-format log the test writes (the real sample
+    # is never fetched): it runs from the empty directory on the installed wheel, and writes
+    # only where it is told.
+    from tests.shared.core.obd_format import write_obd
+
+    write_obd(tmp_path / "obd", n=1200, K=6, seed=3, ctr=0.1, best_price=0.9)
+    before = sorted(p.name for p in empty.iterdir())
+    done = run([str(python), str(REPO / "examples" / "obd_private_policies.py"),
+                str(tmp_path / "obd"), "--epsilons", "8", "--repeats", "1", "--json",
+                str(tmp_path / "obd.json")], timeout=patience(900), cwd=empty, env=env)
+    obd = json.loads((tmp_path / "obd.json").read_text())
+    assert "| policy | ε |" in done.stdout
+    assert [r["algo"] for r in obd["policies"]] == ["linucb", "ldp-linucb", "sblb",
+                                                     "ddp-linucb", "adar-oful"]
+    assert sorted(p.name for p in empty.iterdir()) == before

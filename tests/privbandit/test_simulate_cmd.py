@@ -203,7 +203,11 @@ def test_evaluate_prints_and_writes_every_estimate(tmp_path: Path) -> None:
         assert e["low"] <= e["value"] <= e["high"] and 0 < e["n"] <= 3000
     assert len(data["estimates"]["replay"]["replays"]) == 2
     assert data["frozen"] == {"train_rounds": 1500, "eval_rounds": 1500,
-                              "model_version": data["frozen"]["model_version"]}
+                              "model_version": data["frozen"]["model_version"],
+                              "estimand": data["frozen"]["estimand"]}
+    assert data["frozen"]["estimand"].startswith("frozen value")
+    assert data["estimates"]["replay"]["estimand"].startswith("online value")
+    assert data["overlap"]["unsupported"] == 0 and data["refused"] == {}
     assert main(["evaluate", "--log", str(log), "--algo", "linucb", "--methods", "bogus"]) == 2
     assert main(["evaluate", "--log", str(tmp_path / "none.npz"), "--algo", "linucb"]) == 2
 # -- returning users (issue 24) --------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 
 from privbandit.shared.core.environments.base import Environment
 
-MAX_DIMENSION = 64  # PolicyConfig.d's upper bound
+MAX_DIMENSION = 64  # the services' d (protocol.messages.MAX_DIM): such an env stays servable
 
 
 def components_for(d: int, n_classes: int) -> int:

@@ -33,13 +33,19 @@ from privbandit.shared.core.policies.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
 
+# The linear policies' math holds at any d; what grows is the cost (O(d²) memory, O(d³) per model
+# update, O(K·d²) per decision, d(d+3)/2 numbers per private report). A log read from files
+# (OBD's 80 items, disjoint on 20 user features: d = 1,600) needs more than the wire's 64
+# (``protocol.messages.MAX_DIM``), which the services' tasks keep (``settings.TaskConfig``).
+MAX_FEATURE_DIM = 4096
+
 
 class PolicyConfig(BaseModel):
     """Parameters shared by all linear policies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    d: int = Field(5, ge=1, le=64, description="feature dimension")
+    d: int = Field(5, ge=1, le=MAX_FEATURE_DIM, description="feature dimension")
     L: float = Field(1.0, gt=0, description="bound on ||x||")
     S: float = Field(1.0, gt=0, description="bound on ||theta*||")
     reward_sigma: float = Field(0.5, gt=0, description="sub-Gaussian constant of reward noise")

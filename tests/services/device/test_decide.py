@@ -159,3 +159,38 @@ def test_check_features_names_the_first_bad_row() -> None:
         check_features(cfg, [[0.1] * 3] * 3 + [[float("nan"), 0.0, 0.0]])
     # On the boundary ‖x‖ = L (= 1 here): inside, as before.
     assert check_features(cfg, [[1.0, 0.0, 0.0]] * 4).shape == (4, 3)
+
+
+async def test_an_exploring_task_draws_with_its_exact_propensity(tmp_path) -> None:
+    """A task with ``exploration = "epsilon-greedy:0.4"`` (issue 42): at version 0 the argmax is
+    row 1 (the longest vector), taken with probability 0.6 + 0.4/4 = 0.7, every other arm with
+    0.1; over 600 decisions each arm's frequency is within 5 standard errors of that, and every
+    answer carries its arm's exact probability."""
+    from tests.helpers import central_task, make_settings
+
+    task = central_task("exp").model_copy(update={"exploration": "epsilon-greedy:0.4"})
+    settings = make_settings(tmp_path, [task])
+    feats = [[0.1, 0.0, 0.0], [0.0, 0.9, 0.0], [0.0, 0.0, 0.5], [0.3, 0.3, 0.3]]
+    expected = np.array([0.1, 0.7, 0.1, 0.1])
+    counts = np.zeros(4)
+    async with stack(settings) as s:
+        for _ in range(600):
+            out = await decide(s.device, "exp", feats)
+            assert out["propensity"] == pytest.approx(expected[out["action"]])
+            counts[out["action"]] += 1
+    se = np.sqrt(expected * (1 - expected) / 600)
+    assert np.all(np.abs(counts / 600 - expected) <= 5 * se), counts
+
+
+def test_exploration_is_refused_where_it_does_not_apply() -> None:
+    from pydantic import ValidationError
+
+    from privbandit.shared.settings import TaskConfig
+
+    base = {"id": "t", "threat_model": "none", "policy": {"algo": "linucb", "d": 3}}
+    assert TaskConfig(**base, exploration="softmax:0.1").exploration == "softmax:0.1"
+    with pytest.raises(ValidationError, match="write epsilon-greedy:EPS or softmax:TAU"):
+        TaskConfig(**base, exploration="softmax")
+    with pytest.raises(ValidationError, match="exploration is for the linear and GLB"):
+        TaskConfig(id="m", threat_model="none", K=3, policy={"algo": "ucb", "K": 3},
+                   exploration="epsilon-greedy:0.1")

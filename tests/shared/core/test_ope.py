@@ -158,5 +158,8 @@ def test_replay_scores_ahead_only_what_a_window_needs_and_keeps_the_same_events(
 def test_replay_refuses_a_non_uniform_log() -> None:
     fb = uniform_log("digits", 40, 100, seed=7)
     fb["pscore"] = np.full(100, 0.5)
+    with pytest.raises(ValueError, match="pi_b must give each logged action its pscore"):
+        replay(fb, lambda rng: make_policy(make_config("linucb", d=40), rng))
+    del fb["pi_b"]  # the logging distribution no longer agrees: without it, the pscores alone
     with pytest.raises(ValueError, match="uniform"):
         replay(fb, lambda rng: make_policy(make_config("linucb", d=40), rng))
