@@ -48,7 +48,7 @@ import httpx
 from privbandit import forkstart
 from privbandit.forkstart import Child
 from privbandit.shared.credentials import shuffler_token_problem
-from privbandit.shared.crypto.keystore import create_private_file
+from privbandit.shared.crypto.key_files import KeyFile, KeyFileError, fingerprint_path
 from privbandit.shared.settings import DEFAULT_CONFIG
 
 SERVICES = ("analyzer", "shuffler", "device")
@@ -170,14 +170,16 @@ def token_configured(env: dict[str, str], config: Path | None) -> bool:
 
 def data_dir_token(data_dir: Path) -> str:
     """The shuffler token of a data directory: ``<data_dir>/shuffler-token``, created with a
-    random token (mode 0600) if absent, else reused."""
+    random token (mode 0600) if absent, else reused; like every key file it is fingerprinted when
+    made and refused if it changed since (``shared.crypto.key_files``)."""
     path = Path(data_dir) / TOKEN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        create_private_file(path, secrets.token_urlsafe(32).encode("ascii"))
-    if path.stat().st_mode & 0o077:
-        os.chmod(path, 0o600)
-    token = path.read_text("ascii", errors="replace").strip()
+    try:
+        data = KeyFile(path, "shuffler token").read(
+            lambda: secrets.token_urlsafe(32).encode("ascii"))
+    except KeyFileError as exc:
+        raise LaunchError(f"{exc}; restore it from a backup, or delete it (and "
+                          f"{fingerprint_path(path).name}) to generate a new one") from None
+    token = data.decode("ascii", errors="replace").strip()
     problem = shuffler_token_problem(token)
     if problem is not None:
         raise LaunchError(f"{path}: {problem} (or delete {path} to generate a new one)")
@@ -230,12 +232,17 @@ class ServiceProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self, env: dict[str, str], python: str = sys.executable, init: bool = False) -> None:
-        """Start the service; ``init``: with ``--init`` (create lost state files anew)."""
+    def start(self, env: dict[str, str], python: str = sys.executable, init: bool = False,
+              forget_persons: bool = False) -> None:
+        """Start the service; ``init``: with ``--init`` (create lost state files anew);
+        ``forget_persons``: the device also with ``--forget-persons`` (replace a lost database
+        that held per-person counts)."""
         if self.alive():
             raise LaunchError(f"{self.name} is already running (pid {self.pid})")
         module = f"privbandit.services.{self.module or self.name}"
         argv = ["--host", self.host, "--port", str(self.port), *(["--init"] if init else [])]
+        if init and forget_persons and self.name == "device":
+            argv.append("--forget-persons")
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if forkstart.start_method(python) == "forkserver":
@@ -416,13 +423,15 @@ class Cluster:
         return env
 
     def start(
-        self, names: Iterable[str] = SERVICES, timeout: float = 60.0, init: bool = False
+        self, names: Iterable[str] = SERVICES, timeout: float = 60.0, init: bool = False,
+        forget_persons: bool = False,
     ) -> None:
         """Start services in dependency order and wait for each /healthz (the device is healthy
         only once it holds the analyzer's key and models, so the analyzer goes first).
 
         ``init``: start them with ``--init``, which creates new files in place of lost ones
-        (``services.common.datadir``); restarts never do."""
+        (``services.common.datadir``); restarts never do. ``forget_persons``: the device with
+        ``--forget-persons`` as well."""
         wanted = set(names)
         # "shuffler" is the shuffler with its replicas.
         names = [n for n, svc in self.services.items() if n in wanted or svc.module in wanted]
@@ -434,7 +443,7 @@ class Cluster:
                 self.services["analyzer"].wait_healthy(timeout)
             rest = [n for n in names if n != "analyzer"]
             for n in rest:
-                self.services[n].start(env, self.python, init)
+                self.services[n].start(env, self.python, init, forget_persons)
             for n in rest:
                 self.services[n].wait_healthy(timeout)
         except BaseException:

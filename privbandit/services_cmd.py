@@ -75,6 +75,10 @@ def add_up_parser(sub: argparse._SubParsersAction) -> None:
                    help="create new state files (databases, keys) in place of missing or empty "
                         "ones; without it a service whose data directory was initialised before "
                         "refuses to start when one is lost")
+    p.add_argument("--forget-persons", action="store_true",
+                   help="with --init: also replace a lost device database that held per-person "
+                        "contribution counts (each person can then contribute k more reports "
+                        "in the current period)")
     p.add_argument("--web", action="store_true",
                    help="also serve the browser client's demo page (clients/web, built with "
                         "Node.js) and let it call the services (CORS for its origin)")
@@ -186,7 +190,7 @@ def run_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     print(f"starting services (config {cfg}, data in {data_dir.resolve()}) ...", flush=True)
     try:
-        cluster.start(timeout=args.timeout, init=args.init)
+        cluster.start(timeout=args.timeout, init=args.init, forget_persons=args.forget_persons)
         print("\nprivbandit is up:", flush=True)
         for name, svc in cluster.services.items():
             print(f"  {name:10s} {svc.url}  (pid {svc.pid})")

@@ -32,7 +32,14 @@ from privbandit.services.common.health import Readiness
 from privbandit.shared.core.accounting.ledger import PrivacyLedger, with_secure_sum_observers
 from privbandit.shared.core.policies import build_policy
 from privbandit.shared.core.policies.person import person_ledger
-from privbandit.shared.crypto.keystore import HPKE_KEY_FILE, HpkeKeyStore, PaillierKeyStore
+from privbandit.shared.crypto.keystore import (
+    HPKE_KEY_FILE,
+    PAILLIER_KEY_FILE,
+    HpkeKeyStore,
+    PaillierKeyStore,
+    load_hpke_key,
+    load_paillier_key,
+)
 from privbandit.shared.crypto.paillier import DEFAULT_KEY_BITS, MIN_KEY_BITS
 from privbandit.shared.protocol.messages import BatchAck
 from privbandit.shared.settings import Settings, TaskConfig
@@ -45,7 +52,7 @@ DB_FILE = "analyzer.sqlite3"
 def state_dir(settings: Settings) -> StateDir:
     """The analyzer's data directory and the files its state lives in: the database (unless
     it is in PostgreSQL), the HPKE key and the keys of the transports the tasks use (the
-    Paillier key when a task uses secure-sum)."""
+    Paillier key when a task uses secure-sum); each key is checked against its fingerprint."""
     files = {
         HPKE_KEY_FILE: "the analyzer's HPKE private key, which every device's report is sealed to",
     }
@@ -53,7 +60,9 @@ def state_dir(settings: Settings) -> StateDir:
         files[DB_FILE] = "the analyzer's database: models, counts, processed batches and report ids"
     for transport in used(settings):
         files.update(transport.key_files)
-    return StateDir("analyzer", Path(settings.data_dir) / "analyzer", files)
+    # Both keys are checked whenever present: the Paillier key may have been made on a request.
+    keys = {HPKE_KEY_FILE: load_hpke_key, PAILLIER_KEY_FILE: load_paillier_key}
+    return StateDir("analyzer", Path(settings.data_dir) / "analyzer", files, keys=keys)
 
 
 def open_store(settings: Settings) -> Store:

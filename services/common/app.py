@@ -43,6 +43,7 @@ def build_app(
     on_error: ErrorHook | None = None,
     state: StateDir | None = None,
     init: bool = False,
+    forget_persons: bool = False,
     uses_shuffler_token: bool = False,
     unbounded_suffixes: tuple[str, ...] = (),
     browser_routes: dict[str, tuple[str, ...]] | None = None,
@@ -53,7 +54,8 @@ def build_app(
     error response (see ``install_error_handlers``).
 
     ``state``: the service's data directory, checked here and before ``runtime()`` (``init``
-    allows re-creating lost files) and marked after it. ``uses_shuffler_token``: refuse to build
+    allows re-creating lost files, ``forget_persons`` those that held per-person state) and
+    marked after it. ``uses_shuffler_token``: refuse to build
     the app without a usable ``settings.shuffler_token``. Both raise ``StartupRefused``.
 
     Requests in flight are bounded by ``settings.limits.<service>_requests``
@@ -68,14 +70,15 @@ def build_app(
         if problem is not None:
             raise StartupRefused(f"{service}: refusing to start: {problem}")
     if state is not None:
-        state.check(init=init)
+        state.check(init=init, forget_persons=forget_persons)
 
     http = HttpMetrics(service)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if state is not None:
-            state.check(init=init)  # the files may have gone since the app was built
+            # The files may have gone since the app was built (their content was checked then).
+            state.check(init=init, forget_persons=forget_persons, damage=False)
         async with runtime() as rt:
             if state is not None:
                 state.mark()

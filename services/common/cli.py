@@ -22,7 +22,8 @@ Built = TypeVar("Built")
 
 
 class AppFactory(Protocol):
-    """A service's ``create_app``: its app from the settings, ``init`` as ``--init`` says."""
+    """A service's ``create_app``: its app from the settings, ``init`` as ``--init`` says (the
+    device's also takes ``forget_persons``, as ``--forget-persons`` says)."""
 
     def __call__(self, settings: Settings | None = None, *, init: bool = False) -> FastAPI: ...
 
@@ -32,7 +33,8 @@ def service_args(
 ) -> argparse.Namespace:
     """``--host``, ``--port`` (default: the service's address in the settings),
     ``--access-log`` (default: on only at log level debug: one line per request costs more than
-    handling a small request under load) and ``--init`` (see ``services.common.datadir``).
+    handling a small request under load), ``--init`` and, for the device, ``--forget-persons``
+    (see ``services.common.datadir``).
 
     ``--host`` is only the bind address (``0.0.0.0`` in a container); the peers' addresses come
     from the settings (config file and ``PRIVBANDIT_*`` environment variables)."""
@@ -48,7 +50,14 @@ def service_args(
                         help="create new state files (database, keys) in place of missing or "
                              "empty ones; without it a service whose data directory was "
                              "initialised before refuses to start when one is lost")
+    if name == "device":
+        parser.add_argument("--forget-persons", action="store_true",
+                            help="with --init: also replace a lost database that held per-person "
+                                 "contribution counts (each person can then contribute k more "
+                                 "reports in the current period)")
     args = parser.parse_args(argv)
+    if getattr(args, "forget_persons", False) and not args.init:
+        parser.error("--forget-persons only means something with --init")
     args.access_log = args.access_log or settings.log_level.lower() == "debug"
     return args
 
@@ -116,5 +125,6 @@ def run_service(
     settings = Settings()
     args = service_args(name, description, settings, argv)
     setup_logging(settings)
-    app = build_or_exit(name, lambda: create_app(settings, init=args.init))
+    options = {"forget_persons": True} if getattr(args, "forget_persons", False) else {}
+    app = build_or_exit(name, lambda: create_app(settings, init=args.init, **options))
     serve(app, args, settings, graceful_timeout=graceful_timeout)

@@ -1,6 +1,7 @@
 """Embedded storage shared by the three services' SQLite stores: how a database is opened, the one
-``transaction()`` every write goes through, numbered schema migrations (``migrate``), and
-``WalSync``, the fsync that makes a commit durable when the commit itself did not wait for one."""
+``transaction()`` every write goes through, numbered schema migrations (``migrate``),
+``WalSync``, the fsync that makes a commit durable when the commit itself did not wait for one,
+and ``quick_check``, the start-up check of a database's pages."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +41,51 @@ def _private(path: Path) -> None:
         if mode & 0o077:
             log.warning("database file %s had mode %o; setting 0600", file, mode)
             os.chmod(file, 0o600)
+
+
+# Virtual-machine instructions between two looks at ``quick_check``'s deadline: ~1 ms of work.
+_PROGRESS_STEP = 10_000
+
+
+def quick_check(path: Path, seconds: float) -> str | None:
+    """Why the database ``path`` is damaged, by SQLite's ``PRAGMA quick_check`` (every page of
+    every table and index read and checked for well-formedness; unlike ``integrity_check`` it
+    does not match each index with its table, ~5× faster: 0.5 s for a 190 MB file from the page
+    cache on this project's machine); None if it found nothing.
+
+    Bounded in time: a progress handler interrupts the check once ``seconds`` have passed, and a
+    check cut short is logged and counts as passed (a database larger than the budget covers
+    starts with its first pages checked, rather than not at all or after minutes). The database
+    is opened read-only, so a damaged file is left as it is, and nothing is checkpointed."""
+    deadline = time.monotonic() + seconds
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=seconds)
+    except sqlite3.Error as exc:
+        return f"unreadable by SQLite ({exc})"
+    try:
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEP)
+        # The first problems suffice to refuse, and listing more takes longer.
+        rows = conn.execute("PRAGMA quick_check(3)").fetchall()
+    except sqlite3.OperationalError as exc:
+        if time.monotonic() > deadline and "interrupt" in str(exc):
+            log.warning("PRAGMA quick_check of %s did not finish within %g s: started after a "
+                        "partial check", path, seconds)
+            return None
+        if "locked" in str(exc) or "busy" in str(exc):
+            # Another process holds it (WAL readers are rarely blocked): not a damage.
+            log.warning("PRAGMA quick_check of %s could not read it (%s): started unchecked",
+                        path, exc)
+            return None
+        return f"damaged (PRAGMA quick_check: {' '.join(str(exc).split())})"
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed", ...
+        return f"damaged (PRAGMA quick_check: {' '.join(str(exc).split())})"
+    finally:
+        conn.close()
+    # A problem may span lines ("*** in database main ***\nOn tree page 2 ..."): one line each.
+    problems = [" ".join(str(row[0]).split()) for row in rows]
+    if problems == ["ok"]:
+        return None
+    return f"damaged (PRAGMA quick_check: {'; '.join(problems)})"
 
 
 def open_db(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:

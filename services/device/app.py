@@ -27,11 +27,13 @@ def create_app(
     shuffler_transport: httpx.AsyncBaseTransport | None = None,
     paillier_min_bits: int = MIN_KEY_BITS,
     init: bool = False,
+    forget_persons: bool = False,
 ) -> FastAPI:
     """The device app. Its lifespan opens the store and starts the cache, the secure-sum key
     fetchers and the uploader. Raises ``StartupRefused`` when its data directory was initialised
-    before and its database is missing or empty (unless ``init``; see
-    ``services.common.datadir``). It needs no shuffler token.
+    before and its database is missing or empty (unless ``init``, and ``forget_persons`` too
+    when a task bounds each person's reports; see ``services.common.datadir``). It needs no
+    shuffler token.
 
     ``paillier_min_bits``: smallest Paillier key the device encrypts under (tests lower it to
     use fast test keys; production keys have at least 2048 bits).
@@ -52,6 +54,7 @@ def create_app(
         on_error=_count_rejection,
         state=state_dir(settings),
         init=init,
+        forget_persons=forget_persons,
     )
 
 

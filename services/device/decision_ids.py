@@ -42,8 +42,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 
 from privbandit.services.common.datadir import StartupRefused
-from privbandit.services.common.files import write_atomically
 from privbandit.services.device.errors import UnknownDecision
+from privbandit.shared.crypto.key_files import KeyFile, KeyFileError, exactly
 
 KEY_FILE = "decision.key"
 KEY_BYTES = 32
@@ -78,6 +78,15 @@ def short(decision_id: str) -> str:
     return decision_id if len(decision_id) <= 16 else decision_id[:16] + "…"
 
 
+# A decision key file's key: exactly ``KEY_BYTES`` bytes (``ValueError`` otherwise).
+parse_decision_key = exactly(KEY_BYTES)
+
+
+def load_decision_key(path: Path) -> bytes:
+    """The existing decision key file ``path``, checked (``KeyFileError`` naming it)."""
+    return KeyFile(path, "decision").load(parse_decision_key)
+
+
 class DecisionIds:
     """Seals decision states into ids and opens them again (module docstring)."""
 
@@ -89,19 +98,17 @@ class DecisionIds:
 
     @classmethod
     def load_or_create(cls, path: Path) -> DecisionIds:
-        """The device's key from ``path`` (mode 0600), created from the OS CSPRNG if the file
-        does not exist. Whether it may be created (first start, ``--init``) is decided before,
-        by the data directory's marker (``services.common.datadir``)."""
+        """The device's key from ``path`` (mode 0600, fingerprinted: ``shared.crypto.
+        key_files``), created from the OS CSPRNG if the file does not exist. Whether it may be
+        created (first start, ``--init``) is decided before, by the data directory's marker
+        (``services.common.datadir``), which also refuses a damaged key before this runs."""
         try:
-            key = path.read_bytes()
-        except FileNotFoundError:
-            key = os.urandom(KEY_BYTES)
-            write_atomically(path, key, mode=0o600)
-        if len(key) != KEY_BYTES:
+            key = KeyFile(path, "decision").load(parse_decision_key, lambda: os.urandom(KEY_BYTES))
+        except KeyFileError as exc:
             raise StartupRefused(
-                f"device: refusing to start: {path} (the key sealing decision ids) holds "
-                f"{len(key)} bytes, not {KEY_BYTES}; restore it from a backup, or delete it and "
-                f"start with --init (open decisions are then forgotten)")
+                f"device: refusing to start: {exc} (the key sealing decision ids); restore it "
+                f"from a backup, or move it away and start with --init (open decisions are then "
+                f"forgotten)") from exc
         return cls(key)
 
     def issue(self, task: str, state: np.ndarray) -> str:

@@ -154,13 +154,19 @@ async def give_feedback(
 
 
 async def open_decision(rt: DeviceRuntime, task: str, decision_id: str) -> OpenDecision:
-    """The decision ``decision_id`` names, if it opens for ``task`` and is younger than
-    ``unused_decision_ttl`` (``UnknownDecision`` otherwise; ``DecisionUsed`` for an expired one
+    """The decision ``decision_id`` names, if it opens for ``task``, was issued after the device's
+    database was made (``DeviceStore.created``) and is younger than ``unused_decision_ttl``
+    (``UnknownDecision`` otherwise; ``DecisionUsed`` for an expired one
     whose feedback was recorded, so a late retry still learns that its first attempt landed).
 
     Whether it was used is checked only when the report is queued (``complete_feedback``), in
     the same transaction, so the common path reads nothing from the store."""
     opened = rt.decision_ids.open(task, decision_id)
+    if opened.issued < rt.store.created:
+        # Its tombstone, if it was used, was in the database lost before this one was made.
+        raise UnknownDecision(
+            f"decision {short(decision_id)} for task {task} was issued before this device's "
+            f"database was made (the earlier one was lost): whether it was used is unknown")
     age = time.time() - opened.issued
     if -CLOCK_SKEW <= age <= rt.settings.device_timing.unused_decision_ttl:
         return opened

@@ -25,7 +25,7 @@ from privbandit.services.common.health import Readiness
 from privbandit.services.common.http_client import service_client
 from privbandit.services.device.background import Loops
 from privbandit.services.device.cache import ModelCache
-from privbandit.services.device.decision_ids import KEY_FILE, DecisionIds
+from privbandit.services.device.decision_ids import KEY_FILE, DecisionIds, load_decision_key
 from privbandit.services.device.metrics import DeviceMetrics
 from privbandit.services.device.outbox import Spread, Uploader
 from privbandit.services.device.persons import period_of
@@ -49,11 +49,19 @@ def data_path(settings: Settings) -> Path:
 
 
 def state_dir(settings: Settings) -> StateDir:
-    """The device's data directory and the file its state lives in."""
+    """The device's data directory and the files its state lives in. With a task that bounds
+    each person's reports (``contributions``), the database holds per-person state that
+    ``--init`` alone does not replace (``services.common.datadir``)."""
+    bounded = sorted(t.id for t in settings.tasks if t.contributions is not None)
+    persons = {DB_FILE: (
+        f"it held the per-person contribution counts of task(s) {', '.join(bounded)}: a new "
+        f"database starts them at 0, so each person can contribute up to k more reports in the "
+        f"current period (docs/operations.md, 'Lost state and --init')")} if bounded else {}
     return StateDir("device", data_path(settings).parent, {
-        DB_FILE: "the device's database: used decisions, the outbox of reports not yet uploaded",
+        DB_FILE: "the device's database: used decisions, per-person counts, the outbox of "
+                 "reports not yet uploaded",
         KEY_FILE: "the key sealing decision ids (without it no open decision takes feedback)",
-    })
+    }, keys={KEY_FILE: load_decision_key}, persons=persons)
 
 
 @dataclass

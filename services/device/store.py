@@ -18,7 +18,11 @@ One SQLite file in WAL mode (``<data_dir>/device/device.sqlite3``):
   transaction that queues each one, so no report beyond a task's bound k is ever queued (a
   report not queued never leaves); a person is named by an HMAC of the task and her user key
   under ``secrets.person_key`` — the user key itself is not stored. Rows of past periods are
-  pruned. Deleting the store forgets the counts (and the reports not yet sent) together.
+  pruned. Deleting the store forgets the counts (and the reports not yet sent) together: a
+  database made anew records when (``secrets.created_ms``), and a decision issued before that is
+  refused (its tombstone, if it was used, went with the old file); the per-person counts start
+  again at 0, which is why ``--init`` alone does not replace a lost database of a device whose
+  tasks bound persons (``services.common.datadir``: ``--forget-persons``).
 
 Every operation (reads too: one connection, one writer) goes through a ``GroupCommitter`` that
 commits whatever requests have queued up in a single transaction (group commit), and every
@@ -60,6 +64,7 @@ from privbandit.services.common.sqlite import (
     migrate,
     open_db,
     savepoint,
+    schema_version,
     transaction,
 )
 from privbandit.services.device.decision_ids import uid_floor
@@ -203,9 +208,15 @@ class DeviceStore:
         # Checkpoints in the sync's worker thread, not inside a COMMIT on the loop (``WalSync``).
         self._conn.execute("PRAGMA wal_autocheckpoint=0")
         self._wal_sync = WalSync(path, checkpoint_every=CHECKPOINT_EVERY)
+        fresh = schema_version(self._conn) == 0
         migrate(self._conn, MIGRATIONS, store="device")
+        if fresh:
+            with transaction(self._conn):
+                self._conn.execute("INSERT OR IGNORE INTO secrets (name, value) "
+                                   "VALUES ('created_ms', ?)", (int(time.time() * 1000),))
         self.counters = self._load_counters()
         self.person_key = self._load_person_key()
+        self.created = self._load_created()
         # Outbox room claimed by feedbacks in progress (``reserve_outbox``); event loop only.
         self._outbox_claims = 0
         self._committer: GroupCommitter[Op, Any] = GroupCommitter(
@@ -234,6 +245,15 @@ class DeviceStore:
         file: it lives and dies with the counters it keys)."""
         row = self._conn.execute("SELECT value FROM secrets WHERE name = 'person_key'").fetchone()
         return bytes(row[0])
+
+    def _load_created(self) -> float:
+        """When this database was made (seconds since the epoch, to the millisecond); 0 for
+        one made before this was recorded. A decision issued before it cannot be checked
+        against this store's tombstones: it was issued when another database (lost, then
+        replaced with ``--init``) held them, so its feedback is refused
+        (``decisions.open_decision``) rather than counted a second time."""
+        row = self._conn.execute("SELECT value FROM secrets WHERE name = 'created_ms'").fetchone()
+        return 0.0 if row is None else int(row[0]) / 1000
 
     def start(self) -> None:
         self._committer.start()

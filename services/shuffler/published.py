@@ -31,8 +31,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from privbandit.services.common.files import write_atomically
 from privbandit.services.common.retry import Backoff
+from privbandit.shared.files import write_atomically
 from privbandit.shared.settings import Settings
 
 log = logging.getLogger(__name__)

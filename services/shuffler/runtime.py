@@ -34,6 +34,8 @@ from privbandit.services.shuffler.store import ShufflerStore, Store
 from privbandit.services.shuffler.tasks import TaskSpec
 from privbandit.services.shuffler.transports import Transports
 from privbandit.services.shuffler.transports.base import Context, OnAdopted
+from privbandit.shared.crypto.key_files import KeyFile, exactly
+from privbandit.shared.crypto.noise_stream import NOISE_KEY_BYTES, NOISE_KEY_FILE
 from privbandit.shared.protocol.messages import ShufflerStatus, TaskQueueStatus
 from privbandit.shared.settings import Settings
 
@@ -42,12 +44,22 @@ HPKE_CACHE = "hpke-config.json"
 
 
 def state_dir(settings: Settings) -> StateDir:
-    """The shuffler's data directory and the file its state lives in (the Paillier config cache
-    is not state: it is fetched again from the analyzer)."""
+    """The shuffler's data directory and the files its state lives in (the Paillier config cache
+    is not state: it is fetched again from the analyzer): its database, unless it is in
+    PostgreSQL, and its noise key once a task has made it (``shared.crypto.noise_stream``),
+    checked against its fingerprint."""
     files = {} if settings.shuffler.postgres else {
         DB_FILE: "the shuffler's database: accepted reports, pending and unacknowledged batches",
     }
-    return StateDir("shuffler", Path(settings.data_dir) / "shuffler", files)
+    files[NOISE_KEY_FILE] = ("the shuffler's noise key (the aggregator noise of ddp-linucb: the "
+                             "same noise at every delivery of a batch)")
+    return StateDir("shuffler", Path(settings.data_dir) / "shuffler", files,
+                    keys={NOISE_KEY_FILE: check_noise_key})
+
+
+def check_noise_key(path: Path) -> bytes:
+    """The existing noise key file ``path``, checked (``KeyFileError`` naming it)."""
+    return KeyFile(path, "noise").load(exactly(NOISE_KEY_BYTES))
 
 
 def open_store(settings: Settings) -> Store:

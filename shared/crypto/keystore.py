@@ -1,10 +1,11 @@
 """The analyzer's two private keys (HPKE X25519 and Paillier), each in one file of its data
-directory, created exactly once, durably, readable only by its owner.
+directory, created exactly once, durably, readable only by its owner, and fingerprinted when made
+so that a changed file is refused rather than loaded as another key (``shared.crypto.key_files``:
+``KeyFile``, the protocol both use).
 
-``KeyFile`` is the one create-once protocol both use: write to a fresh temporary file with mode
-0600, fsync it, then ``link()`` it into place — ``link`` fails if the key already exists, so two
-processes starting at once agree on one key — and fsync the directory so the new name survives a
-crash. A key file readable by others is tightened to 0600 with a warning.
+``load_hpke_key`` and ``load_paillier_key`` check an existing key file without creating one: the
+data directory's start-up check (``services.common.datadir``) runs them before the service opens
+anything.
 """
 
 from __future__ import annotations
@@ -12,24 +13,25 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import secrets
-import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from phe import paillier
 
 from privbandit.shared.crypto.hpke import CryptoError, open_report
+from privbandit.shared.crypto.key_files import KeyFile, KeyFileError
 from privbandit.shared.crypto.paillier import (
     DEFAULT_KEY_BITS,
     PaillierKeyError,
     check_key_bits,
     generate_keypair,
     key_from_json,
+    key_numbers,
     key_to_json,
     open_batch_sum,
     paillier_key_id,
@@ -44,48 +46,6 @@ HPKE_KEY_FILE = "hpke_x25519.pem"
 PAILLIER_KEY_FILE = "paillier.json"
 
 
-def create_private_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (mode 0600) unless ``path`` already exists."""
-    directory = path.parent
-    tmp = directory / f".{path.name}.{secrets.token_hex(8)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-    finally:
-        tmp.unlink(missing_ok=True)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-class KeyFile:
-    """One private key file: ``read()`` its bytes, creating it first with ``make()`` if absent."""
-
-    def __init__(self, path: Path, kind: str) -> None:
-        self.path = path
-        self.kind = kind
-
-    def read(self, make: Callable[[], bytes]) -> bytes:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
-            create_private_file(self.path, make())
-        mode = stat.S_IMODE(self.path.stat().st_mode)
-        if mode & 0o077:
-            # A key readable by others is a misconfiguration; tighten it rather than refuse.
-            log.warning("%s key %s had mode %o; setting 0600", self.kind, self.path, mode)
-            os.chmod(self.path, 0o600)
-        return self.path.read_bytes()
-
-
 class HpkeKeyStore:
     """The analyzer's X25519 key pair, created on first start and persisted as PEM (mode 0600).
 
@@ -96,12 +56,11 @@ class HpkeKeyStore:
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
         self.path = self.directory / HPKE_KEY_FILE
-        pem = KeyFile(self.path, "HPKE").read(_new_x25519_pem)
-        key = serialization.load_pem_private_key(pem, password=None)
-        if not isinstance(key, X25519PrivateKey):
-            raise CryptoError(f"{self.path} does not hold an X25519 private key")
-        self.private_key = key
-        self.public_key_bytes = key.public_key().public_bytes(
+        try:
+            self.private_key = KeyFile(self.path, "HPKE").load(parse_x25519_pem, _new_x25519_pem)
+        except KeyFileError as exc:
+            raise CryptoError(str(exc)) from exc
+        self.public_key_bytes = self.private_key.public_key().public_bytes(
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
         self.key_id = hashlib.sha256(self.public_key_bytes).digest()[0]
@@ -112,6 +71,22 @@ class HpkeKeyStore:
     def open(self, task: str, report: EncryptedReport) -> bytes:
         """``open_report`` with this store's key."""
         return open_report(self.private_key, self.key_id, task, report)
+
+
+def parse_x25519_pem(pem: bytes) -> X25519PrivateKey:
+    """The X25519 private key a PEM file holds (``ValueError`` if it holds none)."""
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (TypeError, UnsupportedAlgorithm) as exc:  # encrypted; an unknown algorithm's OID
+        raise ValueError(str(exc)) from exc
+    if not isinstance(key, X25519PrivateKey):
+        raise ValueError("not an X25519 private key")
+    return key
+
+
+def load_hpke_key(path: Path) -> X25519PrivateKey:
+    """The existing HPKE key file ``path``, checked (``KeyFileError`` naming it)."""
+    return KeyFile(path, "HPKE").load(parse_x25519_pem)
 
 
 def _new_x25519_pem() -> bytes:
@@ -141,12 +116,12 @@ class PaillierKeyStore:
             return json.dumps(key_to_json(private_key), indent=1).encode("utf-8")
 
         try:
-            data = json.loads(KeyFile(self.path, "Paillier").read(make).decode("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise PaillierKeyError(f"cannot read {self.path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise PaillierKeyError(f"{self.path} does not hold a Paillier key")
-        self.private_key = key_from_json(data, allow_small)
+            self.private_key = KeyFile(self.path, "Paillier").load(
+                lambda data: parse_paillier_key(data, True), make)
+        except KeyFileError as exc:
+            raise PaillierKeyError(str(exc)) from exc
+        # The size is judged here, not in the file check: a small key is sound, only refused.
+        check_key_bits(self.private_key.public_key.n.bit_length(), allow_small)
         self.public_key: paillier.PaillierPublicKey = self.private_key.public_key
         self.n = int(self.public_key.n)
         self.key_bits = self.n.bit_length()
@@ -164,3 +139,37 @@ class PaillierKeyStore:
     ) -> np.ndarray:
         """``open_batch_sum`` with this store's key."""
         return open_batch_sum(self.private_key, ciphertexts, task_layout, n_reports, bound)
+
+
+def _paillier_json(data: bytes) -> dict[str, Any]:
+    """A Paillier key file's JSON object (``ValueError`` if it holds none)."""
+    obj = json.loads(data.decode("utf-8"))
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    return obj
+
+
+def parse_paillier_key(data: bytes, allow_small: bool) -> paillier.PaillierPrivateKey:
+    """The Paillier private key a JSON key file holds (``ValueError`` if it holds none, or an
+    inconsistent one: ``key_numbers`` checks n = p q, so a digit changed in any of them is seen,
+    and that p and q are prime; ``allow_small``: accept keys below 2048 bits)."""
+    try:
+        return key_from_json(_paillier_json(data), allow_small)
+    except PaillierKeyError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _paillier_numbers(data: bytes) -> tuple[int, int, int]:
+    try:
+        return key_numbers(_paillier_json(data), allow_small=True, check_primes=False)
+    except PaillierKeyError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def load_paillier_key(path: Path) -> tuple[int, int, int]:
+    """The numbers (n, p, q) of the existing Paillier key file ``path``, checked (``KeyFileError``
+    naming it) as the start-up check needs: parsed, n = p q, and its fingerprint. Its size and the
+    primality of p and q are ``PaillierKeyStore``'s to judge when it loads the key; so is building
+    the key (phe's ``PaillierPrivateKey`` precomputes its CRT constants: most of a load's time
+    besides the primality test, 30–90 ms at 2048 bits on a loaded machine)."""
+    return KeyFile(path, "Paillier").load(_paillier_numbers)

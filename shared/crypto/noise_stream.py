@@ -27,7 +27,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from privbandit.shared.crypto.keystore import KeyFile
+from privbandit.shared.crypto.key_files import KeyFile
 
 NOISE_KEY_FILE = "noise.key"
 NOISE_KEY_BYTES = 32

@@ -111,3 +111,35 @@ def test_up_init_starts_the_services_with_init(
             cli(["up", "--config", str(config), "--data-dir", str(tmp_path / "data"), *flags])
         assert commands and commands[0][2] == "privbandit.services.analyzer"
         assert ("--init" in commands[0]) is init
+
+
+def test_a_changed_token_file_is_refused_naming_it(tmp_path: Path) -> None:
+    """The token file is fingerprinted when made (``shared.crypto.key_files``): another token
+    in its place, however well-formed, is refused; deleting both makes a new one."""
+    data = tmp_path / "data"
+    token = data_dir_token(data)
+    (data / TOKEN_FILE).write_text(("x" if token[0] != "x" else "y") + token[1:])
+    with pytest.raises(LaunchError, match=f"{data / TOKEN_FILE} is not the key that was made"):
+        data_dir_token(data)
+    for name in (TOKEN_FILE, f"{TOKEN_FILE}.sha256"):
+        (data / name).unlink()
+    assert data_dir_token(data) != token
+
+
+@pytest.mark.parametrize("forget", [False, True])
+def test_forget_persons_reaches_only_the_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forget: bool
+) -> None:
+    commands: list[list[str]] = []
+
+    def popen(cmd: list[str], **kwargs: Any) -> Any:
+        commands.append(cmd)
+        return None
+
+    monkeypatch.setenv("PRIVBANDIT_START_METHOD", "exec")
+    monkeypatch.setattr(launcher.subprocess, "Popen", popen)
+    for name, port in PORTS.items():
+        launcher.ServiceProcess(name, port).start({}, init=True, forget_persons=forget)
+    flagged = {cmd[2].rsplit(".", 1)[1] for cmd in commands if "--forget-persons" in cmd}
+    assert flagged == ({"device"} if forget else set())
+    assert all("--init" in cmd for cmd in commands)

@@ -292,7 +292,11 @@ def person_figures(
     if central is None and ledger.threat_model != "ldp":
         words.append("central: no guarantee per person can be stated")
     per = "in all (period: forever)" if period == "forever" else f"per period of {period}"
-    out["accounting"] = f"per person: at most k={k} reports {per}; " + "; ".join(words)
+    # What the device counts lives in its database (issue 40 item 7: docs/operations.md).
+    out["accounting"] = (f"per person: at most k={k} reports {per}, as counted by the device's "
+                         f"database (if it is lost and replaced with --init --forget-persons, "
+                         f"each of its persons may send k more in that period: 2k in all); "
+                         + "; ".join(words))
     return out
 
 

@@ -5,6 +5,7 @@ state files are readable by their owner only."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from fastapi import FastAPI
 
 from privbandit.services.analyzer.app import create_app as create_analyzer
 from privbandit.services.common.datadir import MARKER, StartupRefused
-from privbandit.services.common.sqlite import open_db
+from privbandit.services.common.sqlite import open_db, quick_check
 from privbandit.services.device.app import create_app as create_device
 from privbandit.services.device.decision_ids import KEY_FILE as DECISION_KEY_FILE
 from privbandit.services.shuffler.app import create_app as create_shuffler
@@ -406,3 +407,69 @@ def test_cli_with_a_lost_database_exits_2_naming_the_file(tmp_path: Path) -> Non
     assert result.returncode == 2, result.stderr
     assert str(state / DB["device"]) in result.stderr and "--init" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Key fingerprints and the databases' page check (issue 40 item 6; the damages themselves, as
+# real processes: tests/e2e/test_damaged_state.py)
+
+
+@pytest.mark.parametrize(("service", "key_file"), KEYS)
+async def test_a_key_from_before_fingerprints_gets_one_at_its_first_load_and_says_so(
+    tmp_path: Path, service: str, key_file: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key is fingerprinted when made, in ``sha256sum``'s format; one without a fingerprint
+    gets it at its next load, logged, and is protected from then on."""
+    settings = await first_start(tmp_path, service)
+    key = directory(settings, service) / key_file
+    side = key.with_name(key.name + ".sha256")
+    recorded = side.read_text()
+    assert recorded == f"{hashlib.sha256(key.read_bytes()).hexdigest()}  {key.name}\n"
+    assert mode(side) == 0o600
+    side.unlink()  # as a data directory made before fingerprints has it
+    with caplog.at_level(logging.WARNING, logger="privbandit.shared.crypto.key_files"):
+        await start_and_stop(service, settings)
+    assert f"{key} had no fingerprint" in caplog.text
+    assert side.read_text() == recorded  # the same key, so the same fingerprint
+    data = bytearray(key.read_bytes())
+    data[-3] ^= 1
+    key.write_bytes(bytes(data))
+    with pytest.raises(StartupRefused, match=f"{key} \\(.*\\) is "):
+        create(service, settings)
+
+
+def many_rows(path: Path) -> None:
+    conn = open_db(path)
+    conn.execute("CREATE TABLE t (x INTEGER PRIMARY KEY, y BLOB)")
+    conn.execute("CREATE INDEX ty ON t (y)")
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO t (y) VALUES (?)", ((os.urandom(64),) for _ in range(20_000)))
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_quick_check_is_bounded_in_time(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``PRAGMA quick_check`` under a deadline: a check cut short passes, logged; a finished
+    one finds a damaged page."""
+    path = tmp_path / "big.sqlite3"
+    many_rows(path)
+    assert quick_check(path, patience(60)) is None
+    with caplog.at_level(logging.WARNING, logger="privbandit.services.common.sqlite"):
+        assert quick_check(path, 0.0) is None
+    assert f"PRAGMA quick_check of {path} did not finish within 0 s" in caplog.text
+    # A database another process holds locked is not damaged: started unchecked, logged.
+    holder = open_db(path)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    with caplog.at_level(logging.WARNING, logger="privbandit.services.common.sqlite"):
+        assert quick_check(path, 0.2) is None
+    assert "could not read it (database is locked)" in caplog.text
+    holder.execute("ROLLBACK")
+    holder.close()
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page:page + 16] = b"\xff" * 16  # the second page's b-tree header
+    path.write_bytes(bytes(data))
+    why = quick_check(path, patience(60))
+    assert why is not None and why.startswith("damaged (PRAGMA quick_check: ")
+    assert "\n" not in why

@@ -107,15 +107,18 @@ async def stack(
     *,
     analyzer_up: bool = True,
     wait_ready: bool = True,
+    **options: bool,
 ) -> AsyncIterator[Stack]:
-    """Real analyzer + fake shuffler + device, all in-process with their lifespans running."""
+    """Real analyzer + fake shuffler + device, all in-process with their lifespans running;
+    ``options``: the device's start options (``init``, ``forget_persons``)."""
     shuffler = shuffler if shuffler is not None else FakeShuffler()
     analyzer_app = create_analyzer(settings, paillier_key_bits=PAILLIER_TEST_BITS)
     async with running(analyzer_app) as analyzer:
         a_transport: httpx.AsyncBaseTransport = (
             httpx.ASGITransport(app=analyzer_app) if analyzer_up else DeadTransport()
         )
-        app = device_app(settings, a_transport, httpx.ASGITransport(app=shuffler.app()))
+        app = device_app(settings, a_transport, httpx.ASGITransport(app=shuffler.app()),
+                         **options)
         async with running(app) as device:
             if wait_ready:
                 await eventually(lambda: ok(device.get("/healthz")), what="device ready")
@@ -126,12 +129,14 @@ def device_app(
     settings: Settings,
     analyzer: httpx.AsyncBaseTransport,
     shuffler: httpx.AsyncBaseTransport,
+    **options: bool,
 ) -> FastAPI:
     """A device app for tests: it accepts the analyzer's small test Paillier keys (and, with
-    ``make_settings``, keeps a small pool of precomputed randomness)."""
+    ``make_settings``, keeps a small pool of precomputed randomness); ``options``: ``init``,
+    ``forget_persons``."""
     return create_device(
         settings, analyzer_transport=analyzer, shuffler_transport=shuffler,
-        paillier_min_bits=PAILLIER_TEST_BITS,
+        paillier_min_bits=PAILLIER_TEST_BITS, **options,
     )
 
 

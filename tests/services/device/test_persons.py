@@ -1,6 +1,8 @@
 """Returning users on the device (issue 24; services/device/persons.py): at most k reports per
 person and period leave the device, under sequential and concurrent feedbacks of one person and
-across restarts; the user key never leaves the device nor reaches its disk."""
+across restarts; the user key never leaves the device nor reaches its disk; a lost database is
+not replaced without ``--forget-persons``, and no decision issued before the new one reports
+(issue 40 item 7)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from privbandit.services.common.datadir import StartupRefused
 from privbandit.services.device.persons import period_of, person_name, slot_for
 from privbandit.services.device.store import DeviceStore, PersonSlot
-from privbandit.shared.settings import TaskConfig
+from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import eventually, ldp_task, make_settings
 from tests.services.device.support import decide, features, stack, status
 
@@ -160,3 +163,70 @@ async def test_a_new_period_has_a_new_bound_and_old_ones_are_pruned(tmp_path: Pa
     assert reopened.person_key == store.person_key  # the key lives with the counts
     assert reopened.counters.withheld == 1
     reopened.close()
+
+
+def lose_database(settings: Settings) -> Path:
+    """The device's database (and its WAL and index) deleted, as a lost disk would."""
+    db = Path(settings.data_dir) / "device" / "device.sqlite3"
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    return db
+
+
+async def used_and_open(s, rng: np.random.Generator) -> tuple[str, str]:
+    """Two decisions: one whose feedback was queued (used), one still open."""
+    used = (await decide(s.device, "loc", features(rng)))["decision_id"]
+    resp = await s.device.post("/v1/tasks/loc/feedback",
+                               json={"decision_id": used, "reward": 0.5, "user": USER})
+    assert resp.status_code == 202 and resp.json()["queued"] is True
+    return used, (await decide(s.device, "loc", features(rng)))["decision_id"]
+
+
+async def test_init_alone_does_not_replace_a_database_with_per_person_counts(
+    tmp_path: Path,
+) -> None:
+    """Issue 40 item 7: a lost database held the per-person counts; ``--init`` alone refuses,
+    naming it and ``--forget-persons``. Said in so many words, the device starts on a new
+    database: the counts start again at 0 (what the operator accepted), and no decision issued
+    before it takes feedback, so a used decision's report is never queued twice."""
+    rng = np.random.default_rng(7)
+    settings = make_settings(tmp_path, tasks=[bounded(2)])
+    async with stack(settings) as s:
+        used, still_open = await used_and_open(s, rng)
+    db = lose_database(settings)
+    with pytest.raises(StartupRefused, match="--init --forget-persons") as refused:
+        async with stack(settings, init=True):
+            pass
+    assert str(db) in str(refused.value) and "per-person contribution counts" in str(refused.value)
+    assert not db.exists()
+    async with stack(settings, init=True, forget_persons=True) as s:
+        for did in (used, still_open):
+            resp = await s.device.post("/v1/tasks/loc/feedback",
+                                       json={"decision_id": did, "reward": 0.5, "user": USER})
+            assert resp.status_code == 404, resp.text
+            assert "issued before this device's database was made" in resp.json()["message"]
+        answers = [await feedback(s, "loc", rng, USER) for _ in range(3)]
+        # Two more reports of a person who had given one: the cost --forget-persons accepts.
+        assert [a["queued"] for _, a in answers] == [True, True, False]
+
+
+async def test_a_used_decision_does_not_report_again_after_a_lost_database(
+    tmp_path: Path,
+) -> None:
+    """Without a per-person bound ``--init`` alone replaces a lost database; the decisions
+    issued before it are refused all the same (their tombstones were lost with it)."""
+    rng = np.random.default_rng(8)
+    settings = make_settings(tmp_path, tasks=[ldp_task()])
+    async with stack(settings) as s:
+        used, _ = await used_and_open(s, rng)
+        assert (await s.device.post("/v1/tasks/loc/feedback", json={
+            "decision_id": used, "reward": 0.5})).status_code == 409
+    lose_database(settings)
+    async with stack(settings, init=True) as s:
+        resp = await s.device.post("/v1/tasks/loc/feedback",
+                                   json={"decision_id": used, "reward": 0.5})
+        assert resp.status_code == 404, resp.text
+        assert (await status(s.device))["feedbacks"] == 0
+        fresh = (await decide(s.device, "loc", features(rng)))["decision_id"]
+        assert (await s.device.post("/v1/tasks/loc/feedback", json={
+            "decision_id": fresh, "reward": 0.5})).status_code == 202

@@ -251,6 +251,9 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
                 # 3. new reports under B's key go through and are counted by B.
                 await secure_feedbacks(s, 10, rng)
                 await eventually(lambda: counted(b_client, "sum", 10), what="counted by B")
+                # B can count a report before the device has committed the shuffler's 202 for
+                # it (the shuffler batches what it accepted at once): wait for the device too.
+                await eventually(lambda: _uploaded(device, 10), what="the device's uploads")
                 st = await status(device)
                 assert (st["feedbacks"], st["uploaded"], st["dropped"]) == (13, 10, 3)
         assert (await b_client.get("/v1/tasks/sum/privacy")).json()["reports_counted"] == 10
@@ -263,6 +266,10 @@ async def _fetched_more(keys: Any, n: int) -> bool:
 
 async def _dropped(client: httpx.AsyncClient, n: int) -> bool:
     return (await status(client))["dropped"] >= n
+
+
+async def _uploaded(client: httpx.AsyncClient, n: int) -> bool:
+    return (await status(client))["uploaded"] >= n
 
 
 def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:

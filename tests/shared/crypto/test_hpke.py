@@ -165,8 +165,9 @@ def test_key_store_persists_with_mode_0600(tmp_path: Path) -> None:
     assert second.open("shuf", rep) == b"kept"
     # A different directory is a different key.
     assert HpkeKeyStore(tmp_path / "other").public_key_bytes != first.public_key_bytes
-    # No temporary files are left behind.
-    assert [p.name for p in (tmp_path / "keys").iterdir()] == [HPKE_KEY_FILE]
+    # No temporary files are left behind: the key and its fingerprint (``key_files``).
+    assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == [
+        HPKE_KEY_FILE, f"{HPKE_KEY_FILE}.sha256"]
 
 
 def test_key_store_tightens_loose_permissions(tmp_path: Path) -> None:

@@ -137,6 +137,9 @@ def test_shuffle_person_central_never_above_local_composition() -> None:
     eps_sub, _ = at(l // 3)
     assert small["central_epsilon"] <= 3 * eps_sub  # basic composition at δ ≥ 3δ
     assert small["central_epsilon"] < 3 * eps0
+    # What a lost device database does to the bound is said with it (issue 40 item 7).
+    assert "replaced with --init --forget-persons" in small["accounting"]
+    assert "k more in that period: 2k in all" in small["accounting"]
 
 
 def test_unbounded_and_baseline_state_no_person_guarantee() -> None:
