@@ -44,6 +44,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import types
 from collections.abc import Iterator
@@ -104,6 +105,8 @@ def start_method(python: str) -> str:
         raise ValueError(f"{START_METHOD_ENV} must be one of {', '.join(START_METHODS)}, "
                          f"not {wanted!r}")
     if wanted == "exec" or "forkserver" not in mp.get_all_start_methods():
+        return "exec"
+    if not _socket_path_fits():
         return "exec"
     same = python == sys.executable or (
         os.path.exists(python) and os.path.samefile(python, sys.executable))
@@ -181,6 +184,18 @@ class ForkedChild:
 # children when the launcher's interpreter exits; ``_stop_leftovers`` stops them first, so that a
 # launcher that did not stop a service neither hangs at exit nor leaves it running.
 _LIVE: set[ForkedChild] = set()
+# The forkserver listens on a Unix socket at <tempdir>/pymp-XXXXXXXX/listener-XXXXXXXX
+# (multiprocessing.connection.arbitrary_address): 32 characters after the temporary directory,
+# and Linux's sun_path holds 107. A deep TMPDIR (e.g. a test's tmp_path) would make the bind
+# fail with "AF_UNIX path too long"; services then start by python -m instead.
+_SOCKET_SUFFIX = len("/pymp-12345678/listener-12345678")
+_SUN_PATH_MAX = 107
+
+
+def _socket_path_fits() -> bool:
+    return len(tempfile.gettempdir()) + _SOCKET_SUFFIX <= _SUN_PATH_MAX
+
+
 _context: mp.context.ForkServerContext | None = None
 
 

@@ -113,13 +113,19 @@ def flip_bit(path: Path, offset: int, bit: int = 0) -> None:
 
 def pem_scalar_flip(path: Path) -> None:
     """One bit of the PEM's private scalar flipped: the file still parses, as ANOTHER X25519
-    key (what a bit flip on disk did silently before fingerprints). The base64 character four
-    before the end of the body line encodes bits of the scalar's last bytes; flipping its
-    lowest bit keeps it a base64 character."""
+    key (what a bit flip on disk did silently before fingerprints). The bit is flipped in the
+    decoded DER (its last byte is the scalar's) and the body encoded again: flipping a bit of
+    the base64 text itself can leave no base64 character ('A' ^ 1 is '@')."""
+    import base64
+
     text = path.read_bytes()
-    body_end = text.index(b"\n-----END")
     before = parse_x25519_pem(text)
-    flip_bit(path, body_end - 4)
+    lines = text.split(b"\n")
+    body = [i for i, line in enumerate(lines) if line and not line.startswith(b"-----")]
+    der = bytearray(base64.b64decode(b"".join(lines[i] for i in body)))
+    der[-1] ^= 1
+    lines[body[0]: body[-1] + 1] = [base64.b64encode(bytes(der))]
+    path.write_bytes(b"\n".join(lines))
     after = parse_x25519_pem(path.read_bytes())  # parses: another key
     raw = serialization.Encoding.Raw, serialization.PublicFormat.Raw
     assert after.public_key().public_bytes(*raw) != before.public_key().public_bytes(*raw)

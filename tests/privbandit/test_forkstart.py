@@ -175,3 +175,17 @@ def test_a_launcher_still_stops_its_service_when_the_forkserver_was_killed(
     assert running == "None"
     assert status == "255"  # ended, with an unknown status (multiprocessing's convention)
     assert state(pid=int(pid)) == "Z"
+
+
+def test_a_temporary_directory_too_deep_for_the_forkserver_socket_starts_by_exec(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forkserver's Unix socket lives under the temporary directory; past Linux's 107
+    characters it cannot bind, so the launcher starts services by ``python -m`` instead (seen
+    in the wheel test, whose TMPDIR is a deep pytest path)."""
+    import tempfile
+
+    monkeypatch.delenv(forkstart.START_METHOD_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "d" * 80)
+    assert forkstart.start_method(sys.executable) == "exec"
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert forkstart.start_method(sys.executable) == "forkserver"
