@@ -127,6 +127,32 @@ def skellam_mu(
     return bisect_boundary(ok, lo, hi, rel_tol * lo)
 
 
+def _scale_words(scale: float | None, encoding: str | None) -> str:
+    """The ledger's words for the quantization scale and the encoding."""
+    words = "" if scale is None else f", scale s={scale:g}"
+    return words if encoding is None else words + f", encoding {encoding}"
+
+
+def _skellam_ledger(eps: float, order: int, mu: float, l1: float, l2: float, delta: float,
+                    accounting: str, **extra: object) -> PrivacyLedger:
+    """A ``ddp-linucb`` ledger (both designs): central (ε, δ) of the Skellam mechanism of
+    variance μ at its best order, no local guarantee, and the design's own fields."""
+    return PrivacyLedger(
+        threat_model="shuffle",
+        ldp_epsilon=None,
+        ldp_delta=None,
+        central_epsilon=eps,
+        central_delta=delta,
+        rdp_alpha=float(order),
+        rdp_epsilon=skellam_rdp(order, mu, l1, l2),
+        aggregation="secure-sum",
+        accounting=accounting,
+        l1_sensitivity=l1,
+        l2_sensitivity=l2,
+        **extra,
+    )
+
+
 def ddp_ledger(
     share_variance: float,
     gamma: float,
@@ -152,18 +178,9 @@ def ddp_ledger(
     n_h = honest_shares(gamma, batch_size)
     mu = n_h * share_variance
     eps, order = skellam_epsilon(mu, l1, l2, delta)
-    scale_txt = "" if scale is None else f", scale s={scale:g}"
-    if encoding is not None:
-        scale_txt += f", encoding {encoding}"
-    return PrivacyLedger(
-        threat_model="shuffle",
-        ldp_epsilon=None,
-        ldp_delta=None,
-        central_epsilon=eps,
-        central_delta=delta,
-        rdp_alpha=float(order),
-        rdp_epsilon=skellam_rdp(order, mu, l1, l2),
-        aggregation="secure-sum",
+    scale_txt = _scale_words(scale, encoding)
+    return _skellam_ledger(
+        eps, order, mu, l1, l2, delta,
         accounting=(
             f"distributed DP (Skellam): each device adds Skellam noise of variance "
             f"σ_s²={share_variance:.6g} per coordinate to its rounded statistics{scale_txt}; "
@@ -181,8 +198,6 @@ def ddp_ledger(
         share_variance=share_variance,
         honest_fraction=gamma,
         honest_shares=n_h,
-        l1_sensitivity=l1,
-        l2_sensitivity=l2,
     )
 
 
@@ -215,9 +230,7 @@ def aggregator_ledger(
         raise ValueError(f"aggregator variance must be positive, got {aggregator_variance}")
     eps, order = skellam_epsilon(aggregator_variance, l1, l2, delta)
     eps_public, order_public = skellam_epsilon(2.0 * aggregator_variance, l1, l2, delta)
-    scale_txt = "" if scale is None else f", scale s={scale:g}"
-    if encoding is not None:
-        scale_txt += f", encoding {encoding}"
+    scale_txt = _scale_words(scale, encoding)
     observers = {
         "analyzer": {"central_epsilon": eps, "central_delta": delta,
                      "protected_by": "the shuffler's noise", "skellam_mu": aggregator_variance},
@@ -227,15 +240,8 @@ def aggregator_ledger(
                    "protected_by": "both aggregators' noise",
                    "skellam_mu": 2.0 * aggregator_variance},
     }
-    return PrivacyLedger(
-        threat_model="shuffle",
-        ldp_epsilon=None,
-        ldp_delta=None,
-        central_epsilon=eps,
-        central_delta=delta,
-        rdp_alpha=float(order),
-        rdp_epsilon=skellam_rdp(order, aggregator_variance, l1, l2),
-        aggregation="secure-sum",
+    return _skellam_ledger(
+        eps, order, aggregator_variance, l1, l2, delta,
         accounting=(
             f"distributed DP (Skellam), noise added by the aggregators: devices send their "
             f"exact rounded statistics{scale_txt}, each entry proved within its honest range; "
@@ -258,8 +264,6 @@ def aggregator_ledger(
         share_variance=None,
         honest_fraction=None,
         honest_shares=None,
-        l1_sensitivity=l1,
-        l2_sensitivity=l2,
         observers=observers,
     )
 

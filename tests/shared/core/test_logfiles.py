@@ -160,7 +160,9 @@ def test_parquet_without_pyarrow_says_so(tmp_path: Path) -> None:
         with pytest.raises(LogFormatError, match="reading Parquet needs pyarrow"):
             read_any(tmp_path / "log.parquet")
     else:
-        pytest.skip("pyarrow is installed")
+        pytest.skip("checks the one-line message a user without pyarrow gets; pyarrow is "
+                    "installed here, so Parquet is read instead (not tested: pyarrow is no "
+                    "dependency of the project)")
 
 
 def test_obp_feedback_saved_by_numpy_with_a_named_encoding(tmp_path: Path) -> None:
