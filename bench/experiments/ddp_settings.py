@@ -28,7 +28,7 @@ from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.policies.config import DDPLinUCBConfig, LDPLinUCBConfig
 from privbandit.shared.core.simulator import simulate
 
-TEXT_FIELDS = ("batch_schedule", "encoding", "regularizer")
+TEXT_FIELDS = ("batch_schedule", "encoding", "mechanism", "regularizer")
 
 
 def parse_setting(spec: str) -> tuple[str, dict[str, Any]]:
