@@ -90,11 +90,17 @@ def privunit_parameters(D: int, epsilon: float) -> tuple[float, float, float]:
 
     def spent(gamma: float) -> float:  # ε₁ = ln((1 − q)/q), the cap's share of ε
         q = cap_fraction(D, gamma)
-        return math.log((1 - q) / q)
+        return math.inf if q <= 0 else math.log((1 - q) / q)
 
-    # γ_max: the cap alone spends ε (then p = ½ and m = 0).
-    hi = 1.0 - 1e-12 if spent(1.0 - 1e-12) <= epsilon else optimize.brentq(
-        lambda g: spent(g) - epsilon, 0.0, 1.0 - 1e-12, xtol=1e-15)
+    # γ_max: the cap alone spends ε (then p = ½ and m = 0); ε₁ increases with γ, and is
+    # infinite where q underflows (large D), so bisect rather than bracket a root. Below γ_max
+    # q ≥ 1/(1 + e^ε): every q the search evaluates is far from underflow.
+    lo, hi = 0.0, 1.0 - 1e-12
+    if spent(hi) > epsilon:
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if spent(mid) > epsilon else (mid, hi)
+        hi = lo
 
     def params(gamma: float) -> tuple[float, float]:
         q = cap_fraction(D, gamma)
