@@ -3,8 +3,8 @@ simulate`` and the demo tasks use unless the flags say otherwise or ``--paper`` 
 config's fields keep the paper's settings; its ``PRACTICAL`` class attribute is its entry here.
 Every setting is post-processing of the private statistics, a batch schedule, or a privacy
 parameter stated as the same guarantee (the ledgers decide): none changes what a user is
-promised. The measurements behind each are in BENCHMARKS.md ("Issue 22 — learning at the
-privacy frontier" and the subsections per policy), made on seeds the final figures do not use.
+promised. The measurements behind each are in docs/benchmarks/ (frontier.md, ddp-linucb.md,
+adar.md, sblb.md, ldp.md: issue 22 per policy), made on seeds the final figures do not use.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ PRACTICAL: dict[str, dict[str, object]] = {
     # its own noise (``LDPLinUCB._publish``: keeps greedy from locking in); the centered report
     # where the contexts have an intercept ((y − ½) x × 2, off-diagonals × √2: Δ² 4.5 as Alg. 5's,
     # so the same σ, but half the noise variance on G̃'s off-diagonal entries and on ũ, and G̃₀₀
-    # exact; BENCHMARKS.md, section ldpc), else Alg. 5's. The report's randomizer is PrivUnit2
-    # on that vector (pure ε, δ = 0: ``randomizers.privunit``; issue 44 item 5): at ε = 1 its
-    # per-entry variance is ≈ 7× below the Gaussian's at (1, 10⁻⁶), and on `linear` (d = 5,
-    # K = 20, T = 10⁶, 3 runs, seed 1) it ends at 9,818 ± 362 against 40,723 ± 7,080
+    # exact; docs/benchmarks/ldp.md, section ldpc), else Alg. 5's. The report's randomizer is
+    # PrivUnit2 on that vector (pure ε, δ = 0: ``randomizers.privunit``; issue 44 item 5): at
+    # ε = 1 its per-entry variance is ≈ 7× below the Gaussian's at (1, 10⁻⁶), and on `linear`
+    # (d = 5, K = 20, T = 10⁶, 3 runs, seed 1) it ends at 9,818 ± 362 against 40,723 ± 7,080
     # (docs/benchmarks/ldp-mechanisms.md).
     "ldp-linucb": {
         "regularizer": "noise",
@@ -43,7 +43,7 @@ PRACTICAL: dict[str, dict[str, object]] = {
         "confidence_scale": 0.02,
         "m": 4,
     },
-    # Growing batches (a first batch of 50 × one batch's noise sd, doubling to 10⁵), the ridge
+    # Growing batches (a first batch of 37.5 × one batch's noise sd, doubling to 10⁵), the ridge
     # and width from the noise added so far, the centered encoding where the contexts have an
     # intercept ((r − ½) x: Δ² 2.53 against frobenius's 4.5 at w = 1), else frobenius (exact
     # joint sensitivity).
