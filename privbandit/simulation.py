@@ -297,8 +297,8 @@ def _run_contextual(req: Request, progress: Progress) -> Outcome:
         if (d, K) != (want_d, want_K):
             req.note(f"env {name} uses d={d}, K={K} (requested d={want_d}, K={want_K})")
     config = checked_config(req, d, extra={"K": K} if req.algo == "lplr" else None)
-    if req.algo == "ddp-linucb" and req.aggregation != "secure-sum":
-        raise SimulationError("ddp-linucb is private only over the secure sum "
+    if req.algo in ("ddp-linucb", "ddp-glb") and req.aggregation != "secure-sum":
+        raise SimulationError(f"{req.algo} is private only over the secure sum "
                               "(--aggregation secure-sum)")
     if req.users is not None and req.algo == "lplr":
         raise SimulationError("lplr has its own simulator loop; no returning users")

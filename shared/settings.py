@@ -42,7 +42,7 @@ from privbandit.shared.protocol.messages import MAX_DIM, MAX_REPORTS_PER_UPLOAD,
 # Policies whose batch schedules the services run end to end (issue 22): the shuffler forms
 # any ``policy.schedule``; these also announce the next batch's length with each model and size
 # each report's noise from it (ddp-linucb: the Skellam share; sblb: ε0) (``docs/protocol.md``).
-SCHEDULED_IN_SERVICES = frozenset({"ddp-linucb", "sblb", "sblb-fixed"})
+SCHEDULED_IN_SERVICES = frozenset({"ddp-linucb", "ddp-glb", "sblb", "sblb-fixed"})
 
 DEFAULT_CONFIG = Path(
     str(resources.files("privbandit.shared").joinpath("defaults", "privbandit.toml"))

@@ -225,7 +225,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         overridden = " (overridden for this run)" if out.get("aggregation_overridden") else ""
         lines.append(f"  aggregation       {aggregation}{overridden}: {how}")
     ledger = ""
-    if out["algo"] == "ddp-linucb":
+    if out["algo"] in ("ddp-linucb", "ddp-glb"):
         ledger = " — distributed DP (Skellam shares in the batch sums), central only"
     elif out["threat_model"] == "shuffle":
         ledger = (" — sum-only ledger (observer of the released batch sums)" if secure

@@ -48,6 +48,13 @@ PRACTICAL: dict[str, dict[str, object]] = {
         "confidence_scale": 0.1,
         "encoding": "auto",
     },
+    # ddp-linucb's growing batches and noise-sized ridge over the GLM statistics (measured in
+    # docs/benchmarks/glm.md).
+    "ddp-glb": {
+        "batch_schedule": "geometric:auto,2,100000",
+        "regularizer": "noise",
+        "confidence_scale": 0.1,
+    },
     # No release before ⌈50 σ_Y/L⌉ reports, then releases on a 9-fold det growth (Alg. 4:
     # switching from the first report, C = 0.5 as in RS-OFUL, width 1).
     "adar-oful": {
