@@ -478,6 +478,14 @@ class DDPGLBConfig(DDPLinUCBConfig):
             out["encoding"] = "upper"
         return out
 
+    @model_validator(mode="after")
+    def _no_linear_warm_start(self) -> DDPGLBConfig:
+        """A public warm start adds linear statistics (Σ x xᵀ, Σ r x); the GLM's are others."""
+        if self.public_warm_start:
+            raise ValueError("ddp-glb takes no public warm start (its statistics are the GLM's, "
+                             "not the linear (Σ x xᵀ, Σ r x) a warm start adds)")
+        return self
+
 
 class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     """Azize & Basu Alg. 3: phased elimination with G-optimal designs, (α, ε)-RDP

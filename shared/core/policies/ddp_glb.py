@@ -94,6 +94,9 @@ class DDPGLB(DDPLinUCB):
             assert isinstance(r, GLMSkellamRandomizer)
             r.set_anchor(self.model.theta_hat)
 
+    def _add_public(self, G: np.ndarray, u: np.ndarray) -> None:
+        raise ValueError("ddp-glb takes no public warm start (its statistics are the GLM's)")
+
     def _load_extra_state(self, state: dict[str, Any]) -> None:
         super()._load_extra_state(state)
         self._set_anchors()
