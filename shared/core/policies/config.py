@@ -460,22 +460,23 @@ class DDPGLBConfig(DDPLinUCBConfig):
     reward_sigma: float = Field(
         2.0, gt=0, description="sub-Gaussian constant of the weighted working response: "
         "4(y − g)/√(4g') has variance 4")
-    encoding: Literal["upper"] = Field(  # only this one bounds the GLM statistics
-        "upper", description="the released statistics' encoding (only 'upper' bounds the GLM "
-        "statistics; randomizers.glm_skellam)")
+    encoding: Literal["upper", "frobenius"] = Field(  # a subset of ddp-linucb's
+        "upper", description="the released statistics' encoding: 'upper' or 'frobenius' "
+        "(off-diagonals × √2, the GLM statistics' own joint bound; randomizers.glm_skellam); "
+        "'auto' is 'frobenius'")
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-glb"]
 
     @model_validator(mode="before")
     @classmethod
     def _resolve_encoding(cls, data: object) -> object:
-        """'auto' is 'upper' (the only encoding of the GLM statistics); an intercept the
-        simulator passes is dropped (no centered encoding here)."""
+        """'auto' is 'frobenius' (the tighter of the GLM statistics' two encodings); an intercept
+        the simulator passes is dropped (no centered encoding here)."""
         if not isinstance(data, dict):
             return data
         out = {k: v for k, v in data.items() if k != "intercept"}
         if out.get("encoding") == "auto":
-            out["encoding"] = "upper"
+            out["encoding"] = "frobenius"
         return out
 
     @model_validator(mode="after")

@@ -60,7 +60,7 @@ class DDPGLB(DDPLinUCB):
         """Shares sized for a batch of ``size`` reports, anchored where the policy is."""
         c = self.config
         r = GLMSkellamRandomizer(c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L,
-                                 c.u_weight, c.noise)
+                                 c.u_weight, c.noise, c.encoding)
         model = getattr(self, "model", None)
         if isinstance(model, GLBModel):
             r.set_anchor(model.theta_hat)

@@ -36,8 +36,24 @@ Hence the clip bound C = √(L⁴ + L²), the honest entry ranges (``entry_range
 Δ_v = √(2L⁴ + 4L²) of the ``"upper"`` encoding hold unchanged, for *any* anchor θ̂ (no bound on
 ‖θ̂‖ is needed for privacy), and the accountant's (ε, δ) of ``ddp-linucb`` at the same
 (d, s, L, ε, δ) is this release's exact guarantee (``ledger``; tests check the bounds by search
-over inputs). The ``"frobenius"`` and ``"centered"`` joint bounds assume r ∈ [0, 1] and an
-unweighted Gram matrix; they are not offered.
+over inputs).
+
+The ``"frobenius"`` encoding (off-diagonals × √2, so the matrix part's norm is ‖q x xᵀ‖_F, and
+a x × w_u) keeps its clip √(L⁴ + w_u²L²) and its entry ranges (|q x_i x_j| ≤ L²/2, |a| ≤ 1), but
+not ddp-linucb's joint pair bound, which assumes r ∈ [0, 1] and q = 1. Its own (``glm_pair_bound``):
+with p = ‖x‖, p' = ‖x'‖ ≤ L and t = ⟨x, x'⟩,
+
+    ‖v − v'‖² = (q²p⁴ + q'²p'⁴ − 2qq't²) + w_u²(a²p² + a'²p'² − 2aa't).
+
+Each bracket is a convex quadratic in its pair ((q, q') ∈ [0, 1]², (a, a') ∈ [−1, 1]²), so it
+is at most its largest vertex value: the first max(p⁴, p'⁴, p⁴ + p'⁴ − 2t²) ≤ A·max(1, 2 − 2τ²),
+the second p² + p'² + 2|t| ≤ U(2 + 2τ), with A = L⁴, U = w_u²L², τ = |t|/L² ∈ [0, 1]. So
+Δ_v² = max over τ of A·max(1, 2 − 2τ²) + U(2 + 2τ): on τ ≤ 1/√2 the concave A(2 − 2τ²) + U(2 + 2τ)
+peaks at τ = min(U/(2A), 1/√2); beyond, A + U(2 + 2τ) ≤ A + 4U. At L = w_u = 1, Δ_v² = 5 against
+the ``"upper"`` encoding's 6, and the off-diagonal entries carry half the noise variance. (The
+bound ignores that q and a are tied — q = 1 only at z = 0, where |a| ≤ ½ —; a search over the
+tied pairs at ‖x‖ = ‖x'‖ = 1 finds 4.0, so a tighter proof would gain a little more.) The
+``"centered"`` encoding's (r − ½) x has no counterpart: a is already centred.
 
 The estimator: the analyzer's decoded batch sum S/(s·weights) is unbiased for Σ v_i (rounding
 and noise have mean zero), so (G̃, ũ) estimate (Σ q x xᵀ, Σ a x) = (4 Σ H_i, Σ b_i); ``estimate``
@@ -64,10 +80,25 @@ from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 RESPONSE_SCALE = 4.0
 
 
+def glm_pair_bound(L: float, u_weight: float = 1.0, encoding: str = "upper") -> float:
+    """Δ_v ≥ ‖v − v'‖ for the GLM statistics (module docstring): √(2L⁴ + 4w²L²) under
+    ``"upper"`` (the two parts' separate bounds); under ``"frobenius"`` the maximum over
+    τ ∈ [0, 1] of A·max(1, 2 − 2τ²) + U(2 + 2τ), A = L⁴, U = w²L²."""
+    A, U = L**4, (u_weight * L) ** 2
+    if encoding == "upper":
+        return math.sqrt(2 * A + 4 * U)
+    if encoding != "frobenius":
+        raise ValueError(f"the GLM statistics take the upper or frobenius encoding, not "
+                         f"{encoding!r}")
+    tau = min(U / (2 * A), 1 / math.sqrt(2))
+    return math.sqrt(max(A * (2 - 2 * tau * tau) + U * (2 + 2 * tau), A + 4 * U))
+
+
 def glm_statistics(x: np.ndarray, y: np.ndarray, anchors: np.ndarray,
                    u_weight: float = 1.0) -> np.ndarray:
     """Rows v = (upper(q x xᵀ), u_weight · a x) (module docstring) for contexts x (n, d), rewards
-    y (n,) and anchors (n, d) or (d,): q = 4 g'(z), a = g'(z) z + y − g(z), z = ⟨x, θ̂⟩."""
+    y (n,) and anchors (n, d) or (d,): q = 4 g'(z), a = g'(z) z + y − g(z), z = ⟨x, θ̂⟩ (before
+    an encoding's weights on the off-diagonal entries)."""
     x = np.asarray(x, dtype=float)
     z = np.einsum("ij,ij->i", x, np.broadcast_to(anchors, x.shape))
     g = expit(z)
@@ -82,16 +113,22 @@ def glm_statistics(x: np.ndarray, y: np.ndarray, anchors: np.ndarray,
 
 
 class GLMSkellamRandomizer(SkellamRandomizer):
-    """``SkellamRandomizer`` of the ``"upper"`` encoding releasing the GLM statistics (module
-    docstring) instead of (upper(x xᵀ), r x); everything else — rounding, noise, ledger, ranges,
-    wire form — is the parent's."""
+    """``SkellamRandomizer`` of the ``"upper"`` or ``"frobenius"`` encoding releasing the GLM
+    statistics (module docstring) instead of (upper(x xᵀ), r x), with their own pair bound
+    (``glm_pair_bound``); everything else — rounding, noise, ledger, ranges, wire form — is the
+    parent's."""
 
     def __init__(self, d: int, epsilon: float, delta: float, batch_size: int,
                  honest_fraction: float = 1.0, scale: float = 128.0, L: float = 1.0,
-                 u_weight: float = 1.0, noise: str = "aggregators") -> None:
-        super().__init__(d, epsilon, delta, batch_size, honest_fraction, scale, L, "upper",
+                 u_weight: float = 1.0, noise: str = "aggregators",
+                 encoding: str = "upper") -> None:
+        glm_pair_bound(L, u_weight, encoding)  # validates the encoding
+        super().__init__(d, epsilon, delta, batch_size, honest_fraction, scale, L, encoding,
                          u_weight, None, noise)
         self.anchor = np.zeros(d)
+
+    def pair_bound(self) -> float:
+        return glm_pair_bound(self.L, self.u_weight, self.encoding)
 
     def set_anchor(self, theta: np.ndarray) -> None:
         """θ̂ of the model the simulator's next users decide with (d-column rows)."""
@@ -122,7 +159,7 @@ class GLMSkellamRandomizer(SkellamRandomizer):
         norms = np.linalg.norm(contexts, axis=1, keepdims=True)
         contexts = contexts * np.minimum(1.0, self.L / np.maximum(norms, 1e-300))
         y = np.clip(np.asarray(r, dtype=float), 0.0, 1.0)
-        v = glm_statistics(contexts, y, anchors, self.u_weight)
+        v = glm_statistics(contexts, y, anchors) * self.weights
         vn = np.linalg.norm(v, axis=1, keepdims=True)
         return v * np.minimum(1.0, self.clip / np.maximum(vn, 1e-300))
 
@@ -136,7 +173,9 @@ class GLMSkellamRandomizer(SkellamRandomizer):
         return RESPONSE_SCALE**2 * super().vector_proxy()
 
     def _encoding_words(self) -> str | None:
+        weights = ("" if self.encoding == "upper" else
+                   f", off-diagonals × √2 and the vector × {self.u_weight:g}")
         return ("GLM statistics (upper(4g'(z) x xᵀ), (g'(z) z + y − g(z)) x) at the served "
-                "anchor z = ⟨x, θ̂⟩: within the upper encoding's ranges and pair bound "
-                f"Δ_v={math.sqrt(2 * self.L**4 + 4 * self.u_weight**2 * self.L**2):.6g}")
+                f"anchor z = ⟨x, θ̂⟩ ({self.encoding}{weights}): within the encoding's ranges, "
+                f"pair bound Δ_v={self.pair_bound():.6g}")
 

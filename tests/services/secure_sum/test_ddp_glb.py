@@ -2,7 +2,7 @@
 shuffler and analyzer, Paillier secure sum, devices' Skellam shares): the device seals the anchor
 θ̂ of the model it decided with and releases the GLM statistics at it; the analyzer's state is
 ddp-glb fed the batch sums; the model it publishes carries θ̂ = Π_S(θ̃) to the devices (the
-``glb`` family), and its ledger is ddp-linucb's for the same parameters."""
+``glb`` family), and its ledger is the accountant's at the GLM statistics' own bound."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ from tests.helpers import assert_same_state, make_settings, privacy
 
 from .test_ddp import DDP, L, ddp_stack, decrypt_values, play
 
+# The practical encoding (frobenius: off-diagonals × √2); the upper one's statistics and ledger
+# are the unit tests' (tests/shared/core/randomizers/test_glm_skellam.py).
 DDP_GLB = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
     "algo": "ddp-glb", "d": 3, "batch_size": L, "epsilon": 2000.0, "delta": 1e-6, "S": 3.0,
-    "noise": "devices", "regularizer": "clip", "eta": 0.0}})
+    "noise": "devices", "regularizer": "clip", "eta": 0.0, "encoding": "frobenius"}})
 
 
 async def test_ddp_glb_devices_report_glm_statistics_at_their_anchor(tmp_path: Path) -> None:
@@ -32,9 +34,12 @@ async def test_ddp_glb_devices_report_glm_statistics_at_their_anchor(tmp_path: P
     (y − ½) x) — the GLM statistics at z = 0, not ddp-linucb's (upper(x xᵀ), y x) — plus a
     share; each later one to the statistics at the anchor of model 0 or model 1; the analyzer's
     state equals ddp-glb fed the two forwarded sums; the published model is a
-    GLB model whose θ̂ is θ̃ projected on the S-ball; the ledger is ddp-linucb's."""
-    settings = make_settings(tmp_path / "data", tasks=[DDP_GLB])
-    rz = randomizer_for(DDP_GLB.policy)
+    GLB model whose θ̂ is θ̃ projected on the S-ball; the ledger is the accountant at the GLM
+    statistics' own frobenius bound (off-diagonals × √2, read by the device and the analyzer
+    from the task)."""
+    task = DDP_GLB
+    settings = make_settings(tmp_path / "data", tasks=[task])
+    rz = randomizer_for(task.policy)
     assert isinstance(rz, GLMSkellamRandomizer)
     rng = np.random.default_rng(40)
     async with ddp_stack(settings) as s:
@@ -48,9 +53,10 @@ async def test_ddp_glb_devices_report_glm_statistics_at_their_anchor(tmp_path: P
         sigma = math.sqrt(rz.share_variance)
         tol = 8 * sigma + 1
         iu = np.triu_indices(3)
-        at_zero = np.array([rz.scale * np.concatenate([np.outer(x, x)[iu], (r - 0.5) * x])
+        b = np.where(iu[0] == iu[1], 1.0, math.sqrt(2.0))  # written out, not the randomizer's
+        at_zero = np.array([rz.scale * np.concatenate([b * np.outer(x, x)[iu], (r - 0.5) * x])
                             for x, r in chosen])
-        linear = np.array([rz.scale * np.concatenate([np.outer(x, x)[iu], r * x])
+        linear = np.array([rz.scale * np.concatenate([b * np.outer(x, x)[iu], r * x])
                            for x, r in chosen])
         assert np.abs(values[:L] - at_zero[:L]).max() < tol
         glm_residual = float(np.mean((values[:L] - at_zero[:L]) ** 2))
@@ -59,7 +65,7 @@ async def test_ddp_glb_devices_report_glm_statistics_at_their_anchor(tmp_path: P
                 if path.endswith("/batch-sums")]
         assert [b.count for b in sums] == [L, L]
         decoded = [decrypt_values(keys, s.config, b.ct, L) for b in sums]
-        reference = build_policy(DDP_GLB.policy, np.random.default_rng(0))
+        reference = build_policy(task.policy, np.random.default_rng(0))
         reference.ingest_statistic(decoded[0], L)
         # The later users decided with model 0 or model 1: each report is the statistics at
         # one of the two anchors (the model was published while they played).
@@ -80,8 +86,6 @@ async def test_ddp_glb_devices_report_glm_statistics_at_their_anchor(tmp_path: P
         report = await privacy(s.analyzer, "ddp")
         assert (report.reports_counted, report.reports_refused) == (2 * L, 0)
         p = report.ledger.model_dump()
-        same = DDP.policy.model_copy(update={"epsilon": 2000.0})
-        lin_ledger = build_policy(same).ledger().model_dump()
-        assert p["central_epsilon"] == lin_ledger["central_epsilon"] <= 2000.0
-        assert p["share_variance"] == lin_ledger["share_variance"] == rz.share_variance
-        assert "GLM statistics" in p["accounting"]
+        assert p["share_variance"] == rz.share_variance and p["central_epsilon"] <= 2000.0
+        assert "GLM statistics" in p["accounting"] and "frobenius" in p["accounting"]
+        assert p["central_epsilon"] == build_policy(task.policy).ledger().central_epsilon
