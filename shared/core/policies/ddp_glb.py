@@ -22,12 +22,13 @@ user's local quadratic surrogate of her log-likelihood at the anchor θ̂ she wa
   users). G̃_tot/4 is the paper's H with the served anchors in place of the warm-up θ_w (no
   separate warm-up stage and no V: the first batch, anchored at θ̂ = 0, is the warm-up);
 - privacy: the batch sums (tree aggregation is unnecessary: each user is in one batch, and the
-  batches compose in parallel), the ``"upper"`` encoding's exact bounds (proved in
-  ``glm_skellam``), so the ledger is ``ddp-linucb``'s at the same (d, s, L, ε, δ);
-- the model: (θ̃, Ṽ = G̃_tot + c_t I, β) with the index ⟨x, θ̃⟩ + β ‖x‖_{Ṽ⁻¹} — Ṽ = 4H, so β
-  here is half the paper's β in ‖·‖_{H⁻¹} units — and the anchor θ̂ = Π_S(θ̃) published with it
-  (``GLBModel.theta_hat``; the ``glb`` family carries it to devices, which seal it with their
-  decision and report at it). Privacy needs no bound on θ̂; the projection keeps the devices'
+  batches compose in parallel). Under ``"upper"`` the statistics obey that encoding's exact
+  bounds, so the ledger is ``ddp-linucb``'s at the same (d, s, L, ε, δ); under ``"frobenius"``
+  (the practical default) they have their own joint bound (both proved in ``glm_skellam``);
+- the model: (θ̃, Ṽ = G̃_tot + c_t I, β) with the index ⟨x, θ̃⟩ + β ‖x‖_{Ṽ⁻¹} — Ṽ = 4H, so a
+  width β_H in the paper's ‖·‖_{H⁻¹} units is β = 2β_H here — and the anchor θ̂ = Π_S(θ̃)
+  published with it (``GLBModel.theta_hat``; the ``glb`` family carries it to devices, which
+  seal it with their decision and report at it). Privacy needs no bound on θ̂; the projection keeps the devices'
   ``glb`` checks.
 - switching: determinant-based rare switching on Ṽ (``BatchedNoisyPolicy``), the analogue of
   the paper's "H outgrew the last fit's H" test.
