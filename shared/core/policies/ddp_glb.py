@@ -28,8 +28,8 @@ user's local quadratic surrogate of her log-likelihood at the anchor θ̂ she wa
 - the model: (θ̃, Ṽ = G̃_tot + c_t I, β) with the index ⟨x, θ̃⟩ + β ‖x‖_{Ṽ⁻¹} — Ṽ = 4H, so a
   width β_H in the paper's ‖·‖_{H⁻¹} units is β = 2β_H here — and the anchor θ̂ = Π_S(θ̃)
   published with it (``GLBModel.theta_hat``; the ``glb`` family carries it to devices, which
-  seal it with their decision and report at it). Privacy needs no bound on θ̂; the projection keeps the devices'
-  ``glb`` checks.
+  seal it with their decision and report at it). Privacy needs no bound on θ̂; the projection
+  keeps the devices' ``glb`` checks.
 - switching: determinant-based rare switching on Ṽ (``BatchedNoisyPolicy``), the analogue of
   the paper's "H outgrew the last fit's H" test.
 
