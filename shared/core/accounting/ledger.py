@@ -7,11 +7,14 @@ so the JSON field names below are the contract of spec §6 and must not change.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 ThreatModel = Literal["none", "ldp", "shuffle", "central"]
+# How a task's reports reach the analyzer: each sealed and shuffled (``reports``), or only
+# their batch sums (``secure-sum``: Paillier or Prio3, ``TaskConfig.secure_sum``).
+Aggregation = Literal["reports", "secure-sum"]
 
 
 class PrivacyLedger(BaseModel):
@@ -35,6 +38,80 @@ class PrivacyLedger(BaseModel):
     rdp_alpha: float | None = None
     rdp_epsilon: float | None = None
     accounting: str = ""
+
+    # Typed reading of the mechanism fields a ledger carries beside spec §6's (its JSON extras,
+    # unchanged on the wire): the one place their names are spelled on the reading side, in the
+    # spirit of dp_accounting's DpEvent. The per-person accountant and the analyzer read these.
+
+    @property
+    def mechanism(self) -> GaussianReports | SkellamSums | None:
+        """The noise mechanism the figures were computed for, when an accountant needs more of
+        it than the figures (the per-person composition): the Skellam sums of ``ddp-linucb``
+        (``skellam_mu`` …), the analytic Gaussian report (``noise_multiplier``), else None."""
+        extra = self.model_extra or {}
+        if extra.get("skellam_mu") is not None:
+            return SkellamSums.model_validate(extra)
+        if extra.get("noise_multiplier"):
+            return GaussianReports.model_validate(extra)
+        return None
+
+    @property
+    def levels(self) -> UserLevels | None:
+        """``per_user_epsilon``: a task with per-user privacy levels ε_t (HeLDP), their law and
+        the fractions so far."""
+        value = (self.model_extra or {}).get("per_user_epsilon")
+        return None if value is None else UserLevels.model_validate(value)
+
+    @property
+    def person(self) -> dict[str, Any] | None:
+        """``per_person``: the guarantee per person beside the per-report one
+        (``accounting.persons``)."""
+        value = (self.model_extra or {}).get("per_person")
+        return None if value is None else dict(value)
+
+    @property
+    def single_order_epsilon(self) -> float | None:
+        """``central_epsilon_single_order``: a central RDP ledger's ε by the single-order
+        conversion at α (the looser figure its sentence quotes beside dp-accounting's)."""
+        value = (self.model_extra or {}).get("central_epsilon_single_order")
+        return None if value is None else float(value)
+
+
+class _Mechanism(BaseModel):
+    # Read from a ledger's fields: the others (the figures, the prose) are ignored here.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class GaussianReports(_Mechanism):
+    """Each report is an analytic Gaussian mechanism at σ/Δ = ``noise_multiplier``."""
+
+    kind: Literal["gaussian"] = "gaussian"
+    noise_multiplier: float
+
+
+class SkellamSums(_Mechanism):
+    """The distributed Skellam mechanism on batch sums (``accounting.skellam``): variance
+    ``skellam_mu`` per coordinate at sensitivities (Δ1, Δ2); ``noise`` says who adds it — the
+    devices (shares of ``share_variance``, ``honest_shares`` honest ones per batch needed) or
+    the two aggregators (``aggregator_variance`` each)."""
+
+    kind: Literal["skellam"] = "skellam"
+    skellam_mu: float
+    l1_sensitivity: float
+    l2_sensitivity: float
+    noise: Literal["devices", "aggregators"] = "devices"
+    share_variance: float | None = None
+    honest_shares: int | None = None
+    aggregator_variance: float | None = None
+
+
+class UserLevels(_Mechanism):
+    """Per-user privacy levels: their law (``privacy_levels.parse_levels``) and, for a running
+    task, the mean level and the fractions of reports used and declined."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    distribution: str | None = None
 
 
 # What the parties between the devices and the public see of a secure-sum task (issue 23 item 4).

@@ -32,14 +32,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Literal
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 from privbandit.shared.core.accounting.search import illinois
 from privbandit.shared.core.accounting.shuffle import shuffle_epsilon, shuffle_max_eps0
 from privbandit.shared.core.accounting.sum_only import sum_only_epsilon
-
-Aggregation = Literal["reports", "secure-sum"]
 
 # Longest batch the sum-only accountant is run at (longer ones reuse its figure, which is an upper
 # bound for them: module docstring). At d = 5, ε = 1 the ε0 it allows changes the per-report

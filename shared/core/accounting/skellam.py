@@ -41,7 +41,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
+from privbandit.shared.core.accounting.ledger import (
+    SECURE_SUM_OBSERVERS_GENERIC,
+    PrivacyLedger,
+    SkellamSums,
+)
 from privbandit.shared.core.accounting.rdp import curve_to_dp
 from privbandit.shared.core.accounting.search import bisect_boundary
 
@@ -285,11 +289,12 @@ def batch_schedule_ledger(
             "batch_size": int(size),
             "central_epsilon": lg.central_epsilon,
             "central_delta": lg.central_delta,
-            "skellam_mu": getattr(lg, "skellam_mu", None),
-            "share_variance": getattr(lg, "share_variance", None),
-            "honest_shares": getattr(lg, "honest_shares", None),
+            "skellam_mu": None if mech is None else mech.skellam_mu,
+            "share_variance": None if mech is None else mech.share_variance,
+            "honest_shares": None if mech is None else mech.honest_shares,
         }
         for size, lg in zip(sizes, ledgers, strict=True)
+        for mech in [lg.mechanism if isinstance(lg.mechanism, SkellamSums) else None]
     ]
     return worst.model_copy(update={
         "per_batch": per_batch,

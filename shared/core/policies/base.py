@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 
 # A policy's config and randomizer classes: ``class SBLB(NoisyStatisticsPolicy[SBLBConfig,
 # BinaryRandomizer])`` types its ``config`` and ``randomizer`` attributes.
@@ -50,6 +50,25 @@ class SumIngesting(Protocol):
     """A policy that can learn from batch sums alone (the ``secure-sum`` transport)."""
 
     def ingest_statistic(self, stat: np.ndarray, n: int) -> None: ...
+
+
+@runtime_checkable
+class Scheduled(Protocol):
+    """A policy that sizes its noise per batch length (``ScheduledBatchPolicy``: ``sblb``'s
+    ε0(l), ``ddp-linucb``'s shares): under a growing batch schedule the device randomizes for
+    the announced length and the analyzer checks each batch against its own length's
+    randomizer. The registry's ``scheduled`` flag says which entries the services run so."""
+
+    def randomizer_for(self, size: int) -> Any: ...
+
+
+@runtime_checkable
+class RowAdmitting(Protocol):
+    """A policy that refuses some well-formed report rows before a batch is ingested (a row
+    naming a model version or phase it cannot have been made under): ``admit_row`` raises
+    ``ValueError`` for such a row."""
+
+    def admit_row(self, row: np.ndarray) -> None: ...
 
 
 class Policy(ABC, Generic[ConfigT, RandomizerT]):
@@ -96,7 +115,7 @@ class Policy(ABC, Generic[ConfigT, RandomizerT]):
     def ingest(self, rows: np.ndarray) -> int: ...
 
     @abstractmethod
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports") -> PrivacyLedger:
         """The privacy ledger; ``aggregation`` says what an observer of the shuffler output sees
         (whole reports, or only batch sums under secure summation)."""
 

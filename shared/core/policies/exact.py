@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 from privbandit.shared.core.confidence import logdet_pd, time_uniform
 from privbandit.shared.core.policies.config import AdaROFULConfig, LinUCBConfig
 from privbandit.shared.core.policies.linear import LinearPolicy
@@ -120,7 +120,7 @@ class LinUCB(ExactPolicy):
     algo = "linucb"
     threat_model = "none"
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports") -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
         return ledgers.none_ledger()
@@ -179,7 +179,7 @@ class AdaROFUL(ExactPolicy):
         beta = self.oful_radius(half) + gamma / math.sqrt(lam_min)
         self._publish(theta, self.V.copy(), beta)
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports") -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
         c = self.config

@@ -55,12 +55,22 @@ class Family(ABC, Generic[ModelT, MessageT]):
     takes_features: ClassVar[bool]
     # The environment the demo's simulated users of such a task live in.
     demo_env: ClassVar[str]
+    # The simulator loop that runs its policies (``privbandit.simulation``): ``contextual`` (the
+    # vectorised ``core.simulator``), ``mab`` (arm by arm) or ``bco`` (convex optimisation); a
+    # registry entry may name its own (``lplr``).
+    simulator: ClassVar[str]
+    # Whether the policy's ledger changes with every report (the arms family's per-user
+    # fractions, used and declined): the analyzer then asks for it each time instead of
+    # computing it once at start-up.
+    ledger_moves: ClassVar[bool]
 
     def __init_subclass__(cls, *, name: str, message: type[AnyModelMessage],
-                          takes_features: bool, demo_env: str, **kwargs: Any) -> None:
+                          takes_features: bool, demo_env: str, simulator: str = "contextual",
+                          ledger_moves: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.name, cls.message = name, message
         cls.takes_features, cls.demo_env = takes_features, demo_env
+        cls.simulator, cls.ledger_moves = simulator, ledger_moves
 
     def publish(self, task: str, model: ModelT) -> MessageT:
         """The wire message of a published model (by default the model's ``to_dict`` fields)."""
@@ -161,7 +171,7 @@ class PhaseFamily(Family[PhaseModel, PhaseModelMessage], name="phase", message=P
 
 
 class ArmsFamily(Family[ArmModel, ArmModelMessage], name="arms", message=ArmModelMessage,
-                 takes_features=False, demo_env="mab"):
+                 takes_features=False, demo_env="mab", simulator="mab", ledger_moves=True):
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ArmModel:
         if not isinstance(msg, ArmModelMessage) or msg.arms() not in (None, K) or (
                 msg.arm is not None and msg.arm >= K):
@@ -170,7 +180,7 @@ class ArmsFamily(Family[ArmModel, ArmModelMessage], name="arms", message=ArmMode
 
 
 class BCOFamily(Family[BCOModel, BCOModelMessage], name="bco", message=BCOModelMessage,
-                takes_features=False, demo_env="bco-quadratic"):
+                takes_features=False, demo_env="bco-quadratic", simulator="bco"):
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> BCOModel:
         """The dimension, the radius and the one- or two-point kind must be the task's."""
         if (not isinstance(msg, BCOModelMessage) or len(msg.y) != policy.d

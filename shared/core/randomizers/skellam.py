@@ -123,6 +123,7 @@ from privbandit.shared.core.accounting.skellam import (
 )
 from privbandit.shared.core.randomizers.base import (
     Estimate,
+    SumEncoding,
     check_inputs,
     off_intercept,
     symmetric_from_upper,
@@ -461,6 +462,23 @@ class SkellamRandomizer:
         if not self.aggregated_noise:
             raise ValueError("the devices add this task's noise (noise = 'devices')")
         return ExactSkellam(self.aggregator_variance, randbits)
+
+    def sum_encoding(self) -> SumEncoding:
+        """The c = d(d+3)/2 signed values of a report, each as v + O ∈ [0, 2O]; with the noise
+        added by the aggregators also each entry's honest range [lo_i, hi_i] (v − lo_i ∈
+        [0, hi_i − lo_i], at least 1 wide) and the aggregators' variance
+        (``base.Summable``)."""
+        o = int(self.offset)
+        if not self.aggregated_noise:
+            return SumEncoding(int(self.n), 2 * o, o)
+        lo = [int(v) for v in self.range_lo]
+        widths = tuple(max(1, int(h) - v) for v, h in zip(lo, self.range_hi, strict=True))
+        return SumEncoding(int(self.n), 2 * o, o, maxima=widths, offsets=tuple(-v for v in lo),
+                           noise_variance=float(self.aggregator_variance))
+
+    def summand(self, row: np.ndarray) -> np.ndarray:
+        """A report's signed integers are what it adds to the batch sum (``base.Summable``)."""
+        return np.asarray(row)
 
     def sum_bound(self, count: int) -> float:
         """|S_j| an honest sum of ``count`` reports exceeds with probability below 2⁻⁶⁴ (per

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.core.randomizers.binary import n_coords
 from privbandit.shared.crypto.slots import (
     GUARD_BITS,
@@ -170,6 +171,11 @@ class _DDPTask:
         self.id, self.batch_size, self.max_batch = "ddp", l, l
         self.policy = make_config("ddp-linucb", d=5, batch_size=l, epsilon=eps,
                                   honest_fraction=gamma, noise="devices")
+
+    def sum_encoding(self) -> SumEncoding:
+        from privbandit.shared.core.policies import randomizer_for
+
+        return randomizer_for(self.policy).sum_encoding()  # type: ignore[attr-defined,no-any-return]
 
 
 _ddp_task = _DDPTask
