@@ -9,6 +9,7 @@ from typing import Any
 
 from privbandit.shared.core.accounting import persons
 from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
+from privbandit.shared.core.policies.base import Eps0Scheduled
 
 DEFAULT_DELTA = 1e-6
 
@@ -21,11 +22,9 @@ def central_at(policy: Any, aggregation: Aggregation) -> tuple[Callable[[int], t
     local composition, which bounds it)."""
     from privbandit.shared.core.accounting import ledgers
 
-    config = getattr(policy, "config", None)
-    schedule = getattr(policy, "schedule", None)
-    eps0_for = getattr(policy, "eps0_for", None)
-    if config is None or schedule is None or eps0_for is None or not schedule.is_fixed:
+    if not isinstance(policy, Eps0Scheduled) or not policy.schedule.is_fixed:
         return None
+    config, eps0_for = policy.config, policy.eps0_for
     length = int(config.batch_size)
     if length <= 1:
         return None
@@ -46,6 +45,7 @@ def person_ledger(policy: Any, ledger: PrivacyLedger, k: int | None, period: str
     """``ledger`` (the policy's, per report) with ``per_person`` for at most ``k`` reports per
     person and ``period`` (k None: no bound, no per-person figures). Pure-ε figures are stated
     at the policy's δ (``DEFAULT_DELTA`` for a policy without one)."""
+    # A policy without δ (pure ε, or the uniform logging policy without a config).
     delta = getattr(getattr(policy, "config", None), "delta", None) or DEFAULT_DELTA
     hook = central_at(policy, aggregation) if k is not None else None
     figures = persons.person_figures(
