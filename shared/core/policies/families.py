@@ -19,6 +19,7 @@ errors; they live in ``services.device.families``, one handler per family named 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
@@ -81,6 +82,14 @@ class Family(ABC, Generic[ModelT, MessageT]):
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ModelT:
         """The model a message describes on a device of a task with policy config ``policy``
         and K arms; ``ModelMismatch`` (what does not fit) if the message is not one of them."""
+
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """The environment the demo's simulated users of a task of this family live in
+        (``demo_env`` at the task's d and K; ``policy``: the task's policy fields)."""
+        from privbandit.shared.core.environments import make_environment
+
+        return make_environment(self.demo_env, d, K, rng)
 
     def parse(self, data: bytes | str) -> AnyModelMessage:
         """A message of this family from its JSON."""
@@ -160,6 +169,15 @@ class PhaseFamily(Family[PhaseModel, PhaseModelMessage], name="phase", message=P
             weights=model.weights.tolist(), counts=model.counts.tolist(),
             length=None if model.active.size == 1 else int(model.counts.sum()))
 
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """``fixed-linear`` on the task's own seeded arms (θ* from ``rng``)."""
+        from privbandit.shared.core.policies.gope_service import seeded_arms
+
+        env = super().demo_users(policy, d, K, rng)
+        env.use_arms(seeded_arms(K, d, int(policy["arm_seed"])))
+        return env
+
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> PhaseModel:
         if not isinstance(msg, PhaseModelMessage) or max(msg.active) >= K:
             raise _mismatch(msg, f"is not a phase of its K = {K} arms")
@@ -172,6 +190,13 @@ class PhaseFamily(Family[PhaseModel, PhaseModelMessage], name="phase", message=P
 
 class ArmsFamily(Family[ArmModel, ArmModelMessage], name="arms", message=ArmModelMessage,
                  takes_features=False, demo_env="mab", simulator="mab", ledger_moves=True):
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """The arms' mean rewards (0.9, then 0.8 … : ``environments.mab.default_means``)."""
+        from privbandit.shared.core.environments.mab import default_means
+
+        return default_means(K)
+
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ArmModel:
         if not isinstance(msg, ArmModelMessage) or msg.arms() not in (None, K) or (
                 msg.arm is not None and msg.arm >= K):
@@ -181,6 +206,15 @@ class ArmsFamily(Family[ArmModel, ArmModelMessage], name="arms", message=ArmMode
 
 class BCOFamily(Family[BCOModel, BCOModelMessage], name="bco", message=BCOModelMessage,
                 takes_features=False, demo_env="bco-quadratic", simulator="bco"):
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """A BCO environment at the task's dimension, radius and loss bound (K unused)."""
+        from privbandit.shared.core.environments.bco import BCOEnvironment
+
+        return BCOEnvironment(self.demo_env, int(policy["d"]), rng,
+                              radius=float(policy["radius"]),
+                              loss_bound=float(policy["loss_bound"]))
+
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> BCOModel:
         """The dimension, the radius and the one- or two-point kind must be the task's."""
         if (not isinstance(msg, BCOModelMessage) or len(msg.y) != policy.d
