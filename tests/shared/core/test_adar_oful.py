@@ -18,7 +18,8 @@ from privbandit.shared.core.policies.config import ADAR_AUTO_FIRST_PER_SIGMA, Ad
 from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.core.simulator import simulate
 
-# RDP ε at α = 2 whose conversion is central (1, 10⁻⁶) (BENCHMARKS.md, issue 10 item 5).
+# RDP ε at α = 2 whose conversion is central (1, 10⁻⁶) (docs/benchmarks/ddp-linucb.md, issue 10
+# item 5).
 RDP_EPS_CENTRAL_1 = 0.04871
 
 
