@@ -83,6 +83,41 @@ class Eps0Scheduled(Protocol):
     def eps0_for(self, size: int) -> float: ...
 
 
+# Capabilities of published models (the simulator's log, off-policy evaluation, exploration).
+
+
+@runtime_checkable
+class Distributional(Protocol):
+    """A model that states the whole law π(· | X) it draws arms from (a stochastic logging
+    policy: ``(n, K)`` probabilities)."""
+
+    def distribution(self, X: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class WithPropensity(Protocol):
+    """A model that states π(a_i | X_i) of the arms it chose (1 for a deterministic argmax)."""
+
+    def propensity(self, X: np.ndarray, a: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Scoring(Protocol):
+    """A model with a score per arm (what softmax exploration turns into probabilities)."""
+
+    def scores(self, X: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Ellipsoid(Protocol):
+    """A model with a confidence ellipsoid {θ : (θ̃ − θ)ᵀ V (θ̃ − θ) ≤ β²} (the linear family's
+    ``Model``)."""
+
+    V: np.ndarray
+    theta: np.ndarray
+    beta: float
+
+
 class Policy(ABC, Generic[ConfigT, RandomizerT]):
     algo: ClassVar[str]
     threat_model: ClassVar[str]
