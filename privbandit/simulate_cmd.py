@@ -181,8 +181,7 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
                        ("eta", float), ("failure-prob", float), ("lam", float)):
         g.add_argument(f"--{flag}", type=kind)
     g.add_argument("--regularizer", choices=["paper", "clip", "noise"])
-    g.add_argument("--paper", action="store_true",
-                   help="the papers' settings, not the practical defaults")
+    g.add_argument("--paper", action="store_true", help="the papers' settings, not the defaults")
     g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum")
 
 
