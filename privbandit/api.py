@@ -67,7 +67,7 @@ from __future__ import annotations
 from typing import Any
 
 from privbandit.bandit import Bandit, Choice, DecisionClosed
-from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.accounting.ledgers import rdp_epsilon_for_central
 from privbandit.shared.core.accounting.shuffle import (
     shuffle_epsilon,
@@ -193,11 +193,13 @@ def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5
 
 
 def policy_ledger(algo: str, T: int | None = None, aggregation: Aggregation = "secure-sum", *,
-                  paper: bool = False, **params: Any) -> PrivacyLedger:
+                  paper: bool = False, secure_sum: SecureSum | None = None,
+                  **params: Any) -> PrivacyLedger:
     """The privacy ledger of policy ``algo`` with ``params``, nothing run (spec §6): the config
     resolved for T and ``aggregation`` as ``simulate`` resolves it, so the ledger is the one a
-    simulation of T users states."""
+    simulation of T users states (``secure_sum``: a services task's transport, whose view of
+    the parties the ledger then states, as the analyzer's does)."""
     from privbandit.shared.core.simulator import make_policy
 
     cfg = config(algo, paper=paper, aggregation=aggregation, T=T, **params)
-    return make_policy(cfg).ledger(T, aggregation=aggregation)
+    return make_policy(cfg).ledger(T, aggregation=aggregation, secure_sum=secure_sum)

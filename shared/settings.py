@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from privbandit.shared.core.accounting.ledger import Aggregation
+from privbandit.shared.core.accounting.ledger import Aggregation, SecureSum
 from privbandit.shared.core.exploration import Exploration
 from privbandit.shared.core.policies.bco_config import BCOConfig
 from privbandit.shared.core.policies.config import AnyPolicyConfig, PolicyConfig
@@ -76,7 +76,7 @@ class TaskConfig(BaseModel):
     # How a ``secure-sum`` task's sums are formed (issue 23; ``transport``): ``prio3``, each
     # report secret-shared between shuffler and analyzer with a validity proof, invalid ones
     # refused alone; ``paillier``, the earlier Paillier sum, which cannot check a report.
-    secure_sum: Literal["prio3", "paillier"] = "prio3"
+    secure_sum: SecureSum = "prio3"
     policy: AnyPolicyConfig
     # Returning users (issue 24): absent, a person's reports are not bounded and the ledger
     # states no guarantee per person.

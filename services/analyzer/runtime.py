@@ -29,7 +29,7 @@ from privbandit.services.analyzer.transports import transport_for, used
 from privbandit.services.common.datadir import StateDir
 from privbandit.services.common.group_commit import GroupCommitter, ShuttingDown
 from privbandit.services.common.health import Readiness
-from privbandit.shared.core.accounting.ledger import PrivacyLedger, with_secure_sum_observers
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.policies import build_policy
 from privbandit.shared.core.policies.person import person_ledger
 from privbandit.shared.crypto.keystore import (
@@ -249,9 +249,9 @@ class AnalyzerRuntime:
             self._ledgers.join()
         if rt.ledger_cache is None:
             # The transport decides what an observer of the shuffler output sees (spec §3).
-            ledger = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
-            if rt.config.aggregation == "secure-sum":
-                ledger = with_secure_sum_observers(ledger, rt.config.secure_sum)
+            secure = rt.config.secure_sum if rt.config.aggregation == "secure-sum" else None
+            ledger = rt.policy.ledger(T=None, aggregation=rt.config.aggregation,
+                                      secure_sum=secure)
             rt.ledger_cache = ledger
         return rt.ledger_cache
 

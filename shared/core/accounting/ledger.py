@@ -15,6 +15,8 @@ ThreatModel = Literal["none", "ldp", "shuffle", "central"]
 # How a task's reports reach the analyzer: each sealed and shuffled (``reports``), or only
 # their batch sums (``secure-sum``: Paillier or Prio3, ``TaskConfig.secure_sum``).
 Aggregation = Literal["reports", "secure-sum"]
+# The secure sum a ``secure-sum`` task of the services runs (``TaskConfig.secure_sum``).
+SecureSum = Literal["prio3", "paillier"]
 
 
 class PrivacyLedger(BaseModel):
@@ -115,11 +117,11 @@ class UserLevels(_Mechanism):
 
 
 # What the parties between the devices and the public see of a secure-sum task (issue 23 item 4).
-# A policy's ledger states the transport-free sentence; the analyzer, which knows the task's
-# transport, states its own (``with_secure_sum_observers``).
+# A ledger built without a transport states the transport-free sentence; the analyzer passes
+# its task's transport to ``Policy.ledger`` (``secure_sum``), which states that one instead.
 SECURE_SUM_OBSERVERS_GENERIC = (
     "the secure sum shows the analyzer and the public only the batch sums and the models")
-SECURE_SUM_OBSERVERS = {
+SECURE_SUM_OBSERVERS: dict[SecureSum, str] = {
     "prio3": (
         "the shuffler (Prio3 leader) sees one secret share of each report (statistically "
         "hiding), its own verification messages and which reports form a batch; the analyzer "
@@ -131,13 +133,11 @@ SECURE_SUM_OBSERVERS = {
 }
 
 
-def with_secure_sum_observers(ledger: PrivacyLedger, transport: str) -> PrivacyLedger:
-    """``ledger`` with the generic observers sentence replaced by ``transport``'s
-    (``SECURE_SUM_OBSERVERS``); unchanged where it has none (not a ddp-linucb ledger)."""
-    if transport not in SECURE_SUM_OBSERVERS:
-        raise ValueError(f"unknown secure-sum transport {transport!r}")
-    text = ledger.accounting.replace(SECURE_SUM_OBSERVERS_GENERIC, SECURE_SUM_OBSERVERS[transport])
-    return ledger if text == ledger.accounting else ledger.model_copy(update={"accounting": text})
+def observers_sentence(secure_sum: SecureSum | None) -> str:
+    """What the parties between the devices and the public see of a secure sum run by
+    ``secure_sum`` (the task's transport, ``TaskConfig.secure_sum``); None (the simulator, the
+    command line: no transport chosen) states the transport-free sentence."""
+    return SECURE_SUM_OBSERVERS_GENERIC if secure_sum is None else SECURE_SUM_OBSERVERS[secure_sum]
 
 
 def with_public_warm_start(ledger: PrivacyLedger, rounds: int) -> PrivacyLedger:

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.accounting.rdp import gaussian_rdp_sigma
 from privbandit.shared.core.design import g_optimal_design
 from privbandit.shared.core.policies.base import Policy
@@ -272,7 +272,8 @@ class AdaRGOPE(Policy[AdaRGOPEConfig, IdentityRandomizer]):
         self.model = self._phase_model(model.phase + 1, model.active[keep],
                                        version=model.version + 1)
 
-    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
         c = self.config

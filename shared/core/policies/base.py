@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 
 # A policy's config and randomizer classes: ``class SBLB(NoisyStatisticsPolicy[SBLBConfig,
 # BinaryRandomizer])`` types its ``config`` and ``randomizer`` attributes.
@@ -162,7 +162,8 @@ class Policy(ABC, Generic[ConfigT, RandomizerT]):
     def ingest(self, rows: np.ndarray) -> int: ...
 
     @abstractmethod
-    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         """The privacy ledger; ``aggregation`` says what an observer of the shuffler output sees
         (whole reports, or only batch sums under secure summation)."""
 

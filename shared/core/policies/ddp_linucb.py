@@ -64,6 +64,8 @@ from __future__ import annotations
 from privbandit.shared.core.accounting.ledger import (
     Aggregation,
     PrivacyLedger,
+    SecureSum,
+    observers_sentence,
     with_public_warm_start,
 )
 from privbandit.shared.core.accounting.skellam import batch_schedule_ledger
@@ -88,19 +90,20 @@ class DDPLinUCB(ScheduledBatchPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         """c_t = Υ_t + λ: just enough to keep H_t + c_t I ⪰ λ I with high probability."""
         return self.noise_bound(t) + self.config.lam
 
-    def ledger(self, T: int | None = None,
-               aggregation: Aggregation = "secure-sum") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "secure-sum",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         """Central (ε, δ) of the batch sums (``accounting.skellam.ddp_ledger``), per batch length
         of the schedule and the worst case over them. Only defined for the secure sum: an
         observer of single reports sees each user's statistics with a 1/⌈γ l⌉ share of the
         noise, which protects nothing."""
         if aggregation != "secure-sum":
             raise ValueError("ddp-linucb is private only over the secure sum (secure-sum)")
+        observers = observers_sentence(secure_sum)  # the task's transport states its own
         if self.schedule.is_fixed:
-            ledger = self.randomizer.ledger()
+            ledger = self.randomizer.ledger(observers)
         else:
             sizes = self.schedule.distinct_sizes()
             ledger = batch_schedule_ledger(
                 self.schedule.spec(), sizes,
-                [self.randomizer_for(size).ledger() for size in sizes])
+                [self.randomizer_for(size).ledger(observers) for size in sizes])
         return with_public_warm_start(ledger, self.config.public_warm_start)

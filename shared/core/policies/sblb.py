@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import math
 
-from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.policies.batched import ScheduledBatchPolicy
 from privbandit.shared.core.policies.config import SBLBConfig
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
@@ -95,7 +95,8 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         """c_t = 2L² · 2λ_j: Eq. 11's 2λ_j I in the paper's Ṽ, converted to raw units."""
         return 2 * self.config.L**2 * 2 * self.eq8_lambda(t)
 
-    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         """ldp: ε0 per report; central: the amplified figure of the aggregation's accountant.
         Fixed ε0 and fixed batches: as before (``ledgers.shuffle_ledger``, with Thm 5's figure).
         Otherwise per batch length of the schedule (each with its own ε0) and the worst case over

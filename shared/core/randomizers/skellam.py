@@ -113,7 +113,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
 from privbandit.shared.core.accounting.skellam import (
     aggregator_ledger,
     ddp_ledger,
@@ -491,14 +491,16 @@ class SkellamRandomizer:
     def width(self) -> int:
         return self.n
 
-    def ledger(self) -> PrivacyLedger:
+    def ledger(self, observers: str = SECURE_SUM_OBSERVERS_GENERIC) -> PrivacyLedger:
+        """The mechanism's ledger; ``observers``: what the secure sum's parties see
+        (``accounting.ledger.observers_sentence`` of the task's transport)."""
         encoding = self._encoding_words()
         if self.aggregated_noise:
             return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta,
-                                     scale=self.scale, encoding=encoding)
+                                     scale=self.scale, encoding=encoding, observers_words=observers)
         return ddp_ledger(
             self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale, encoding=encoding,
+            self.delta, scale=self.scale, encoding=encoding, observers_words=observers,
         )
 
     def _encoding_words(self) -> str | None:

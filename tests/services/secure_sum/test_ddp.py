@@ -25,7 +25,6 @@ from fastapi import FastAPI
 from privbandit.api import policy_ledger
 from privbandit.services.analyzer.app import create_app as create_analyzer
 from privbandit.services.shuffler.app import create_app as create_shuffler
-from privbandit.shared.core.accounting.ledger import with_secure_sum_observers
 from privbandit.shared.core.policies import build_policy, randomizer_for
 from privbandit.shared.core.policies.practical import DDP_LINUCB
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
@@ -316,8 +315,7 @@ async def test_a_frobenius_schedule_is_the_simulators_estimator_and_ledger(
         report = await privacy(s.analyzer, "ddp")
         # batch_size is the schedule's first length (derived): the library takes one of them
         params = policy.model_dump(exclude={"algo", "batch_size"})
-        simulator = with_secure_sum_observers(policy_ledger("ddp-linucb", **params),
-                                              task.secure_sum)
+        simulator = policy_ledger("ddp-linucb", secure_sum=task.secure_sum, **params)
         assert "Paillier ciphertexts" in report.ledger.accounting
         assert report.ledger.model_dump() == simulator.model_dump()
         ledger = report.ledger.model_dump()
