@@ -19,9 +19,10 @@ def decision_state(model: GLBModel, x: np.ndarray) -> np.ndarray:
     return np.concatenate([x, [float(model.version)], model.theta_hat])
 
 
-def anchored_context(state: np.ndarray, d: int) -> np.ndarray:
-    """[x, θ̂] of a decision ``state`` (``ddp-glb``'s report input: the version is not needed,
-    the secure sum is anchored per report)."""
+def anchored_context(state: np.ndarray) -> np.ndarray:
+    """[x, θ̂] of a decision ``state`` [x, v, θ̂] (2d + 1 entries; ``ddp-glb``'s report input:
+    the version is not needed, the secure sum is anchored per report)."""
+    d = (state.shape[0] - 1) // 2
     return np.concatenate([state[:d], state[d + 1:]])
 
 

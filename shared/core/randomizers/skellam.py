@@ -113,7 +113,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
 from privbandit.shared.core.accounting.skellam import (
     aggregator_ledger,
     ddp_ledger,
@@ -123,6 +123,7 @@ from privbandit.shared.core.accounting.skellam import (
 )
 from privbandit.shared.core.randomizers.base import (
     Estimate,
+    SumEncoding,
     check_inputs,
     off_intercept,
     symmetric_from_upper,
@@ -469,6 +470,23 @@ class SkellamRandomizer:
             raise ValueError("the devices add this task's noise (noise = 'devices')")
         return ExactSkellam(self.aggregator_variance, randbits)
 
+    def sum_encoding(self) -> SumEncoding:
+        """The c = d(d+3)/2 signed values of a report, each as v + O ∈ [0, 2O]; with the noise
+        added by the aggregators also each entry's honest range [lo_i, hi_i] (v − lo_i ∈
+        [0, hi_i − lo_i], at least 1 wide) and the aggregators' variance
+        (``base.Summable``)."""
+        o = int(self.offset)
+        if not self.aggregated_noise:
+            return SumEncoding(int(self.n), 2 * o, o)
+        lo = [int(v) for v in self.range_lo]
+        widths = tuple(max(1, int(h) - v) for v, h in zip(lo, self.range_hi, strict=True))
+        return SumEncoding(int(self.n), 2 * o, o, maxima=widths, offsets=tuple(-v for v in lo),
+                           noise_variance=float(self.aggregator_variance))
+
+    def summand(self, row: np.ndarray) -> np.ndarray:
+        """A report's signed integers are what it adds to the batch sum (``base.Summable``)."""
+        return np.asarray(row)
+
     def sum_bound(self, count: int) -> float:
         """|S_j| an honest sum of ``count`` reports exceeds with probability below 2⁻⁶⁴ (per
         batch, union over coordinates): count·B plus the tail of the batch's noise. The analyzer
@@ -480,14 +498,16 @@ class SkellamRandomizer:
     def width(self) -> int:
         return self.n
 
-    def ledger(self) -> PrivacyLedger:
+    def ledger(self, observers: str = SECURE_SUM_OBSERVERS_GENERIC) -> PrivacyLedger:
+        """The mechanism's ledger; ``observers``: what the secure sum's parties see
+        (``accounting.ledger.observers_sentence`` of the task's transport)."""
         encoding = self._encoding_words()
         if self.aggregated_noise:
             return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta,
-                                     scale=self.scale, encoding=encoding)
+                                     scale=self.scale, encoding=encoding, observers_words=observers)
         return ddp_ledger(
             self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale, encoding=encoding,
+            self.delta, scale=self.scale, encoding=encoding, observers_words=observers,
         )
 
     def _encoding_words(self) -> str | None:

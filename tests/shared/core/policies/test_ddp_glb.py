@@ -11,7 +11,7 @@ import pytest
 from privbandit.shared.core.environments import make_environment
 from privbandit.shared.core.policies import build_policy, make_config
 from privbandit.shared.core.policies.ddp_glb import DDPGLB
-from privbandit.shared.core.policies.practical import PRACTICAL
+from privbandit.shared.core.policies.practical import DDP_GLB
 from privbandit.shared.core.simulator import simulate
 
 
@@ -25,7 +25,7 @@ def test_estimate_converges_to_theta_star_when_the_noise_is_small() -> None:
         env = make_environment("logistic", 5, 20, np.random.default_rng(seed))
         rng = np.random.default_rng(seed + 100)
         policy = build_policy(make_config("ddp-glb", d=5, epsilon=1000.0,
-                                          **PRACTICAL["ddp-glb"]), rng)
+                                          **DDP_GLB), rng)
         assert isinstance(policy, DDPGLB)
         while policy.reports < 20_000:
             X, mu = env.contexts(policy.window())
@@ -40,7 +40,7 @@ def test_learns_on_logistic_at_epsilon_one_by_ten_thousand_users() -> None:
     """ε = 1, δ = 10⁻⁶, practical defaults, ``logistic`` d = 5, K = 20, T = 10⁴: every one of 3
     runs (seed 7) ends below half of the random policy's regret (issue 44's "learns"; measured
     0.12–0.24 of it, docs/benchmarks/glm.md)."""
-    config = make_config("ddp-glb", d=5, epsilon=1.0, **PRACTICAL["ddp-glb"])
+    config = make_config("ddp-glb", d=5, epsilon=1.0, **DDP_GLB)
     results, _ = simulate(config, "logistic", 20, 10_000, 3, 7, points=2)
     for r in results:
         assert r.regret[-1] < 0.5 * r.random_regret[-1]
