@@ -65,12 +65,16 @@ def reward_in_unit_interval(cfg: TaskConfig, reward: float | None, losses: list[
     return r, None
 
 
-class Linear:
-    no_features = ""
+class UnitReward:
+    """The feedback of a family whose reward lies in [0, 1] with no per-user level."""
 
     def feedback(self, cfg: TaskConfig, randomizer: Randomizer, reward: float | None,
                  losses: list[float] | None, epsilon: float | None) -> tuple[Value, None]:
         return reward_in_unit_interval(cfg, reward, losses, epsilon)
+
+
+class Linear(UnitReward):
+    no_features = ""
 
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
         assert X is not None
@@ -115,12 +119,8 @@ class GLB(Linear):
         return glb.report_row(randomizer, state, cast(float, value), rng)
 
 
-class Phase:
+class Phase(UnitReward):
     no_features = "plays fixed arms"
-
-    def feedback(self, cfg: TaskConfig, randomizer: Randomizer, reward: float | None,
-                 losses: list[float] | None, epsilon: float | None) -> tuple[Value, None]:
-        return reward_in_unit_interval(cfg, reward, losses, epsilon)
 
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
         # [arm, phase]: the arm drawn from π_ℓ, the phase it names.

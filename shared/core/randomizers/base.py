@@ -254,6 +254,16 @@ def check_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float) -> tuple[np.nda
     return x, r
 
 
+def check_centered_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float, intercept: float | None,
+                          encoding: str) -> tuple[np.ndarray, np.ndarray]:
+    """``check_inputs``, and under a centered ``encoding`` (``intercept`` c set) x[0] = c in
+    every row (relative slack ``INTERCEPT_TOLERANCE``: the report then uses c exactly)."""
+    x, r = check_inputs(x, r, d, L)
+    if intercept is not None and off_intercept(x[:, 0], intercept).any():
+        raise ValueError(f"the {encoding} encoding needs x[0] = {intercept!r} in every context")
+    return x, r
+
+
 def unpack_row(fmt: str, data: bytes) -> np.ndarray:
     """A report row from its fixed-size ``struct`` wire form ``fmt`` (ValueError if ``data`` is
     not exactly that size); the caller validates the values."""

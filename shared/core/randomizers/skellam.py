@@ -124,8 +124,7 @@ from privbandit.shared.core.accounting.skellam import (
 from privbandit.shared.core.randomizers.base import (
     Estimate,
     SumEncoding,
-    check_inputs,
-    off_intercept,
+    check_centered_inputs,
     symmetric_from_upper,
     upper_indices,
 )
@@ -532,13 +531,8 @@ class SkellamRandomizer:
         return (low + (rng.random(y.shape) < (y - low))).astype(np.int64)
 
     def check(self, x: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``check_inputs``, and under the centered encoding x[0] = c for every row (relative
-        slack 1e-9: the statistics then use c exactly)."""
-        x, r = check_inputs(x, r, self.d, self.L)
-        c = self.intercept
-        if c is not None and off_intercept(x[:, 0], c).any():
-            raise ValueError(f"the centered encoding needs x[0] = {c!r} in every context")
-        return x, r
+        """``check_centered_inputs`` (the statistics then use c exactly)."""
+        return check_centered_inputs(x, r, self.d, self.L, self.intercept, "centered")
 
     def scaled(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """s · v_w, each entry clipped into its honest range [lo_i, hi_i] (``entry_ranges``):
