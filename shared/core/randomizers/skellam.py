@@ -115,6 +115,7 @@ import numpy as np
 
 from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
 from privbandit.shared.core.accounting.skellam import (
+    LedgerWords,
     aggregator_ledger,
     ddp_ledger,
     honest_shares,
@@ -500,14 +501,11 @@ class SkellamRandomizer:
     def ledger(self, observers: str = SECURE_SUM_OBSERVERS_GENERIC) -> PrivacyLedger:
         """The mechanism's ledger; ``observers``: what the secure sum's parties see
         (``accounting.ledger.observers_sentence`` of the task's transport)."""
-        encoding = self._encoding_words()
+        words = LedgerWords(self.scale, self._encoding_words(), observers)
         if self.aggregated_noise:
-            return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta,
-                                     scale=self.scale, encoding=encoding, observers_words=observers)
-        return ddp_ledger(
-            self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale, encoding=encoding, observers_words=observers,
-        )
+            return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta, words)
+        return ddp_ledger(self.share_variance, self.honest_fraction, self.batch_size, self.l1,
+                          self.l2, self.delta, words)
 
     def _encoding_words(self) -> str | None:
         encoding = None
