@@ -9,12 +9,12 @@ of private statistics), never the randomizer or the privacy ledger.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from privbandit.shared.core.accounting.ledger import Aggregation
 from privbandit.shared.core.design import DEFAULT_TOL
-from privbandit.shared.core.policies import practical
 from privbandit.shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
@@ -29,7 +29,7 @@ from privbandit.shared.core.policies.mab_config import (
     UCBConfig,
 )
 from privbandit.shared.core.policies.privacy_params import RenyiDP
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
 
@@ -152,8 +152,6 @@ class LDPLinUCBConfig(PolicyConfig):
         "randomizers.privunit; delta unused)"
     )
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-linucb"]
-
     @model_validator(mode="before")
     @classmethod
     def _resolve_encoding(cls, data: object) -> object:
@@ -175,7 +173,7 @@ class LDPLinUCBConfig(PolicyConfig):
 
 
 class ScheduledBatches(BaseModel):
-    """A batch schedule (``policies.schedule``) for a config with ``batch_size`` and
+    """A batch schedule (``core.schedule``) for a config with ``batch_size`` and
     ``batch_schedule`` fields: one spelling per schedule, and the ``schedule`` a policy, the
     simulator and the shuffler read (``config.schedule``)."""
 
@@ -227,22 +225,19 @@ class SBLBConfig(ScheduledBatches, PolicyConfig):
         None, gt=0, description="central ε target at δ after shuffling (instead of eps0): ε0 per "
         "batch length is the largest meeting it"
     )
-    accountant: Literal["reports", "secure-sum"] = Field(
+    accountant: Aggregation = Field(
         "reports", description="with epsilon: the aggregation whose central accountant sizes ε0 "
         "(reports: FMT whole-report bound, sound for both; secure-sum: the sum-only bound, only "
         "for tasks whose shuffler releases batch sums)"
     )
     batch_schedule: str | None = Field(
         None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
-        "(``policies.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
+        "(``core.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
     )
     noise_ridge: float = Field(
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
     )
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["sblb"]
-    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = (
-        practical.PRACTICAL_BY_AGGREGATION["sblb"])
 
     @model_validator(mode="after")
     def _one_privacy_parameter(self) -> SBLBConfig:
@@ -275,7 +270,6 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
     )
     public_warm_start: int = public_warm_start_field()
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-oful"]
 
     @property
     def noise_sigma(self) -> float:
@@ -353,7 +347,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     regularizer: Literal["paper", "clip", "noise"] = "paper"
     batch_schedule: str | None = Field(
         None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
-        "(``policies.schedule``; batch_size is then L0; L0 'auto' sizes it from the noise); "
+        "(``core.schedule``; batch_size is then L0; L0 'auto' sizes it from the noise); "
         "'fixed:L' is read as batch_size = L"
     )
     noise_ridge: float = Field(
@@ -377,7 +371,6 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     )
     public_warm_start: int = public_warm_start_field()
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-linucb"]
 
     @model_validator(mode="before")
     @classmethod
@@ -442,7 +435,6 @@ class LDPGLBConfig(LDPLinUCBConfig):
     S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-glb"]  # not ldp-linucb's
 
     @model_validator(mode="after")
     def _own_report(self) -> LDPGLBConfig:
@@ -454,6 +446,44 @@ class LDPGLBConfig(LDPLinUCBConfig):
         if self.mechanism != "gaussian":
             raise ValueError("ldp-glb's report is Gaussian (randomizers.glb): mechanism must be "
                              f"'gaussian', got {self.mechanism!r}")
+        return self
+
+
+class DDPGLBConfig(DDPLinUCBConfig):
+    """Distributed-DP GLM (logistic) bandit (``policies.ddp_glb``): ddp-linucb's secure sum and
+    Skellam noise over the GLM statistics (upper(4g'(z) x xᵀ), (g'(z) z + y − g(z)) x) at the
+    served anchor z = ⟨x, θ̂⟩ (``randomizers.glm_skellam``). Only the ``"upper"`` encoding: its
+    bounds hold for these statistics, the joint ones of the others do not."""
+
+    algo: Literal["ddp-glb"] = "ddp-glb"  # type: ignore[assignment]  # its own policy id
+    S: float = Field(3.0, gt=0, description="bound on ‖θ*‖ (logistic env: ‖θ*‖ = 2√2); the "
+                     "published anchor θ̂ is projected on this ball")
+    reward_sigma: float = Field(
+        2.0, gt=0, description="sub-Gaussian constant of the weighted working response: "
+        "4(y − g)/√(4g') has variance 4")
+    encoding: Literal["upper", "frobenius"] = Field(  # a subset of ddp-linucb's
+        "upper", description="the released statistics' encoding: 'upper' or 'frobenius' "
+        "(off-diagonals × √2, the GLM statistics' own joint bound; randomizers.glm_skellam); "
+        "'auto' is 'frobenius'")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_encoding(cls, data: object) -> object:
+        """'auto' is 'frobenius' (the tighter of the GLM statistics' two encodings); an intercept
+        the simulator passes is dropped (no centered encoding here)."""
+        if not isinstance(data, dict):
+            return data
+        out = {k: v for k, v in data.items() if k != "intercept"}
+        if out.get("encoding") == "auto":
+            out["encoding"] = "frobenius"
+        return out
+
+    @model_validator(mode="after")
+    def _no_linear_warm_start(self) -> DDPGLBConfig:
+        """A public warm start adds linear statistics (Σ x xᵀ, Σ r x); the GLM's are others."""
+        if self.public_warm_start:
+            raise ValueError("ddp-glb takes no public warm start (its statistics are the GLM's, "
+                             "not the linear (Σ x xᵀ, Σ r x) a warm start adds)")
         return self
 
 
@@ -473,7 +503,6 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     arm_seed: int | None = Field(None, ge=0, lt=2**63,
                                  description="services: seed the fixed arms are drawn from")
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-gope"]
 
     @model_validator(mode="after")
     def _arms_given_together(self) -> AdaRGOPEConfig:
@@ -487,7 +516,7 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
 # bandit-convex-optimisation ones (``bco_config``).
 AnyPolicyConfig = Annotated[
     LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig | DDPLinUCBConfig
-    | LDPGLBConfig | AdaRGOPEConfig
+    | DDPGLBConfig | LDPGLBConfig | AdaRGOPEConfig
     | UCBConfig | HeLDPUCBLConfig | HeLDPUCBBConfig | LDPMABConfig | AdaRUCBConfig
     | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,
     Field(discriminator="algo"),
