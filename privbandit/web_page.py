@@ -42,15 +42,14 @@ class PageError(RuntimeError):
 def browser_tasks(tasks: Iterable[TaskConfig]) -> list[str]:
     """The ids of the tasks the browser client can serve (clients/web/src/device/binding.ts):
     linear tasks of its policies over HPKE reports or Prio3 (the browser has no Paillier
-    transport), but not an sblb task whose ε0 follows its batch schedule (no accountant in the
-    browser) nor a ddp-linucb task whose devices add the noise."""
+    transport; an sblb task whose ε0 follows its batch schedule randomises at the ε0 the
+    analyzer publishes per batch length), but not a ddp-linucb task whose devices add the
+    noise."""
     def served(t: TaskConfig) -> bool:
         policy = t.policy
         if policy.algo not in BROWSER_ALGOS:
             return False
         if t.aggregation != "reports" and t.secure_sum != "prio3":
-            return False
-        if policy.algo in ("sblb", "sblb-fixed") and getattr(policy, "eps0", None) is None:
             return False
         return getattr(policy, "noise", "aggregators") == "aggregators"
 

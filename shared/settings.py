@@ -375,7 +375,8 @@ class Limits(BaseModel):
     # (``services.common.admission``). ``/healthz``, ``/metrics`` and the analyzer's model
     # streams (bounded by ``model_streams``) are not counted. The device's default keeps decide
     # p99 at 200 concurrent clients within 2× of its p99 at 50 on a 2-core machine
-    # (BENCHMARKS "Overload"): beyond ~50 requests in flight a request only waits longer.
+    # (docs/benchmarks/load.md, "Overload"): beyond ~50 requests in flight a request only waits
+    # longer.
     device_requests: int = Field(64, ge=1)
     shuffler_requests: int = Field(256, ge=1)
     analyzer_requests: int = Field(256, ge=1)
@@ -436,6 +437,8 @@ class Settings(BaseSettings):
     limits: Limits = Limits()
     connections: Connections = Connections()
     log_level: str = "info"
+    # ``json``: one JSON object per log line (services.common.logs), for a log collector.
+    log_format: Literal["text", "json"] = "text"
     tasks: list[TaskConfig] = Field(default_factory=list)
     # Origins (``scheme://host[:port]``) whose pages may call the analyzer's and the shuffler's
     # browser routes (``services.common.cors``, docs/web-client.md); none by default. Env:

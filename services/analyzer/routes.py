@@ -16,7 +16,7 @@ from privbandit.services.analyzer import status
 from privbandit.services.analyzer.auth import require_shuffler
 from privbandit.services.analyzer.errors import TooManyStreams
 from privbandit.services.analyzer.runtime import AnalyzerRuntime
-from privbandit.services.analyzer.tasks import TaskRuntime, task_info
+from privbandit.services.analyzer.tasks import TaskRuntime
 from privbandit.services.analyzer.transports import TRANSPORTS
 from privbandit.services.analyzer.transports.base import AnalyzerTransport
 from privbandit.services.common.deps import get_runtime, task_dependency
@@ -83,7 +83,7 @@ async def hpke_config(runtime: RuntimeDep) -> HpkeConfig:
 
 @router.get("/v1/tasks/{task}", responses=ERRORS)
 async def get_task_info(rt: TaskDep) -> TaskInfo:
-    return task_info(rt.config)
+    return rt.info()
 
 
 def _etag_matches(if_none_match: str | None, etag: str) -> bool:

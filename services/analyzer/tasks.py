@@ -11,11 +11,19 @@ from privbandit.services.analyzer.transports.base import Decoder, Item
 from privbandit.services.common.group_commit import GroupCommitter
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.policies import Policy
+from privbandit.shared.core.policies.base import Eps0Scheduled
 from privbandit.shared.protocol.messages import AnyModelMessage, BatchAck, TaskInfo
 from privbandit.shared.settings import TaskConfig
 
 
-def task_info(config: TaskConfig) -> TaskInfo:
+def task_info(config: TaskConfig, policy: Policy | None = None) -> TaskInfo:
+    """The task's public parameters (``GET /v1/tasks/{task}``). With its ``policy`` a task whose
+    ε0 a central target sets per batch length also publishes ε0 for each length of its schedule,
+    so that a device without the accountant (the browser library) randomises exactly as the
+    Python device does."""
+    eps0 = None
+    if isinstance(policy, Eps0Scheduled):
+        eps0 = {size: float(policy.eps0_for(size)) for size in config.schedule.distinct_sizes()}
     return TaskInfo(
         id=config.id,
         threat_model=config.threat_model,
@@ -26,6 +34,7 @@ def task_info(config: TaskConfig) -> TaskInfo:
         aggregation=config.aggregation,
         secure_sum=config.secure_sum if config.aggregation == "secure-sum" else None,
         policy=config.policy.model_dump(mode="json"),
+        eps0_by_batch_size=eps0,
         contributions=(None if config.contributions is None
                        else config.contributions.model_dump(mode="json")),
     )
@@ -58,9 +67,19 @@ class TaskRuntime:
     # (published model, its JSON): serialised once per publication, not once per GET.
     _body: tuple[AnyModelMessage, bytes] | None = field(default=None, repr=False)
 
+    _info: TaskInfo | None = field(default=None, repr=False)
+
     @property
     def id(self) -> str:
         return self.config.id
+
+    def info(self) -> TaskInfo:
+        """``task_info``, made once: the ε0 table of a scheduled task takes the accountant's
+        search (``policy.eps0_for`` reads only the config, never the state the committer's
+        thread mutates)."""
+        if self._info is None:
+            self._info = task_info(self.config, self.policy)
+        return self._info
 
     @property
     def etag(self) -> str:

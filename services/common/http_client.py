@@ -3,7 +3,7 @@ analyzer deliveries): httpx's API over aiohttp's connection pool.
 
 httpx's own pool (httpcore over anyio) costs several times aiohttp's CPU per request on loopback,
 and these calls are per report or per batch: the shuffler spent most of its CPU in httpcore
-delivering batches (BENCHMARKS.md, issue 21). ``httpx_aiohttp.AiohttpTransport`` (the aiohttp
+delivering batches (docs/benchmarks/test-suite.md). ``httpx_aiohttp.AiohttpTransport`` (the aiohttp
 transport of one of httpx's maintainers) keeps the httpx API that the services and their tests
 are written against: responses, errors, and injected transports (a test passes
 ``httpx.ASGITransport`` or a mock, and that is used instead).
@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
+
+from privbandit.services.common.logs import request_id_hook
 
 
 class ServiceTransport(AiohttpTransport):
@@ -57,10 +59,14 @@ class _MappedStream(httpx.AsyncByteStream):
 
 
 def service_client(
-    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None = None
+    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None = None,
+    *, propagate: bool = True,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for ``base_url`` with ``timeout`` seconds for connecting and
-    each read; over aiohttp unless a ``transport`` is given (tests)."""
+    each read; over aiohttp unless a ``transport`` is given (tests). Every call carries an
+    ``X-Request-ID``: the handled request's when ``propagate``, else its own
+    (``services.common.logs``)."""
     return httpx.AsyncClient(base_url=base_url, timeout=timeout,
                              transport=transport if transport is not None
-                             else ServiceTransport())
+                             else ServiceTransport(),
+                             event_hooks={"request": [request_id_hook(propagate=propagate)]})

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, model_validator
 
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 
@@ -70,6 +70,10 @@ Ciphertext = Annotated[
 EncapsulatedKey = Annotated[str, Field(max_length=128), AfterValidator(_check_b64(96))]
 
 
+# A batch length as a JSON object's key (a string on the wire, an int in Python).
+BatchLengthKey = Annotated[int, Strict(False), Field(ge=1, le=MAX_BATCH)]
+
+
 class Message(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -113,6 +117,13 @@ class TaskInfo(Message):
         None, description="a secure-sum task's transport: prio3 (reports secret-shared with a "
         "validity proof, POST /v1/tasks/{task}/prio3-reports) or paillier (encrypted counts)")
     policy: dict[str, Any] = Field(description="the task's full policy configuration")
+    eps0_by_batch_size: dict[BatchLengthKey, FiniteFloat] | None = Field(
+        None, max_length=MAX_BATCH, description="sblb, sblb-fixed: ε0 for each batch length "
+        "of the task's schedule (one under a fixed schedule), as the analyzer's accountant finds "
+        "it from a central target (or the config's fixed eps0; issue 22). Under a growing "
+        "schedule a device sizes a report for the largest length not above the newest model's "
+        "batch_size (else the first), randomises at its ε0 and states that length with the "
+        "report; null for other policies")
     contributions: dict[str, Any] | None = Field(
         None, description="the bound on each person's reports (issue 24): {k, period_seconds} "
                           "(period_seconds null: forever); null when the task bounds no one, "

@@ -3,7 +3,8 @@ to the page's origin only), the demo page served as ``privbandit up --web`` serv
 Debian's headless Chromium driven by playwright-core (``clients/web/page/drive.mjs``; never a
 browser download). 1,000 simulated users per task go through the device role *inside the
 page* — decide, randomise, Prio3-shard or seal in the Web Worker, IndexedDB outbox, upload — on
-an ``sblb`` task (HPKE reports) and a ``ddp-linucb`` task (Prio3 secure sum, the aggregators'
+an ``sblb`` task (HPKE reports, ε0 per batch length from a central target as the default
+demo task) and a ``ddp-linucb`` task (Prio3 secure sum, the aggregators'
 noise). Halfway through each, the page is reloaded while reports wait in its outbox and uploads
 race the reload; halfway through the first, the analyzer also restarts (the page's model stream
 breaks and must come back).
@@ -40,7 +41,7 @@ from privbandit.web_page import (
     page_config,
     user_table,
 )
-from tests.helpers import E2E_CONFIG, deadline, only_tasks, patience
+from tests.helpers import E2E_CONFIG, SBLB_SCHEDULED, deadline, only_tasks, patience
 
 CHROMIUM = Path("/usr/bin/chromium")
 SBLB, DDP = "small-shuffle", "small-ddp"
@@ -105,6 +106,10 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
     folder = build_page()
     config = tomllib.loads(only_tasks(E2E_CONFIG, [SBLB, DDP]))
     sblb = next(t for t in config["tasks"] if t["id"] == SBLB)
+    # As the default demo-shuffle: ε0 from a central target, growing batches (20, 40, 80, 160),
+    # so the page randomises at the ε0 the analyzer publishes for the announced length.
+    sblb["policy"] = {k: v for k, v in {**sblb["policy"], **SBLB_SCHEDULED}.items()
+                      if v is not None}
     config["tasks"].append({**sblb, "id": BOUNDED,
                             "contributions": {"k": 2}})
     page = PageServer(folder)  # bound: its origin is known before the services start
@@ -180,11 +185,11 @@ def test_a_thousand_users_per_task_through_the_page_with_a_reload(tmp_path: Path
             assert final["counters"]["uploaded"] == sent
             assert final["counters"]["deadLettered"] == 0
             # The services' side (spec §6.2): accepted = sent = counted + refused + pending.
-            got = asyncio.run(settled(urls, task_id, info.batch_size))
+            got = asyncio.run(settled(urls, task_id, info.max_batch))
             assert got["accepted"] == sent, (task_id, got, sent)
             assert got["counted"] + got["refused"] + got["pending"] == got["accepted"], got
             assert got["refused"] == 0, got
-            assert got["counted"] >= sent - info.batch_size
+            assert got["counted"] >= sent - info.max_batch
             # The same users' regret, where the simulator on them lands.
             regret = final["progress"]["regret"]
             ref = simulator_reference(info, DemoOptions("shuffle", users=USERS, seed=SEED),

@@ -61,8 +61,9 @@ def test_offers_the_tasks_the_browser_serves_and_adds_its_origin(tmp_path: Path)
                          shuffle_task("sch", eps0=None, epsilon=1.0,
                                       batch_schedule="geometric:20,2,160")],
         browser_origins=["https://shop.example"])
-    # sblb-fixed over reports and over prio3; not over Paillier, nor with ε0 from a schedule.
-    assert browser_tasks(settings.tasks) == ["rep", "pri"]
+    # sblb-fixed over reports and over prio3, and with ε0 from a schedule (the analyzer
+    # publishes ε0 per batch length); not over Paillier.
+    assert browser_tasks(settings.tasks) == ["rep", "pri", "sch"]
     assert json.loads(with_origin(settings, "http://127.0.0.1:8700")) == [
         "https://shop.example", "http://127.0.0.1:8700"]
     assert json.loads(with_origin(settings, "https://shop.example")) == ["https://shop.example"]

@@ -52,6 +52,15 @@ class SumIngesting(Protocol):
     def ingest_statistic(self, stat: np.ndarray, n: int) -> None: ...
 
 
+@runtime_checkable
+class Eps0Scheduled(Protocol):
+    """A policy whose reports' ε0 depends on the length of the batch they land in (``sblb``
+    under a growing schedule: the largest ε0 whose batch of that length meets the central
+    target)."""
+
+    def eps0_for(self, size: int) -> float: ...
+
+
 class Policy(ABC, Generic[ConfigT, RandomizerT]):
     algo: ClassVar[str]
     threat_model: ClassVar[str]

@@ -17,9 +17,13 @@ from privbandit.shared.settings import TaskConfig
 from tests.helpers import CRASH_SCHEDULE, SBLB_SCHEDULED, TASKS
 
 
-def small_tasks() -> list[TaskConfig]:
+def shipped_small_tasks() -> list[TaskConfig]:
     text = (resources.files("privbandit.shared") / "defaults" / "small.toml").read_text("utf-8")
-    tasks = [TaskConfig.model_validate(t) for t in tomllib.loads(text)["tasks"]]
+    return [TaskConfig.model_validate(t) for t in tomllib.loads(text)["tasks"]]
+
+
+def small_tasks() -> list[TaskConfig]:
+    tasks = shipped_small_tasks()
     # sblb with ε0 from a central target over a growing schedule: one randomizer per length
     return [t if t.id != TASKS["shuffle"] else TaskConfig.model_validate(
         {**t.model_dump(), "policy": {**t.policy.model_dump(), **SBLB_SCHEDULED,
@@ -67,3 +71,33 @@ def test_a_randomizer_made_without_its_policy_computes_nothing_yet(algo: str) ->
     r = randomizer_for(make_config(algo, **extra))
     assert row_length(r) > 0
     assert computed(r) == set()
+
+
+def test_the_analyzer_publishes_the_eps0_each_batch_length_gets_on_the_device() -> None:
+    """``TaskInfo.eps0_by_batch_size`` (for devices without the accountant: the browser
+    library) is exactly the ε0 of the Python device's randomizer for each length of the
+    schedule; a fixed schedule has one length; other policies publish none."""
+    from privbandit.services.analyzer.tasks import task_info
+    from privbandit.shared.core.policies import build_policy, randomizer_for
+
+    tasks = small_tasks()
+    _, sized = task_randomizers(tasks)
+    shuffle = next(t for t in tasks if t.id == TASKS["shuffle"])
+    info = task_info(shuffle, build_policy(shuffle.policy))
+    table = info.eps0_by_batch_size
+    assert table is not None and sorted(table) == sorted(sized[shuffle.id])
+    for size, r in sized[shuffle.id].items():
+        assert isinstance(r, BinaryRandomizer) and r.batch_size == size
+        assert table[size] == r.eps0
+    assert len(set(table.values())) == len(table)  # ε0 grows with the batch length
+    # Through the wire format: integer lengths survive the JSON round trip.
+    again = type(info).model_validate_json(info.model_dump_json())
+    assert again.eps0_by_batch_size == table
+    # The shipped small config's sblb task: a fixed ε0 and a fixed schedule, one length.
+    fixed = next(t for t in shipped_small_tasks() if t.id == TASKS["shuffle"])
+    assert fixed.schedule.is_fixed
+    assert task_info(fixed, build_policy(fixed.policy)).eps0_by_batch_size == {
+        fixed.batch_size: randomizer_for(fixed.policy).eps0}
+    for t in tasks:
+        if not t.policy.algo.startswith("sblb"):
+            assert task_info(t, build_policy(t.policy)).eps0_by_batch_size is None, t.id

@@ -2,10 +2,14 @@
 // encoding a task's policy and transport call for, with the task's published parameters
 // (GET /v1/tasks/{task}: `policy` is the full configuration, §3.3–3.5).
 //
-// Not served (refused with a reason, never approximated): an `sblb` task whose ε0 follows a
-// batch schedule from a central target (the accountant that picks ε0 per batch length is not in
-// the browser); a `ddp-linucb` task with `noise = "devices"` (each device adds a Skellam share:
-// the library's randomiser sends exact statistics, issue 40's design, the default).
+// An `sblb` task whose ε0 follows a growing batch schedule from a central target (the default
+// demo-shuffle) randomises at the ε0 the analyzer publishes per batch length
+// (`eps0_by_batch_size`: its accountant's search, which is not in the browser), sized as the
+// Python device sizes it (`DeviceRuntime.report_randomizer`).
+//
+// Not served (refused with a reason, never approximated): a `ddp-linucb` task with
+// `noise = "devices"` (each device adds a Skellam share: the library's randomiser sends exact
+// statistics, issue 40's design, the default).
 
 import { b64decode, hpkeKeyId } from "../crypto/hpke.js";
 import type { HpkeKey } from "../crypto/reports.js";
@@ -54,13 +58,40 @@ function sealedBytes(value: unknown): number {
   return 0;
 }
 
-function sblbRandomizer(task: TaskInfo): BinaryRandomizer {
+/** The batch length a report made now is sized for, as the Python device picks it: the largest
+ * length of the schedule not above the one the newest model announces (the analyzer announced
+ * l_b after b batches, so the report lands in a batch of length ≥ l_b), else the first. */
+export function sizedLength(lengths: readonly number[], announced: number | null | undefined): number {
+  const sorted = [...lengths].sort((a, b) => a - b);
+  if (sorted.length === 0) throw new Error("a growing schedule with no batch lengths");
+  if (announced === null || announced === undefined) return sorted[0]!;
+  let size = sorted[0]!;
+  for (const length of sorted) if (length <= announced) size = length;
+  return size;
+}
+
+/** The sblb randomizer of a report made now, and the batch length it states (null under a
+ * fixed schedule — one length — as the Python device states none there). */
+export function sblbRandomizer(task: TaskInfo, model: ModelMessage):
+  { rz: BinaryRandomizer; batchSize: number | null } {
   const p = task.policy;
-  if (p["eps0"] === null || p["eps0"] === undefined) {
-    throw new Error(`task ${task.id}: ε0 follows the batch schedule from a central target; `
-      + "the browser client serves sblb tasks with a fixed eps0");
+  const m = num(p, "m", 1);
+  const L = num(p, "L", 1);
+  const table = task.eps0_by_batch_size;
+  if (table !== null && table !== undefined) {
+    const lengths = Object.keys(table).map(Number);
+    if (!lengths.every((l) => Number.isSafeInteger(l) && l >= 1)) {
+      throw new Error(`task ${task.id}: eps0_by_batch_size has a length that is not a batch length`);
+    }
+    const size = sizedLength(lengths, model.batch_size);
+    const rz = new BinaryRandomizer(task.d!, num(table, String(size)), m, L);
+    return { rz, batchSize: lengths.length > 1 ? size : null };
   }
-  return new BinaryRandomizer(task.d!, num(p, "eps0"), num(p, "m", 1), num(p, "L", 1));
+  if (p["eps0"] === null || p["eps0"] === undefined) {
+    throw new Error(`task ${task.id}: ε0 follows its batch length from a central target, and `
+      + "the analyzer published no eps0_by_batch_size (an analyzer older than the client?)");
+  }
+  return { rz: new BinaryRandomizer(task.d!, num(p, "eps0"), m, L), batchSize: null };
 }
 
 /** One report as the outbox keeps it (the wire item's JSON, sent verbatim on every retry). */
@@ -76,13 +107,17 @@ async function report(
   const { algo, policy: p } = task;
   const prio3 = task.aggregation === "secure-sum";
   if (algo === "sblb" || algo === "sblb-fixed") {
-    const rz = sblbRandomizer(task);
+    const { rz, batchSize } = sblbRandomizer(task, model);
     if (prio3) {
-      const { report: made, shown } = await sblbPrio3Report(task.id, rz, x, reward, key);
-      return sealed("prio3", made, shown, null);
+      const { report: made, shown } = await sblbPrio3Report(
+        task.id, rz, x, reward, key, batchSize ?? undefined);
+      return sealed("prio3", made, shown, batchSize);
     }
     const { report: made, shown } = await sblbSealedReport(task.id, rz, x, reward, key);
-    return sealed("reports", made, shown, null);
+    // The length its ε0 is sized for, for the shuffler only (UploadedReport), as the Python
+    // device states it; the sealed bytes are what they always were.
+    const item = batchSize === null ? made : { ...made, batch_size: batchSize };
+    return sealed("reports", item, shown, batchSize);
   }
   if (algo === "ldp-linucb" && !prio3) {
     const rz = new GaussianRandomizer({

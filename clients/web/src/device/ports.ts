@@ -13,6 +13,8 @@ export interface TaskInfo {
   aggregation: "reports" | "secure-sum";
   secure_sum?: "prio3" | "paillier" | null;
   policy: Record<string, unknown>;
+  /** sblb under a growing schedule from a central target: ε0 per batch length (JSON keys). */
+  eps0_by_batch_size?: Record<string, number> | null;
   contributions?: { k: number; period_seconds: number | null } | null;
 }
 

@@ -1,0 +1,61 @@
+// The device binding's choice of an sblb report's ε0 under a growing batch schedule: the ε0 the
+// analyzer publishes (TaskInfo.eps0_by_batch_size) for the largest length of the schedule not
+// above the newest model's announced batch length, else the first — as the Python device
+// picks it (services/device/runtime.py DeviceRuntime.report_randomizer); the length stated
+// with the report only under a growing schedule. (The published table equals the Python
+// device's ε0 per length: tests/services/device/test_calibration.py; the whole path in
+// Chromium: tests/e2e/test_web_client.py.)
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { build } from "esbuild";
+
+// binding.ts is the page's, not the library bundle's: bundle it for this test alone.
+const bundled = await build({
+  entryPoints: [new URL("../src/device/binding.ts", import.meta.url).pathname],
+  bundle: true, format: "esm", platform: "neutral", target: "es2022", write: false,
+  mainFields: ["module", "main"], logLevel: "warning",
+});
+const { sizedLength, sblbRandomizer } = await import(
+  "data:text/javascript;base64," + Buffer.from(bundled.outputFiles[0].text).toString("base64"));
+const pb = await import("../dist/privbandit.js");
+
+const task = (table, policy = {}) => ({
+  id: "t", threat_model: "shuffle", algo: "sblb", d: 3, K: 4, batch_size: 20,
+  aggregation: "reports", policy: { m: 2, L: 1, eps0: null, ...policy }, eps0_by_batch_size: table,
+});
+const model = (batchSize) => ({ task: "t", version: 1, theta: [0, 0, 0], beta: 1, reports: 0,
+  V: [[1, 0, 0], [0, 1, 0], [0, 0, 1]], batch_size: batchSize });
+
+test("the length a report is sized for: the largest not above the announced one, else the first", () => {
+  const lengths = [160, 20, 80, 40];
+  assert.equal(sizedLength(lengths, null), 20);
+  assert.equal(sizedLength(lengths, undefined), 20);
+  assert.equal(sizedLength(lengths, 20), 20);
+  assert.equal(sizedLength(lengths, 79), 40);
+  assert.equal(sizedLength(lengths, 80), 80);
+  assert.equal(sizedLength(lengths, 5000), 160);
+  assert.equal(sizedLength(lengths, 7), 20); // below every length: the first
+  assert.throws(() => sizedLength([], 20));
+});
+
+test("sblb randomises at the published ε0 of that length and states the length", () => {
+  const table = { 20: 0.5, 40: 0.9, 80: 1.6, 160: 2.5 };
+  for (const [announced, size] of [[null, 20], [40, 40], [100, 80], [160, 160]]) {
+    const { rz, batchSize } = sblbRandomizer(task(table), model(announced));
+    assert.equal(batchSize, size);
+    assert.equal(rz.eps0, table[size]);
+    assert.equal(rz.p, pb.flipProbability(table[size], 3, 2));
+  }
+});
+
+test("one length (a fixed schedule) states none; a fixed eps0 without a table still serves", () => {
+  const one = sblbRandomizer(task({ 20: 0.7 }), model(null));
+  assert.equal(one.batchSize, null);
+  assert.equal(one.rz.eps0, 0.7);
+  const fixed = sblbRandomizer(task(null, { eps0: 1.25 }), model(null));
+  assert.equal(fixed.batchSize, null);
+  assert.equal(fixed.rz.eps0, 1.25);
+  // A central target and no table (an analyzer older than the client): refused, not guessed.
+  assert.throws(() => sblbRandomizer(task(null), model(null)), /eps0_by_batch_size/);
+  assert.throws(() => sblbRandomizer(task({ "0": 1 }), model(null)), /not a batch length/);
+});
