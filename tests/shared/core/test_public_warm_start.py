@@ -68,3 +68,16 @@ def test_simulator_labels_it_and_keeps_the_users() -> None:
     assert warm["privacy"]["public_warm_start"]["rounds"] == 100
     assert warm["privacy"]["central_epsilon"] == base["privacy"]["central_epsilon"]
     assert "public_warm_start" not in base["privacy"]
+
+
+def test_a_service_task_refuses_it() -> None:
+    """The services cannot receive the public log, so a task may not declare one (its ledger would
+    name public rounds that no model learned from)."""
+    from pydantic import ValidationError
+
+    from privbandit.shared.settings import TaskConfig
+
+    policy = {"algo": "adar-oful", "d": 5}
+    TaskConfig(id="t", threat_model="central", policy=policy)
+    with pytest.raises(ValidationError, match="the services take no public warm start"):
+        TaskConfig(id="t", threat_model="central", policy={**policy, "public_warm_start": 10})
