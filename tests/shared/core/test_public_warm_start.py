@@ -81,3 +81,14 @@ def test_a_service_task_refuses_it() -> None:
     TaskConfig(id="t", threat_model="central", policy=policy)
     with pytest.raises(ValidationError, match="the services take no public warm start"):
         TaskConfig(id="t", threat_model="central", policy={**policy, "public_warm_start": 10})
+
+
+def test_the_library_takes_it_and_labels_it() -> None:
+    from privbandit import Bandit
+
+    rng = np.random.default_rng(11)
+    bandit = Bandit("ddp-linucb", seed=1, public_warm_start=20)
+    X = rng.normal(size=(20, 5)) / 4
+    bandit.warm_start(X, rng.random(20))
+    assert bandit.model.version == 1
+    assert bandit.ledger().model_dump()["public_warm_start"]["rounds"] == 20
