@@ -151,8 +151,14 @@ class _SlotStream(StreamingResponse):
 
 
 @router.get("/v1/tasks/{task}/model/stream", responses={**ERRORS, **error_responses(503)})
-async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
-    """Server-Sent Events: the current model on connect, then every new version.
+async def stream_model(
+    rt: TaskDep, runtime: RuntimeDep,
+    last_event_id: Annotated[str | None, Header(
+        description="the id (model version) of the last event a reconnecting client received: "
+                    "that model is not sent again")] = None,
+) -> StreamingResponse:
+    """Server-Sent Events: the current model on connect (unless ``Last-Event-ID`` names it: the
+    client holds it), then every new version. Each event's ``id`` is its model version.
 
     At most ``limits.model_streams`` streams are open at once (all tasks); one more is refused
     with 503 ``too_many_streams`` and a Retry-After: poll ``GET /v1/tasks/{task}/model`` with
@@ -174,7 +180,10 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
         try:
             # Reconnect hint for EventSource clients (milliseconds).
             yield "retry: 2000\n\n"
-            sent = -1
+            # A reconnecting client's last version: not sent again (a lower current version,
+            # after the analyzer lost its state, differs and is sent).
+            sent = (int(last_event_id) if last_event_id and last_event_id.isdigit()
+                    and len(last_event_id) <= 19 else -1)
             while not feed.closed:
                 current = feed.current
                 if current.version != sent:
