@@ -375,7 +375,8 @@ class Limits(BaseModel):
     # (``services.common.admission``). ``/healthz``, ``/metrics`` and the analyzer's model
     # streams (bounded by ``model_streams``) are not counted. The device's default keeps decide
     # p99 at 200 concurrent clients within 2× of its p99 at 50 on a 2-core machine
-    # (BENCHMARKS "Overload"): beyond ~50 requests in flight a request only waits longer.
+    # (docs/benchmarks/load.md, "Overload"): beyond ~50 requests in flight a request only waits
+    # longer.
     device_requests: int = Field(64, ge=1)
     shuffler_requests: int = Field(256, ge=1)
     analyzer_requests: int = Field(256, ge=1)

@@ -155,7 +155,7 @@ class ScheduledBatchPolicy(BatchedNoisyPolicy[ConfigT, StatisticsRandomizerT]):
         their noise for it) with the next model instead of keeping the old one until det grows.
         While the batches grow det Ṽ grows by far more than 1 + η per batch anyway (each batch
         adds at least as much data as all before it at growth ≥ 2), so the simulator's trajectory
-        barely changes (BENCHMARKS.md, issue 22)."""
+        barely changes (docs/benchmarks/ddp-linucb.md, issue 22)."""
         if self.schedule.is_fixed:
             return super()._must_publish()
         announced = self.model.batch_size or self.schedule.size(0)

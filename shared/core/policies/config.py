@@ -73,7 +73,7 @@ class LinUCBConfig(PolicyConfig):
 
 
 # 'auto' → 'centered' weighs ldp-linucb's (y − ½) x by this: measured best of 0.7, 1, 1.5, 2,
-# 2.5, 3 on tuning seeds 100 and 300 (BENCHMARKS.md, section ldpc).
+# 2.5, 3 on tuning seeds 100 and 300 (docs/benchmarks/ldp.md, section ldpc).
 LDP_CENTERED_U_WEIGHT = 2.0
 # ldp-linucb's encodings that centre the reward and need the intercept.
 LDP_CENTERED = ("centered", "centered-upper")
@@ -284,7 +284,7 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
         ``ADAR_AUTO_FIRST_PER_SIGMA``: the first release is useful once its signal u, ≈ t/d per
         direction, stands well above the noise vector Y₁ (sd σ_Y per coordinate), i.e. t
         proportional to σ_Y (measured best: 150–300 at central ε = 1, where this gives 227;
-        BENCHMARKS.md, issue 22, adar-oful). Resolved here, like ddp-linucb's 'geometric:auto',
+        docs/benchmarks/adar.md). Resolved here, like ddp-linucb's 'geometric:auto',
         so the config, the JSON and the task state carry the length actually used."""
         if not isinstance(data, dict) or data.get("first_episode") != "auto":
             return data
@@ -316,7 +316,7 @@ AUTO_FIRST_PER_SIGMA_DEVICES = 50.0
 
 
 # 'auto' → 'centered' weighs (r − ½) x by 1.5 (measured best of 1, 1.3, 1.5, 1.7, 2 on three
-# tuning seeds; BENCHMARKS.md, issue 22, "the centered encoding").
+# tuning seeds; docs/benchmarks/ddp-linucb.md, "the centered encoding").
 CENTERED_U_WEIGHT = 1.5
 
 
@@ -377,7 +377,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     @classmethod
     def _resolve_encoding(cls, data: object) -> object:
         """encoding 'auto' → 'centered' where the contexts have an intercept, else 'frobenius'
-        (the best encoding the contexts allow; BENCHMARKS.md, issue 22)."""
+        (the best encoding the contexts allow; docs/benchmarks/ddp-linucb.md)."""
         return resolve_auto_encoding(data, "frobenius", CENTERED_U_WEIGHT)
 
     @model_validator(mode="after")
@@ -392,19 +392,19 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
 
     @classmethod
     def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
-        """'geometric:auto,G,CAP' → L0 = ⌈A · σ_b⌉ with σ_b the per-entry standard deviation
-        (real units) of one batch's central Skellam noise at this (ε, δ)
-        (``randomizers.skellam.batch_noise_sd``: √(2μ_a)/s when the two aggregators each add
-        μ_a, √μ/s when the devices add shares) and A = ``AUTO_FIRST_PER_SIGMA`` (37.5, the
-        aggregators' design; issue 44, docs/benchmarks/first-batch.md) or
-        ``AUTO_FIRST_PER_SIGMA_DEVICES`` (50, issue 22's): the first model is useful once its
-        signal, ≈ l/d per direction, stands well above a batch's noise matrix, ≈ 2σ_b√d — a first
-        batch proportional to σ_b (measured best: ≈ 600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at
-        ε = 0.5; BENCHMARKS.md, issue 22). With the ``"frobenius"`` encoding σ_b is that of a
-        released coordinate (the diagonal's; off-diagonal entries carry σ_b/√2): with the
-        devices' shares 497 at ε = 1, where first batches of 350, 497 and 650 learned alike
-        (BENCHMARKS.md, issue 22, "tighter sensitivity"). With the aggregators' noise at ε = 1:
-        453 (centered, ``linear``), 527 (frobenius). The cap is raised to L0 if below it."""
+        """'geometric:auto,G,CAP' → L0 = ⌈A · σ_b⌉ with σ_b the per-entry standard deviation (real
+        units) of one batch's central Skellam noise at this (ε, δ)
+        (``randomizers.skellam.batch_noise_sd``: √(2μ_a)/s when the two aggregators each add μ_a,
+        √μ/s when the devices add shares) and A = ``AUTO_FIRST_PER_SIGMA`` (37.5, the aggregators'
+        design; issue 44, docs/benchmarks/first-batch.md) or ``AUTO_FIRST_PER_SIGMA_DEVICES`` (50,
+        issue 22's): the first model is useful once its signal, ≈ l/d per direction, stands well
+        above a batch's noise matrix, ≈ 2σ_b√d — a first batch proportional to σ_b (measured best: ≈
+        600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at ε = 0.5; docs/benchmarks/ddp-linucb.md). With the
+        ``"frobenius"`` encoding σ_b is that of a released coordinate (the diagonal's; off-diagonal
+        entries carry σ_b/√2): with the devices' shares 497 at ε = 1, where first batches of 350,
+        497 and 650 learned alike (docs/benchmarks/ddp-linucb.md, "a tighter sensitivity"). With the
+        aggregators' noise at ε = 1: 453 (centered, ``linear``), 527 (frobenius). The cap is raised
+        to L0 if below it."""
         from privbandit.shared.core.randomizers.skellam import batch_noise_sd
 
         def get(name: str) -> float:

@@ -3,8 +3,8 @@ simulate`` and the demo tasks use unless the flags say otherwise or ``--paper`` 
 config's fields keep the paper's settings; its ``PRACTICAL`` class attribute is its entry here.
 Every setting is post-processing of the private statistics, a batch schedule, or a privacy
 parameter stated as the same guarantee (the ledgers decide): none changes what a user is
-promised. The measurements behind each are in BENCHMARKS.md ("Issue 22 — learning at the
-privacy frontier" and the subsections per policy), made on seeds the final figures do not use.
+promised. The measurements behind each are in docs/benchmarks/ (frontier.md, ddp-linucb.md,
+adar.md, sblb.md, ldp.md: issue 22 per policy), made on seeds the final figures do not use.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ PRACTICAL: dict[str, dict[str, object]] = {
     # its own noise (``LDPLinUCB._publish``: keeps greedy from locking in); the centered report
     # where the contexts have an intercept ((y − ½) x × 2, off-diagonals × √2: Δ² 4.5 as Alg. 5's,
     # so the same σ, but half the noise variance on G̃'s off-diagonal entries and on ũ, and G̃₀₀
-    # exact; BENCHMARKS.md, section ldpc), else Alg. 5's.
+    # exact; docs/benchmarks/ldp.md, section ldpc), else Alg. 5's.
     "ldp-linucb": {
         "regularizer": "noise",
         "noise_ridge": 0.25,

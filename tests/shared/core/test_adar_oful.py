@@ -17,7 +17,8 @@ from privbandit.shared.core.policies import build_policy, make_config
 from privbandit.shared.core.policies.config import ADAR_AUTO_FIRST_PER_SIGMA, AdaROFULConfig
 from privbandit.shared.core.simulator import simulate
 
-# RDP ε at α = 2 whose conversion is central (1, 10⁻⁶) (BENCHMARKS.md, issue 10 item 5).
+# RDP ε at α = 2 whose conversion is central (1, 10⁻⁶) (docs/benchmarks/ddp-linucb.md, issue 10
+# item 5).
 RDP_EPS_CENTRAL_1 = 0.04871
 
 

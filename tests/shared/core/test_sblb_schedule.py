@@ -246,7 +246,8 @@ def test_defaults_learn(monkeypatch) -> None:
     ends far below the uniformly random policy on ``linear`` (d = 5, K = 20): at most 25% of its
     regret at T = 10⁵ in every run (the issue's floor; measured 6–12%). To keep the test fast,
     the sum-only accountant stops at batches of 1000 (longer batches reuse that ε0: sound, and
-    a smaller ε0 than the defaults', so the test is conservative); T = 10⁶: BENCHMARKS.md."""
+    a smaller ε0 than the defaults', so the test is conservative); T = 10⁶:
+    docs/benchmarks/sblb.md."""
     monkeypatch.setattr(shuffle_schedule, "SECURE_SUM_ACCOUNTED_MAX", 1000)
     max_eps0.cache_clear()
     shuffle_schedule._FOUND.clear()
