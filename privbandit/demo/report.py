@@ -18,7 +18,7 @@ from privbandit.shared.core.policies import make_config
 from privbandit.shared.core.policies.gope_service import seeded_arms
 from privbandit.shared.core.simulator import same_users_regret, user_streams
 from privbandit.shared.protocol.messages import TaskInfo
-from privbandit.summary import ledger_lines
+from privbandit.summary import ledger_lines, person_lines
 
 
 def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
@@ -120,15 +120,19 @@ class ProgressBar:
             TimeRemainingColumn,
         )
 
-        self._bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>7.0f} users/s"),
-            TextColumn("regret {task.fields[regret]:>9.1f}"),
-            TextColumn("(random {task.fields[random]:>9.1f})"),
-            TextColumn("model v{task.fields[version]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(),
-            console=console, refresh_per_second=8,
-        )
+        # Every column on a wide terminal; at 80 columns (or fewer) the ones that fit on one
+        # line, the bar shortened (a wrapped live bar redraws as a column of fragments).
+        narrow = console is not None and console.width < 120
+        columns = [TextColumn("[bold]{task.description}"),
+                   BarColumn(bar_width=10 if narrow else 40), MofNCompleteColumn()]
+        if not narrow:
+            columns.append(TextColumn("{task.fields[rate]:>7.0f} users/s"))
+        columns += [TextColumn("regret {task.fields[regret]:>7.1f}"),
+                    TextColumn("(random {task.fields[random]:>7.1f})")]
+        if not narrow:
+            columns += [TextColumn("model v{task.fields[version]}"), TimeElapsedColumn()]
+        columns.append(TimeRemainingColumn())
+        self._bar = Progress(*columns, console=console, refresh_per_second=8)
         self._task = self._bar.add_task(f"{task.id}", total=opts.users, rate=0.0, regret=0.0,
                                         random=0.0, version=0)
 
@@ -231,16 +235,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         ledger = (" — sum-only ledger (observer of the released batch sums)" if secure
                   else " — whole-report ledger (observer of the shuffled reports)")
     lines += ledger_lines(p, ledger, escape)
-    person = out.get("per_person")
-    if person is not None and person.get("k") is not None:
-        def pair(eps: Any, delta: Any) -> str:
-            return "null" if eps is None else f"ε={eps:.4g}, δ={delta:.3g}"
-
-        lines += [
-            f"  per person        at most k={person['k']} reports ({person['period']}): "
-            f"local {pair(person['ldp_epsilon'], person['ldp_delta'])}; central "
-            f"{pair(person['central_epsilon'], person['central_delta'])}",
-        ]
+    lines += person_lines(out.get("per_person"), "  per person      ")
     if out.get("persons") is not None:
         lines.append(f"  returning users   {out['users']} visits of {out['persons']} persons")
     mark = "[green]✓[/green]" if rec["consistent"] else "[bold red]✗[/bold red]"
@@ -274,6 +269,11 @@ def print_result(out: dict[str, Any], console: Any) -> None:
 
 
 def make_console(stderr: bool = False) -> Any:
+    """rich's console: at a terminal, its width; piped or to a file, lines are not wrapped
+    (``soft_wrap``: rich would otherwise cut them at 80 columns, inside numbers and URLs)."""
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(stderr=stderr, soft_wrap=True)
