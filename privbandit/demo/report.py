@@ -16,7 +16,7 @@ from privbandit.shared.core.environments.mab import MABEnvironment, default_mean
 from privbandit.shared.core.mab_simulator import simulate_mab
 from privbandit.shared.core.policies import make_config
 from privbandit.shared.core.policies.gope_service import seeded_arms
-from privbandit.shared.core.simulator import same_users_regret, user_streams
+from privbandit.shared.core.simulator import same_users_curves, user_streams
 from privbandit.shared.protocol.messages import TaskInfo
 from privbandit.summary import ledger_lines, person_lines
 
@@ -38,10 +38,11 @@ def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
         arms = seeded_arms(task.K, int(task.d), int(task.policy["arm_seed"]))
         config = make_config("adar-gope", **{k: v for k, v in params.items()
                                             if k not in ("K", "arm_seed")})
-    finals = same_users_regret(config, demo_env_name(task), task.K, opts.users, opts.seed, reps,
-                               arms=arms)
-    return _reference(finals, regret, "privbandit's in-process simulator on the same users (same "
-                      "θ*, contexts and reward draws), varying only device and analyzer randomness")
+    t, curves = same_users_curves(config, demo_env_name(task), task.K, opts.users, opts.seed,
+                                  reps, arms=arms)
+    return _reference(curves[:, -1], regret, "privbandit's in-process simulator on the same users "
+                      "(same θ*, contexts and reward draws), varying only device and analyzer "
+                      "randomness", _band(t, curves))
 
 
 def _mab_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float,
@@ -49,10 +50,11 @@ def _mab_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float
     """A multi-armed task: ``reps`` simulator runs on the demo's instance (same means, seeded
     from the demo's seed; independent reward draws)."""
     env = MABEnvironment(default_means(task.K))
-    runs = simulate_mab(config, env, opts.users, reps, opts.seed, points=2)
-    finals = np.array([float(r.regret[-1]) for r in runs])
-    return _reference(finals, regret, "privbandit's in-process simulator on the same arms "
-                      "(default_means(K), Bernoulli rewards) with independent draws")
+    runs = simulate_mab(config, env, opts.users, reps, opts.seed, points=BAND_POINTS)
+    curves = np.array([r.regret for r in runs], dtype=float)
+    return _reference(curves[:, -1], regret, "privbandit's in-process simulator on the same arms "
+                      "(default_means(K), Bernoulli rewards) with independent draws",
+                      _band(runs[0].checkpoints, curves))
 
 
 def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float,
@@ -61,10 +63,11 @@ def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float
     seed; independent offsets and directions). The simulator serves every user the latest point;
     the services' devices may play an older version, so a demo may sit a little above it."""
     env = demo_environment(task, user_streams(opts.seed)[0])
-    runs, _ = simulate_bco(config, env, opts.users, reps, opts.seed, points=2)
-    finals = np.array([float(r.regret[-1]) for r in runs])
-    return _reference(finals, regret, f"privbandit's in-process simulator on the same {DEMO_ENV} "
-                      "instance (same x*) with independent offsets and directions")
+    runs, _ = simulate_bco(config, env, opts.users, reps, opts.seed, points=BAND_POINTS)
+    curves = np.array([r.regret for r in runs], dtype=float)
+    return _reference(curves[:, -1], regret, f"privbandit's in-process simulator on the same "
+                      f"{DEMO_ENV} instance (same x*) with independent offsets and directions",
+                      _band(runs[0].checkpoints, curves))
 
 
 # A spread this small relative to the mean is rounding, not variation: the runs agree (e.g. a
@@ -72,9 +75,23 @@ def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float
 DEGENERATE_SPREAD = 1e-9
 
 
-def _reference(finals: np.ndarray, regret: float, what: str) -> dict[str, Any]:
+# Checkpoints of the simulator's curves, the band of the demo's plot.
+BAND_POINTS = 50
+
+
+def _band(t: np.ndarray, curves: np.ndarray) -> dict[str, list[float]]:
+    """The simulator runs' regret over t: mean, ±1 sd, and the 10–90 % range of the runs."""
+    sd = curves.std(axis=0, ddof=1) if curves.shape[0] > 1 else np.zeros(curves.shape[1])
+    return {"t": [float(x) for x in t], "mean": curves.mean(axis=0).tolist(),
+            "sd": sd.tolist(), "p10": np.percentile(curves, 10, axis=0).tolist(),
+            "p90": np.percentile(curves, 90, axis=0).tolist()}
+
+
+def _reference(finals: np.ndarray, regret: float, what: str,
+               band: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """Mean, sd and range of the simulator's final regrets, and ``demo_z`` = (this run − mean)/sd;
-    ``demo_z`` is None, with ``demo_z_note`` saying why, when the runs' spread is degenerate."""
+    ``demo_z`` is None, with ``demo_z_note`` saying why, when the runs' spread is degenerate.
+    ``band``: the runs' curves summarised (``_band``), drawn beside the demo's curve."""
     mean = float(finals.mean())
     sd = float(finals.std(ddof=1)) if finals.shape[0] > 1 else 0.0
     degenerate = not sd > DEGENERATE_SPREAD * max(1.0, abs(mean))
@@ -86,6 +103,7 @@ def _reference(finals: np.ndarray, regret: float, what: str) -> dict[str, Any]:
         "max": float(finals.max()),
         "demo_z": None if degenerate else (regret - mean) / sd,
         "what": what,
+        **({"curve": band} if band is not None else {}),
     }
     if degenerate:
         out["demo_z_note"] = (f"the {out['runs']} simulator runs agree to rounding (sd {sd:.2g}): "
