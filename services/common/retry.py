@@ -4,11 +4,12 @@ tenacity (``until_success``).
 
 The schedule: the n-th wait (n = 1, 2, …) is drawn uniformly from [½, 1½) of its nominal delay
 min(initial · factor^(n−1), maximum), with the OS CSPRNG, so that restarted processes do not
-retry in lockstep. tenacity runs the loops of fetches that retry until the analyzer answers
-(the device's model and HPKE config, the shuffler's published configs); ``Backoff``, the same
-schedule as an iterator, serves the two retries that are not such a loop: the device outbox's
-per-group "not before" times (a group waits while the others upload) and the shuffler's batch
-deliveries, where a server's ``Retry-After`` sets a lower bound on the wait. The PostgreSQL
+retry in lockstep. tenacity runs the device's loops of fetches that retry until the analyzer
+answers (its model, HPKE and Paillier configs). ``Backoff``, the same schedule as an iterator,
+serves the retries that are not such a loop: the device outbox's per-group "not before" times
+(a group waits while the others upload), the shuffler's batch deliveries, where a server's
+``Retry-After`` sets a lower bound on the wait, and the shuffler's config fetcher
+(``services.shuffler.published``), whose fetch reports failure instead of raising. The PostgreSQL
 stores' transactions retry with tenacity too (``services.common.pg``, a bounded number of tries).
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import tenacity
 
@@ -56,9 +57,11 @@ class Jittered(tenacity.wait.wait_base):
 
 def until_success(
     wait: Jittered, errors: tuple[type[BaseException], ...], log: logging.Logger, what: str,
+    *, on_failure: Callable[[BaseException], int] | None = None,
 ) -> tenacity.AsyncRetrying:
-    """Retry, forever, on ``errors`` with ``wait``, logging each failure at INFO
-    (``what``: e.g. ``"task t: analyzer not ready"``)::
+    """Retry, forever, on ``errors`` with ``wait``, logging each failure (``what``: e.g.
+    ``"task t: analyzer not ready"``) at INFO, or at the level ``on_failure(exc)`` returns (it
+    may also record the failure)::
 
         async for attempt in until_success(...):
             with attempt:
@@ -68,7 +71,8 @@ def until_success(
     def before_sleep(state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         delay = state.next_action.sleep if state.next_action is not None else 0.0
-        log.info("%s (%s); retrying in %.1fs", what, exc, delay)
+        level = on_failure(exc) if on_failure is not None and exc is not None else logging.INFO
+        log.log(level, "%s (%s); retrying in %.1fs", what, exc, delay)
 
     return tenacity.AsyncRetrying(wait=wait, retry=tenacity.retry_if_exception_type(errors),
                                   before_sleep=before_sleep, sleep=asyncio.sleep)

@@ -257,7 +257,9 @@ async def test_a_submitter_that_goes_away_cancels_its_wait_not_the_commit(in_loo
     await gc.stop()
 
 
-async def test_until_success_retries_on_the_named_errors_with_the_jittered_schedule() -> None:
+async def test_until_success_retries_on_the_named_errors_with_the_jittered_schedule(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """tenacity runs the loop: each wait drawn from ``Jittered``'s schedule (the one ``Backoff``
     iterates), failures logged, other errors raised at once."""
     wait = Jittered(0.001, 0.004)
@@ -285,3 +287,14 @@ async def test_until_success_retries_on_the_named_errors_with_the_jittered_sched
         async for attempt in until_success(wait, (ConnectionError,), log, "probe"):
             with attempt:
                 raise KeyError("not retried")
+    # ``on_failure`` sees each failure and chooses its log level.
+    seen: list[BaseException] = []
+    calls.clear()
+    with caplog.at_level(logging.INFO, logger="tests.retry"):
+        async for attempt in until_success(wait, (ConnectionError,), log, "probe",
+                                           on_failure=lambda e: seen.append(e) or logging.ERROR):
+            with attempt:
+                await flaky()
+    assert len(seen) == 3 and all(isinstance(e, ConnectionError) for e in seen)
+    assert [r.levelno for r in caplog.records if r.name == "tests.retry"][-3:] == [
+        logging.ERROR] * 3
