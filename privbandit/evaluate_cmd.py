@@ -100,7 +100,7 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
         g.add_argument(f"--{flag}", type=kind, help=helps[f"--{flag}"])
     g.add_argument("--regularizer", choices=["paper", "clip", "noise"],
                    help=helps["--regularizer"])
-    g.add_argument("--paper", action="store_true", help="the papers' settings, not PRACTICAL")
+    g.add_argument("--paper", action="store_true", help="the papers' settings, not the defaults")
     g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum",
                    help=helps["--aggregation"])
 

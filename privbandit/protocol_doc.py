@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.protocol import messages, prio3, secure_sum
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -204,7 +205,7 @@ def render_prio3_vectors() -> str:
     from privbandit.shared.protocol.prio3 import Prio3Report
 
     task, key_id, d, m = "demo-prio3", 9, 2, 2
-    vdaf = TaskVdaf(task, d * (d + 3) // 2, m)
+    vdaf = TaskVdaf(task, SumEncoding(d * (d + 3) // 2, m))
     v = vdaf.vdaf
     counts = [2, 0, 1, 1, 2]
     nonce = bytes(range(32, 48))

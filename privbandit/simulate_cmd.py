@@ -119,7 +119,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument(flag, type=float, help=text)
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, each policy uses its measured "
-                        "practical defaults (its config's PRACTICAL, listed per policy in "
+                        "practical defaults (its registry entry's, listed per policy in "
                         "docs/simulator.md); with it, the papers' settings "
                         "(e.g. ddp-linucb: fixed batches of 1000, confidence scale 1, the "
                         "paper's regularizer and encoding; sblb: ε0 = 1, m = 1; adar-oful: Alg. "

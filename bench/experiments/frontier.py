@@ -6,9 +6,9 @@ Each row is one ``privbandit simulate`` command, run as a subprocess exactly as 
 θ* (or data set order), contexts and reward noise per run for every policy.
 
 - ``linucb``: the non-private reference at its defaults (the "× linucb" column divides by it);
-- each private policy at its defaults (``PRACTICAL`` of its config, unless ``--paper``), given
-  only ``--epsilon ε --delta 10⁻⁶`` (central ε for the shuffle/central/distributed policies, the
-  per-report ε for LDP ones: the "ε" column says which the ledger states);
+- each private policy at its defaults (its registry entry's ``practical``, unless
+  ``--paper``), given only ``--epsilon ε --delta 10⁻⁶`` (central ε for the shuffle/central/
+  distributed policies, the per-report ε for LDP ones: the "ε" column says which the ledger states);
 - the batched policies also with fixed batches of 1000 (``--batch-size 1000``), the papers'
   schedule, beside their default growing schedule.
 

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from phe import paillier
 
 from privbandit.protocol_doc import DOCUMENTS, RENDERERS, VECTORS, blocks, regenerate
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
 from privbandit.shared.crypto.hpke import open_report
 from privbandit.shared.crypto.paillier import decode_ciphertexts, open_batch_sum
@@ -144,7 +145,7 @@ def test_prio3_vector_verifies_with_the_aggregators_code() -> None:
     nonce, public_share = b64decode(report.nonce), b64decode(report.public_share)
     assert (nonce.hex(), public_share.hex()) == (v["nonce (hex)"], v["public share (hex)"])
     counts = json.loads(v["counts (measurement)"])
-    vd = TaskVdaf("demo-prio3", len(counts), 2)
+    vd = TaskVdaf("demo-prio3", SumEncoding(len(counts), 2))
     helper = open_helper(sk, report.helper_share.key_id, vd.task, nonce, public_share,
                          report.helper_share)
     assert (helper.seed + (helper.blind or b"")).hex() == v["helper share (hex)"]

@@ -12,7 +12,7 @@ import pytest
 
 from privbandit.demo.config import DemoError, choose_task, demo_task, derived_config, load_settings
 from privbandit.shared.core.policies.bco_config import BCO_CONFIGS
-from privbandit.shared.core.policies.practical import PRACTICAL_BY_AGGREGATION
+from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import write_config
 
@@ -54,8 +54,8 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
             if "accountant" in task["policy"]:
                 task["policy"]["accountant"] = aggregation
             if not paper:
-                task["policy"].update(PRACTICAL_BY_AGGREGATION.get(
-                    task["policy"]["algo"], {}).get(aggregation, {}))
+                task["policy"].update(entry(task["policy"]["algo"])
+                                      .practical_by_aggregation.get(aggregation, {}))
         task["aggregation"] = aggregation
     return want
 

@@ -45,7 +45,7 @@ from privbandit.services.common.sqlite import (
     transaction,
 )
 from privbandit.services.shuffler.store import base
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
 SCHEMA_V1 = script("privbandit.services.shuffler.store", "sqlite", 1)

@@ -21,6 +21,7 @@ from privbandit.shared.core.policies.linear import (
     StatisticsRandomizerT,
     proxy_of,
 )
+from privbandit.shared.core.randomizers.base import BatchNoising
 
 
 class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
@@ -43,9 +44,9 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
         """One shuffled batch of report rows (all consumed)."""
         rows = np.asarray(rows)
         stat = self.randomizer.sufficient(rows)
-        batch_noise = getattr(self.randomizer, "batch_noise", None)
-        if batch_noise is not None:  # the aggregators' noise, added to the sum (ddp-linucb)
-            stat = stat + batch_noise(self.rng)
+        if isinstance(self.randomizer, BatchNoising):
+            # the aggregators' noise, added to the sum (ddp-linucb)
+            stat = stat + self.randomizer.batch_noise(self.rng)
         self.ingest_statistic(stat, rows.shape[0])
         return rows.shape[0]
 

@@ -9,12 +9,12 @@ of private statistics), never the randomizer or the privacy ledger.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from privbandit.shared.core.accounting.ledger import Aggregation
 from privbandit.shared.core.design import DEFAULT_TOL
-from privbandit.shared.core.policies import practical
 from privbandit.shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
@@ -29,7 +29,7 @@ from privbandit.shared.core.policies.mab_config import (
     UCBConfig,
 )
 from privbandit.shared.core.policies.privacy_params import RenyiDP
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
 
@@ -146,7 +146,6 @@ class LDPLinUCBConfig(PolicyConfig):
         "LDP_CENTERED_U_WEIGHT unless given"
     )
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-linucb"]
 
     @model_validator(mode="before")
     @classmethod
@@ -169,7 +168,7 @@ class LDPLinUCBConfig(PolicyConfig):
 
 
 class ScheduledBatches(BaseModel):
-    """A batch schedule (``policies.schedule``) for a config with ``batch_size`` and
+    """A batch schedule (``core.schedule``) for a config with ``batch_size`` and
     ``batch_schedule`` fields: one spelling per schedule, and the ``schedule`` a policy, the
     simulator and the shuffler read (``config.schedule``)."""
 
@@ -221,22 +220,19 @@ class SBLBConfig(ScheduledBatches, PolicyConfig):
         None, gt=0, description="central ε target at δ after shuffling (instead of eps0): ε0 per "
         "batch length is the largest meeting it"
     )
-    accountant: Literal["reports", "secure-sum"] = Field(
+    accountant: Aggregation = Field(
         "reports", description="with epsilon: the aggregation whose central accountant sizes ε0 "
         "(reports: FMT whole-report bound, sound for both; secure-sum: the sum-only bound, only "
         "for tasks whose shuffler releases batch sums)"
     )
     batch_schedule: str | None = Field(
         None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
-        "(``policies.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
+        "(``core.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
     )
     noise_ridge: float = Field(
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
     )
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["sblb"]
-    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = (
-        practical.PRACTICAL_BY_AGGREGATION["sblb"])
 
     @model_validator(mode="after")
     def _one_privacy_parameter(self) -> SBLBConfig:
@@ -269,7 +265,6 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
     )
     public_warm_start: int = public_warm_start_field()
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-oful"]
 
     @property
     def noise_sigma(self) -> float:
@@ -347,7 +342,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     regularizer: Literal["paper", "clip", "noise"] = "paper"
     batch_schedule: str | None = Field(
         None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
-        "(``policies.schedule``; batch_size is then L0; L0 'auto' sizes it from the noise); "
+        "(``core.schedule``; batch_size is then L0; L0 'auto' sizes it from the noise); "
         "'fixed:L' is read as batch_size = L"
     )
     noise_ridge: float = Field(
@@ -371,7 +366,6 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     )
     public_warm_start: int = public_warm_start_field()
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-linucb"]
 
     @model_validator(mode="before")
     @classmethod
@@ -436,7 +430,6 @@ class LDPGLBConfig(LDPLinUCBConfig):
     S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-glb"]  # not ldp-linucb's
 
     @model_validator(mode="after")
     def _own_report(self) -> LDPGLBConfig:
@@ -464,7 +457,6 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     arm_seed: int | None = Field(None, ge=0, lt=2**63,
                                  description="services: seed the fixed arms are drawn from")
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-gope"]
 
     @model_validator(mode="after")
     def _arms_given_together(self) -> AdaRGOPEConfig:

@@ -1,6 +1,7 @@
 """The practical defaults of the private policies (issue 22), in one place: what ``privbandit
 simulate`` and the demo tasks use unless the flags say otherwise or ``--paper`` is given. Each
-config's fields keep the paper's settings; its ``PRACTICAL`` class attribute is its entry here.
+config's fields keep the paper's settings; its registry entry (``registry.PolicyEntry.practical``
+and ``practical_by_aggregation``) names its settings here.
 Every setting is post-processing of the private statistics, a batch schedule, or a privacy
 parameter stated as the same guarantee (the ledgers decide): none changes what a user is
 promised. The measurements behind each are in docs/benchmarks/ (frontier.md, ddp-linucb.md,
@@ -9,63 +10,64 @@ adar.md, sblb.md, ldp.md: issue 22 per policy), made on seeds the final figures 
 
 from __future__ import annotations
 
-PRACTICAL: dict[str, dict[str, object]] = {
-    # Greedy (Han et al. 2021's greedy estimation on diverse contexts) on the ridge sized by the
-    # noise of the reports so far, c_t = λ + ¼·2σ√(t d), with θ̃ perturbed by 0.3 × a draw of
-    # its own noise (``LDPLinUCB._publish``: keeps greedy from locking in); the centered report
-    # where the contexts have an intercept ((y − ½) x × 2, off-diagonals × √2: Δ² 4.5 as Alg. 5's,
-    # so the same σ, but half the noise variance on G̃'s off-diagonal entries and on ũ, and G̃₀₀
-    # exact; docs/benchmarks/ldp.md, section ldpc), else Alg. 5's.
-    "ldp-linucb": {
-        "regularizer": "noise",
-        "noise_ridge": 0.25,
-        "confidence_scale": 0.0,
-        "perturb": 0.3,
-        "encoding": "auto",
-    },
-    # Greedy on the eigen-clipped Gram matrix: the same regret as width 0.1, ten times faster.
-    "ldp-glb": {
-        "regularizer": "clip",
-        "confidence_scale": 0.0,
-    },
-    # A central target; batches grow slowly (ε0 only grows as the batch does, and sblb's noise is
-    # per report, so frequent early models matter) to the sum-only accountant's length; m = 4 bits
-    # per value cut Alg. 2's rounding noise 16-fold at a per-bit ε0 the batch sums still hide.
-    "sblb": {
-        "epsilon": 1.0,
-        "batch_schedule": "geometric:1000,1.25,4096",
-        "regularizer": "noise",
-        "confidence_scale": 0.02,
-        "m": 4,
-    },
-    # Growing batches (a first batch of 37.5 × one batch's noise sd, doubling to 10⁵), the ridge
-    # and width from the noise added so far, the centered encoding where the contexts have an
-    # intercept ((r − ½) x: Δ² 2.53 against frobenius's 4.5 at w = 1), else frobenius (exact
-    # joint sensitivity).
-    "ddp-linucb": {
-        "batch_schedule": "geometric:auto,2,100000",
-        "regularizer": "noise",
-        "confidence_scale": 0.1,
-        "encoding": "auto",
-    },
-    # No release before ⌈50 σ_Y/L⌉ reports, then releases on a 9-fold det growth (Alg. 4:
-    # switching from the first report, C = 0.5 as in RS-OFUL, width 1).
-    "adar-oful": {
-        "first_episode": "auto",
-        "switching": 8.0,
-        "confidence_scale": 0.1,
-    },
-    # Every phase 0.3² = 0.09 of Eq. 8's length: at central (1, 10⁻⁶), fixed-linear d = 5,
-    # K = 20, T = 10⁶, 12 runs, 5,644 ± 735 against the paper's 44,821 ± 3,685 (random
-    # 436,200); 0.2 is unstable at ε = 0.5 (7,592 ± 4,804) and 0.1 fails (232,437 ± 149,728).
-    "adar-gope": {"confidence_scale": 0.3},
-}
-PRACTICAL["sblb-fixed"] = PRACTICAL["sblb"]
+from collections.abc import Mapping
+from types import MappingProxyType
+
+Settings = Mapping[str, object]
+
+# Greedy (Han et al. 2021's greedy estimation on diverse contexts) on the ridge sized by the
+# noise of the reports so far, c_t = λ + ¼·2σ√(t d), with θ̃ perturbed by 0.3 × a draw of its own
+# noise (``LDPLinUCB._publish``: keeps greedy from locking in); the centered report where the
+# contexts have an intercept ((y − ½) x × 2, off-diagonals × √2: Δ² 4.5 as Alg. 5's, so the
+# same σ, but half the noise variance on G̃'s off-diagonal entries and on ũ, and G̃₀₀ exact;
+# docs/benchmarks/ldp.md, section ldpc), else Alg. 5's.
+LDP_LINUCB: Settings = MappingProxyType({
+    "regularizer": "noise",
+    "noise_ridge": 0.25,
+    "confidence_scale": 0.0,
+    "perturb": 0.3,
+    "encoding": "auto",
+})
+# Greedy on the eigen-clipped Gram matrix: the same regret as width 0.1, ten times faster.
+LDP_GLB: Settings = MappingProxyType({
+    "regularizer": "clip",
+    "confidence_scale": 0.0,
+})
+# A central target; batches grow slowly (ε0 only grows as the batch does, and sblb's noise is per
+# report, so frequent early models matter) to the sum-only accountant's length; m = 4 bits per
+# value cut Alg. 2's rounding noise 16-fold at a per-bit ε0 the batch sums still hide.
+SBLB: Settings = MappingProxyType({
+    "epsilon": 1.0,
+    "batch_schedule": "geometric:1000,1.25,4096",
+    "regularizer": "noise",
+    "confidence_scale": 0.02,
+    "m": 4,
+})
+# Growing batches (a first batch of 37.5 × one batch's noise sd, doubling to 10⁵), the ridge
+# and width from the noise added so far, the centered encoding where the contexts have an
+# intercept ((r − ½) x: Δ² 2.53 against frobenius's 4.5 at w = 1), else frobenius (exact joint
+# sensitivity).
+DDP_LINUCB: Settings = MappingProxyType({
+    "batch_schedule": "geometric:auto,2,100000",
+    "regularizer": "noise",
+    "confidence_scale": 0.1,
+    "encoding": "auto",
+})
+# No release before ⌈50 σ_Y/L⌉ reports, then releases on a 9-fold det growth (Alg. 4: switching
+# from the first report, C = 0.5 as in RS-OFUL, width 1).
+ADAR_OFUL: Settings = MappingProxyType({
+    "first_episode": "auto",
+    "switching": 8.0,
+    "confidence_scale": 0.1,
+})
+# Every phase 0.3² = 0.09 of Eq. 8's length: at central (1, 10⁻⁶), fixed-linear d = 5, K = 20,
+# T = 10⁶, 12 runs, 5,644 ± 735 against the paper's 44,821 ± 3,685 (random 436,200); 0.2 is
+# unstable at ε = 0.5 (7,592 ± 4,804) and 0.1 fails (232,437 ± 149,728).
+ADAR_GOPE: Settings = MappingProxyType({"confidence_scale": 0.3})
 
 # Where the aggregation changes what is best. Over whole shuffled reports sblb's ε0 stays small
 # (FMT: ≈ 2.7 at l = 10³, 7.1 at 10⁵): one bit per value, whose randomized response keeps more
 # signal at a small per-bit ε, and batches growing on to 10⁵ (ε0 still grows with l there).
-PRACTICAL_BY_AGGREGATION: dict[str, dict[str, dict[str, object]]] = {
-    "sblb": {"reports": {"m": 1, "batch_schedule": "geometric:1000,2,100000"}},
-}
-PRACTICAL_BY_AGGREGATION["sblb-fixed"] = PRACTICAL_BY_AGGREGATION["sblb"]
+SBLB_BY_AGGREGATION: Mapping[str, Settings] = MappingProxyType({
+    "reports": MappingProxyType({"m": 1, "batch_schedule": "geometric:1000,2,100000"}),
+})

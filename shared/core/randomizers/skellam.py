@@ -113,7 +113,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
 from privbandit.shared.core.accounting.skellam import (
     aggregator_ledger,
     ddp_ledger,
@@ -123,8 +123,8 @@ from privbandit.shared.core.accounting.skellam import (
 )
 from privbandit.shared.core.randomizers.base import (
     Estimate,
-    check_inputs,
-    off_intercept,
+    SumEncoding,
+    check_centered_inputs,
     symmetric_from_upper,
     upper_indices,
 )
@@ -462,6 +462,23 @@ class SkellamRandomizer:
             raise ValueError("the devices add this task's noise (noise = 'devices')")
         return ExactSkellam(self.aggregator_variance, randbits)
 
+    def sum_encoding(self) -> SumEncoding:
+        """The c = d(d+3)/2 signed values of a report, each as v + O ∈ [0, 2O]; with the noise
+        added by the aggregators also each entry's honest range [lo_i, hi_i] (v − lo_i ∈
+        [0, hi_i − lo_i], at least 1 wide) and the aggregators' variance
+        (``base.Summable``)."""
+        o = int(self.offset)
+        if not self.aggregated_noise:
+            return SumEncoding(int(self.n), 2 * o, o)
+        lo = [int(v) for v in self.range_lo]
+        widths = tuple(max(1, int(h) - v) for v, h in zip(lo, self.range_hi, strict=True))
+        return SumEncoding(int(self.n), 2 * o, o, maxima=widths, offsets=tuple(-v for v in lo),
+                           noise_variance=float(self.aggregator_variance))
+
+    def summand(self, row: np.ndarray) -> np.ndarray:
+        """A report's signed integers are what it adds to the batch sum (``base.Summable``)."""
+        return np.asarray(row)
+
     def sum_bound(self, count: int) -> float:
         """|S_j| an honest sum of ``count`` reports exceeds with probability below 2⁻⁶⁴ (per
         batch, union over coordinates): count·B plus the tail of the batch's noise. The analyzer
@@ -473,14 +490,16 @@ class SkellamRandomizer:
     def width(self) -> int:
         return self.n
 
-    def ledger(self) -> PrivacyLedger:
+    def ledger(self, observers: str = SECURE_SUM_OBSERVERS_GENERIC) -> PrivacyLedger:
+        """The mechanism's ledger; ``observers``: what the secure sum's parties see
+        (``accounting.ledger.observers_sentence`` of the task's transport)."""
         encoding = self._encoding_words()
         if self.aggregated_noise:
             return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta,
-                                     scale=self.scale, encoding=encoding)
+                                     scale=self.scale, encoding=encoding, observers_words=observers)
         return ddp_ledger(
             self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale, encoding=encoding,
+            self.delta, scale=self.scale, encoding=encoding, observers_words=observers,
         )
 
     def _encoding_words(self) -> str | None:
@@ -505,13 +524,8 @@ class SkellamRandomizer:
         return (low + (rng.random(y.shape) < (y - low))).astype(np.int64)
 
     def check(self, x: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``check_inputs``, and under the centered encoding x[0] = c for every row (relative
-        slack 1e-9: the statistics then use c exactly)."""
-        x, r = check_inputs(x, r, self.d, self.L)
-        c = self.intercept
-        if c is not None and off_intercept(x[:, 0], c).any():
-            raise ValueError(f"the centered encoding needs x[0] = {c!r} in every context")
-        return x, r
+        """``check_centered_inputs`` (the statistics then use c exactly)."""
+        return check_centered_inputs(x, r, self.d, self.L, self.intercept, "centered")
 
     def scaled(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """s · v_w, each entry clipped into its honest range [lo_i, hi_i] (``entry_ranges``):
