@@ -309,6 +309,16 @@ class Bandit:
             raise ValueError(f"privacy levels lie in [0, {eps_max:g}] (0 = decline); got {eps!r}")
         return eps
 
+    def warm_start(self, features: np.ndarray, rewards: np.ndarray) -> None:
+        """Learn from a log the operator declares public before the first user (issue 44):
+        ``features`` (n, d) the arms played, ``rewards`` (n,); added exactly, a model published
+        at once, nothing charged. The config must declare the rounds (``public_warm_start`` = n
+        in all; the ledger labels them public, not protected). ddp-linucb and adar-oful."""
+        warm = getattr(self.policy, "warm_start", None)
+        if warm is None:
+            raise ValueError(f"{self.config.algo} takes no public warm start")
+        warm(features, rewards)
+
     # -- model, ledger --------------------------------------------------------------------
 
     @property

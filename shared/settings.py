@@ -100,6 +100,12 @@ class TaskConfig(BaseModel):
             # models and decisions carry at most MAX_DIM coordinates.
             raise ValueError(f"task {self.id}: the services serve d <= {MAX_DIM} "
                              f"(policy.d = {self.policy.d})")
+        if getattr(self.policy, "public_warm_start", 0):
+            # The services have no way to receive the public log: a ledger naming public rounds
+            # that were never learned from would misstate what the models are built on.
+            raise ValueError(f"task {self.id}: the services take no public warm start "
+                             "(policy.public_warm_start must be 0; the simulator and the "
+                             "library take it)")
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
         schedule = getattr(self.policy, "batch_schedule", None)

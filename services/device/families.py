@@ -111,6 +111,11 @@ class GLB(Linear):
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:
+        if isinstance(randomizer, NoiseShares):
+            # ddp-glb: the GLM statistics at the sealed anchor θ̂, rounded (and, if the devices
+            # add the noise, a Skellam share) from the OS CSPRNG (``randomizers.glm_skellam``).
+            return np.array(randomizer.device_report(glb.anchored_context(state),
+                                                     float(cast(float, value))), dtype=np.int64)
         return glb.report_row(randomizer, state, cast(float, value), rng)
 
 

@@ -441,6 +441,44 @@ class LDPGLBConfig(LDPLinUCBConfig):
         return self
 
 
+class DDPGLBConfig(DDPLinUCBConfig):
+    """Distributed-DP GLM (logistic) bandit (``policies.ddp_glb``): ddp-linucb's secure sum and
+    Skellam noise over the GLM statistics (upper(4g'(z) x xᵀ), (g'(z) z + y − g(z)) x) at the
+    served anchor z = ⟨x, θ̂⟩ (``randomizers.glm_skellam``). Only the ``"upper"`` encoding: its
+    bounds hold for these statistics, the joint ones of the others do not."""
+
+    algo: Literal["ddp-glb"] = "ddp-glb"  # type: ignore[assignment]  # its own policy id
+    S: float = Field(3.0, gt=0, description="bound on ‖θ*‖ (logistic env: ‖θ*‖ = 2√2); the "
+                     "published anchor θ̂ is projected on this ball")
+    reward_sigma: float = Field(
+        2.0, gt=0, description="sub-Gaussian constant of the weighted working response: "
+        "4(y − g)/√(4g') has variance 4")
+    encoding: Literal["upper", "frobenius"] = Field(  # a subset of ddp-linucb's
+        "upper", description="the released statistics' encoding: 'upper' or 'frobenius' "
+        "(off-diagonals × √2, the GLM statistics' own joint bound; randomizers.glm_skellam); "
+        "'auto' is 'frobenius'")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_encoding(cls, data: object) -> object:
+        """'auto' is 'frobenius' (the tighter of the GLM statistics' two encodings); an intercept
+        the simulator passes is dropped (no centered encoding here)."""
+        if not isinstance(data, dict):
+            return data
+        out = {k: v for k, v in data.items() if k != "intercept"}
+        if out.get("encoding") == "auto":
+            out["encoding"] = "frobenius"
+        return out
+
+    @model_validator(mode="after")
+    def _no_linear_warm_start(self) -> DDPGLBConfig:
+        """A public warm start adds linear statistics (Σ x xᵀ, Σ r x); the GLM's are others."""
+        if self.public_warm_start:
+            raise ValueError("ddp-glb takes no public warm start (its statistics are the GLM's, "
+                             "not the linear (Σ x xᵀ, Σ r x) a warm start adds)")
+        return self
+
+
 class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     """Azize & Basu Alg. 3: phased elimination with G-optimal designs, (α, ε)-RDP
     (``policies.adar_gope``).
@@ -470,7 +508,7 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
 # bandit-convex-optimisation ones (``bco_config``).
 AnyPolicyConfig = Annotated[
     LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig | DDPLinUCBConfig
-    | LDPGLBConfig | AdaRGOPEConfig
+    | DDPGLBConfig | LDPGLBConfig | AdaRGOPEConfig
     | UCBConfig | HeLDPUCBLConfig | HeLDPUCBBConfig | LDPMABConfig | AdaRUCBConfig
     | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,
     Field(discriminator="algo"),

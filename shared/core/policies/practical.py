@@ -53,6 +53,18 @@ DDP_LINUCB: Settings = MappingProxyType({
     "confidence_scale": 0.1,
     "encoding": "auto",
 })
+# ddp-linucb's growing batches and noise-sized ridge over the GLM statistics (``ddp-glb``), a
+# narrower width (its β carries reward_sigma = 2): on tuning seed 100, logistic, T = 10⁵, width
+# 0.03 (672 ± 56 at ε = 1) against 0.1 (751 ± 41), 0.3 (4,099) and greedy 0 (725 ± 70); at ε = 4
+# all of 0.01–0.1 ≈ 242. The frobenius encoding (the GLM statistics' own joint bound, Δ² 5 against
+# upper's 6, half the off-diagonal noise): 578 ± 26 against 640 ± 61 at ε = 1, 188 ± 25 against
+# 221 ± 29 at ε = 4 (docs/benchmarks/glm.md).
+DDP_GLB: Settings = MappingProxyType({
+    "batch_schedule": "geometric:auto,2,100000",
+    "regularizer": "noise",
+    "confidence_scale": 0.03,
+    "encoding": "frobenius",
+})
 # No release before ⌈50 σ_Y/L⌉ reports, then releases on a 9-fold det growth (Alg. 4: switching
 # from the first report, C = 0.5 as in RS-OFUL, width 1).
 ADAR_OFUL: Settings = MappingProxyType({

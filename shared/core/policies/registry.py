@@ -35,6 +35,7 @@ from privbandit.shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBC
 from privbandit.shared.core.policies.config import (
     AdaRGOPEConfig,
     AdaROFULConfig,
+    DDPGLBConfig,
     DDPLinUCBConfig,
     LDPGLBConfig,
     LDPLinUCBConfig,
@@ -42,6 +43,7 @@ from privbandit.shared.core.policies.config import (
     SBLBConfig,
     SBLBFixedConfig,
 )
+from privbandit.shared.core.policies.ddp_glb import DDPGLB
 from privbandit.shared.core.policies.ddp_linucb import DDPLinUCB
 from privbandit.shared.core.policies.exact import AdaROFUL, LinUCB
 from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, LINEAR, PHASE, Family
@@ -165,6 +167,11 @@ REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
                 practical=practical.ADAR_OFUL),
     # Zheng et al. Alg. 3 on logistic rewards: (ε, δ)-LDP reports anchored at the broadcast θ̂.
     PolicyEntry("ldp-glb", LDPGLBConfig, LDPGLB, GLB, ("ldp",), practical=practical.LDP_GLB),
+    # GLM (logistic) rewards over ddp-linucb's secure sum: each user's Newton-step statistics at
+    # the served anchor θ̂ (Sarmasarkar 2026's H and MLE, adapted to one report per user).
+    PolicyEntry("ddp-glb", DDPGLBConfig, DDPGLB, GLB, ("shuffle",), ("secure-sum",),
+                transport_reason="a report alone is not private: the aggregators add the noise "
+                                 "to batch sums", practical=practical.DDP_GLB),
     # Azize–Basu Alg. 3 on the task's fixed arms: raw (arm, phase, reward) to a trusted analyzer.
     PolicyEntry("adar-gope", AdaRGOPEConfig, AdaRGOPE, PHASE, ("central",),
                 service_policy=AdaRGOPEService, wants_service_policy=_has_arm_seed,

@@ -115,6 +115,7 @@ import numpy as np
 
 from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
 from privbandit.shared.core.accounting.skellam import (
+    LedgerWords,
     aggregator_ledger,
     ddp_ledger,
     honest_shares,
@@ -304,16 +305,18 @@ def central_mu(epsilon: float, delta: float, l1: float, l2: float) -> float:
 
 def rounded_sensitivities(
     d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0,
-    intercept: float | None = None,
+    intercept: float | None = None, pair_bound: float | None = None,
 ) -> tuple[float, float, float]:
     """(B, Δ₁, Δ₂): the norm bound of one user's rounded statistics and the replacement
     sensitivities of their sum (module docstring): B = s√(L⁴ + w²L²) + √n, Δ₂ = min(2B,
-    s Δ_v + 2√n) with Δ_v = ``pair_sensitivity``."""
+    s Δ_v + 2√n) with Δ_v = ``pair_sensitivity`` (or ``pair_bound``, a release of other
+    statistics in the same encoding: ``randomizers.glm_skellam``)."""
     n = n_coords(d)
     root_n = math.sqrt(n)
     norm_bound = scale * statistics_clip(L, u_weight, encoding) * (1 + FLOAT_SLACK) + root_n
-    pair = scale * pair_sensitivity(L, encoding, u_weight, intercept) * (1 + FLOAT_SLACK) \
-        + 2 * root_n
+    if pair_bound is None:
+        pair_bound = pair_sensitivity(L, encoding, u_weight, intercept)
+    pair = scale * pair_bound * (1 + FLOAT_SLACK) + 2 * root_n
     l1, l2 = replacement_sensitivities(norm_bound, n, pair)
     return norm_bound, l1, l2
 
@@ -411,7 +414,7 @@ class SkellamRandomizer:
         self.n_upper = d * (d + 1) // 2
         self.clip = statistics_clip(self.L, self.u_weight, encoding)
         self.norm_bound, self.l1, self.l2 = rounded_sensitivities(
-            d, self.scale, self.L, encoding, self.u_weight, self.intercept
+            d, self.scale, self.L, encoding, self.u_weight, self.intercept, self.pair_bound()
         )
         self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
         lo, hi = entry_ranges(d, self.scale, self.L, encoding, self.u_weight, self.intercept)
@@ -438,6 +441,11 @@ class SkellamRandomizer:
             self.offset = math.ceil(
                 self.norm_bound + skellam_tail_bound(self.share_variance, 2.0**-64 / self.n)
             )
+
+    def pair_bound(self) -> float:
+        """Δ_v of the released statistics (``pair_sensitivity``; a subclass releasing other
+        statistics in the same encoding states its own)."""
+        return pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)
 
     @property
     def aggregated_noise(self) -> bool:
@@ -493,14 +501,11 @@ class SkellamRandomizer:
     def ledger(self, observers: str = SECURE_SUM_OBSERVERS_GENERIC) -> PrivacyLedger:
         """The mechanism's ledger; ``observers``: what the secure sum's parties see
         (``accounting.ledger.observers_sentence`` of the task's transport)."""
-        encoding = self._encoding_words()
+        words = LedgerWords(self.scale, self._encoding_words(), observers)
         if self.aggregated_noise:
-            return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta,
-                                     scale=self.scale, encoding=encoding, observers_words=observers)
-        return ddp_ledger(
-            self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale, encoding=encoding, observers_words=observers,
-        )
+            return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta, words)
+        return ddp_ledger(self.share_variance, self.honest_fraction, self.batch_size, self.l1,
+                          self.l2, self.delta, words)
 
     def _encoding_words(self) -> str | None:
         encoding = None

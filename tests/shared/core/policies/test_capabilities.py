@@ -38,8 +38,10 @@ def test_a_secure_sum_entry_needs_a_sum_ingesting_class_and_a_summable_randomize
 
 def test_scheduled_is_derived_from_the_class() -> None:
     """The services run growing schedules for the policies that size noise per batch length:
-    the three of the former hand-kept SCHEDULED_IN_SERVICES, no more, no fewer."""
-    assert {a for a, e in REGISTRY.items() if e.scheduled} == {"ddp-linucb", "sblb", "sblb-fixed"}
+    the three of the former hand-kept SCHEDULED_IN_SERVICES and ddp-glb (a DDPLinUCB), no more,
+    no fewer."""
+    assert {a for a, e in REGISTRY.items() if e.scheduled} == {
+        "ddp-linucb", "ddp-glb", "sblb", "sblb-fixed"}
     assert all(e.scheduled == issubclass(e.policy, Scheduled) for e in REGISTRY.values())
 
 
