@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
@@ -282,16 +282,25 @@ OWN_STORE = "postgresql://me@db/x"
 OWN_URLS = ["http://s:1"]
 # What the operator exports, and the store and shuffler URLs every container must end up with
 # (issue 11): the password alone switches to the profile's database and both replicas.
+class Setup(NamedTuple):
+    """What the operator exported, and the store and shuffler URLs every container must get."""
+
+    host_env: dict[str, str]
+    store: str
+    urls: list[str]
+
+
 SETUPS = [
-    pytest.param({}, "sqlite", [], id="no-password-sqlite"),
-    pytest.param({PASSWORD: "0f3a"}, PG_URL.format("0f3a"), REPLICAS, id="password-postgres"),
-    pytest.param({PASSWORD: "0f3a", STORE: OWN_STORE}, OWN_STORE, REPLICAS,
+    pytest.param(Setup({}, "sqlite", []), id="no-password-sqlite"),
+    pytest.param(Setup({PASSWORD: "0f3a"}, PG_URL.format("0f3a"), REPLICAS),
+                 id="password-postgres"),
+    pytest.param(Setup({PASSWORD: "0f3a", STORE: OWN_STORE}, OWN_STORE, REPLICAS),
                  id="password-store-override"),
-    pytest.param({PASSWORD: "0f3a", SHUFFLER_URLS: json.dumps(OWN_URLS)}, PG_URL.format("0f3a"),
-                 OWN_URLS, id="password-urls-override"),
-    pytest.param({PASSWORD: "0f3a", STORE: OWN_STORE, SHUFFLER_URLS: json.dumps(OWN_URLS)},
-                 OWN_STORE, OWN_URLS, id="explicit-overrides"),
-    pytest.param({STORE: OWN_STORE}, OWN_STORE, [], id="explicit-store"),
+    pytest.param(Setup({PASSWORD: "0f3a", SHUFFLER_URLS: json.dumps(OWN_URLS)},
+                       PG_URL.format("0f3a"), OWN_URLS), id="password-urls-override"),
+    pytest.param(Setup({PASSWORD: "0f3a", STORE: OWN_STORE, SHUFFLER_URLS: json.dumps(OWN_URLS)},
+                       OWN_STORE, OWN_URLS), id="explicit-overrides"),
+    pytest.param(Setup({STORE: OWN_STORE}, OWN_STORE, []), id="explicit-store"),
 ]
 # The containers that run a service (through the entrypoint).
 CONTAINERS = (*SERVICES, "shuffler-2")
@@ -299,15 +308,18 @@ CONTAINERS = (*SERVICES, "shuffler-2")
 
 def check_containers(
     environments: Mapping[str, Mapping[str, str]],
-    store: str,
-    urls: list[str],
+    setup: Setup,
     monkeypatch: pytest.MonkeyPatch,
     token_file: Path,
 ) -> None:
     """Each service container, started with its environment from ``environments`` (as compose
     hands it over), runs the entrypoint's derivation and builds the real ``Settings``: its
-    analyzer and shuffler store is ``store``, its shuffler replicas ``urls``."""
+    analyzer and shuffler store is ``setup.store``, its shuffler replicas ``setup.urls``; the
+    database gets the password the operator exported (or none)."""
     from privbandit.shared.settings import Settings
+
+    store, urls = setup.store, setup.urls
+    assert environments["postgres"]["POSTGRES_PASSWORD"] == setup.host_env.get(PASSWORD, "")
 
     for name in CONTAINERS:
         env = entrypoint.derive(environments[name])
@@ -329,44 +341,35 @@ def check_containers(
         assert settings.shuffler.urls == urls, name
 
 
-@pytest.mark.parametrize(("host_env", "store", "urls"), SETUPS)
+@pytest.mark.parametrize("setup", SETUPS)
 def test_the_postgres_password_points_every_service_at_the_database(
-    full_compose: dict[str, Any],
-    monkeypatch: pytest.MonkeyPatch,
-    token_file: Path,
-    host_env: dict[str, str],
-    store: str,
-    urls: list[str],
+    full_compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch, token_file: Path,
+    setup: Setup,
 ) -> None:
     """What each container's settings become, for what the operator exported, with the file's
     ``${…}`` resolved by Compose's rules here: the profile's password alone switches the analyzer
     and every shuffler to the ``postgres`` service and the device to both replicas; without it
     the services keep their SQLite files."""
-    host_env = {**host_env, TOKEN_FILE: str(token_file)}
+    host_env = {**setup.host_env, TOKEN_FILE: str(token_file)}
     services = full_compose["services"]
     environments = {
         name: {k: interpolate(str(v), host_env) for k, v in svc["environment"].items()}
         for name, svc in services.items() if "environment" in svc
     }
-    check_containers(environments, store, urls, monkeypatch, token_file)
-    assert environments["postgres"]["POSTGRES_PASSWORD"] == host_env.get(PASSWORD, "")
+    check_containers(environments, setup, monkeypatch, token_file)
 
 
 @needs_compose
-@pytest.mark.parametrize(("host_env", "store", "urls"), SETUPS)
+@pytest.mark.parametrize("setup", SETUPS)
 def test_docker_compose_resolves_every_containers_store(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    token_file: Path,
-    host_env: dict[str, str],
-    store: str,
-    urls: list[str],
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token_file: Path, setup: Setup,
 ) -> None:
     """The same, with the file resolved by the real ``docker-compose config`` (Debian's 1.29,
     Compose v1): each container's environment as it prints it, through the entrypoint, gives the
     settings above. v1 hands what it does not understand (``${VAR:+x}``, nesting) to the
     container as literal text, which ``config -q`` does not notice and this does."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIVBANDIT_", "COMPOSE_"))}
+    host_env = setup.host_env
     env.update(host_env, PRIVBANDIT_SHUFFLER_TOKEN_FILE=str(token_file))
     env_file = tmp_path / "empty.env"  # not a .env of the checkout's
     env_file.write_text("")
@@ -382,8 +385,7 @@ def test_docker_compose_resolves_every_containers_store(
         name: {k: str(v).replace("$$", "$") for k, v in svc["environment"].items()}
         for name, svc in services.items() if "environment" in svc  # prometheus sets none
     }
-    check_containers(environments, store, urls, monkeypatch, token_file)
-    assert environments["postgres"]["POSTGRES_PASSWORD"] == host_env.get(PASSWORD, "")
+    check_containers(environments, setup, monkeypatch, token_file)
     for name in CONTAINERS:
         assert services[name]["entrypoint"] == ENTRYPOINT, name
 
