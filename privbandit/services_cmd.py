@@ -55,6 +55,13 @@ def _command(
     return p
 
 
+def _switches(p: argparse.ArgumentParser, **helps: str) -> None:
+    """Boolean options (``store_true``), each with its help: ``forget_persons=…`` is
+    ``--forget-persons``."""
+    for name, text in helps.items():
+        p.add_argument(f"--{name.replace('_', '-')}", action="store_true", help=text)
+
+
 def add_up_parser(sub: argparse._SubParsersAction) -> None:
     p = _command(
         sub, "up", run_up, "run analyzer, shuffler and device locally until Ctrl-C",
@@ -71,17 +78,17 @@ def add_up_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shufflers", type=int, default=1, metavar="N",
                    help="shuffler replicas on consecutive ports from the shuffler's, sharing "
                         "the PostgreSQL --store; the device spreads uploads across them")
-    p.add_argument("--init", action="store_true",
-                   help="create new state files (databases, keys) in place of missing or empty "
-                        "ones; without it a service whose data directory was initialised before "
-                        "refuses to start when one is lost")
-    p.add_argument("--forget-persons", action="store_true",
-                   help="with --init: also replace a lost device database that held per-person "
-                        "contribution counts (each person can then contribute k more reports "
-                        "in the current period)")
-    p.add_argument("--web", action="store_true",
-                   help="also serve the browser client's demo page (clients/web, built with "
-                        "Node.js) and let it call the services (CORS for its origin)")
+    _switches(
+        p,
+        init="create new state files (databases, keys) in place of missing or empty "
+             "ones; without it a service whose data directory was initialised before "
+             "refuses to start when one is lost",
+        forget_persons="with --init: also replace a lost device database that held per-person "
+                       "contribution counts (each person can then contribute k more reports "
+                       "in the current period)",
+        web="also serve the browser client's demo page (clients/web, built with "
+            "Node.js) and let it call the services (CORS for its origin)",
+    )
     p.add_argument("--web-port", type=int, default=8700, metavar="PORT",
                    help="the demo page's port on 127.0.0.1 (default 8700)")
 
@@ -114,12 +121,13 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                    help="the shuffle transport: pick a task configured with it, or else run "
                         "the config's first shuffle task with it on freshly started services "
                         "(a temporary config, as --paper does); default: the task's own")
-    p.add_argument("--paper", action="store_true",
-                   help="run the task with the paper's widths (confidence_scale = 1, "
-                        "regularizer = paper) and settings (the policy's practical ones back "
-                        "to the paper's, e.g. adar-oful's episodes) on freshly started services")
-    p.add_argument("--fresh", action="store_true",
-                   help="always start fresh services, even if some are running")
+    _switches(
+        p,
+        paper="run the task with the paper's widths (confidence_scale = 1, "
+              "regularizer = paper) and settings (the policy's practical ones back "
+              "to the paper's, e.g. adar-oful's episodes) on freshly started services",
+        fresh="always start fresh services, even if some are running",
+    )
     p.add_argument("--returning", type=int, metavar="P",
                    help="returning users: the --users visits come from P persons (visit i is "
                         "person i mod P's), each feedback carrying its person's user key")
