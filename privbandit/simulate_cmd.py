@@ -78,8 +78,9 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-schedule",
                    help="ddp-linucb, sblb: fixed:L (= --batch-size L) or geometric:L0,GROWTH,CAP, "
                         "batch k of length min(CAP, L0·GROWTH^k), each with its own noise "
-                        "(default geometric:auto,2,100000: L0 auto = 50 × one batch's noise "
-                        "sd, 497 at ε = 1, 139 at ε = 4 with the default frobenius encoding; "
+                        "(default geometric:auto,2,100000: L0 auto = 37.5 × one batch's noise "
+                        "sd (50 × with --noise devices), 453 at ε = 1 and 127 at ε = 4 on "
+                        "linear (centered encoding), 527 and 148 with frobenius; "
                         "--paper: fixed:1000)")
     p.add_argument("--noise", choices=["aggregators", "devices"],
                    help="ddp-linucb: who adds the Skellam noise (default aggregators: the "

@@ -436,6 +436,8 @@ class Settings(BaseSettings):
     limits: Limits = Limits()
     connections: Connections = Connections()
     log_level: str = "info"
+    # ``json``: one JSON object per log line (services.common.logs), for a log collector.
+    log_format: Literal["text", "json"] = "text"
     tasks: list[TaskConfig] = Field(default_factory=list)
     # Origins (``scheme://host[:port]``) whose pages may call the analyzer's and the shuffler's
     # browser routes (``services.common.cors``, docs/web-client.md); none by default. Env:

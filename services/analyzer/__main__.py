@@ -13,14 +13,14 @@ def main(argv: list[str] | None = None) -> None:
     from privbandit.services.common.cli import (
         build_or_exit,
         service_args,
-        setup_logging,
         single_threaded_blas,
+        start_process,
     )
     from privbandit.shared.settings import Settings
 
     settings = Settings()
     args = service_args("analyzer", __doc__, settings, argv)
-    setup_logging(settings)
+    start_process("analyzer", args, settings)
     app = build_or_exit("analyzer", lambda: create_app(settings, init=args.init))
     app.state.freeze_gc = True  # a service process (as ``cli.serve`` flags the others)
     single_threaded_blas()  # as ``cli.serve`` limits the others: whatever the environment says

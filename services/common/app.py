@@ -24,6 +24,7 @@ from privbandit.services.common.admission import ALWAYS_ADMITTED, AdmissionMiddl
 from privbandit.services.common.cors import BrowserCORS
 from privbandit.services.common.datadir import StartupRefused, StateDir
 from privbandit.services.common.http_metrics import HttpMetrics
+from privbandit.services.common.logs import REQUEST_ID, CorrelationIdMiddleware
 from privbandit.services.common.web import BodyLimitMiddleware, ErrorHook, install_error_handlers
 from privbandit.shared.credentials import shuffler_token_problem
 from privbandit.shared.settings import Settings
@@ -121,6 +122,9 @@ def build_app(
         # Outside admission: a preflight is answered without taking a request slot, and a
         # shed request's 503 still carries the origin, so a page can read it and back off.
         app.add_middleware(BrowserCORS, origins=settings.browser_origins, routes=browser_routes)
+    # Outside admission and CORS: a shed request's 503 carries its id too, and the browser may
+    # send one (services.common.logs).
+    app.add_middleware(CorrelationIdMiddleware, header_name=REQUEST_ID)
     app.state.settings = settings
     install_error_handlers(app, on_error=on_error)
     # The router's routes become the app's own: ``include_router`` would keep the router as a

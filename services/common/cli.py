@@ -5,16 +5,17 @@ address, access log, ``--init``), its logging set-up, and refusing to start with
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import uvicorn
 from fastapi import FastAPI
+from setproctitle import setproctitle
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from privbandit.services.common.datadir import StartupRefused
+from privbandit.services.common.logs import setup_logging
 from privbandit.services.common.server import server_config
 from privbandit.shared.settings import Settings
 
@@ -62,13 +63,17 @@ def service_args(
     return args
 
 
-def setup_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
-    )
-    # httpx logs every request at INFO: one line per upload, poll or batch delivery is noise,
-    # and costs time.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+def start_process(name: str, args: argparse.Namespace, settings: Settings) -> None:
+    """What a service process does before building its app: logging as the settings say
+    (``log_level``, ``log_format``) and its name in ``ps``."""
+    setup_logging(name, settings.log_level, settings.log_format)
+    name_process(name, args.host, args.port)
+
+
+def name_process(name: str, host: str, port: int) -> None:
+    """Name this process after its service in ``ps``/``top`` (``privbandit-analyzer
+    127.0.0.1:8701``) instead of ``python -m services.analyzer``."""
+    setproctitle(f"privbandit-{name} {host}:{port}")
 
 
 def build_or_exit(name: str, create: Callable[[], Built]) -> Built:
@@ -124,7 +129,7 @@ def run_service(
     stopped (or exit status 2 if it refuses to start)."""
     settings = Settings()
     args = service_args(name, description, settings, argv)
-    setup_logging(settings)
+    start_process(name, args, settings)
     options = {"forget_persons": True} if getattr(args, "forget_persons", False) else {}
     app = build_or_exit(name, lambda: create_app(settings, init=args.init, **options))
     serve(app, args, settings, graceful_timeout=graceful_timeout)

@@ -22,6 +22,8 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+from privbandit.services.common.logs import request_id_hook
+
 
 class ServiceTransport(AiohttpTransport):
     """``AiohttpTransport`` whose every aiohttp error is an ``httpx.TransportError``."""
@@ -57,10 +59,14 @@ class _MappedStream(httpx.AsyncByteStream):
 
 
 def service_client(
-    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None = None
+    base_url: str, timeout: float, transport: httpx.AsyncBaseTransport | None = None,
+    *, propagate: bool = True,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for ``base_url`` with ``timeout`` seconds for connecting and
-    each read; over aiohttp unless a ``transport`` is given (tests)."""
+    each read; over aiohttp unless a ``transport`` is given (tests). Every call carries an
+    ``X-Request-ID``: the handled request's when ``propagate``, else its own
+    (``services.common.logs``)."""
     return httpx.AsyncClient(base_url=base_url, timeout=timeout,
                              transport=transport if transport is not None
-                             else ServiceTransport())
+                             else ServiceTransport(),
+                             event_hooks={"request": [request_id_hook(propagate=propagate)]})

@@ -13,6 +13,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 
@@ -29,6 +30,10 @@ class ServiceMetrics:
     def __init__(self, service: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.prefix = f"privbandit_{service}_"
+        # The process's CPU seconds, resident memory, open and maximum file descriptors and start
+        # time (``process_*``, Linux /proc): on this registry, the one ``/metrics`` exposes, not on
+        # prometheus_client's default registry, which no service serves.
+        ProcessCollector(registry=self.registry)
         # Every service sheds the same way (``services.common.admission``).
         self.requests_shed = self.counter(
             "requests_shed", "Requests refused with 503 overloaded, before any work, at the "

@@ -130,6 +130,9 @@ def server_config(
         host=host,
         port=port,
         log_level=log_level.lower(),
+        # uvicorn's records go to the root logger's one handler (``services.common.logs``): as
+        # JSON too when asked, with the service's name and the request id.
+        log_config=None,
         access_log=access_log,
         timeout_graceful_shutdown=graceful_timeout,
         http=HeadTimeoutProtocol.with_header_timeout(connections.header_timeout),

@@ -23,6 +23,7 @@ import numpy as np
 from privbandit.services.common.datadir import StateDir
 from privbandit.services.common.health import Readiness
 from privbandit.services.common.http_client import service_client
+from privbandit.services.common.logs import request_id_hook
 from privbandit.services.device.background import Loops
 from privbandit.services.device.cache import ModelCache
 from privbandit.services.device.decision_ids import KEY_FILE, DecisionIds, load_decision_key
@@ -136,7 +137,8 @@ async def open_runtime(
     store = DeviceStore(data_path(settings), on_group=metrics.commit_group.observe)
     decision_ids = DecisionIds.load_or_create(data_path(settings).parent / KEY_FILE)
     analyzer = httpx.AsyncClient(
-        base_url=settings.analyzer.url, transport=analyzer_transport, timeout=timing.http_timeout
+        base_url=settings.analyzer.url, transport=analyzer_transport, timeout=timing.http_timeout,
+        event_hooks={"request": [request_id_hook()]},
     )
     # Uploads go to each shuffler replica in turn (one URL: always that one).
     shuffler = Spread([service_client(url, timing.http_timeout, shuffler_transport)

@@ -131,7 +131,10 @@ async def open_runtime(
     metrics = ShufflerMetrics()
     store = open_store(settings)
     store.observe(metrics.transactions)
-    client = service_client(settings.analyzer.url, HTTP_TIMEOUT, analyzer_transport)
+    # Never the id of a device's upload on a call to the analyzer: it would link the upload to
+    # the batch it is shuffled into (services.common.logs).
+    client = service_client(settings.analyzer.url, HTTP_TIMEOUT, analyzer_transport,
+                            propagate=False)
     transports = Transports(
         settings, Context(store, metrics, cache_dir=Path(settings.data_dir) / "shuffler",
                           analyzer=client, settings=settings)

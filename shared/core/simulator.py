@@ -225,6 +225,20 @@ def simulate_runs(
     return results, env_params
 
 
+def public_warm_start(policy: Any, env: Environment, n: int, rng: np.random.Generator) -> None:
+    """The simulator's stand-in for a log the operator declares public (issue 44): n rounds of
+    the same environment under uniform logging, drawn from ``rng`` (the users' stream is the
+    environment's own, left untouched), given to ``policy.warm_start`` before the first user."""
+    saved, env.rng = env.rng, rng
+    try:
+        X, mu = env._draw(n)
+    finally:
+        env.rng = saved
+    idx = np.arange(n)
+    a = rng.integers(0, X.shape[1], size=n)
+    policy.warm_start(X[idx, a], env.rewards(mu[idx, a], rng))
+
+
 def simulate(
     config: PolicyConfig | UniformConfig,
     env_name: str,
@@ -251,6 +265,9 @@ def simulate(
             device_rng: np.random.Generator, checkpoints: np.ndarray) -> RunResult:
         policy: Any = make_policy(config, policy_rng)
         policy.bind_arms(env.fixed_arms)
+        public = int(getattr(config, "public_warm_start", 0))
+        if public:  # its draws from a child stream: the users and the policy's own unchanged
+            public_warm_start(policy, env, public, policy_rng.spawn(1)[0])
         if exploration is not None:  # its draws from a child stream: the policy's own unchanged
             policy = ExploringPolicy(policy, exploration, policy_rng.spawn(1)[0])
         if extra:

@@ -61,3 +61,24 @@ def with_secure_sum_observers(ledger: PrivacyLedger, transport: str) -> PrivacyL
         raise ValueError(f"unknown secure-sum transport {transport!r}")
     text = ledger.accounting.replace(SECURE_SUM_OBSERVERS_GENERIC, SECURE_SUM_OBSERVERS[transport])
     return ledger if text == ledger.accounting else ledger.model_copy(update={"accounting": text})
+
+
+def with_public_warm_start(ledger: PrivacyLedger, rounds: int) -> PrivacyLedger:
+    """``ledger`` labelled with a public warm start (issue 44): the policy learned from
+    ``rounds`` rounds of a log its operator declared public before its first user. Those rounds
+    are not protected (the field says so) and charge nothing to the users' guarantee: the
+    warm-start statistics are exact, public inputs to every model, so each model is still
+    post-processing of the users' private releases and of public data. ``rounds`` 0: unchanged."""
+    if rounds < 0:
+        raise ValueError("a public warm start has rounds >= 0")
+    if rounds == 0:
+        return ledger
+    note = (f"public warm start: {rounds} logged rounds the operator declared public are learned "
+            "from exactly before the first user; they are not protected and are not charged to "
+            "the users' guarantee (the models are post-processing of the users' private releases "
+            "and of public data)")
+    accounting = f"{ledger.accounting}; {note}" if ledger.accounting else note
+    return ledger.model_copy(update={
+        "accounting": accounting,
+        "public_warm_start": {"rounds": rounds, "privacy": "public", "charged": False},
+    })

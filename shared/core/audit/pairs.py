@@ -411,6 +411,14 @@ def _central(algo: str, plant: bool, **params: Any
             PLANT_RDP if plant else None)
 
 
+def _rdp_release(name: str, ledger: Any, sample: Sampler, planted: str | None,
+                 note: str) -> Mechanism:
+    """A central policy's one Gaussian release at its attaining pair (distance 1.0 of the
+    calibrated sensitivity), claimed through the RDP curve's conversion: never tight."""
+    return Mechanism(name, "central", float(ledger.central_epsilon or 0.0),
+                     float(ledger.central_delta or 0.0), sample, False, note, 1.0, planted)
+
+
 def adar_ucb(plant: bool = False) -> Mechanism:
     """AdaR-UCB's release of one episode's mean of n rewards (``AdaRUCB._advance``, the policy's
     own noise), all rewards 0 vs one of them 1."""
@@ -429,11 +437,9 @@ def adar_ucb(plant: bool = False) -> Mechanism:
             out[i] = policy.released[0]
         return out
 
-    return Mechanism(
-        "adar-ucb", "central", float(ledger.central_epsilon or 0.0),
-        float(ledger.central_delta or 0.0), sample, False,
+    return _rdp_release("adar-ucb", ledger, sample, planted,
         "one Gaussian release at its attaining pair, but the claim is the (α, ε)-RDP curve "
-        "converted to (ε, δ), looser than the Gaussian's exact profile", 1.0, planted)
+        "converted to (ε, δ), looser than the Gaussian's exact profile")
 
 
 def adar_gope(plant: bool = False) -> Mechanism:
@@ -456,11 +462,9 @@ def adar_gope(plant: bool = False) -> Mechanism:
         policy.u = np.array([float(which), 0.0])
         return np.stack([policy.private_estimate(model) for _ in range(n)])
 
-    return Mechanism(
-        "adar-gope", "central", float(ledger.central_epsilon or 0.0),
-        float(ledger.central_delta or 0.0), sample, False,
+    return _rdp_release("adar-gope", ledger, sample, planted,
         "one phase's Gaussian release at its attaining pair, claim from the RDP conversion "
-        "(see adar-ucb)", 1.0, planted)
+        "(see adar-ucb)")
 
 
 def adar_oful(plant: bool = False) -> Mechanism:
@@ -481,11 +485,9 @@ def adar_oful(plant: bool = False) -> Mechanism:
             out[i] = policy.model.theta
         return out
 
-    return Mechanism(
-        "adar-oful", "central", float(ledger.central_epsilon or 0.0),
-        float(ledger.central_delta or 0.0), sample, False,
+    return _rdp_release("adar-oful", ledger, sample, planted,
         "one episode's Gaussian release at its attaining pair, claim from the RDP conversion "
-        "(see adar-ucb)", 1.0, planted)
+        "(see adar-ucb)")
 
 
 # -- the list --------------------------------------------------------------------------------------

@@ -65,6 +65,16 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
             self._publish(theta, V, beta)
             self._logdet_published = logdet
 
+    def _add_public(self, G: np.ndarray, u: np.ndarray) -> None:
+        """A public warm start (``LinearPolicy.warm_start``): exact statistics added to
+        (G̃, ũ), which carry no noise yet (no batch ingested), and the candidate published."""
+        self.G, self.u = self.G + G, self.u + u
+        cand = self.candidate()
+        if cand is not None:
+            V, theta, beta = cand
+            self._publish(theta, V, beta)
+            self._logdet_published = logdet_pd(V)
+
     def _must_publish(self) -> bool:
         """Publish the candidate whatever det Ṽ did (Alg. 4: after every batch)."""
         return self.publish_every_batch

@@ -40,6 +40,17 @@ Regularizer = Literal["paper", "clip"]
 MAX_FEATURE_DIM = 4096
 
 
+def public_warm_start_field() -> Any:
+    """``public_warm_start``: rounds of a log the operator declares public, learned from exactly
+    before the first user (issue 44; ``LinearPolicy.warm_start``). Off (0) by default: the
+    ledger labels them public, not protected and not charged
+    (``accounting.ledger.with_public_warm_start``)."""
+    return Field(0, ge=0, le=10**7, description="rounds of a log the operator declares public, "
+                 "learned from exactly before the first user (simulator: drawn from the "
+                 "environment under uniform logging); labelled public in the ledger, not "
+                 "protected, not charged (0: none)")
+
+
 class PolicyConfig(BaseModel):
     """Parameters shared by all linear policies."""
 
@@ -256,6 +267,7 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
         1, ge=1, description="reports before the first release (paper: 1, switch from the "
         "start); 'auto' is read as ⌈ADAR_AUTO_FIRST_PER_SIGMA · σ_Y/L⌉ (``_auto_first_episode``)"
     )
+    public_warm_start: int = public_warm_start_field()
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-oful"]
 
@@ -294,8 +306,13 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
 ADAR_AUTO_FIRST_PER_SIGMA = 50.0
 
 
-# 'geometric:auto,…': the first batch in units of one batch's noise sd (``DDPLinUCBConfig``).
-AUTO_FIRST_PER_SIGMA = 50.0
+# 'geometric:auto,…': the first batch in units of one batch's noise sd (``DDPLinUCBConfig``):
+# with the aggregators' noise (issue 40's design, σ_b from 2μ_a) 37.5, measured on tuning seeds
+# 101–103 against 50 (issue 44; docs/benchmarks/first-batch.md: first batches of 450 against 603
+# on ``linear`` at ε = 1, −31 ± 4 at T = 10⁴ and −24 ± 4 at T = 10⁵, paired); with the devices'
+# shares (issue 22's design, σ_b from μ) 50, as measured then.
+AUTO_FIRST_PER_SIGMA = 37.5
+AUTO_FIRST_PER_SIGMA_DEVICES = 50.0
 
 
 # 'auto' → 'centered' weighs (r − ½) x by 1.5 (measured best of 1, 1.3, 1.5, 1.7, 2 on three
@@ -352,6 +369,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         0.0, ge=0, le=2, description="p: the estimate weights batch j's sums by (l_j/l_ref)^p, "
         "l_ref the longest batch so far (0: all alike; policies.batched.ScheduledBatchPolicy)"
     )
+    public_warm_start: int = public_warm_start_field()
 
     PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-linucb"]
 
@@ -374,15 +392,19 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
 
     @classmethod
     def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
-        """'geometric:auto,G,CAP' → L0 = ⌈AUTO_FIRST_PER_SIGMA · σ_b⌉ with σ_b = √μ/s the
-        per-entry standard deviation (real units) of one batch's central Skellam noise at this
-        (ε, δ) (``randomizers.skellam.batch_noise_sd``): the first model is useful once its
+        """'geometric:auto,G,CAP' → L0 = ⌈A · σ_b⌉ with σ_b the per-entry standard deviation
+        (real units) of one batch's central Skellam noise at this (ε, δ)
+        (``randomizers.skellam.batch_noise_sd``: √(2μ_a)/s when the two aggregators each add
+        μ_a, √μ/s when the devices add shares) and A = ``AUTO_FIRST_PER_SIGMA`` (37.5, the
+        aggregators' design; issue 44, docs/benchmarks/first-batch.md) or
+        ``AUTO_FIRST_PER_SIGMA_DEVICES`` (50, issue 22's): the first model is useful once its
         signal, ≈ l/d per direction, stands well above a batch's noise matrix, ≈ 2σ_b√d — a first
         batch proportional to σ_b (measured best: ≈ 600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at
         ε = 0.5; BENCHMARKS.md, issue 22). With the ``"frobenius"`` encoding σ_b is that of a
-        released coordinate (the diagonal's; off-diagonal entries carry σ_b/√2): 497 at ε = 1,
-        where first batches of 350, 497 and 650 learned alike (BENCHMARKS.md, issue 22, "tighter
-        sensitivity"). The cap is raised to L0 if below it."""
+        released coordinate (the diagonal's; off-diagonal entries carry σ_b/√2): with the
+        devices' shares 497 at ε = 1, where first batches of 350, 497 and 650 learned alike
+        (BENCHMARKS.md, issue 22, "tighter sensitivity"). With the aggregators' noise at ε = 1:
+        453 (centered, ``linear``), 527 (frobenius). The cap is raised to L0 if below it."""
         from privbandit.shared.core.randomizers.skellam import batch_noise_sd
 
         def get(name: str) -> float:
@@ -401,7 +423,8 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         noise = str(data.get("noise", cls.model_fields["noise"].default))
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
                                get("L"), encoding, get("u_weight"), intercept, noise)
-        first = math.ceil(AUTO_FIRST_PER_SIGMA * sigma)
+        per_sigma = AUTO_FIRST_PER_SIGMA if noise == "aggregators" else AUTO_FIRST_PER_SIGMA_DEVICES
+        first = math.ceil(per_sigma * sigma)
         return f"geometric:{first},{growth},{max(first, int(cap))}"
 
 

@@ -61,7 +61,7 @@ sum out of range raises before anything reaches the policy, so its state does no
 
 from __future__ import annotations
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import PrivacyLedger, with_public_warm_start
 from privbandit.shared.core.accounting.skellam import batch_schedule_ledger
 from privbandit.shared.core.policies.batched import ScheduledBatchPolicy
 from privbandit.shared.core.policies.config import DDPLinUCBConfig
@@ -92,8 +92,10 @@ class DDPLinUCB(ScheduledBatchPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         if aggregation != "secure-sum":
             raise ValueError("ddp-linucb is private only over the secure sum (secure-sum)")
         if self.schedule.is_fixed:
-            return self.randomizer.ledger()
-        sizes = self.schedule.distinct_sizes()
-        return batch_schedule_ledger(
-            self.schedule.spec(), sizes, [self.randomizer_for(size).ledger() for size in sizes]
-        )
+            ledger = self.randomizer.ledger()
+        else:
+            sizes = self.schedule.distinct_sizes()
+            ledger = batch_schedule_ledger(
+                self.schedule.spec(), sizes,
+                [self.randomizer_for(size).ledger() for size in sizes])
+        return with_public_warm_start(ledger, self.config.public_warm_start)

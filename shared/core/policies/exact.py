@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import PrivacyLedger, with_public_warm_start
 from privbandit.shared.core.confidence import logdet_pd, time_uniform
 from privbandit.shared.core.policies.config import AdaROFULConfig, LinUCBConfig
 from privbandit.shared.core.policies.linear import LinearPolicy
@@ -101,6 +101,17 @@ class ExactPolicy(LinearPolicy[LinUCBConfig | AdaROFULConfig, IdentityRandomizer
 
         factor = cho_factor(self.V, lower=True)
         theta = cho_solve(factor, self.u)
+        self._publish(theta, self.V.copy(), self.oful_radius(self.config.failure_prob))
+
+    def _add_public(self, G: np.ndarray, u: np.ndarray) -> None:
+        """A public warm start (``LinearPolicy.warm_start``): V += Σ x xᵀ, u += Σ r x, and the
+        exact model V⁻¹u published with the OFUL radius: public data needs no episode noise
+        (AdaR-OFUL's episodes, and their noise, start with the first private report)."""
+        from scipy.linalg import cho_factor, cho_solve
+
+        self.V, self.u = self.V + G, self.u + u
+        self._logdet_published = logdet_pd(self.V)
+        theta = cho_solve(cho_factor(self.V, lower=True), self.u)
         self._publish(theta, self.V.copy(), self.oful_radius(self.config.failure_prob))
 
     def _extra_state(self) -> dict[str, Any]:
@@ -183,7 +194,8 @@ class AdaROFUL(ExactPolicy):
         from privbandit.shared.core.accounting import ledgers
 
         c = self.config
-        return ledgers.central_ledger(c.alpha, c.epsilon, c.delta)
+        return with_public_warm_start(ledgers.central_ledger(c.alpha, c.epsilon, c.delta),
+                                      c.public_warm_start)
 
     def _extra_state(self) -> dict[str, Any]:
         return {**super()._extra_state(), "episodes": self.episodes, "noise": self.noise.tolist()}

@@ -57,6 +57,36 @@ class LinearPolicy(Policy[ConfigT, RandomizerT]):
         (``Model.batch_size``): None unless the policy follows a growing batch schedule."""
         return None
 
+    # Rounds of a public log learned from so far (``warm_start``; at most the config's
+    # ``public_warm_start``, which the ledger labels public).
+    public_reports: int = 0
+
+    def warm_start(self, X: np.ndarray, r: np.ndarray) -> None:
+        """Learn from a log the operator declares public, before the first user (issue 44):
+        rows X (n, d) played and rewards r (n,), added exactly to the statistics,
+        (G, u) += (Σ x xᵀ, Σ r x), and a model published from them at once. Public data needs no
+        noise and is charged nothing; the config's ``public_warm_start`` states how many rounds
+        (the ledger labels them public), and no more are taken. Only before any private report:
+        every later model is then post-processing of the private releases and of public data."""
+        X = np.asarray(X, dtype=float)
+        r = np.asarray(r, dtype=float)
+        d = self.config.d
+        if X.ndim != 2 or X.shape[1] != d or r.shape != (X.shape[0],):
+            raise ValueError(f"a warm start takes rows (n, {d}) and rewards (n,)")
+        if not (np.isfinite(X).all() and np.isfinite(r).all()):
+            raise ValueError("a warm start's rows and rewards must be finite")
+        declared = int(getattr(self.config, "public_warm_start", 0))
+        if self.public_reports + X.shape[0] > declared:
+            raise ValueError(f"{self.public_reports + X.shape[0]} public rounds, but the config "
+                             f"declares public_warm_start = {declared}")
+        if self.reports:
+            raise ValueError("a public warm start comes before the first private report")
+        self._add_public(X.T @ X, X.T @ r)
+        self.public_reports += X.shape[0]
+
+    def _add_public(self, G: np.ndarray, u: np.ndarray) -> None:
+        raise ValueError(f"{self.algo} takes no public warm start")
+
 
 def oful_beta(c: PolicyConfig, t: int, lam: float) -> float:
     """OFUL radius σ √(2 ln(1/δ) + d ln(1 + t L²/(d λ))) + √λ S (Abbasi-Yadkori 2011, Thm 2)."""

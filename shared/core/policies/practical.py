@@ -38,7 +38,7 @@ PRACTICAL: dict[str, dict[str, object]] = {
         "confidence_scale": 0.02,
         "m": 4,
     },
-    # Growing batches (a first batch of 50 × one batch's noise sd, doubling to 10⁵), the ridge
+    # Growing batches (a first batch of 37.5 × one batch's noise sd, doubling to 10⁵), the ridge
     # and width from the noise added so far, the centered encoding where the contexts have an
     # intercept ((r − ½) x: Δ² 2.53 against frobenius's 4.5 at w = 1), else frobenius (exact
     # joint sensitivity).

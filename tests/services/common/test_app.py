@@ -109,6 +109,11 @@ async def test_build_app_wires_runtime_errors_limits_health_and_metrics(tmp_path
             "status": "ok", "service": "probe", "tasks": ["a", "b"]}
         text = (await client.get("/metrics")).text
         assert 'privbandit_probe_hits_total{task="b"} 1.0' in text
+        # The process collector is on the registry /metrics exposes (issue 45 item 9).
+        for name in ("process_cpu_seconds_total", "process_resident_memory_bytes",
+                     "process_open_fds", "process_max_fds"):
+            line = next(x for x in text.splitlines() if x.startswith(name + " "))
+            assert float(line.split()[1]) > 0, line
     assert rt.closed
 
 

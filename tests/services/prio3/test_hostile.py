@@ -118,25 +118,3 @@ async def test_hostile_report_refused_alone(tmp_path: Path, config: TaskConfig, 
         assert q.pending == 0
         state = s.analyzer_app.state.runtime.tasks[task].policy.get_state()
         assert_same_state(state, fed(config, make, [rows, rows2]))
-
-
-async def test_ddp_batch_with_fewer_valid_reports_than_gamma_l_is_not_released(
-        tmp_path: Path) -> None:
-    """γ = 1: every report's share is needed for the central noise μ. One invalid report (not
-    an honest device's) leaves 9 < ⌈γl⌉ = 10 valid: the batch is quarantined, nothing is
-    unsharded, all 10 are refused; the next batch is counted."""
-    config = ddp_prio3_task("ddp", l=10, honest_fraction=1.0, noise="devices")
-    async with stack(settings_for(tmp_path, [config])) as s:
-        make = Maker(config, s.hpke, seed=8)
-        _, honest = make.honest(9)
-        await upload(s.shuffler, [*honest, ddp_overflow(make, honest)], "ddp")
-        await eventually(lambda: acked(s.shuffler, 1, "ddp"))
-        p = await s.privacy("ddp")
-        assert (p.reports_counted, p.reports_refused, p.batches) == (0, 10, 1)
-        rows2, honest2 = make.honest(10)
-        await upload(s.shuffler, honest2, "ddp")
-        await eventually(lambda: acked(s.shuffler, 2, "ddp"))
-        p = await s.privacy("ddp")
-        assert (p.reports_counted, p.reports_refused, p.batches) == (10, 10, 2)
-        state = s.analyzer_app.state.runtime.tasks["ddp"].policy.get_state()
-        assert_same_state(state, fed(config, make, [rows2]))

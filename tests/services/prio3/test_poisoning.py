@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
-from tests.helpers import eventually
+from privbandit.shared.settings import TaskConfig
+from tests.helpers import assert_same_state, eventually
 
 from .support import Maker, acked, ddp_prio3_task, settings_for, stack, upload
-from .test_hostile import ddp_overflow
+from .test_hostile import ddp_overflow, fed
 
 DDP = ddp_prio3_task("ddp", l=10)
 
@@ -38,20 +40,33 @@ def test_the_task_runs_the_aggregators_design() -> None:
     assert r.honest is None and r.share_variance == 0.0
 
 
-async def test_one_invalid_report_costs_no_honest_one(tmp_path: Path) -> None:
-    async with stack(settings_for(tmp_path, [DDP])) as s:
-        make = Maker(DDP, s.hpke, seed=3)
-        rows, honest = make.honest(9)
+@pytest.mark.parametrize(("config", "first", "second"), [
+    # The default design: the invalid report is refused alone, every honest one counted.
+    (DDP, (9, 1, 1), (19, 1, 2)),
+    # The devices' noise shares at γ = 1 (``noise = "devices"``): every report's share is needed
+    # for the central noise μ, so one invalid report leaves 9 < ⌈γl⌉ = 10 valid and the whole
+    # batch is quarantined (nothing unsharded, all 10 refused); the next batch is counted.
+    (ddp_prio3_task("ddp", l=10, honest_fraction=1.0, noise="devices"), (0, 10, 1), (10, 10, 2)),
+], ids=["aggregators", "devices"])
+async def test_one_invalid_report_costs_no_honest_one(
+        tmp_path: Path, config: TaskConfig, first: tuple[int, int, int],
+        second: tuple[int, int, int]) -> None:
+    async with stack(settings_for(tmp_path, [config])) as s:
+        make = Maker(config, s.hpke, seed=3)
+        _, honest = make.honest(9)
         await upload(s.shuffler, [*honest, ddp_overflow(make, honest)], "ddp")
         await eventually(lambda: acked(s.shuffler, 1, "ddp"))
         p = await s.privacy("ddp")
-        assert (p.reports_counted, p.reports_refused, p.batches) == (9, 1, 1)
+        assert (p.reports_counted, p.reports_refused, p.batches) == first
         rows2, honest2 = make.honest(10)
         await upload(s.shuffler, honest2, "ddp")
         await eventually(lambda: acked(s.shuffler, 2, "ddp"))
         p, q = await s.privacy("ddp"), await s.queue("ddp")
-        assert (p.reports_counted, p.reports_refused, p.batches) == (19, 1, 2)
+        assert (p.reports_counted, p.reports_refused, p.batches) == second
         assert q.accepted == p.reports_counted + p.reports_refused == 20 and q.pending == 0
+        if first[0] == 0:  # the quarantined batch left no trace in the model
+            state = s.analyzer_app.state.runtime.tasks["ddp"].policy.get_state()
+            assert_same_state(state, fed(config, make, [rows2]))
 
 
 async def test_an_edge_of_range_report_moves_nothing_further_than_an_honest_one(

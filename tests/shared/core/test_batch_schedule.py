@@ -23,6 +23,7 @@ from privbandit.shared.core.environments.linear import LinearEnvironment
 from privbandit.shared.core.policies import build_policy, make_config
 from privbandit.shared.core.policies.config import (
     AUTO_FIRST_PER_SIGMA,
+    AUTO_FIRST_PER_SIGMA_DEVICES,
     CENTERED_U_WEIGHT,
     DDPLinUCBConfig,
 )
@@ -58,9 +59,9 @@ def test_config_spelling_is_normalised() -> None:
 
 
 def test_auto_first_batch_follows_the_noise() -> None:
-    """'geometric:auto,G,CAP': L0 = ⌈50 σ_b⌉ with σ_b = √(2μ)/s the sd of one batch's noise at
-    (ε, δ) when each aggregator adds μ (√μ/s when the devices do), μ from the accountant called
-    independently; a first batch beyond the cap raises the cap."""
+    """'geometric:auto,G,CAP': L0 = ⌈37.5 σ_b⌉ with σ_b = √(2μ)/s the sd of one batch's noise
+    at (ε, δ) when each aggregator adds μ (⌈50 √μ/s⌉ when the devices do), μ from the
+    accountant called independently; a first batch beyond the cap raises the cap."""
     firsts = {}
     for eps in (0.5, 1.0, 4.0):
         config = make_config("ddp-linucb", d=5, epsilon=eps, batch_schedule="geometric:auto,2,"
@@ -70,9 +71,10 @@ def test_auto_first_batch_follows_the_noise() -> None:
         assert config.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(2 * mu) / 128.0)
         devices = make_config("ddp-linucb", d=5, epsilon=eps, noise="devices",
                               batch_schedule="geometric:auto,2,100000")
-        assert devices.batch_size == math.ceil(AUTO_FIRST_PER_SIGMA * math.sqrt(mu) / 128.0)
+        assert devices.batch_size == math.ceil(50.0 * math.sqrt(mu) / 128.0)
         assert config.batch_schedule == f"geometric:{config.batch_size},2,100000"
         firsts[eps] = config.batch_size
+    assert (AUTO_FIRST_PER_SIGMA, AUTO_FIRST_PER_SIGMA_DEVICES) == (37.5, 50.0)
     assert firsts[4.0] < firsts[1.0] < firsts[0.5]
     # The frobenius encoding's σ_b: that of its own (smaller) μ, so a smaller first batch.
     frob = make_config("ddp-linucb", d=5, epsilon=1.0, batch_schedule="geometric:auto,2,100000",

@@ -1,0 +1,70 @@
+"""A public warm start (issue 44): off by default, labelled public in the ledger (not protected,
+not charged), the users' guarantee unchanged, and the exact public statistics in the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privbandit import simulate
+from privbandit.shared.core.policies import build_policy, make_config
+
+ALGOS = ("ddp-linucb", "adar-oful")
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_off_by_default_and_labelled_public_when_on(algo: str) -> None:
+    off = make_config(algo, d=3)
+    assert off.public_warm_start == 0
+    plain = build_policy(off).ledger().model_dump()
+    assert "public_warm_start" not in plain and "public warm start" not in plain["accounting"]
+    on = build_policy(make_config(algo, d=3, public_warm_start=50)).ledger().model_dump()
+    assert on["public_warm_start"] == {"rounds": 50, "privacy": "public", "charged": False}
+    assert "50 logged rounds the operator declared public" in on["accounting"]
+    # Charged nothing: every figure of the users' guarantee is the one without it.
+    for key in ("threat_model", "central_epsilon", "central_delta", "rdp_alpha", "rdp_epsilon",
+                "ldp_epsilon"):
+        assert on[key] == plain[key]
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_warm_start_publishes_the_exact_public_model(algo: str) -> None:
+    rng = np.random.default_rng(7)
+    n, d = 40, 3
+    X = rng.normal(size=(n, d)) / 2
+    r = rng.random(n)
+    policy = build_policy(make_config(algo, d=d, public_warm_start=n), rng)
+    version = policy.model.version
+    policy.warm_start(X[:30], r[:30])
+    policy.warm_start(X[30:], r[30:])
+    assert policy.public_reports == n and policy.reports == 0
+    assert policy.model.version > version
+    lam = policy.config.lam
+    # No private report yet: (G, u) are the public ones exactly (ddp-linucb's ridge at t = 0 is
+    # λ; adar-oful's V is λI + Σ x xᵀ), so θ̃ is the ridge solution on the public rows.
+    expected = np.linalg.solve(X.T @ X + lam * np.eye(d), X.T @ r)
+    assert np.allclose(policy.model.theta, expected, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="declares public_warm_start"):
+        policy.warm_start(X[:1], r[:1])  # beyond what the config (and so the ledger) declares
+
+
+def test_refused_without_a_declaration_or_after_a_private_report() -> None:
+    rng = np.random.default_rng(3)
+    policy = build_policy(make_config("adar-oful", d=2), rng)
+    with pytest.raises(ValueError, match="declares public_warm_start = 0"):
+        policy.warm_start(np.ones((1, 2)) / 2, np.ones(1))
+    late = build_policy(make_config("adar-oful", d=2, public_warm_start=5), rng)
+    late.ingest(np.array([[0.5, 0.5, 1.0]]))
+    with pytest.raises(ValueError, match="before the first private report"):
+        late.warm_start(np.ones((1, 2)) / 2, np.ones(1))
+
+
+def test_simulator_labels_it_and_keeps_the_users() -> None:
+    """The simulator draws the public rounds from their own stream: the users (and so the random
+    policy's regret on them) are those of the run without it; the privacy JSON labels them."""
+    base = simulate("ddp-linucb", "linear", T=800, seed=5)
+    warm = simulate("ddp-linucb", "linear", T=800, seed=5, public_warm_start=100)
+    assert warm["random_regret_mean"] == base["random_regret_mean"]
+    assert warm["privacy"]["public_warm_start"]["rounds"] == 100
+    assert warm["privacy"]["central_epsilon"] == base["privacy"]["central_epsilon"]
+    assert "public_warm_start" not in base["privacy"]
