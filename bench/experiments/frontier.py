@@ -281,9 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wall time {time.perf_counter() - t0:.0f} s", flush=True)
     rows = [r for r in rows if (r["runs"], r["seed"]) == (args.runs, args.seed)]
     plot(rows, args.out / f"{name}.png")
+    # A table per horizon run with the yardstick's grid (the learning horizons have only
+    # linucb's defaults: they are in the learning table, as % of random).
     parts = [f"### T = {T:,}\n\n{table([r for r in rows if r['T'] == T])}"
              for T in sorted({r["T"] for r in rows})
-             if any(is_reference(r["label"]) for r in rows if r["T"] == T)]
+             if any(r["label"].startswith(f"{REFERENCE} --") for r in rows if r["T"] == T)]
     md = "\n\n".join([*parts, "### When each private policy learns\n\n" + learning_table(rows)])
     (args.out / f"{name}.md").write_text(md + "\n")
     print(md)

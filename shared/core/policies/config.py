@@ -69,6 +69,7 @@ class LinUCBConfig(PolicyConfig):
     """Non-private OFUL (Abbasi-Yadkori et al. 2011), rarely switching when ``switching`` > 0."""
 
     algo: Literal["linucb"] = "linucb"
+    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["linucb"]
     switching: float = Field(0.5, ge=0, description="C: update when det V grows by 1+C (0: always)")
 
 

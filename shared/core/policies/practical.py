@@ -62,6 +62,15 @@ PRACTICAL: dict[str, dict[str, object]] = {
 }
 PRACTICAL["sblb-fixed"] = PRACTICAL["sblb"]
 
+# The non-private policies (issue 44 item 1: the yardstick every "× linucb" figure divides by is
+# the best non-private setting, so the non-private policies get theirs too). Each searched on
+# tuning seed 101 (3 runs), T = 10⁶, by ``python -m bench.experiments.yardstick``; the tables are
+# in docs/benchmarks/yardstick.md.
+PRACTICAL.update({
+    # Width 0.03 of OFUL's β: PROVISIONAL.
+    "linucb": {"confidence_scale": 0.03},
+})
+
 # Where the aggregation changes what is best. Over whole shuffled reports sblb's ε0 stays small
 # (FMT: ≈ 2.7 at l = 10³, 7.1 at 10⁵): one bit per value, whose randomized response keeps more
 # signal at a small per-bit ε, and batches growing on to 10⁵ (ε0 still grows with l there).
