@@ -8,8 +8,8 @@ with ``--paper`` (so a point is the paper's settings with only the searched knob
 - ``linucb`` on ``linear`` and ``fixed-linear`` (d = 5, K = 20): ``--confidence-scale`` (β's
   multiplier; greedy, 0, is in the grid: it learns on ``linear``'s diverse contexts, and
   ``fixed-linear``'s one arm set is where it need not);
-- ``ucb`` on ``mab`` (its default instance: K = 20, means 0.9, then 0.8 … 0.1):
-  ``--confidence-scale``;
+- ``ucb`` on ``mab`` (its default instance: K = 20, means 0.9, then 0.8 … 0.1) and on ten arms
+  0.55, 0.5, …, 0.5 (``mab~close``): ``--confidence-scale``;
 - ``bco``, ``bco2`` on ``bco-quadratic`` and ``bco-convex`` (d = 5): ``--step-scale`` (the
   paper's step size's multiplier).
 
@@ -39,6 +39,9 @@ from bench.experiments.cli import experiment_parser
 
 OUT = Path("out/experiments/yardstick")
 
+# ucb's second instance: ten arms, one 0.05 above nine at 0.5 (the largest Bernoulli variance),
+# where a width too small can settle on a worse arm ("mab~close": --env mab with these means).
+CLOSE = ",".join(["0.55", *["0.5"] * 9])
 # The searched knob of each non-private policy, its grid, and the environments it is searched on
 # (with their dimension flags). The frontier (``frontier.py``) runs linucb's grid beside the
 # private policies and divides by its best.
@@ -47,7 +50,7 @@ SEARCH: dict[str, tuple[str, tuple[float, ...], tuple[tuple[str, tuple[str, ...]
                (("linear", ("--d", "5", "--K", "20")),
                 ("fixed-linear", ("--d", "5", "--K", "20")))),
     "ucb": ("--confidence-scale", (1.0, 0.5, 0.3, 0.2, 0.1, 0.03, 0.01, 0.0),
-            (("mab", ()),)),
+            (("mab", ()), ("mab~close", ("--means", CLOSE)))),
     "bco": ("--step-scale", (0.1, 0.3, 1.0, 3.0, 10.0),
             (("bco-quadratic", ()), ("bco-convex", ()))),
     "bco2": ("--step-scale", (0.1, 0.3, 1.0, 3.0, 10.0),
@@ -73,8 +76,8 @@ def simulate(cmd: list[str]) -> dict[str, Any]:
 def point(algo: str, env: str, dims: tuple[str, ...], value: float,
           args: argparse.Namespace) -> dict[str, Any]:
     flag = SEARCH[algo][0]
-    cmd = ["simulate", "--algo", algo, "--env", env, *dims, "--T", str(args.T), "--runs",
-           str(args.runs), "--seed", str(args.seed), "--paper", flag, f"{value:g}"]
+    cmd = ["simulate", "--algo", algo, "--env", env.split("~")[0], *dims, "--T", str(args.T),
+           "--runs", str(args.runs), "--seed", str(args.seed), "--paper", flag, f"{value:g}"]
     res = simulate(cmd)
     return {"algo": algo, "env": env, "value": value, "flag": flag, "T": args.T,
             "runs": args.runs, "seed": args.seed, "command": "privbandit " + " ".join(cmd),
@@ -94,7 +97,8 @@ def best_value(points: list[dict[str, Any]]) -> float:
             return math.inf
         return math.exp(sum(math.log(max(r, 1e-12)) for r in ratios) / len(ratios))
 
-    return min(sorted({p["value"] for p in points}), key=score)
+    # A tie goes to the larger value (the wider width, the longer step: closer to the paper's).
+    return min(sorted({p["value"] for p in points}, reverse=True), key=score)
 
 
 def table(points: list[dict[str, Any]]) -> str:
