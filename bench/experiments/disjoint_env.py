@@ -47,5 +47,5 @@ class DisjointLinear(Environment):
 
     def params(self) -> dict[str, Any]:
         return {"d": self.d, "K": self.K, "L": self.L, "S": self.S, "p": self.p,
-                "encoding": "disjoint (shared.core.logged.arm_features)",
+                "features": "disjoint (shared.core.logged.arm_features)",
                 "mean_range": [0.0, 1.0], "sqrt_K": math.sqrt(self.K)}
