@@ -203,12 +203,18 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # A panel per T that has an ε grid (two ε or more); the learning horizons have none.
+    # A panel per T that has an ε grid (two ε or more) and the yardstick; the learning horizons
+    # have neither. Then, over two horizons or more, a panel of % of random against T.
     Ts = sorted(T for T in {r["T"] for r in rows}
-                if len({r["epsilon"] for r in rows if r["T"] == T and r["epsilon"]}) > 1) or \
-        [max(r["T"] for r in rows)]
-    fig, axes = plt.subplots(1, len(Ts), figsize=(6.4 * len(Ts), 4.6), squeeze=False)
-    for ax, T in zip(axes[0], Ts, strict=True):
+                if len({r["epsilon"] for r in rows if r["T"] == T and r["epsilon"]}) > 1
+                and any(is_reference(r["label"]) for r in rows if r["T"] == T)) or \
+        [max(r["T"] for r in rows if is_reference(r["label"]))]
+    learning = len({r["T"] for r in rows}) > 1
+    panels = len(Ts) + learning
+    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), squeeze=False)
+    if learning:
+        learning_panel(axes[0][-1], rows)
+    for ax, T in zip(axes[0], Ts, strict=False):
         at = [r for r in rows if r["T"] == T]
         ref = best_reference(at)
         for name in sorted({r["label"] for r in at if r["epsilon"] is not None}):
@@ -231,6 +237,25 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def learning_panel(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """Final regret as % of the random policy's against T, each private policy at its defaults at
+    ε = 1 (solid) and, for LDP ones, ε = 4 (dashed); the line at 50 %."""
+    for algo in sorted({r["label"] for r in rows if r["label"] in PRIVATE}):
+        for eps in learn_epsilons(algo):
+            pts = sorted((r["T"], 100 * r["mean"] / r["random"]) for r in rows
+                         if r["label"] == algo and r["epsilon"] == eps and r["random"])
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                        ls="-" if eps == 1.0 else "--", label=f"{algo} ε = {eps:g}")
+    ax.axhline(50, color="grey", lw=1, ls="-.", label="½ random policy")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("T (users)")
+    ax.set_ylabel("final regret, % of the random policy's")
+    ax.set_title(f"{rows[0]['env']}: when each policy learns (δ = 10⁻⁶)", fontsize=9)
+    ax.legend(fontsize=6)
 
 
 def main(argv: list[str] | None = None) -> int:
