@@ -49,8 +49,8 @@ simulate: $(RUNTIME)
 # The tests on pytest-xdist workers, one more than the cores (tests that share a deployment share
 # an xdist group; the slow ones start first). A worker whose test waits on its services (a restart,
 # a kill campaign's pauses, a settling demo) leaves its core idle; one worker per core kept the
-# cores ~85 % busy, three ~93 %. Measured on a quiet 2-core machine in one hour (BENCHMARKS.md,
-# issue 21, session 16): 2 workers 279-293 s, 3 workers 257-277 s, 4 workers 271 s.
+# cores ~85 % busy, three ~93 %. Measured on a quiet 2-core machine in one hour (docs/benchmarks/
+# test-suite.md, session 16): 2 workers 279-293 s, 3 workers 257-277 s, 4 workers 271 s.
 # Their waits are deadlines times PRIVBANDIT_TEST_TIME_SCALE: generous here, so that a busy
 # machine is given time rather than failing (a wait bounds a hang; it asserts no speed).
 # The suite starts about 130 Python processes (services, CLI runs): with bytecode caching off

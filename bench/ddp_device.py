@@ -23,7 +23,7 @@ import numpy as np
 from privbandit.shared.core.policies import make_config, randomizer_for
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
 from privbandit.shared.crypto.paillier import PaillierEncryptor, generate_keypair
-from privbandit.shared.crypto.slots import pack_signed, policy_layout
+from privbandit.shared.crypto.slots import encoding_layout, pack_signed
 
 
 def med_us(samples: list[float]) -> float:
@@ -47,7 +47,7 @@ def main() -> None:
     rz = randomizer_for(policy)
     public, _ = generate_keypair(args.key_bits)
     enc = PaillierEncryptor(public.n)
-    lay = policy_layout(policy, args.l, enc.key_bits)
+    lay = encoding_layout(rz.sum_encoding(), args.l, enc.key_bits)
     t0 = time.perf_counter()
     noise = rz.exact_noise
     build = time.perf_counter() - t0

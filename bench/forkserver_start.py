@@ -1,12 +1,12 @@
 """A service start as ``python -m`` against one forked by the launcher (``privbandit.forkstart``).
 
 Measured for issue 21 before the launcher adopted forked starts: every service start of the test
-suite (≥ 93 per run) paid ≈ 1.1 s of CPU for its imports (BENCHMARKS, session 18). This starts
-the shuffler to ``/healthz`` alternately as ``python -m privbandit.services.shuffler`` and through
-``forkstart.start`` (a fork of the launcher's forkserver, which imported ``forkstart.PRELOAD``
-once), and prints each start's own CPU (``/proc``, read when the service first answers): the
-forkserver's one preload is not counted, as it is paid once per launcher. ``python -m
-bench.startup`` gives both as ratios to a bare app's start, with
+suite (≥ 93 per run) paid ≈ 1.1 s of CPU for its imports (docs/benchmarks/test-suite.md, session
+18). This starts the shuffler to ``/healthz`` alternately as ``python -m
+privbandit.services.shuffler`` and through ``forkstart.start`` (a fork of the launcher's forkserver,
+which imported ``forkstart.PRELOAD`` once), and prints each start's own CPU (``/proc``, read when
+the service first answers): the forkserver's one preload is not counted, as it is paid once per
+launcher. ``python -m bench.startup`` gives both as ratios to a bare app's start, with
 ``PRIVBANDIT_START_METHOD=exec`` for the first.
 
     python -m bench.forkserver_start [--repeat 3]

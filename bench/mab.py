@@ -12,14 +12,13 @@ episode). The ratio is the price of the per-user updates.
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
 
+from bench.args import parse
 from privbandit.shared.core.environments.mab import MABEnvironment, default_means
 from privbandit.shared.core.mab_simulator import levels_of, simulate_mab
 from privbandit.shared.core.policies import build_policy, make_config
@@ -65,11 +64,7 @@ def label(algo: str, params: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--T", type=int, default=1_000_000)
-    ap.add_argument("--K", type=int, default=20)
-    ap.add_argument("--json", type=Path, default=Path("out/bench_mab.json"))
-    args = ap.parse_args()
+    args = parse(__doc__, {"T": 1_000_000, "K": 20}, "out/bench_mab.json")
     env = MABEnvironment(default_means(args.K))
     rows = []
     for algo, params in CASES:

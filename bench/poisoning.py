@@ -17,14 +17,13 @@ stores) and test_hostile.py (the device-share design).
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.args import parse
 from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.crypto.noise_stream import KeyedBits
@@ -110,11 +109,7 @@ def run(noise: str, batches: int, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batches", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--json", type=Path, default=Path("out/poisoning.json"))
-    args = ap.parse_args()
+    args = parse(__doc__, {"batches": 40, "seed": 1}, "out/poisoning.json")
     rng = np.random.default_rng(args.seed)
     rows = [run(noise, args.batches, rng) for noise in ("aggregators", "devices")]
     for row in rows:

@@ -47,7 +47,7 @@ from privbandit.shared.crypto.prio3.prio3 import (
     prio3_sum_vec,
     prio3_sum_vec_multiproof,
 )
-from privbandit.shared.crypto.slots import pack, pack_signed, policy_layout
+from privbandit.shared.crypto.slots import encoding_layout, pack, pack_signed
 from privbandit.shared.crypto.tags import make_tag, open_tag
 
 CTX = b"privbandit bench"
@@ -198,8 +198,8 @@ def main() -> None:
     sblb = make_config("sblb", d=5, batch_size=args.l, epsilon=1.0)
     ddp_rz, sblb_rz = randomizer_for(ddp), randomizer_for(sblb)
     o = ddp_rz.offset
-    ddp_lay = policy_layout(ddp, args.l, enc.key_bits)
-    sblb_lay = policy_layout(sblb, args.l, enc.key_bits)
+    ddp_lay = encoding_layout(ddp_rz.sum_encoding(), args.l, enc.key_bits)
+    sblb_lay = encoding_layout(sblb_rz.sum_encoding(), args.l, enc.key_bits)
     n = args.reports
     ddp_vals = rng.integers(-o, o + 1, size=(n, ddp_rz.n))
     sblb_counts = rng.integers(0, sblb_rz.m + 1, size=(n, sblb_rz.c))

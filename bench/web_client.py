@@ -26,15 +26,15 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from privbandit.services.device.transports.prio3 import make_report
 from privbandit.shared.core.policies import make_config, randomizer_for
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-from privbandit.shared.crypto.prio3_task import TaskVdaf, task_vdaf
+from privbandit.shared.crypto.prio3_task import TaskVdaf
 
 WEB = Path(__file__).resolve().parents[1] / "clients" / "web"
 
@@ -53,10 +53,10 @@ def main() -> None:
     key_id = hashlib.sha256(public).digest()[0]
 
     binary = BinaryRandomizer(d, eps0, m, 1.0)
-    sblb_vdaf = TaskVdaf("sblb", binary.c, m)
+    sblb_vdaf = TaskVdaf("sblb", SumEncoding(binary.c, m))
     ddp_policy = make_config("ddp-linucb", d=d)
     ddp = randomizer_for(ddp_policy)
-    ddp_vdaf = task_vdaf(SimpleNamespace(id="ddp", policy=ddp_policy))
+    ddp_vdaf = TaskVdaf("ddp", ddp.sum_encoding())
 
     def sblb_one(i: int) -> None:
         row = binary.randomize(x[i : i + 1], r[i : i + 1], rng)

@@ -67,7 +67,7 @@ from __future__ import annotations
 from typing import Any
 
 from privbandit.bandit import Bandit, Choice, DecisionClosed
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.accounting.ledgers import rdp_epsilon_for_central
 from privbandit.shared.core.accounting.shuffle import (
     shuffle_epsilon,
@@ -100,14 +100,14 @@ __all__ = [
 ]
 
 
-def config(algo: str, *, paper: bool = False, aggregation: str = "secure-sum",
+def config(algo: str, *, paper: bool = False, aggregation: Aggregation = "secure-sum",
            T: int | None = None, **params: Any) -> Any:
     """The validated config of policy ``algo`` ("random": the uniform logging policy), resolved
     as ``privbandit simulate`` resolves it (``simulation.resolve_config``): the policy's
-    practical defaults (its ``PRACTICAL``) unless ``paper``, for ``aggregation`` (sblb's ε0 is
-    sized for what the shuffler releases), the horizon T where a parameter depends on it,
-    overridden by ``params`` (the config's fields, e.g. d, epsilon, batch_size); a field the
-    policy does not have is an error."""
+    practical defaults (its registry entry's ``practical``) unless ``paper``, for
+    ``aggregation`` (sblb's ε0 is sized for what the shuffler releases), the horizon T where a
+    parameter depends on it, overridden by ``params`` (the config's fields, e.g. d, epsilon,
+    batch_size); a field the policy does not have is an error."""
     cfg, ignored = resolve_config(algo, T=T, paper=paper, aggregation=aggregation,
                                   params=params)
     if ignored:
@@ -117,7 +117,7 @@ def config(algo: str, *, paper: bool = False, aggregation: str = "secure-sum",
 
 def simulate(algo: str | Any, env: str | Environment, T: int, *, d: int | None = None,
              K: int | None = None, runs: int = 1, seed: int = 0, paper: bool = False,
-             aggregation: str = "secure-sum", central_epsilon: float | None = None,
+             aggregation: Aggregation = "secure-sum", central_epsilon: float | None = None,
              **params: Any) -> dict[str, Any]:
     """``runs`` simulations of T users: the JSON of ``privbandit simulate`` with the same
     arguments (the same function runs both, ``simulation.run``: final regret, its standard
@@ -192,12 +192,14 @@ def evaluate(feedback: dict[str, Any], algo: str, *, train_fraction: float = 0.5
                                train=slice(0, cut))
 
 
-def policy_ledger(algo: str, T: int | None = None, aggregation: str = "secure-sum", *,
-                  paper: bool = False, **params: Any) -> PrivacyLedger:
+def policy_ledger(algo: str, T: int | None = None, aggregation: Aggregation = "secure-sum", *,
+                  paper: bool = False, secure_sum: SecureSum | None = None,
+                  **params: Any) -> PrivacyLedger:
     """The privacy ledger of policy ``algo`` with ``params``, nothing run (spec §6): the config
     resolved for T and ``aggregation`` as ``simulate`` resolves it, so the ledger is the one a
-    simulation of T users states."""
+    simulation of T users states (``secure_sum``: a services task's transport, whose view of
+    the parties the ledger then states, as the analyzer's does)."""
     from privbandit.shared.core.simulator import make_policy
 
     cfg = config(algo, paper=paper, aggregation=aggregation, T=T, **params)
-    return make_policy(cfg).ledger(T, aggregation=aggregation)
+    return make_policy(cfg).ledger(T, aggregation=aggregation, secure_sum=secure_sum)

@@ -30,16 +30,21 @@ import json
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 from privbandit.shared.core.policies.base import Policy
 from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, LINEAR
 from privbandit.shared.core.policies.lplr import LPLR
 from privbandit.shared.core.policies.registry import REGISTRY
-from privbandit.shared.core.randomizers.base import off_intercept
+from privbandit.shared.core.randomizers.base import (
+    PerUserLevels,
+    bounded_rewards,
+    off_intercept,
+    takes_levels,
+)
 from privbandit.shared.core.randomizers.lplr import BlockSums
 
 FORMAT = "privbandit-learner/1"
@@ -79,7 +84,7 @@ class Bandit:
     (and x[0] = c where the policy's encoding relies on an intercept c)."""
 
     def __init__(self, algo: str, *, seed: int | None = None, paper: bool = False,
-                 aggregation: str = "secure-sum", arms: Sequence[Hashable] | None = None,
+                 aggregation: Aggregation = "secure-sum", arms: Sequence[Hashable] | None = None,
                  **params: Any) -> None:
         from privbandit.api import config
 
@@ -287,21 +292,32 @@ class Bandit:
         if not np.isfinite(r):
             raise ValueError("the reward must be a finite number")
         if self.family is not LINEAR and self.family is not GLB and \
-                getattr(self.policy.randomizer, "bounded", True) and not 0.0 <= r <= 1.0:
+                bounded_rewards(self.policy.randomizer) and not 0.0 <= r <= 1.0:
             raise ValueError(f"{self.config.algo}'s rewards lie in [0, 1]; got {r!r}")
         return r
 
     def _level(self, epsilon: float | None) -> float | None:
-        if not getattr(self.policy.randomizer, "per_user_epsilon", False):
+        randomizer = self.policy.randomizer
+        if not takes_levels(randomizer):
             if epsilon is not None:
                 raise ValueError(f"{self.config.algo} has no per-user privacy levels; omit "
                                  "epsilon")
             return None
         eps = float(self.config.epsilon if epsilon is None else epsilon)
-        eps_max = float(getattr(self.policy.randomizer, "eps_max", np.inf))
+        eps_max = float(cast(PerUserLevels, randomizer).eps_max)
         if not 0.0 <= eps <= eps_max:
             raise ValueError(f"privacy levels lie in [0, {eps_max:g}] (0 = decline); got {eps!r}")
         return eps
+
+    def warm_start(self, features: np.ndarray, rewards: np.ndarray) -> None:
+        """Learn from a log the operator declares public before the first user (issue 44):
+        ``features`` (n, d) the arms played, ``rewards`` (n,); added exactly, a model published
+        at once, nothing charged. The config must declare the rounds (``public_warm_start`` = n
+        in all; the ledger labels them public, not protected). ddp-linucb and adar-oful."""
+        warm = getattr(self.policy, "warm_start", None)
+        if warm is None:
+            raise ValueError(f"{self.config.algo} takes no public warm start")
+        warm(features, rewards)
 
     # -- model, ledger --------------------------------------------------------------------
 
@@ -315,7 +331,7 @@ class Bandit:
         """Decisions still waiting for their feedback (each keeps its state until then)."""
         return len(self._open)
 
-    def ledger(self, T: int | None = None, aggregation: str | None = None) -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation | None = None) -> PrivacyLedger:
         """The policy's privacy ledger (spec §6 ``privacy``), for T users where it depends on T,
         under the learner's aggregation unless another is named."""
         return self.policy.ledger(T, aggregation=aggregation or self.aggregation)

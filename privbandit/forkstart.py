@@ -1,12 +1,12 @@
 """Service processes forked from a process that has imported the services once.
 
-``python -m privbandit.services.<name>`` spends about 1 s of CPU importing FastAPI, pydantic,
-NumPy and the accountants before the service does anything (``python -m bench.forkserver_start``:
-a median 1.04-1.27 s against 0.24-0.25 s forked; BENCHMARKS.md). A launcher that starts many
+``python -m privbandit.services.<name>`` spends about 1 s of CPU importing FastAPI, pydantic, NumPy
+and the accountants before the service does anything (``python -m bench.forkserver_start``: a median
+1.04-1.27 s against 0.24-0.25 s forked; docs/benchmarks/test-suite.md). A launcher that starts many
 services (``privbandit up`` with replicas, the demo, the e2e tests with their restarts and kill
-campaigns) pays it at every start. Instead, one ``multiprocessing`` forkserver per launcher
-process imports the service modules once (``PRELOAD``), and every service is a fork of it that
-then runs the module's ``__main__`` exactly as ``python -m`` would, with
+campaigns) pays it at every start. Instead, one ``multiprocessing`` forkserver per launcher process
+imports the service modules once (``PRELOAD``), and every service is a fork of it that then runs the
+module's ``__main__`` exactly as ``python -m`` would, with
 
 - its own environment (``os.environ`` replaced by the one the launcher gives it),
 - its own session (``os.setsid``: a Ctrl-C in the terminal reaches only the launcher),

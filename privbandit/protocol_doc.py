@@ -1,10 +1,11 @@
-"""The generated parts of ``docs/protocol.md``: message schemas from the pydantic models, the
-error codes from the services' ``ServiceError`` classes, and the HPKE, secure-sum and prio3 test
-vectors.
+"""The generated parts of the protocol's documents: the error codes from the services'
+``ServiceError`` classes in ``docs/protocol.md`` (the hand-written specification), the message
+schemas from the pydantic models in ``docs/protocol-schemas.md``, and the HPKE, secure-sum and
+prio3 test vectors in ``docs/protocol-vectors.md``.
 
-Between ``<!-- generated:NAME -->`` and ``<!-- end:NAME -->`` the document holds exactly what
-``render(NAME)`` returns; ``tests/interop/test_protocol_doc.py`` fails when they differ, so a wire
-change cannot leave the document behind. Regenerate with
+Between ``<!-- generated:NAME -->`` and ``<!-- end:NAME -->`` a document holds exactly what
+``RENDERERS[NAME]()`` returns; ``tests/interop/test_protocol_doc.py`` fails when they differ, so a
+wire change cannot leave the documents behind. Regenerate with
 
     python -m privbandit.protocol_doc --write        (test vectors need pyhpke: pip install pyhpke)
 """
@@ -23,9 +24,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.protocol import messages, prio3, secure_sum
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOC = DOCS / "protocol.md"  # the specification, hand-written but for its error table
+SCHEMAS = DOCS / "protocol-schemas.md"
+VECTORS = DOCS / "protocol-vectors.md"  # read by the interop tests and clients/web's node tests
 BLOCK = re.compile(r"(<!-- generated:(\w+) -->\n)(.*?)(<!-- end:\2 -->)", re.S)
 
 # Every message on the wire, grouped as the document presents them.
@@ -53,10 +58,10 @@ for _name in ("SumMember",):  # messages that exist once the secure-sum tags are
 def render_schemas() -> str:
     out = []
     for group, models in MESSAGES.items():
-        out.append(f"#### {group}\n")
+        out.append(f"## {group}\n")
         for model in models:
             schema = model.model_json_schema()
-            out.append(f"##### `{model.__name__}`\n")
+            out.append(f"### `{model.__name__}`\n")
             out.append("```json\n" + json.dumps(schema, indent=1, ensure_ascii=False) + "\n```\n")
     return "\n".join(out)
 
@@ -199,7 +204,7 @@ def render_prio3_vectors() -> str:
     from privbandit.shared.protocol.prio3 import Prio3Report
 
     task, key_id, d, m = "demo-prio3", 9, 2, 2
-    vdaf = TaskVdaf(task, d * (d + 3) // 2, m)
+    vdaf = TaskVdaf(task, SumEncoding(d * (d + 3) // 2, m))
     v = vdaf.vdaf
     counts = [2, 0, 1, 1, 2]
     nonce = bytes(range(32, 48))
@@ -271,20 +276,32 @@ def regenerate(text: str) -> str:
     return BLOCK.sub(lambda m: m.group(1) + RENDERERS[m.group(2)]() + m.group(4), text)
 
 
+# The generated blocks of each document, each block in exactly one.
+DOCUMENTS: dict[Path, tuple[str, ...]] = {
+    DOC: ("errors",),
+    SCHEMAS: ("schemas",),
+    VECTORS: ("vectors", "secure_sum_vectors", "prio3_vectors"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Regenerate the generated parts of docs/protocol.md")
-    ap.add_argument("--write", action="store_true", help="rewrite the file (default: check)")
+    ap = argparse.ArgumentParser(
+        description="Regenerate the generated parts of docs/protocol.md, docs/protocol-schemas.md "
+                    "and docs/protocol-vectors.md")
+    ap.add_argument("--write", action="store_true", help="rewrite the files (default: check)")
     args = ap.parse_args(argv)
-    text = DOC.read_text("utf-8")
-    new = regenerate(text)
-    if args.write:
-        DOC.write_text(new, "utf-8")
-        return 0
-    if new != text:
-        print(f"{DOC} is out of date: run python -m privbandit.protocol_doc --write",
+    stale = []
+    for path in DOCUMENTS:
+        text = path.read_text("utf-8")
+        new = regenerate(text)
+        if args.write:
+            path.write_text(new, "utf-8")
+        elif new != text:
+            stale.append(path)
+    for path in stale:
+        print(f"{path} is out of date: run python -m privbandit.protocol_doc --write",
               file=sys.stderr)
-        return 1
-    return 0
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

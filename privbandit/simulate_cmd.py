@@ -116,7 +116,7 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument(flag, type=float, help=text)
     p.add_argument("--paper", action="store_true",
                    help="the papers' exact settings: without it, each policy uses its measured "
-                        "practical defaults (its config's PRACTICAL, listed per policy in "
+                        "practical defaults (its registry entry's, listed per policy in "
                         "docs/simulator.md); with it, the papers' settings "
                         "(e.g. ddp-linucb: fixed batches of 1000, confidence scale 1, the "
                         "paper's regularizer and encoding; sblb: ε0 = 1, m = 1; adar-oful: Alg. "
@@ -182,7 +182,7 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
                        ("eta", float), ("failure-prob", float), ("lam", float)):
         g.add_argument(f"--{flag}", type=kind)
     g.add_argument("--regularizer", choices=["paper", "clip", "noise"])
-    g.add_argument("--paper", action="store_true", help="the papers' settings, not PRACTICAL")
+    g.add_argument("--paper", action="store_true", help="the papers' settings, not the defaults")
     g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum")
 
 

@@ -19,9 +19,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from privbandit.shared.core.accounting.ledger import Aggregation
 from privbandit.shared.core.environments import BCO_ENVIRONMENTS, Environment
 from privbandit.shared.core.logged import UniformConfig
-from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, LINEAR, PHASE
+from privbandit.shared.core.policies.families import BCO_FAMILY, LINEAR, PHASE
 from privbandit.shared.core.policies.registry import REGISTRY
 
 if TYPE_CHECKING:  # imported where used (the command line starts without loading them)
@@ -52,17 +53,16 @@ def config_class(algo: str) -> Any:
     return REGISTRY[algo].config
 
 
-def practical_defaults(cls: type, *, paper: bool = False, aggregation: str | None = None,
+def practical_defaults(algo: str, *, paper: bool = False, aggregation: Aggregation | None = None,
                        fixed_batches: bool = False, fixed_eps0: bool = False
                        ) -> dict[str, Any]:
-    """The measured practical settings of ``cls`` (its ``PRACTICAL``, and its
-    ``PRACTICAL_BY_AGGREGATION`` entry for ``aggregation``), none with ``paper``. A fixed batch
-    length replaces the default schedule (it is a schedule itself); sblb's fixed ε0 replaces its
+    """The measured practical settings of policy ``algo`` (its registry entry's, with those for
+    ``aggregation``), none with ``paper`` or for the uniform logging policy. A fixed batch length
+    replaces the default schedule (it is a schedule itself); sblb's fixed ε0 replaces its
     central target."""
-    if paper:
+    if paper or algo not in REGISTRY:
         return {}
-    practical = dict(getattr(cls, "PRACTICAL", {}))
-    practical.update(getattr(cls, "PRACTICAL_BY_AGGREGATION", {}).get(aggregation, {}))
+    practical = REGISTRY[algo].practical_for(aggregation)
     if fixed_batches:
         practical.pop("batch_schedule", None)
     if fixed_eps0:
@@ -72,7 +72,7 @@ def practical_defaults(cls: type, *, paper: bool = False, aggregation: str | Non
 
 def resolve_config(algo: str, *, d: int | None = None, K: int | None = None,
                    env: str | Environment | None = None, T: int | None = None,
-                   paper: bool = False, aggregation: str = "secure-sum",
+                   paper: bool = False, aggregation: Aggregation = "secure-sum",
                    params: dict[str, Any] | None = None, central_epsilon: float | None = None,
                    extra: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
     """The validated config of policy ``algo`` and the names of the given ``params`` it does not
@@ -98,7 +98,7 @@ def resolve_config(algo: str, *, d: int | None = None, K: int | None = None,
     if "intercept" in fields and env is not None:
         out["intercept"] = environment_intercept(env)
     out.update(extra or {})
-    out.update(practical_defaults(cls, paper=paper, aggregation=aggregation,
+    out.update(practical_defaults(algo, paper=paper, aggregation=aggregation,
                                   fixed_batches="batch_size" in given,
                                   fixed_eps0="eps0" in given))
     ignored = [k for k in given if k not in fields]
@@ -170,7 +170,7 @@ class Request:
     K: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
     paper: bool = False
-    aggregation: str = "secure-sum"
+    aggregation: Aggregation = "secure-sum"
     central_epsilon: float | None = None
     # multi-armed environment (``mab``): the arm means and reward laws
     means: Sequence[float] | None = None
@@ -230,26 +230,26 @@ def checked_config(req: Request, d: int | None = None, K: int | None = None,
 
 def run(req: Request, progress: Progress = no_progress) -> Outcome:
     """Validate the request, resolve the config, run the family's simulator, summarise."""
-    family = REGISTRY[req.algo].family if req.algo in REGISTRY else LINEAR
     config_class(req.algo)  # an unknown policy is refused before anything else
+    family = REGISTRY[req.algo].family if req.algo in REGISTRY else LINEAR
+    loop = simulator_of(req.algo)
     if req.T < 1 or req.runs < 1:
         raise SimulationError("--T and --runs must be >= 1")
     name = req.env_name
-    if req.log and (family in (ARMS, BCO_FAMILY) or req.algo == "lplr" or req.runs != 1
-                    or req.users is not None):
+    if req.log and (loop != "contextual" or req.runs != 1 or req.users is not None):
         raise SimulationError("--log records the contextual simulator's decisions (not mab, "
                               "BCO or lplr, nor returning users) of one run (--runs 1)")
-    if req.explore is not None and (family in (ARMS, BCO_FAMILY) or req.algo in ("lplr", RANDOM)
+    if req.explore is not None and (loop != "contextual" or req.algo == RANDOM
                                     or req.users is not None):
         raise SimulationError("--explore wraps a contextual policy of the simulator (not mab, "
                               "BCO, lplr or random, nor returning users)")
-    if (family is BCO_FAMILY) != (name in BCO_ENVIRONMENTS):
+    if (loop == "bco") != (name in BCO_ENVIRONMENTS):
         raise SimulationError(f"use the BCO policies ({', '.join(BCO_ALGOS)}) with the BCO "
                               f"environments ({', '.join(BCO_ENVIRONMENTS)}) and only there")
-    if name in BCO_ENVIRONMENTS:
+    if loop == "bco":
         return _run_bco(req, progress)
-    if (family is ARMS) != (name == "mab"):
-        kind = "multi-armed" if family is ARMS else "linear"
+    if (loop == "mab") != (name == "mab"):
+        kind = "multi-armed" if loop == "mab" else "linear"
         raise SimulationError(f"{req.algo} is a {kind} policy; use --env "
                               f"{'mab' if kind == 'multi-armed' else 'linear or digits'}")
     if family is PHASE and name != "fixed-linear" and not (
@@ -263,9 +263,13 @@ def run(req: Request, progress: Progress = no_progress) -> Outcome:
     bad_k = req.contributions is not None and req.contributions < 1
     if req.users is not None and (req.users < 1 or bad_k or not req.user_offset >= 0):
         raise SimulationError("--users and --contributions must be >= 1, --user-offset >= 0")
-    if name == "mab":
-        return _run_mab(req, progress)
-    return _run_contextual(req, progress)
+    return _run_mab(req, progress) if loop == "mab" else _run_contextual(req, progress)
+
+
+def simulator_of(algo: str) -> str:
+    """The simulator loop of policy ``algo`` (its registry entry's; the uniform logging policy
+    runs in the contextual one)."""
+    return REGISTRY[algo].simulator if algo in REGISTRY else "contextual"
 
 
 def _run_contextual(req: Request, progress: Progress) -> Outcome:
@@ -274,11 +278,12 @@ def _run_contextual(req: Request, progress: Progress) -> Outcome:
     from privbandit.shared.core import simulator
     from privbandit.shared.core.environments import environment_dimensions
 
+    lplr = simulator_of(req.algo) == "lplr"  # lplr's own loop on the contextual environments
     if req.means is not None or req.reward_dist != "bernoulli":
         req.note("--means and --reward-dist apply to --env mab only; ignored")
     obj = req.env if isinstance(req.env, Environment) else None
     if obj is not None:
-        if req.runs != 1 or req.users is not None or req.algo == "lplr":
+        if req.runs != 1 or req.users is not None or lplr:
             raise SimulationError("an environment object serves one run of a contextual policy "
                                   "(no returning users, not lplr)")
         d, K = req.d or int(getattr(obj, "d", 5)), int(getattr(obj, "K", req.K or 20))
@@ -296,11 +301,12 @@ def _run_contextual(req: Request, progress: Progress) -> Outcome:
         d, K = environment_dimensions(name, want_d, want_K)
         if (d, K) != (want_d, want_K):
             req.note(f"env {name} uses d={d}, K={K} (requested d={want_d}, K={want_K})")
-    config = checked_config(req, d, extra={"K": K} if req.algo == "lplr" else None)
-    if req.algo == "ddp-linucb" and req.aggregation != "secure-sum":
-        raise SimulationError("ddp-linucb is private only over the secure sum "
-                              "(--aggregation secure-sum)")
-    if req.users is not None and req.algo == "lplr":
+    config = checked_config(req, d, extra={"K": K} if lplr else None)
+    only = REGISTRY[req.algo].transports if req.algo in REGISTRY else ()
+    if only == ("secure-sum",) and req.aggregation != "secure-sum":
+        raise SimulationError(f"{req.algo} is private only over the secure sum (--aggregation "
+                              f"secure-sum: {REGISTRY[req.algo].transport_reason})")
+    if req.users is not None and lplr:
         raise SimulationError("lplr has its own simulator loop; no returning users")
 
     logs: list[Any] = []
@@ -315,7 +321,7 @@ def _run_contextual(req: Request, progress: Progress) -> Outcome:
                 results, env_params = simulate_returning(
                     config, req.env_name, K, req.T, req.runs, req.seed, _population(req),
                     advance)
-            elif req.algo == "lplr":
+            elif lplr:
                 from privbandit.shared.core.lplr_simulator import simulate_lplr
 
                 results, env_params = simulate_lplr(config, req.env_name, K, req.T, req.runs,

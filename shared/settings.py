@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from privbandit.shared.core.accounting.ledger import Aggregation, SecureSum
 from privbandit.shared.core.exploration import Exploration
 from privbandit.shared.core.policies.bco_config import BCOConfig
 from privbandit.shared.core.policies.config import AnyPolicyConfig, PolicyConfig
@@ -34,16 +35,12 @@ from privbandit.shared.core.policies.families import (
     PHASE,
     Family,
 )
-from privbandit.shared.core.policies.registry import PolicyEntry, entry
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.policies.registry import REGISTRY, PolicyEntry, entry, randomizer_for
+from privbandit.shared.core.randomizers.base import SumEncoding, Summable
+from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.protocol.messages import MAX_DIM, MAX_REPORTS_PER_UPLOAD, TASK_ID_PATTERN
 
 # A real file in a source checkout and in an installed wheel alike (setuptools package data).
-# Policies whose batch schedules the services run end to end (issue 22): the shuffler forms
-# any ``policy.schedule``; these also announce the next batch's length with each model and size
-# each report's noise from it (ddp-linucb: the Skellam share; sblb: ε0) (``docs/protocol.md``).
-SCHEDULED_IN_SERVICES = frozenset({"ddp-linucb", "sblb", "sblb-fixed"})
-
 DEFAULT_CONFIG = Path(
     str(resources.files("privbandit.shared").joinpath("defaults", "privbandit.toml"))
 )
@@ -75,11 +72,11 @@ class TaskConfig(BaseModel):
     id: str = Field(pattern=TASK_ID_PATTERN)
     threat_model: Literal["none", "ldp", "shuffle", "central"]
     K: int = Field(20, ge=2, le=1024, description="arms per decision")
-    aggregation: Literal["reports", "secure-sum"] = "reports"
+    aggregation: Aggregation = "reports"
     # How a ``secure-sum`` task's sums are formed (issue 23; ``transport``): ``prio3``, each
     # report secret-shared between shuffler and analyzer with a validity proof, invalid ones
     # refused alone; ``paillier``, the earlier Paillier sum, which cannot check a report.
-    secure_sum: Literal["prio3", "paillier"] = "prio3"
+    secure_sum: SecureSum = "prio3"
     policy: AnyPolicyConfig
     # Returning users (issue 24): absent, a person's reports are not bounded and the ledger
     # states no guarantee per person.
@@ -103,14 +100,21 @@ class TaskConfig(BaseModel):
             # models and decisions carry at most MAX_DIM coordinates.
             raise ValueError(f"task {self.id}: the services serve d <= {MAX_DIM} "
                              f"(policy.d = {self.policy.d})")
+        if getattr(self.policy, "public_warm_start", 0):
+            # The services have no way to receive the public log: a ledger naming public rounds
+            # that were never learned from would misstate what the models are built on.
+            raise ValueError(f"task {self.id}: the services take no public warm start "
+                             "(policy.public_warm_start must be 0; the simulator and the "
+                             "library take it)")
         if self.threat_model == "ldp" and self.batch_size != 1:
             raise ValueError("ldp tasks are pass-through: batch size must be 1")
         schedule = getattr(self.policy, "batch_schedule", None)
-        if schedule is not None and self.policy.algo not in SCHEDULED_IN_SERVICES:
+        if schedule is not None and not entry(self.policy.algo).scheduled:
             # The shuffler forms any schedule (``policy.schedule``); the device and analyzer
-            # sides that size the noise per batch exist for these policies only.
+            # sides that size the noise per batch exist for the ``Scheduled`` policies only.
+            scheduled = sorted(a for a, e in REGISTRY.items() if e.scheduled)
             raise ValueError(f"task {self.id}: the services run batch schedules for "
-                             f"{', '.join(sorted(SCHEDULED_IN_SERVICES))} only; set "
+                             f"{', '.join(scheduled)} only; set "
                              f"policy.batch_size (batch_schedule {schedule!r} "
                              "is for the simulator)")
         if getattr(self.policy, "accountant", None) == "secure-sum" and (
@@ -194,7 +198,7 @@ class TaskConfig(BaseModel):
 
     @property
     def schedule(self) -> BatchSchedule:
-        """The lengths l_k of the batches the shuffler forms (``policies.schedule``): the
+        """The lengths l_k of the batches the shuffler forms (``core.schedule``): the
         policy's own ``schedule`` if it has one (``ddp-linucb``), else fixed ``batch_size``."""
         schedule = getattr(self.policy, "schedule", None)
         if isinstance(schedule, BatchSchedule):
@@ -206,6 +210,17 @@ class TaskConfig(BaseModel):
         """The longest batch the schedule forms (its cap): what a batch sum's slots and an
         upload's size limits are sized for."""
         return self.schedule.max_size
+
+    def sum_encoding(self) -> SumEncoding:
+        """How a report of this task enters a secure sum (``randomizers.base.Summable``): what
+        the Paillier slot layout and the Prio3 circuit are built from. ``ValueError`` for a
+        policy whose randomizer is not summable."""
+        randomizer = randomizer_for(self.policy)
+        if not isinstance(randomizer, Summable):
+            summable = ", ".join(a for a, e in REGISTRY.items() if "secure-sum" in e.transports)
+            raise ValueError(f"task {self.id!r}: a secure sum adds the reports of a summable "
+                             f"randomizer ({summable}), not {type(randomizer).__name__}")
+        return randomizer.sum_encoding()
 
 
 class ServiceAddress(BaseModel):
@@ -375,7 +390,8 @@ class Limits(BaseModel):
     # (``services.common.admission``). ``/healthz``, ``/metrics`` and the analyzer's model
     # streams (bounded by ``model_streams``) are not counted. The device's default keeps decide
     # p99 at 200 concurrent clients within 2× of its p99 at 50 on a 2-core machine
-    # (BENCHMARKS "Overload"): beyond ~50 requests in flight a request only waits longer.
+    # (docs/benchmarks/load.md, "Overload"): beyond ~50 requests in flight a request only waits
+    # longer.
     device_requests: int = Field(64, ge=1)
     shuffler_requests: int = Field(256, ge=1)
     analyzer_requests: int = Field(256, ge=1)

@@ -20,8 +20,8 @@ def vacuum_catalog(url: str = PG_SERVER) -> str | None:
     ~100,000 dead rows in ``pg_attribute``. A server without autovacuum (this project's machines
     run one, ``autovacuum = off``: 322,838 dead rows after a day of runs) keeps them for good, so
     the catalog grows with every run. Sub-second on such a catalog. (It did not explain a
-    slowdown of the suite seen on the same afternoon, BENCHMARKS.md issue 21, session 16: that
-    was the machine.) A server that is down is the PostgreSQL tests' to report, not this
+    slowdown of the suite seen on the same afternoon, docs/benchmarks/test-suite.md, session 16:
+    that was the machine.) A server that is down is the PostgreSQL tests' to report, not this
     upkeep's."""
     try:
         import psycopg

@@ -78,19 +78,20 @@ def links(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-def broken(path: Path) -> list[str]:
-    """Why each relative link of the document does not resolve."""
+def broken(path: Path, root: Path = ROOT) -> list[str]:
+    """Why each relative link of the document does not resolve (each named by the first line of
+    its paragraph or table, relative to ``root``)."""
     out = []
     for line, target in links(path):
         if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target):  # https:, mailto: ...: not ours
             continue
         file_part, _, anchor = target.partition("#")
         dest = (path.parent / file_part).resolve() if file_part else path
-        where = f"{path.relative_to(ROOT)}:{line}: {target}"
+        where = f"{path.relative_to(root)}:{line}: {target}"
         if not dest.exists():
             out.append(f"{where}: no such file")
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-            out.append(f"{where}: no heading with this anchor in {dest.relative_to(ROOT)}")
+            out.append(f"{where}: no heading with this anchor in {dest.relative_to(root)}")
     return out
 
 
@@ -125,11 +126,5 @@ def test_the_checker_finds_a_broken_link_and_a_broken_anchor(tmp_path: Path) -> 
     doc = tmp_path / "a.md"
     doc.write_text("# Title\n\n## Part\n\n## Part\n\n[ok](#part-1) [gone](b.md) [bad](#part-2) "
                    "`[code](nowhere.md)`\n", "utf-8")
-    global ROOT
-    saved, ROOT = ROOT, tmp_path
-    try:
-        found = broken(doc)
-    finally:
-        ROOT = saved
-    assert found == ["a.md:7: b.md: no such file",
+    assert broken(doc, tmp_path) == ["a.md:7: b.md: no such file",
                      "a.md:7: #part-2: no heading with this anchor in a.md"]

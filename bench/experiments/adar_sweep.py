@@ -1,10 +1,11 @@
 """Issue 22 item 4 — ``adar-oful``'s practical settings, swept on paired users.
 
-Each variant is an ``AdaROFULConfig`` override (JSON) on top of the central (ε, δ = 10⁻⁶) budget:
-α = 2 and the RDP ε whose ledger conversion is ε (``RDP_EPSILON``, found in BENCHMARKS.md by
-``bench.experiments.ddp.match_central_epsilon``). All variants run on the same ``--seed``, hence
-the same θ*, contexts and reward draws per run, so differences are paired; the table gives the mean
-final regret, its standard error, the paired difference to the first variant and its s.e.
+Each variant is an ``AdaROFULConfig`` override (JSON) on top of the central (ε, δ = 10⁻⁶) budget: α
+= 2 and the RDP ε whose ledger conversion is ε (``RDP_EPSILON``, found in
+docs/benchmarks/ddp-linucb.md by ``bench.experiments.ddp.match_central_epsilon``). All variants run
+on the same ``--seed``, hence the same θ*, contexts and reward draws per run, so differences are
+paired; the table gives the mean final regret, its standard error, the paired difference to the
+first variant and its s.e.
 
     python -m bench.experiments.adar_sweep --T 20000 --runs 12 --seed 100 --epsilon 1 \\
         '{}' '{"confidence_scale": 0.1}' '{"confidence_scale": 0.1, "first_episode": 300}'
@@ -23,7 +24,8 @@ from privbandit.shared.core.policies import build_policy, make_config
 from privbandit.shared.core.simulator import simulate, summarize
 
 DELTA = 1e-6
-# RDP ε at α = 2 whose dp-accounting conversion is central ε at δ = 10⁻⁶ (BENCHMARKS.md, issue 10).
+# RDP ε at α = 2 whose dp-accounting conversion is central ε at δ = 10⁻⁶
+# (docs/benchmarks/ddp-linucb.md, issue 10).
 RDP_EPSILON = {0.5: 0.01326, 1.0: 0.04871, 4.0: 0.622}
 
 

@@ -139,7 +139,8 @@ def baseline_config(algo: str, d: int, eps: float | None, l: int | None, T: int
             return make_config("sblb", d=d, eps0=p, batch_size=l, delta=DELTA,
                                confidence_scale=WIDTH, regularizer="clip")
 
-        # ε0 ≈ 32 gives central ≈ 1.09 at d = 5, l = 1000 (BENCHMARKS.md): start near the answer.
+        # ε0 ≈ 32 gives central ≈ 1.09 at d = 5, l = 1000 (docs/benchmarks/ddp-linucb.md): start
+        # near the answer.
         eps0, central = match_central_epsilon(sblb, eps, T, aggregation="secure-sum",
                                               start=30.0 * eps * math.sqrt(l / 1000))
         return sblb(eps0), {"eps0": eps0, "central_epsilon": central}

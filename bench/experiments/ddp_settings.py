@@ -1,7 +1,8 @@
 """Paired comparison of ``ddp-linucb`` (or ``--algo ldp-linucb``) settings on the same users
 (issue 22 sweeps).
 
-Each setting is the config's ``PRACTICAL`` (what ``privbandit simulate`` runs) with some fields
+Each setting is the policy's registry entry's ``practical`` (what ``privbandit simulate`` runs)
+with some fields
 replaced; every setting runs on the same seeds, hence the same θ*, contexts and reward draws per
 run, so the per-run differences to the first setting are paired (their standard error is the
 figure to compare against, not the two means' s.e.). Central ε is every setting's own (ledger).
@@ -26,6 +27,7 @@ import numpy as np
 
 from bench.experiments.cli import experiment_parser
 from privbandit.shared.core.policies.config import DDPLinUCBConfig, LDPLinUCBConfig
+from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.core.simulator import simulate
 
 TEXT_FIELDS = ("batch_schedule", "encoding", "regularizer")
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         name, params = parse_setting(spec)
         cls = DDPLinUCBConfig if args.algo == "ddp-linucb" else LDPLinUCBConfig
         config = cls(d=args.d, epsilon=args.epsilon, delta=args.delta,
-                     **{**cls.PRACTICAL, **params})
+                     **{**entry(args.algo).practical, **params})
         times = [int(t) for t in args.at.split(",") if t]
         results, _ = simulate(config, "linear", args.K, args.T, args.runs, args.seed,
                               extra_checkpoints=times)

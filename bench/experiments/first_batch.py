@@ -26,11 +26,29 @@ from typing import Any
 import numpy as np
 
 from bench.experiments.cli import experiment_parser
-from bench.experiments.ddp_settings import parse_setting
+from bench.experiments.ddp_settings import parse_setting as parse_numeric
 from privbandit.shared.core.simulator import simulate
 from privbandit.simulation import resolve_config
 
 DEFAULT_DIMS = {"linear": (5, 20), "digits": (40, 10), "letter": (52, 26)}
+
+
+TEXT_VALUED = ("noise",)
+
+
+def parse_setting(spec: str) -> tuple[str, dict[str, Any]]:
+    """``ddp_settings.parse_setting``, with ``noise`` (aggregators/devices) kept as text."""
+    name, _, body = spec.partition("=")
+    texts = {}
+    for key in TEXT_VALUED:
+        prefix = f"{key}:"
+        parts = body.split(",")
+        for part in [p for p in parts if p.startswith(prefix)]:
+            texts[key] = part.removeprefix(prefix)
+            parts.remove(part)
+        body = ",".join(parts)
+    name, params = parse_numeric(f"{name}={body}")
+    return name, {**params, **texts}
 
 
 def first_release(config: Any) -> int:

@@ -10,9 +10,10 @@ Each row is one ``privbandit simulate`` command, run as a subprocess exactly as 
   ``--confidence-scale`` (``yardstick.SEARCH``, the grid its practical default was chosen from on
   tuning seeds), at each T; the "× linucb" column divides by the best of these, in this run, on
   these users;
-- each private policy at its defaults (``PRACTICAL`` of its config, unless ``--paper``), given
-  only ``--epsilon ε --delta 10⁻⁶`` (central ε for the shuffle/central/distributed policies, the
-  per-report ε for LDP ones: the "ε" column says which the ledger states);
+- each private policy at its defaults (its registry entry's ``practical``, unless
+  ``--paper``), given only ``--epsilon ε --delta 10⁻⁶`` (central ε for the shuffle/central/
+  distributed policies, the per-report ε for LDP ones: the "ε" column says which the ledger
+  states);
 - the batched policies also with fixed batches of 1000 (``--batch-size 1000``), the papers'
   schedule, beside their default growing schedule (``--no-fixed``: not);
 - ``--learn-T``: further horizons at which only the private policies run, at ε = 1 (and ε = 4

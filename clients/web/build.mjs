@@ -1,6 +1,6 @@
 // Bundles src/index.ts into one ES module with its dependencies (@hpke/core, @noble/hashes):
 // dist/privbandit.js (readable, what the tests import) and dist/privbandit.min.js (minified,
-// what a page ships; BENCHMARKS.md gives its gzipped size). Run by `npm run build`.
+// what a page ships; docs/benchmarks/web-client.md gives its gzipped size). Run by `npm run build`.
 import { build } from "esbuild";
 
 const common = {

@@ -26,9 +26,9 @@ def is_bco_task(task: TaskInfo) -> bool:
 
 
 def demo_environment(task: TaskInfo, env_rng: np.random.Generator) -> BCOEnvironment:
-    p = task.policy
-    return BCOEnvironment(DEMO_ENV, int(p["d"]), env_rng, radius=float(p["radius"]),
-                          loss_bound=float(p["loss_bound"]))
+    env: BCOEnvironment = BCO_FAMILY.demo_users(task.policy, int(task.policy["d"]), task.K,
+                                                env_rng)
+    return env
 
 
 class BCOUsers:

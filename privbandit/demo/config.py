@@ -13,6 +13,7 @@ from typing import Any
 
 import tomli_w
 
+from privbandit.shared.core.accounting.ledger import Aggregation
 from privbandit.shared.settings import DEFAULT_CONFIG, Settings, TaskConfig
 
 THREAT_MODELS = ("ldp", "shuffle", "central")
@@ -32,7 +33,7 @@ class DemoOptions:
     users: int = DEFAULT_USERS
     concurrency: int = 1
     seed: int = 0
-    aggregation: str | None = None
+    aggregation: Aggregation | None = None
     settle_timeout: float = 120.0
     progress: bool = True
     # Returning users (issue 24): the users are visits of this many persons (None: one each).
@@ -67,7 +68,7 @@ def load_settings(path: Path, **overrides: Any) -> Settings:
         return Settings(**overrides)
 
 
-def pick_task(settings: Settings, threat_model: str, aggregation: str | None) -> str:
+def pick_task(settings: Settings, threat_model: str, aggregation: Aggregation | None) -> str:
     """The id of the first task with this threat model (and aggregation, if given)."""
     for task in settings.tasks:
         if task.threat_model == threat_model and (
@@ -80,7 +81,7 @@ def pick_task(settings: Settings, threat_model: str, aggregation: str | None) ->
 
 
 def choose_task(
-    settings: Settings, threat_model: str, aggregation: str | None
+    settings: Settings, threat_model: str, aggregation: Aggregation | None
 ) -> tuple[str, bool]:
     """(task id, whether its aggregation must be overridden to ``aggregation``).
 
@@ -107,7 +108,8 @@ def choose_task(
                     + (f" ({'; '.join(errors)})" if errors else ""))
 
 
-def named_task(settings: Settings, task_id: str, aggregation: str | None) -> tuple[str, bool]:
+def named_task(settings: Settings, task_id: str, aggregation: Aggregation | None
+               ) -> tuple[str, bool]:
     """``--task ID``: that task of the config, whatever its threat model (``--aggregation``
     may only repeat the task's own transport)."""
     task = settings.task(task_id)
@@ -121,7 +123,7 @@ def named_task(settings: Settings, task_id: str, aggregation: str | None) -> tup
 
 
 def demo_task(
-    config: Path | None, threat_model: str, aggregation: str | None, task: str | None = None
+    config: Path | None, threat_model: str, aggregation: Aggregation | None, task: str | None = None
 ) -> tuple[Path, Settings, str, bool]:
     """The config file a run reads, its settings, the id of the task to drive (``task``, else
     the first of ``threat_model``) and whether that task's aggregation must be overridden
@@ -136,14 +138,15 @@ def demo_task(
 
 
 def derived_config(
-    base: Path, task_id: str, out: Path, *, paper: bool = False, aggregation: str | None = None,
+    base: Path, task_id: str, out: Path, *, paper: bool = False,
+    aggregation: Aggregation | None = None,
     contributions: int | None = None,
     only: bool = False,
 ) -> Path:
     """A copy of ``base`` where ``task_id`` is changed for this demo run:
 
     - ``paper``: the paper's widths, confidence_scale = 1 and regularizer = "paper" (where the
-      policy has a regularizer), and every other setting of the policy's ``PRACTICAL`` back to
+      policy has a regularizer), and every other setting of its entry's ``practical`` back to
       the config's (the paper's) default, e.g. adar-oful's first_episode and switching,
       no perturbation of the published θ̃ (``perturb = 0``), and fixed batches of the
       config's default length (1000) in place of a batch schedule;
@@ -163,7 +166,7 @@ def derived_config(
                     policy["confidence_scale"] = 1.0
                 if "regularizer" in known:
                     policy["regularizer"] = "paper"
-                practical = getattr(entry(policy["algo"]).config, "PRACTICAL", {})
+                practical = entry(policy["algo"]).practical
                 for key in set(practical) - {"confidence_scale", "regularizer"}:
                     if policy.pop(key, None) is not None and key == "batch_schedule":
                         policy["batch_size"] = known["batch_size"].default
@@ -183,17 +186,17 @@ def derived_config(
     return out
 
 
-def _follow_aggregation(policy: dict[str, object], aggregation: str, paper: bool) -> None:
+def _follow_aggregation(policy: dict[str, object], aggregation: Aggregation, paper: bool) -> None:
     """An sblb task moved to another transport: ε0 sized by that transport's accountant (a
     secure-sum accountant over whole reports would overstate the amplification) and, unless
     ``paper``, that transport's practical defaults where they differ
-    (``practical.PRACTICAL_BY_AGGREGATION``: over reports, m = 1 and batches doubling on)."""
-    from privbandit.shared.core.policies.practical import PRACTICAL_BY_AGGREGATION
+    (``PolicyEntry.practical_by_aggregation``: over reports, m = 1 and batches doubling on)."""
+    from privbandit.shared.core.policies.registry import entry
 
     if "accountant" in policy:
         policy["accountant"] = aggregation
     if not paper:
-        policy.update(PRACTICAL_BY_AGGREGATION.get(str(policy.get("algo")), {}).get(
+        policy.update(entry(str(policy.get("algo"))).practical_by_aggregation.get(
             aggregation, {}))
 
 

@@ -37,10 +37,8 @@ import numpy as np
 from privbandit.demo.bco_users import BCOUsers, is_bco_task
 from privbandit.demo.config import DemoError
 from privbandit.launcher import tls_context
-from privbandit.shared.core.environments import Environment, make_environment
-from privbandit.shared.core.environments.mab import default_means
+from privbandit.shared.core.environments import Environment
 from privbandit.shared.core.policies.families import ARMS, PHASE
-from privbandit.shared.core.policies.gope_service import seeded_arms
 from privbandit.shared.core.policies.registry import family_of
 from privbandit.shared.core.privacy_levels import levels_for
 from privbandit.shared.core.simulator import user_streams
@@ -82,11 +80,8 @@ def demo_environment(task: TaskInfo, env_rng: np.random.Generator) -> Environmen
     """The users of a task with features: its family's demo environment (``linear``;
     ``logistic`` for ``ldp-glb``, which learns a generalized linear model; ``fixed-linear`` on
     the task's own seeded arms for a phase task, θ* from the demo's seed)."""
-    d, K = int(task.d), task.K  # type: ignore[arg-type]  # a task with features has its d
-    family = family_of(task.algo)
-    env = make_environment(family.demo_env, d, K, env_rng)
-    if family is PHASE:
-        env.use_arms(seeded_arms(K, d, int(task.policy["arm_seed"])))  # type: ignore[attr-defined]  # fixed-linear's
+    d = int(task.d)  # type: ignore[arg-type]  # a task with features has its d
+    env: Environment = family_of(task.algo).demo_users(task.policy, d, task.K, env_rng)
     return env
 
 
@@ -168,7 +163,7 @@ class Driver:
             self.env = None
         elif self.multi_armed:
             self.env = None
-            self._means = default_means(self.task.K)
+            self._means = family.demo_users(self.task.policy, 0, self.task.K, env_rng)
             dist = self.task.policy.get("epsilon_dist")
             if dist is not None:
                 self._levels = levels_for(self.task.policy.get("epsilon"), dist)

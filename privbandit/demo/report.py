@@ -16,6 +16,7 @@ from privbandit.shared.core.environments.mab import MABEnvironment, default_mean
 from privbandit.shared.core.mab_simulator import simulate_mab
 from privbandit.shared.core.policies import make_config
 from privbandit.shared.core.policies.gope_service import seeded_arms
+from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.core.simulator import same_users_regret, user_streams
 from privbandit.shared.protocol.messages import TaskInfo
 from privbandit.summary import ledger_lines
@@ -225,7 +226,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         overridden = " (overridden for this run)" if out.get("aggregation_overridden") else ""
         lines.append(f"  aggregation       {aggregation}{overridden}: {how}")
     ledger = ""
-    if out["algo"] == "ddp-linucb":
+    if entry(out["algo"]).transports == ("secure-sum",):  # ddp-linucb, ddp-glb
         ledger = " — distributed DP (Skellam shares in the batch sums), central only"
     elif out["threat_model"] == "shuffle":
         ledger = (" — sum-only ledger (observer of the released batch sums)" if secure

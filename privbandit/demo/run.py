@@ -26,6 +26,7 @@ from privbandit.launcher import (
     healthy,
     tls_context,
 )
+from privbandit.shared.core.accounting.ledger import Aggregation
 from privbandit.shared.settings import Settings
 
 
@@ -114,7 +115,7 @@ def main_demo(
     seed: int = 0,
     config: Path | None = None,
     data_dir: Path | None = None,
-    aggregation: str | None = None,
+    aggregation: Aggregation | None = None,
     paper: bool = False,
     fresh: bool = False,
     json_out: Path | None = None,

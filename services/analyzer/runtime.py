@@ -29,7 +29,7 @@ from privbandit.services.analyzer.transports import transport_for, used
 from privbandit.services.common.datadir import StateDir
 from privbandit.services.common.group_commit import GroupCommitter, ShuttingDown
 from privbandit.services.common.health import Readiness
-from privbandit.shared.core.accounting.ledger import PrivacyLedger, with_secure_sum_observers
+from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.core.policies import build_policy
 from privbandit.shared.core.policies.person import person_ledger
 from privbandit.shared.crypto.keystore import (
@@ -170,7 +170,7 @@ class AnalyzerRuntime:
 
     def _warm_ledgers(self) -> None:
         for rt in self.tasks.values():
-            if not rt.config.multi_armed:
+            if not rt.config.family.ledger_moves:
                 try:
                     self.ledger(rt, wait=False)
                 except Exception:  # computed (and raised) again by the request that needs it
@@ -240,17 +240,18 @@ class AnalyzerRuntime:
     def ledger(self, rt: TaskRuntime, wait: bool = True) -> PrivacyLedger:
         """The task's ledger (a linear task's depends on its parameters only: computed once at
         start-up in a thread, it can take seconds; a multi-armed task's carries the per-user
-        fractions so far). ``wait``: first let the start-up thread finish (it computes it)."""
-        if rt.config.multi_armed:
-            # Cheap, and its per-user fractions (used, declined) move with every report.
+        fractions so far: ``Family.ledger_moves``). ``wait``: first let the start-up thread
+        finish (it computes it)."""
+        if rt.config.family.ledger_moves:
+            # Cheap, and it moves with every report (the arms family's per-user fractions).
             return rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
         if rt.ledger_cache is None and wait and self._ledgers.is_alive():
             self._ledgers.join()
         if rt.ledger_cache is None:
             # The transport decides what an observer of the shuffler output sees (spec §3).
-            ledger = rt.policy.ledger(T=None, aggregation=rt.config.aggregation)
-            if rt.config.aggregation == "secure-sum":
-                ledger = with_secure_sum_observers(ledger, rt.config.secure_sum)
+            secure = rt.config.secure_sum if rt.config.aggregation == "secure-sum" else None
+            ledger = rt.policy.ledger(T=None, aggregation=rt.config.aggregation,
+                                      secure_sum=secure)
             rt.ledger_cache = ledger
         return rt.ledger_cache
 
@@ -263,7 +264,8 @@ class AnalyzerRuntime:
             person = person_ledger(rt.policy, ledger, None if bound is None else bound.k,
                                    "forever" if bound is None else bound.period,
                                    rt.config.aggregation)
-            rt.person_cache = (person.model_extra or {})["per_person"]
+            assert person.person is not None  # person_ledger states it
+            rt.person_cache = person.person
         return rt.person_cache
 
     def _not_ingesting(self) -> list[str]:

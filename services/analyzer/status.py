@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 
 if TYPE_CHECKING:
     from privbandit.services.analyzer.runtime import AnalyzerRuntime
@@ -44,7 +44,7 @@ class TaskStatus:
     id: str
     algo: str
     threat_model: str
-    aggregation: str
+    aggregation: Aggregation
     batch_size: int
     model_version: int
     batches: int
@@ -62,8 +62,8 @@ class TaskStatus:
     def per_user(self) -> dict[str, object] | None:
         """A per-user task's ε_t (``distribution``, ``mean``, ``fraction_used``,
         ``fraction_declined``: HeLDP, Garcelon et al.'s users at their own levels), else None."""
-        extra = (self.ledger.model_extra or {}).get("per_user_epsilon")
-        return extra if isinstance(extra, dict) else None
+        levels = self.ledger.levels
+        return None if levels is None else levels.model_dump()
 
     def spent(self) -> Iterator[tuple[str, float | None, float | None]]:
         """(observer, ε, δ) for each observer the ledger states a guarantee against."""

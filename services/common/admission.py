@@ -14,7 +14,7 @@ working on: a decide is answered in one step of the event loop, so the app holds
 it runs, and under load the requests waiting for their turn are in the loop's queue. Counting
 only the app's requests, the device at 200 users shed mostly feedbacks (which wait for a commit)
 and admitted the queued decides: decide p99 115–118 ms against 61–74 ms with the server's count
-(BENCHMARKS "Overload", runs alternated). The server's protocol
+(docs/benchmarks/load.md, "Overload", runs alternated). The server's protocol
 (``services.common.server.HeadTimeoutProtocol``) stamps each request with that number, itself
 included, as it is read (``scope["extensions"][BACKLOG]``); a request whose number exceeds the
 bound is shed when its turn comes, at the cost of its 503 only. Exempt requests (long-lived model

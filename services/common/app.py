@@ -90,7 +90,7 @@ def build_app(
             # the process: out of the collector's sight, a full collection no longer walks it.
             # Under load, the objects of requests that wait for a commit survive the young
             # generations and trigger full collections; without the freeze each of those walked
-            # the whole heap (decide at 50 clients: p99 157 ms → 40 ms, BENCHMARKS "Load").
+            # the whole heap (decide at 50 clients: p99 157 ms → 40 ms, docs/benchmarks/load.md).
             # Only in a service process (``cli.serve`` and the analyzer's ``__main__`` set the
             # flag): a test process that builds many apps must keep collecting what earlier
             # ones left behind.
@@ -129,7 +129,7 @@ def build_app(
     install_error_handlers(app, on_error=on_error)
     # The router's routes become the app's own: ``include_router`` would keep the router as a
     # nested dispatcher (``_IncludedRouter``), matched again on every request (decide: about
-    # 0.06 of the floor's throughput, BENCHMARKS "Load"). The routers have no prefix, tags or
+    # 0.06 of the floor's throughput, docs/benchmarks/load.md). The routers have no prefix, tags or
     # dependencies of their own, so nothing else changes.
     app.router.routes.extend(router.routes)
     # Last, so outermost: it times and counts every answer, the middleware's refusals included.

@@ -96,7 +96,8 @@ def single_threaded_blas() -> ThreadpoolController:
     thread pays off, and a multi-threaded BLAS hands even those to its worker threads. When the
     other cores are busy (a loaded host, or the service's own clients), the caller then waits
     for a worker to be scheduled: a 5×5 triangular solve took 2.9 ms instead of 8 µs on this
-    project's 2-core machine (BENCHMARKS "A quiet machine"), which stalls the event loop."""
+    project's 2-core machine (docs/benchmarks/load.md, "A quiet machine"), which stalls the event
+    loop."""
     return threadpool_limits(limits=1, user_api="blas")
 
 

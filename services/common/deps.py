@@ -28,7 +28,7 @@ async def get_runtime(request: Request) -> Any:
 def runtime_of(request: Request) -> Any:
     """The app's runtime, for the hot routes (decide, feedback, report uploads) that take the
     ``Request`` itself: resolving ``RuntimeDep`` and ``JsonBody`` as FastAPI dependencies costs
-    about 8 µs each per request (BENCHMARKS "Load", session 5), a few % of a decide."""
+    about 8 µs each per request (docs/benchmarks/load.md, session 5), a few % of a decide."""
     return request.app.state.runtime
 
 

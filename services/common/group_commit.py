@@ -48,8 +48,8 @@ class GroupCommitter(Generic[T, R]):
     ``in_loop``: run ``commit`` on the event loop's thread instead of a worker thread, for a
     store whose groups are small and cheap apart from the fsync (the device's). No request
     then waits for a thread hand-off per statement and for the GIL to come back from a worker,
-    which under load cost more CPU and latency than the fsync itself (BENCHMARKS "Load":
-    decide). ``sync``: what makes an ``in_loop`` commit durable (an fsync), run in a worker
+    which under load cost more CPU and latency than the fsync itself (docs/benchmarks/
+    load.md: decide). ``sync``: what makes an ``in_loop`` commit durable (an fsync), run in a worker
     thread after ``commit`` returns and before any submitter of the group is answered; the loop
     serves requests meanwhile, and what they submit forms the next group. One thread hand-off
     per group, not per statement. If ``sync`` raises, every item of the group fails with it

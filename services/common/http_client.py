@@ -3,7 +3,7 @@ analyzer deliveries): httpx's API over aiohttp's connection pool.
 
 httpx's own pool (httpcore over anyio) costs several times aiohttp's CPU per request on loopback,
 and these calls are per report or per batch: the shuffler spent most of its CPU in httpcore
-delivering batches (BENCHMARKS.md, issue 21). ``httpx_aiohttp.AiohttpTransport`` (the aiohttp
+delivering batches (docs/benchmarks/test-suite.md). ``httpx_aiohttp.AiohttpTransport`` (the aiohttp
 transport of one of httpx's maintainers) keeps the httpx API that the services and their tests
 are written against: responses, errors, and injected transports (a test passes
 ``httpx.ASGITransport`` or a mock, and that is used instead).

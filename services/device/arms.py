@@ -11,12 +11,15 @@ the analyzer's importance weight must divide by the probability the device actua
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from privbandit.services.device.errors import EpsilonOutOfRange, RewardOutOfRange, UnexpectedEpsilon
 from privbandit.shared.core.policies.arm_model import ArmModel
 from privbandit.shared.core.policies.mab_config import HeLDPConfig
 from privbandit.shared.core.randomizers.arms import ArmRandomizer
+from privbandit.shared.core.randomizers.base import PerUserLevels, takes_levels
 from privbandit.shared.settings import TaskConfig
 
 
@@ -34,21 +37,25 @@ def check_reward(reward: float, bounded: bool) -> None:
         raise RewardOutOfRange(f"this task's rewards lie in [0, 1]; got {reward!r}")
 
 
+def no_level(cfg: TaskConfig, epsilon: float | None) -> None:
+    """A task without per-user privacy levels refuses a stated one."""
+    if epsilon is not None:
+        raise UnexpectedEpsilon(
+            f"task {cfg.id} ({cfg.policy.algo}) has no per-user privacy levels; omit epsilon")
+
+
 def user_level(cfg: TaskConfig, randomizer: object, epsilon: float | None) -> float | None:
     """The user's privacy level ε_t for this report: hers if given (checked against the task's
     range [0, ε_max]; 0 = she declines and her report carries nothing), else the task's default
     ``epsilon``; None for a task without per-user levels (where stating one is refused)."""
-    if not getattr(randomizer, "per_user_epsilon", False):
-        if epsilon is not None:
-            raise UnexpectedEpsilon(
-                f"task {cfg.id} ({cfg.policy.algo}) has no per-user privacy levels; "
-                "omit epsilon")
+    if not takes_levels(randomizer):
+        no_level(cfg, epsilon)
         return None
     if epsilon is None:
         policy = cfg.policy
         assert isinstance(policy, HeLDPConfig)  # per-user levels are HeLDP's
         return float(policy.epsilon)
-    eps_max = float(getattr(randomizer, "eps_max", 0.0))
+    eps_max = float(cast(PerUserLevels, randomizer).eps_max)
     if not 0.0 <= epsilon <= eps_max:
         raise EpsilonOutOfRange(
             f"task {cfg.id} takes privacy levels epsilon in [0, {eps_max:g}] (0 = decline); "

@@ -43,15 +43,19 @@ def decide_points(model: BCOModel, rng: np.random.Generator) -> tuple[np.ndarray
     return state, points
 
 
-def check_feedback(cfg: TaskConfig, reward: float | None, losses: list[float] | None) -> None:
-    """Which of reward / losses a task's feedback carries, and BCO losses within [0, B]."""
-    if not cfg.bco:
-        if losses is not None:
-            raise UnexpectedLosses(f"task {cfg.id} ({cfg.policy.algo}) takes a reward, "
-                                   "not losses")
-        if reward is None:
-            raise MissingReward(f"task {cfg.id} needs the reward of the decision")
-        return
+def reward_of(cfg: TaskConfig, reward: float | None, losses: list[float] | None) -> float:
+    """The reward of a task that takes one (every family but BCO): losses and a missing reward
+    are refused."""
+    if losses is not None:
+        raise UnexpectedLosses(f"task {cfg.id} ({cfg.policy.algo}) takes a reward, not losses")
+    if reward is None:
+        raise MissingReward(f"task {cfg.id} needs the reward of the decision")
+    return reward
+
+
+def check_losses(cfg: TaskConfig, reward: float | None, losses: list[float] | None
+                 ) -> list[float]:
+    """A BCO task's losses: one per point played, each within [0, B]; a reward is refused."""
     if losses is None or reward is not None:
         raise MissingLosses(f"task {cfg.id} ({cfg.policy.algo}) takes losses (one per point "
                             "played), not a reward")
@@ -60,11 +64,12 @@ def check_feedback(cfg: TaskConfig, reward: float | None, losses: list[float] | 
         raise WrongLossCount(f"task {cfg.id} plays {points} point(s) per user; got "
                              f"{len(losses)} losses")
     policy = cfg.policy
-    assert isinstance(policy, BCOConfig)  # cfg.bco
+    assert isinstance(policy, BCOConfig)  # a BCO task's
     B = float(policy.loss_bound)
     for f in losses:
         if not 0.0 <= f <= B:  # the schema already refuses NaN and ±inf
             raise LossOutOfRange(f"task {cfg.id}'s losses lie in [0, {B:g}]; got {f!r}")
+    return losses
 
 
 def report_row(randomizer: BCORowRandomizer, state: np.ndarray, losses: list[float],

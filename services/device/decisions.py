@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from privbandit.services.common.deps import lookup_task
-from privbandit.services.device import arms, bco, persons
+from privbandit.services.device import persons
 from privbandit.services.device.decision_ids import OpenDecision, short
 from privbandit.services.device.errors import (
     DecisionUsed,
@@ -133,11 +133,9 @@ async def give_feedback(
     (``limits.outbox_reports``): the decision stays open for a retry."""
     cfg = lookup_task(rt.tasks, task, "device")
     randomizer = rt.randomizers[task]
-    bco.check_feedback(cfg, reward, losses)
-    value: float | list[float] = losses if cfg.bco else reward  # type: ignore[assignment]  # check_feedback refused a missing one
-    if not cfg.bco:
-        arms.check_reward(reward, getattr(randomizer, "bounded", True))  # type: ignore[arg-type]  # not None: check_feedback
-    eps = arms.user_level(cfg, randomizer, epsilon)  # BCO tasks: refuses a stated ε_t
+    # The family's checks: a reward or losses, their range, a per-user level where the family
+    # takes one (``services.device.families``).
+    value, eps = handler(cfg).feedback(cfg, randomizer, reward, losses, epsilon)
     slot = persons.slot_for(cfg, rt.store.person_key, user)  # the person's bound (issue 24)
     limits = rt.settings.limits
     if not rt.store.reserve_outbox(limits.outbox_reports):

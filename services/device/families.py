@@ -14,7 +14,7 @@ import numpy as np
 
 from privbandit.services.device import arms, bco, glb
 from privbandit.shared.core.exploration import Exploration, ExploringModel
-from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.core.randomizers.base import NoiseShares, Randomizer, bounded_rewards
 from privbandit.shared.settings import TaskConfig
 
 # Feedback values: a reward, or a BCO task's losses (one per point played); ``give_feedback``
@@ -49,8 +49,31 @@ class DeviceFamily(Protocol):
         """The randomized report row of a decision's state and the user's feedback."""
         ...
 
+    def feedback(self, cfg: TaskConfig, randomizer: Randomizer, reward: float | None,
+                 losses: list[float] | None, epsilon: float | None) -> tuple[Value, float | None]:
+        """The checked feedback value of a task of this family and the user's privacy level
+        ε_t (None where the family takes none), or the first reason it is refused."""
+        ...
 
-class Linear:
+
+def reward_in_unit_interval(cfg: TaskConfig, reward: float | None, losses: list[float] | None,
+                            epsilon: float | None) -> tuple[Value, None]:
+    """A reward in [0, 1] and no per-user level: the linear, GLB and phase families."""
+    r = bco.reward_of(cfg, reward, losses)
+    arms.check_reward(r, bounded=True)
+    arms.no_level(cfg, epsilon)
+    return r, None
+
+
+class UnitReward:
+    """The feedback of a family whose reward lies in [0, 1] with no per-user level."""
+
+    def feedback(self, cfg: TaskConfig, randomizer: Randomizer, reward: float | None,
+                 losses: list[float] | None, epsilon: float | None) -> tuple[Value, None]:
+        return reward_in_unit_interval(cfg, reward, losses, epsilon)
+
+
+class Linear(UnitReward):
     no_features = ""
 
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
@@ -74,8 +97,8 @@ class Linear:
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:
-        if isinstance(randomizer, SkellamRandomizer):
-            # Distributed DP: rounded statistics plus an exact Skellam share, every coin from the
+        if isinstance(randomizer, NoiseShares):
+            # Distributed DP: rounded statistics plus an exact noise share, every coin from the
             # OS CSPRNG (the ledger covers only this sampler, not the numpy one); ~0.2 ms.
             return np.array(randomizer.device_report(state, float(cast(float, value))),
                             dtype=np.int64)
@@ -88,10 +111,15 @@ class GLB(Linear):
 
     def report_row(self, randomizer: Any, state: np.ndarray, value: Value, eps: float | None,
                    rng: np.random.Generator) -> np.ndarray:
+        if isinstance(randomizer, NoiseShares):
+            # ddp-glb: the GLM statistics at the sealed anchor θ̂, rounded (and, if the devices
+            # add the noise, a Skellam share) from the OS CSPRNG (``randomizers.glm_skellam``).
+            return np.array(randomizer.device_report(glb.anchored_context(state),
+                                                     float(cast(float, value))), dtype=np.int64)
         return glb.report_row(randomizer, state, cast(float, value), rng)
 
 
-class Phase:
+class Phase(UnitReward):
     no_features = "plays fixed arms"
 
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
@@ -108,6 +136,15 @@ class Phase:
 class Arms:
     no_features = "plays fixed arms"
 
+    def feedback(self, cfg: TaskConfig, randomizer: Randomizer, reward: float | None,
+                 losses: list[float] | None, epsilon: float | None
+                 ) -> tuple[Value, float | None]:
+        """A reward, in [0, 1] unless the randomizer takes unbounded ones (the sigmoid
+        variants), and the user's level ε_t where the task has per-user levels (HeLDP)."""
+        r = bco.reward_of(cfg, reward, losses)
+        arms.check_reward(r, bounded_rewards(randomizer))
+        return r, arms.user_level(cfg, randomizer, epsilon)
+
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
         state = arms.decide_arm(model, rng)
         arm = int(state[0])
@@ -120,6 +157,13 @@ class Arms:
 
 class BCO:
     no_features = "is a BCO task"
+
+    def feedback(self, cfg: TaskConfig, randomizer: Randomizer, reward: float | None,
+                 losses: list[float] | None, epsilon: float | None) -> tuple[Value, None]:
+        """One loss per point played, each in [0, B]; no per-user level."""
+        value = bco.check_losses(cfg, reward, losses)
+        arms.no_level(cfg, epsilon)
+        return value, None
 
     def decide(self, model: Any, X: np.ndarray | None, rng: np.random.Generator) -> Decision:
         state, played = bco.decide_points(model, rng)

@@ -34,8 +34,8 @@ from privbandit.services.device.store import DeviceStore
 from privbandit.services.device.transports import Transports
 from privbandit.services.device.transports.base import Context
 from privbandit.shared.core.policies import build_policy, randomizer_for
-from privbandit.shared.core.randomizers.base import Randomizer, calibrate
-from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.core.policies.base import Scheduled
+from privbandit.shared.core.randomizers.base import NoiseShares, Randomizer, calibrate
 from privbandit.shared.crypto.paillier import MIN_KEY_BITS
 from privbandit.shared.settings import Settings, TaskConfig
 
@@ -201,9 +201,9 @@ def task_randomizers(
             continue
         policy = build_policy(t.policy)
         randomizers[t.id] = policy.randomizer
-        per_length = getattr(policy, "randomizer_for", None)
-        if per_length is not None:
-            sized[t.id] = {size: per_length(size) for size in t.schedule.distinct_sizes()}
+        if isinstance(policy, Scheduled):
+            sized[t.id] = {size: policy.randomizer_for(size)
+                           for size in t.schedule.distinct_sizes()}
     # σ and ε0 now, at start, rather than in the first request that needs them
     for r in [*randomizers.values(), *(r for rs in sized.values() for r in rs.values())]:
         calibrate(r)
@@ -217,7 +217,7 @@ def warm_share_samplers(randomizers: dict[str, list[Randomizer]]) -> dict[str, t
     device is ready once they are built."""
     threads = {}
     for task, options in randomizers.items():
-        skellam = [r for r in options if isinstance(r, SkellamRandomizer)]
+        skellam = [r for r in options if isinstance(r, NoiseShares)]
         if skellam:
             th = threading.Thread(target=lambda rs=skellam: [r.exact_noise for r in rs],
                                   daemon=True, name=f"skellam-table:{task}")

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from privbandit.shared.core.policies.base import Distributional, Scoring
+
 KINDS = ("epsilon-greedy", "softmax")
 
 
@@ -78,17 +80,15 @@ class ExploringModel:
         """π_0(· | x_i) for features X (n, K, d): (n, K), rows summing to 1."""
         n, K = X.shape[:2]
         if self.exploration.kind == "softmax":
-            scores = getattr(self.inner, "scores", None)
-            if scores is None:
+            if not isinstance(self.inner, Scoring):
                 raise TypeError(f"softmax exploration needs a model with scores; "
                                 f"{type(self.inner).__name__} has none")
-            z = np.asarray(scores(X), dtype=float) / self.exploration.value
+            z = np.asarray(self.inner.scores(X), dtype=float) / self.exploration.value
             z -= z.max(axis=1, keepdims=True)
             e = np.exp(z)
             return e / e.sum(axis=1, keepdims=True)
-        inner_dist = getattr(self.inner, "distribution", None)
-        if inner_dist is not None:
-            base = np.asarray(inner_dist(X), dtype=float)
+        if isinstance(self.inner, Distributional):
+            base = np.asarray(self.inner.distribution(X), dtype=float)
         else:
             base = np.zeros((n, K))
             base[np.arange(n), self.inner.decide(X)] = 1.0

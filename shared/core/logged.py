@@ -52,7 +52,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.policies.base import Policy
 from privbandit.shared.core.policies.config import MAX_FEATURE_DIM
 from privbandit.shared.core.randomizers.identity import IdentityRandomizer
@@ -307,7 +307,8 @@ class UniformPolicy(Policy[UniformConfig, IdentityRandomizer]):
         self.reports += n
         return n
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         return PrivacyLedger(threat_model="none", accounting=(
             "uniform-random logging policy: it learns nothing, so it releases nothing about "
             "a user"))

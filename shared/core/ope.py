@@ -50,7 +50,7 @@ import numpy as np
 
 from privbandit.shared.core.logged import arm_features, check_feedback, feature_dimension
 from privbandit.shared.core.overlap import MAX_UNSUPPORTED, Overlap, overlap
-from privbandit.shared.core.policies.base import Policy
+from privbandit.shared.core.policies.base import Distributional, Policy
 from privbandit.shared.core.simulator import make_policy
 
 CHUNK = 2048  # rounds whose features are rebuilt at once (letter: 2048·26·52 floats, 22 MB)
@@ -412,9 +412,8 @@ def action_distribution(model: Any, X: np.ndarray) -> np.ndarray:
     """π_e(· | x_i) of a published model on features X (n, K, d): its ``distribution`` where it
     randomises (the phase model's count shares, the uniform logger's 1/K), else the one-hot of
     its deterministic ``decide`` (the argmax models: propensity 1)."""
-    dist = getattr(model, "distribution", None)
-    if dist is not None:
-        return np.asarray(dist(X), dtype=float)
+    if isinstance(model, Distributional):
+        return np.asarray(model.distribution(X), dtype=float)
     a = model.decide(X)
     out = np.zeros(X.shape[:2])
     out[np.arange(X.shape[0]), a] = 1.0

@@ -25,6 +25,7 @@ from privbandit.shared.core.environments import Environment, make_environment
 from privbandit.shared.core.exploration import Exploration, ExploringPolicy
 from privbandit.shared.core.logged import DecisionLog, UniformConfig, UniformPolicy
 from privbandit.shared.core.policies import Policy, PolicyConfig, build_policy
+from privbandit.shared.core.policies.base import Distributional, Ellipsoid, WithPropensity
 from privbandit.shared.core.policies.model import shared_arms
 
 
@@ -142,9 +143,9 @@ def run_once(
         if k < n:
             env.unread(X[k:], mu[k:])
         if log is not None:
-            dist = getattr(model, "distribution", None)
             log.record(X[:k], a[:k], r[:k], propensity_of(model, X[:k], a[:k]), mu[:k],
-                       None if dist is None else dist(X[:k]))
+                       model.distribution(X[:k]) if isinstance(model, Distributional)
+                       else None)
         best, average = _best_and_average(mu[:k])
         inst = np.cumsum(best - mu_a[:k])
         inst_random = np.cumsum(best - average)
@@ -173,17 +174,17 @@ def run_once(
 
 def propensity_of(model: Any, X: np.ndarray, a: np.ndarray) -> np.ndarray:
     """π(a_i | X_i) under the model that decided (its ``propensity``)."""
-    rule = getattr(model, "propensity", None)
-    if rule is None:
+    if not isinstance(model, WithPropensity):
         raise TypeError(f"{type(model).__name__} states no propensity")
-    return np.asarray(rule(X, a), dtype=float)
+    return np.asarray(model.propensity(X, a), dtype=float)
 
 
 def contains(model: Any, theta_star: np.ndarray) -> bool | None:
     """Whether θ* lies in the model's confidence ellipsoid (θ̃ − θ*)ᵀ Ṽ (θ̃ − θ*) ≤ β²; None for a
     model that states no such ellipsoid (no V, θ̃ or β, or another dimension)."""
-    V, theta = getattr(model, "V", None), getattr(model, "theta", None)
-    beta = getattr(model, "beta", None)
+    if not isinstance(model, Ellipsoid):
+        return None
+    V, theta, beta = model.V, model.theta, model.beta
     if V is None or theta is None or beta is None or np.shape(theta) != np.shape(theta_star):
         return None
     diff = np.asarray(theta, dtype=float) - theta_star

@@ -52,13 +52,14 @@ import secrets
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.core.randomizers.exact_poisson import ExactSkellam
 from privbandit.shared.crypto.hpke import CryptoError, ciphertext_length, open_report, seal
 from privbandit.shared.crypto.prio3.prio3 import (
@@ -109,33 +110,48 @@ def _skellam(variance: float) -> ExactSkellam:
 
 @dataclass(frozen=True)
 class TaskVdaf:
-    """A secure-sum task's Prio3 parameters: ``length`` entries, each in [0, ``max_value``]
-    once ``offset`` is added — or, with ``max_values``, entry i in [0, max_values[i]] once
-    offsets[i] is added; ``noise_variance``: each aggregator's Skellam noise per coordinate
-    (module docstring)."""
+    """A secure-sum task's Prio3 parameters, from its reports' ``SumEncoding``: c entries,
+    each in [0, m] once the offset is added — or, with per-entry ranges, entry i in
+    [0, maxima[i]] once offsets[i] is added (``SumVecRanges``); ``noise_variance``: each
+    aggregator's Skellam noise per coordinate (module docstring)."""
 
     task: str
-    length: int
-    max_value: int
-    offset: int = 0
-    max_values: tuple[int, ...] | None = None
-    offsets: tuple[int, ...] | None = None
-    noise_variance: float = 0.0
+    encoding: SumEncoding
+
+    @property
+    def length(self) -> int:
+        return self.encoding.c
+
+    @property
+    def noise_variance(self) -> float:
+        return self.encoding.noise_variance
+
+    @property
+    def max_value(self) -> int:
+        """The largest entry (per-entry ranges: the largest maximum)."""
+        enc = self.encoding
+        return max(enc.maxima) if enc.maxima is not None else enc.m
+
+    @property
+    def offset(self) -> int:
+        """The offset of every entry (0 with per-entry ranges: ``entry_offsets`` has them)."""
+        return self.encoding.offset if self.encoding.offsets is None else 0
 
     @property
     def vdaf(self) -> Prio3[Sequence[int], list[int]]:
-        if self.max_values is not None:
-            return sum_vec_ranges(self.max_values)
-        return sum_vec(self.length, self.max_value)
+        if self.encoding.maxima is not None:
+            return sum_vec_ranges(self.encoding.maxima)
+        return sum_vec(self.length, self.encoding.m)
 
     @property
     def entry_offsets(self) -> list[int]:
-        return list(self.offsets) if self.offsets is not None else [self.offset] * self.length
+        enc = self.encoding
+        return list(enc.offsets) if enc.offsets is not None else [enc.offset] * enc.c
 
     @property
     def entry_maxima(self) -> list[int]:
-        return (list(self.max_values) if self.max_values is not None
-                else [self.max_value] * self.length)
+        enc = self.encoding
+        return list(enc.maxima) if enc.maxima is not None else [enc.m] * enc.c
 
     def noise_sampler(self, randbits: Callable[[int], int] = secrets.randbits) -> ExactSkellam:
         """An aggregator's exact Sk(μ_a) sampler drawing from ``randbits`` (its tables built
@@ -194,29 +210,20 @@ class TaskVdaf:
                                                           strict=True)], dtype=np.int64)
 
 
-def task_vdaf(config: Any) -> TaskVdaf:
-    """The ``TaskVdaf`` of a secure-sum task (``TaskConfig``): the 0/1 randomizer's c counts of
-    0..m (``sblb``), or ``ddp-linucb``'s c signed values in ±O (``ValueError`` for another
-    policy)."""
-    from privbandit.shared.core.policies import randomizer_for
-    from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-    from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+class VdafTask(Protocol):
+    """What ``task_vdaf`` reads of a task (``shared.settings.TaskConfig``)."""
 
-    randomizer = randomizer_for(config.policy)
-    if isinstance(randomizer, SkellamRandomizer):
-        if randomizer.aggregated_noise:
-            lo = [int(v) for v in randomizer.range_lo]
-            widths = [max(1, int(h) - l) for l, h in zip(lo, randomizer.range_hi, strict=True)]
-            return TaskVdaf(config.id, int(randomizer.n), max(widths),
-                            max_values=tuple(widths),
-                            offsets=tuple(-l for l in lo),
-                            noise_variance=randomizer.aggregator_variance)
-        o = int(randomizer.offset)
-        return TaskVdaf(config.id, int(randomizer.n), 2 * o, o)
-    if isinstance(randomizer, BinaryRandomizer):
-        return TaskVdaf(config.id, int(randomizer.c), int(randomizer.m))
-    raise ValueError(f"task {config.id!r}: the prio3 transport needs the 0/1 randomizer (sblb) "
-                     "or ddp-linucb's Skellam randomizer")
+    @property
+    def id(self) -> str: ...
+
+    def sum_encoding(self) -> SumEncoding: ...
+
+
+def task_vdaf(config: VdafTask) -> TaskVdaf:
+    """The ``TaskVdaf`` of a secure-sum task: its randomizer's ``SumEncoding`` — the 0/1
+    randomizer's c counts of 0..m (``sblb``), ``ddp-linucb``'s c signed values in ±O, or with
+    the aggregators' noise its per-entry honest ranges."""
+    return TaskVdaf(config.id, config.sum_encoding())
 
 
 def public_share_digest(public_share: bytes) -> bytes:

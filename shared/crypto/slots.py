@@ -8,7 +8,8 @@ last slot or a slot above l·m therefore prove a malformed batch (an out-of-rang
 plaintext from some device, too many reports, or a tampered sum), and ``unpack`` refuses it.
 
 ``layout_for(task, key_bits)`` is the one place a task's layout is derived (device, shuffler and
-analyzer all call it).
+analyzer all call it), from the plain ``SumEncoding`` the task's randomizer describes (the wire
+layer knows no policy: ``tests/test_layering.py``).
 
 Signed values (``ddp-linucb``: rounded statistics plus Skellam noise, either sign). A layout with
 ``offset`` O > 0 packs each report value v as the digit v + O ∈ [0, m] with m = 2O, so the same
@@ -25,12 +26,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from privbandit.shared.settings import TaskConfig
+from privbandit.shared.core.randomizers.base import SumEncoding
 
 # Free bits between the last slot and bit |n| − 1 (n ≥ 2^(|n|−1)). One bit would suffice for
 # correctness; a few more make wrapped (negative) plaintexts n − k land in bits no slot uses.
@@ -213,26 +213,25 @@ def unpack_signed(
     return sums
 
 
-def layout_for(task: TaskConfig, key_bits: int) -> SlotLayout:
+class SummedTask(Protocol):
+    """What ``layout_for`` reads of a task (``shared.settings.TaskConfig``)."""
+
+    @property
+    def max_batch(self) -> int: ...
+
+    def sum_encoding(self) -> SumEncoding: ...
+
+
+def layout_for(task: SummedTask, key_bits: int) -> SlotLayout:
     """The slot layout of a ``secure-sum`` task under a ``key_bits``-bit Paillier key
-    (``policy_layout`` of its policy and batch size)."""
-    return policy_layout(task.policy, task.max_batch, key_bits, name=task.id)
+    (``encoding_layout`` of its randomizer's encoding and its longest batch)."""
+    return encoding_layout(task.sum_encoding(), task.max_batch, key_bits)
 
 
-def policy_layout(policy: Any, batch_size: int, key_bits: int, name: str = "") -> SlotLayout:
-    """c counts of 0..m per report (the 0/1 randomizer's coordinates, c = d(d+3)/2), batch size
-    l; ``ddp-linucb`` gets a signed layout: c = d(d+3)/2 values, offset O from its randomizer.
+def encoding_layout(encoding: SumEncoding, batch_size: int, key_bits: int) -> SlotLayout:
+    """c digits of 0..m per report, batch size l: the 0/1 randomizer's counts (c = d(d+3)/2),
+    or ``ddp-linucb``'s signed values in a signed layout (offset O, m = 2O). The per-entry
+    ranges of an encoding are a Prio3 check only: Paillier packs every entry in [0, m].
 
-    Raises ``ValueError`` for a policy whose randomizer has neither (only ``sblb``/``sblb-fixed``
-    and ``ddp-linucb`` have) or whose slots do not fit the key."""
-    from privbandit.shared.core.policies import randomizer_for
-    from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-    from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
-
-    randomizer = randomizer_for(policy)
-    if isinstance(randomizer, SkellamRandomizer):
-        o = randomizer.offset
-        return layout(randomizer.n, batch_size, 2 * o, key_bits, offset=o)
-    if not isinstance(randomizer, BinaryRandomizer):
-        raise ValueError(f"task {name!r}: secure-sum needs the 0/1 randomizer (sblb)")
-    return layout(randomizer.c, batch_size, randomizer.m, key_bits)
+    Raises ``ValueError`` if the slots do not fit the key."""
+    return layout(encoding.c, batch_size, encoding.m, key_bits, offset=encoding.offset)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, model_validator
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 
 PROTOCOL_VERSION = "v1"
 REPORT_ID_BYTES = 16
@@ -112,7 +112,7 @@ class TaskInfo(Message):
                           "(bco, ldp-bco, bco2, ldp-bco2) the dimension of the decision set")
     K: int = Field(ge=2, le=MAX_ARMS)
     batch_size: int = Field(ge=1, le=MAX_BATCH)
-    aggregation: Literal["reports", "secure-sum"] = "reports"
+    aggregation: Aggregation = "reports"
     secure_sum: Literal["prio3", "paillier"] | None = Field(
         None, description="a secure-sum task's transport: prio3 (reports secret-shared with a "
         "validity proof, POST /v1/tasks/{task}/prio3-reports) or paillier (encrypted counts)")
@@ -133,7 +133,7 @@ class TaskInfo(Message):
     def max_batch(self) -> int:
         """The longest batch of the task's schedule (``policy.batch_schedule``, issue 22; a
         fixed schedule's ``batch_size``)."""
-        from privbandit.shared.core.policies.schedule import BatchSchedule
+        from privbandit.shared.core.schedule import BatchSchedule
 
         spec = self.policy.get("batch_schedule")
         return BatchSchedule.parse(str(spec)).max_size if spec else self.batch_size

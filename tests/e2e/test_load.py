@@ -1,7 +1,7 @@
 """The Locust scenarios run for real (``load/run.py`` for 3 seconds per run, two scenarios):
 fresh services and the bare floor come up, Locust drives both, every request succeeds, and
 nothing the shuffler answered 202 is lost. No assertion on speed: the figures go to
-BENCHMARKS.md, measured by ``make load``."""
+docs/benchmarks/load.md, measured by ``make load``."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from privbandit.launcher import Cluster
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 from tests.helpers import (
     CRASH_SCHEDULE,
     TASKS,

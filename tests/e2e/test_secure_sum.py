@@ -31,7 +31,7 @@ import tomli_w
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster
 from privbandit.shared.core.environments.linear import LinearEnvironment
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import (
     CRASH_SCHEDULE,

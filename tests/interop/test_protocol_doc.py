@@ -1,5 +1,6 @@
-"""docs/protocol.md stays true: its generated parts (schemas, error codes, test vectors) are what
-the code generates now; its HPKE test vector opens with the analyzer's code and is reproduced
+"""docs/protocol.md and its generated companions stay true: their generated parts (error codes,
+schemas in protocol-schemas.md, test vectors in protocol-vectors.md) are what the code generates
+now; its HPKE test vector opens with the analyzer's code and is reproduced
 byte for byte by pyhpke in deterministic test mode; its secure-sum vector opens and decrypts
 with the analyzer's code and is reproduced by the independent client (plain integers, pyhpke);
 its prio3 vector verifies with the aggregators' code."""
@@ -13,7 +14,8 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from phe import paillier
 
-from privbandit.protocol_doc import DOC, blocks, regenerate
+from privbandit.protocol_doc import DOCUMENTS, RENDERERS, VECTORS, blocks, regenerate
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
 from privbandit.shared.crypto.hpke import open_report
 from privbandit.shared.crypto.paillier import decode_ciphertexts, open_batch_sum
@@ -27,15 +29,20 @@ from tests.interop import client
 
 
 def vectors() -> dict[str, str]:
-    text = blocks(DOC.read_text("utf-8"))["vectors"]
+    text = blocks(VECTORS.read_text("utf-8"))["vectors"]
     return dict(re.findall(r"^- (.+?): `(.*)`$", text, re.M))
 
 
 def test_generated_parts_are_current() -> None:
-    text = DOC.read_text("utf-8")
-    assert set(blocks(text)) == {"errors", "schemas", "vectors", "secure_sum_vectors",
-                                 "prio3_vectors"}
-    assert regenerate(text) == text, "run: python -m privbandit.protocol_doc --write"
+    """Each document holds its blocks and no other, every renderer's block is in one document,
+    and each block is what the code renders now."""
+    placed = [name for names in DOCUMENTS.values() for name in names]
+    assert sorted(placed) == sorted(RENDERERS)
+    for path, names in DOCUMENTS.items():
+        text = path.read_text("utf-8")
+        assert sorted(blocks(text)) == sorted(names), path.name
+        assert regenerate(text) == text, (
+            f"{path.name}: run python -m privbandit.protocol_doc --write")
 
 
 def test_vector_opens_with_the_analyzers_code() -> None:
@@ -59,7 +66,7 @@ def test_vector_is_reproduced_by_pyhpke_with_the_fixed_ephemeral_key() -> None:
 
 
 def sum_vectors() -> dict[str, str]:
-    text = blocks(DOC.read_text("utf-8"))["secure_sum_vectors"]
+    text = blocks(VECTORS.read_text("utf-8"))["secure_sum_vectors"]
     return dict(re.findall(r"^- (.+?): `(.*)`$", text, re.M))
 
 
@@ -130,7 +137,7 @@ def test_prio3_vector_verifies_with_the_aggregators_code() -> None:
     public share), both aggregators' verification accepts it, and the output shares sum to the
     counts (the browser library reproduces it: clients/web/test/protocol-vectors.test.mjs)."""
     keys = vectors()
-    v = dict(re.findall(r"^- (.+?): `(.*)`$", blocks(DOC.read_text("utf-8"))["prio3_vectors"],
+    v = dict(re.findall(r"^- (.+?): `(.*)`$", blocks(VECTORS.read_text("utf-8"))["prio3_vectors"],
                         re.M))
     sk = X25519PrivateKey.from_private_bytes(
         bytes.fromhex(keys["recipient private key (X25519, raw, hex)"]))
@@ -138,7 +145,7 @@ def test_prio3_vector_verifies_with_the_aggregators_code() -> None:
     nonce, public_share = b64decode(report.nonce), b64decode(report.public_share)
     assert (nonce.hex(), public_share.hex()) == (v["nonce (hex)"], v["public share (hex)"])
     counts = json.loads(v["counts (measurement)"])
-    vd = TaskVdaf("demo-prio3", len(counts), 2)
+    vd = TaskVdaf("demo-prio3", SumEncoding(len(counts), 2))
     helper = open_helper(sk, report.helper_share.key_id, vd.task, nonce, public_share,
                          report.helper_share)
     assert (helper.seed + (helper.blind or b"")).hex() == v["helper share (hex)"]

@@ -17,7 +17,7 @@ from privbandit.shared.core.randomizers.binary import BinaryRandomizer, encode_v
 from privbandit.shared.core.randomizers.skellam import clean_statistics
 from privbandit.shared.crypto.keystore import HpkeKeyStore, PaillierKeyStore
 from privbandit.shared.crypto.paillier import PaillierEncryptor, decode_ciphertexts, homomorphic_sum
-from privbandit.shared.crypto.slots import layout, policy_layout
+from privbandit.shared.crypto.slots import encoding_layout, layout
 from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
 from privbandit.shared.protocol.messages import b64decode
 from privbandit.shared.protocol.secure_sum import EncryptedCounts, SecureSumLayout
@@ -145,7 +145,7 @@ def ddp_published(keys: tuple[HpkeKeyStore, PaillierKeyStore]) -> tuple[dict, di
     the analyzer serves them (JSON) for a d = 3, l = 10 ddp-linucb task."""
     hpke, pail = keys
     policy = make_config("ddp-linucb", **{k: v for k, v in DDP_TASK.items() if k != "algo"})
-    lay = policy_layout(policy, L_BATCH, pail.key_bits)
+    lay = encoding_layout(randomizer_for(policy).sum_encoding(), L_BATCH, pail.key_bits)
     info = {"d": D, "batch_size": L_BATCH, "policy": policy.model_dump(mode="json")}
     return (info, pail.paillier_config(lay).model_dump(mode="json"),
             hpke.hpke_config().model_dump(mode="json"), randomizer_for(policy))

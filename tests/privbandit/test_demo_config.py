@@ -12,7 +12,7 @@ import pytest
 
 from privbandit.demo.config import DemoError, choose_task, demo_task, derived_config, load_settings
 from privbandit.shared.core.policies.bco_config import BCO_CONFIGS
-from privbandit.shared.core.policies.practical import PRACTICAL_BY_AGGREGATION
+from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import write_config
 
@@ -31,13 +31,14 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
             task["policy"]["confidence_scale"] = 1.0
         # The policies with a regularizer.
         if task["policy"]["algo"] in ("sblb", "sblb-fixed", "ldp-linucb", "ldp-glb",
-                                          "ddp-linucb"):
+                                          "ddp-linucb", "ddp-glb"):
             task["policy"]["regularizer"] = "paper"
         # Every other practical setting back to the config's (the paper's) default: adar-oful's
         # episodes, ddp-linucb's schedule and encoding, sblb's central target, m and schedule,
         # ldp-linucb's encoding (Alg. 5's report).
         practical = {"adar-oful": ("first_episode", "switching"),
                      "ddp-linucb": ("batch_schedule", "encoding", "noise_ridge"),
+                     "ddp-glb": ("batch_schedule", "encoding"),
                      "sblb": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
                      "sblb-fixed": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
                      "ldp-linucb": ("noise_ridge", "perturb", "encoding")}
@@ -54,8 +55,8 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
             if "accountant" in task["policy"]:
                 task["policy"]["accountant"] = aggregation
             if not paper:
-                task["policy"].update(PRACTICAL_BY_AGGREGATION.get(
-                    task["policy"]["algo"], {}).get(aggregation, {}))
+                task["policy"].update(entry(task["policy"]["algo"])
+                                      .practical_by_aggregation.get(aggregation, {}))
         task["aggregation"] = aggregation
     return want
 

@@ -63,7 +63,8 @@ from privbandit.services.analyzer.transports.base import (
 from privbandit.services.common.deps import get_runtime, task_dependency
 from privbandit.services.common.web import error_responses, report_json_bytes
 from privbandit.shared.core.policies import Policy
-from privbandit.shared.core.policies.base import SumIngesting
+from privbandit.shared.core.policies.base import Scheduled, SumIngesting
+from privbandit.shared.core.randomizers.base import NoiseShares
 from privbandit.shared.crypto.hpke import CryptoError
 from privbandit.shared.crypto.keystore import HpkeKeyStore
 from privbandit.shared.crypto.prio3.batch import (
@@ -368,13 +369,15 @@ class Prio3Decoder(TaskDecoder):
 def honest_needed(config: TaskConfig, policy: Policy) -> Callable[[int], int] | None:
     """ddp-linucb: ⌈γ l⌉ for a batch of length l (``SkellamRandomizer.honest`` of the
     randomizer sized for l); None for a policy without noise shares (sblb)."""
-    randomizer_for = getattr(policy, "randomizer_for", None)
-    if randomizer_for is not None:
-        if getattr(randomizer_for(config.schedule.size(0)), "honest", None) is None:
+    def honest(randomizer: object) -> int | None:
+        return randomizer.honest if isinstance(randomizer, NoiseShares) else None
+
+    if isinstance(policy, Scheduled):
+        if honest(policy.randomizer_for(config.schedule.size(0))) is None:
             return None
-        return lambda l: int(randomizer_for(l).honest)
-    honest = getattr(policy.randomizer, "honest", None)
-    return None if honest is None else (lambda _l: int(honest))
+        return lambda l: int(cast(int, honest(policy.randomizer_for(l))))
+    fixed = honest(policy.randomizer)
+    return None if fixed is None else (lambda _l: fixed)
 
 
 # The analyzer's runtime and a task's, as the route gets them (typed loosely: the runtime

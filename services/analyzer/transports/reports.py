@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from privbandit.services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
 from privbandit.services.common.web import report_json_bytes
 from privbandit.shared.core.policies import Policy, randomizer_for
+from privbandit.shared.core.policies.base import RowAdmitting
 from privbandit.shared.core.randomizers.base import Randomizer
 from privbandit.shared.crypto.hpke import CryptoError, ciphertext_length, row_length, unpack_report
 from privbandit.shared.crypto.keystore import HpkeKeyStore
@@ -138,7 +139,8 @@ class ReportsTransport:
 
     def decoder(self, config: TaskConfig, policy: Policy, keys: AnalyzerKeys) -> ReportsDecoder:
         return ReportsDecoder(config, keys.keys, policy.randomizer, row_wire_bytes(config),
-                              check_row=getattr(policy, "admit_row", None))
+                              check_row=policy.admit_row if isinstance(policy, RowAdmitting)
+                              else None)
 
     def max_body(self, config: TaskConfig) -> int:
         """l reports of the task's exact ciphertext length."""

@@ -20,7 +20,7 @@ import hmac
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, cast
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from fastapi import APIRouter, Depends
@@ -37,7 +37,8 @@ from privbandit.services.analyzer.transports.base import (
 from privbandit.services.common.deps import get_runtime, task_dependency
 from privbandit.services.common.web import error_responses, report_json_bytes
 from privbandit.shared.core.policies import Policy
-from privbandit.shared.core.policies.base import SumIngesting
+from privbandit.shared.core.policies.base import Scheduled, SumIngesting
+from privbandit.shared.core.randomizers.base import SumBounded
 from privbandit.shared.crypto.hpke import CryptoError
 from privbandit.shared.crypto.keystore import PAILLIER_KEY_FILE, HpkeKeyStore, PaillierKeyStore
 from privbandit.shared.crypto.paillier import CiphertextError, decode_ciphertexts
@@ -263,11 +264,10 @@ def sum_bound(config: TaskConfig, policy: Policy) -> Callable[[int], float] | No
     growing schedule a batch may hold reports sized for any earlier length (devices holding an
     older model), whose shares are larger (σ² = μ/⌈γl⌉): the bound is the first length's, the
     largest share a report can carry."""
-    randomizer_for = getattr(policy, "randomizer_for", None)
-    randomizer = (policy.randomizer if randomizer_for is None
-                  else randomizer_for(config.schedule.size(0)))
+    randomizer = (policy.randomizer_for(config.schedule.size(0)) if isinstance(policy, Scheduled)
+                  else policy.randomizer)
     # Only distributed noise has such a bound (sblb's counts are bounded by the layout instead).
-    return cast("Callable[[int], float] | None", getattr(randomizer, "sum_bound", None))
+    return randomizer.sum_bound if isinstance(randomizer, SumBounded) else None
 
 
 def task_layout(config: TaskConfig, keys: PaillierKeyStore) -> SlotLayout:

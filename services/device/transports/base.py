@@ -21,9 +21,7 @@ import numpy as np
 
 from privbandit.services.device.cache import ModelCache
 from privbandit.services.device.errors import NoHpkeKey
-from privbandit.shared.core.randomizers.base import Randomizer
-from privbandit.shared.core.randomizers.binary import BinaryRandomizer
-from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.core.randomizers.base import Randomizer, Summable
 from privbandit.shared.settings import Settings, TaskConfig
 
 if TYPE_CHECKING:  # the metrics module imports the secure-sum transport's key type
@@ -163,11 +161,10 @@ class HpkeSealer:
 
 def summed_values(transport: str, randomizer: Randomizer, row: np.ndarray) -> np.ndarray:
     """What a report of a summing transport (``transport``: its name, for the error) adds to
-    the batch sum: the 0/1 randomizer's per-coordinate counts (0..m), or a Skellam row's signed
-    integers as they are; ``TypeError`` for another randomizer (the registry offers summing
-    transports only to these two randomizers' policies)."""
-    if isinstance(randomizer, SkellamRandomizer):
-        return np.asarray(row)
-    if isinstance(randomizer, BinaryRandomizer):
-        return randomizer.counts(row[None, :])[0]
-    raise TypeError(f"{transport} cannot sum the rows of {type(randomizer).__name__}")
+    the batch sum: the randomizer's ``summand`` (the 0/1 randomizer's per-coordinate counts
+    0..m, a Skellam row's signed integers as they are); ``TypeError`` for a randomizer that is
+    not ``Summable`` (the registry offers summing transports only to policies whose randomizer
+    is)."""
+    if not isinstance(randomizer, Summable):
+        raise TypeError(f"{transport} cannot sum the rows of {type(randomizer).__name__}")
+    return randomizer.summand(row)

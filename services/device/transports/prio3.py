@@ -25,7 +25,7 @@ from privbandit.services.device.transports.base import (
     HpkeOnlyTransport,
     summed_values,
 )
-from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.base import Randomizer, sized_for
 from privbandit.shared.crypto.prio3.prio3 import NONCE_SIZE
 from privbandit.shared.crypto.prio3_task import TaskVdaf, seal_helper, task_vdaf
 from privbandit.shared.protocol.messages import b64encode
@@ -68,7 +68,7 @@ class Prio3Transport(HpkeOnlyTransport):
         # The batch length the report is sized for (ddp-linucb's noise share; sblb's ε0 under a
         # growing schedule): the shuffler refuses the report if it exceeds the task's next batch
         # (issue 22), as for the other transports.
-        sized = getattr(randomizer, "batch_size", None)
+        sized = sized_for(randomizer)
         report = await asyncio.to_thread(make_report, self.vdafs[task], values, hpke_key_id,
                                          hpke_public_key, sized)
         return Encoded(report.model_dump_json(exclude_none=True), self.name)

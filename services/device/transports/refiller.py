@@ -9,9 +9,9 @@ take a core from the request path when it needs one; the refill then uses the CP
 leave idle. Without workers (``device_timing.paillier_workers = 0``), or if the worker process
 dies, the thread computes them itself (gmpy2 releases the GIL meanwhile).
 
-Costs, at 2048 bits on the development machine (BENCHMARKS.md): ~8 ms of CPU per obfuscator
-either way, plus ~0.1 ms to move it between processes (512 bytes); one worker process of about
-20 MB, started in the background in ~0.2 s when the first key arrives.
+Costs, at 2048 bits on the development machine (docs/benchmarks/secure-sum.md): ~8 ms of CPU per
+obfuscator either way, plus ~0.1 ms to move it between processes (512 bytes); one worker process of
+about 20 MB, started in the background in ~0.2 s when the first key arrives.
 
 A worker exits when its device does, however the device ends (issue 26 item 6b): a ``kill -9``
 gives the pool no chance to shut its workers down, so each worker watches its parent process

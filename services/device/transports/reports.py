@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from privbandit.services.device.transports.base import Encoded, HpkeOnlyTransport
-from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.base import Randomizer, sized_for
 from privbandit.shared.crypto.hpke import pack_report, seal
 from privbandit.shared.protocol.messages import UploadedReport
 
@@ -26,8 +26,8 @@ class ReportsTransport(HpkeOnlyTransport):
         report = seal(hpke_public_key, hpke_key_id, task, plaintext)
         # sblb under a growing schedule states the length its ε0 is sized for, for the shuffler
         # only (``UploadedReport``); any other report's bytes are what they always were.
-        sized_for = getattr(randomizer, "batch_size", None)
-        if sized_for is None:
+        sized = sized_for(randomizer)
+        if sized is None:
             return Encoded(report.model_dump_json(), self.name)
-        uploaded = UploadedReport(**report.model_dump(), batch_size=sized_for)
+        uploaded = UploadedReport(**report.model_dump(), batch_size=sized)
         return Encoded(uploaded.model_dump_json(), self.name)

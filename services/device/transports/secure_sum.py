@@ -48,7 +48,7 @@ from privbandit.services.device.transports.refiller import (
     start_refiller,
     start_workers,
 )
-from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.base import Randomizer, sized_for
 from privbandit.shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, encode_ciphertexts
 from privbandit.shared.crypto.slots import layout_for
 from privbandit.shared.crypto.tags import make_tag
@@ -291,12 +291,12 @@ class SumSealer:
             wire = key.encrypt(*args)
         else:  # pool exhausted: r^n mod n² (~10 ms) must not stall the event loop
             wire = await asyncio.to_thread(key.encrypt_in_thread, *args)
-        sized_for = getattr(randomizer, "batch_size", None)
-        if sized_for is not None:
+        sized = sized_for(randomizer)
+        if sized is not None:
             # The batch length the noise is sized for (ddp-linucb's share; sblb's ε0 under a
             # growing schedule): the shuffler refuses the report if it exceeds the task's next
             # batch (issue 22; ``services.shuffler.store.base``).
-            wire = wire.model_copy(update={"batch_size": sized_for})
+            wire = wire.model_copy(update={"batch_size": sized})
         # Unset fields stay off the wire (a sblb report's bytes are what they always were).
         return Encoded(wire.model_dump_json(exclude_none=True), SecureSumTransport.name,
                        wire.key_id)

@@ -48,7 +48,7 @@ from privbandit.services.common import pg
 from privbandit.services.common.metrics import TxMetrics
 from privbandit.services.common.migrations import scripts
 from privbandit.services.shuffler.store import base
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 
 log = logging.getLogger(__name__)
 

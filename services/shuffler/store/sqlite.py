@@ -45,7 +45,7 @@ from privbandit.services.common.sqlite import (
     transaction,
 )
 from privbandit.services.shuffler.store import base
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 
 # Migration 1 is the schema of the first release (databases from before versioning are at it).
 SCHEMA_V1 = script("privbandit.services.shuffler.store", "sqlite", 1)
@@ -91,7 +91,7 @@ class ShufflerStore:
 
     Intake's group commits run on the event loop's thread (``accept_in_loop``): on a local disk
     one fsync takes a fraction of a millisecond, less than the two thread hand-offs a group
-    would otherwise cost under load (BENCHMARKS "Load", session 6). SQLite's automatic WAL
+    would otherwise cost under load (docs/benchmarks/load.md, session 6). SQLite's automatic WAL
     checkpoint, which would run inside such a COMMIT and stall the loop, is off; ``checkpoint``
     runs a PASSIVE one on a connection of its own, in a worker thread, every
     ``CHECKPOINT_EVERY`` groups."""

@@ -16,13 +16,13 @@ again from the search, to paste here when a packaged schedule changes.
 
 from __future__ import annotations
 
-from typing import cast
+from privbandit.shared.core.accounting.ledger import Aggregation
 
 # (central ε target, δ, d, m, aggregation) → {batch length l: ε0*(l)}, as ``max_eps0`` finds them.
-Key = tuple[float, float, int, int, str]
+Key = tuple[float, float, int, int, Aggregation]
 
 TABLE: dict[Key, dict[int, float]] = {
-    # demo-shuffle (sblb over the secure sum at PRACTICAL["sblb"]): geometric:1000,1.25,4096.
+    # demo-shuffle (sblb over the secure sum at practical.SBLB): geometric:1000,1.25,4096.
     (1.0, 1e-6, 5, 4, "secure-sum"): {
         1000: 64.64129786657392,
         1250: 71.8189917073891,
@@ -37,7 +37,7 @@ TABLE: dict[Key, dict[int, float]] = {
 
 
 def lookup(target_eps: float, l: int, delta: float, d: int, m: int,
-           aggregation: str) -> float | None:
+           aggregation: Aggregation) -> float | None:
     """The tabulated ε0*(l), or None if these parameters are not tabulated."""
     return TABLE.get((target_eps, delta, d, m, aggregation), {}).get(l)
 
@@ -51,7 +51,7 @@ def main() -> None:  # pragma: no cover - a maintenance command
         print(key)
         for l in sorted(entries):
             eps0 = shuffle_schedule.search_eps0(
-                target, l, delta, d, m, cast(shuffle_schedule.Aggregation, aggregation))
+                target, l, delta, d, m, aggregation)
             print(f"        {l}: {eps0!r},", flush=True)
 
 

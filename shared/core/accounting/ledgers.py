@@ -10,10 +10,9 @@ composes over its own reports and keeps its own ledger; the figures here are per
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 from privbandit.shared.core.accounting.garcelon import theorem5_epsilon
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 from privbandit.shared.core.accounting.rdp import gaussian_dp_epsilon, rdp_to_dp
 from privbandit.shared.core.accounting.shuffle import shuffle_epsilon
 
@@ -73,7 +72,7 @@ def shuffle_ledger(
     T: int | None = None,
     d: int = 5,
     m: int = 1,
-    aggregation: Literal["reports", "secure-sum"] = "reports",
+    aggregation: Aggregation = "reports",
 ) -> PrivacyLedger:
     """Shuffle model. ldp: ε0-LDP per report (Garcelon Prop. 4), δ = 0. central, by transport:
 

@@ -93,7 +93,8 @@ def adar_ucb_ledger(alpha: float, rdp_eps: float, delta: float) -> PrivacyLedger
     known and dp-accounting's RDP accountant converts it (never above the single-order bound at α).
     """
     base = ledgers.central_ledger(alpha, rdp_eps, delta)
-    single = (base.model_extra or {})["central_epsilon_single_order"]  # central_ledger's extra
+    single = base.single_order_epsilon  # central_ledger states it
+    assert single is not None
     ratio = (alpha / (2 * rdp_eps)) ** 0.5
     return base.model_copy(update={
         "accounting": (

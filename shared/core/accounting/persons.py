@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import GaussianReports, PrivacyLedger, SkellamSums
 
 # PLD discretization of the privacy loss: dp-accounting's pessimistic rounding keeps every
 # figure an upper bound; 1e-4 keeps k ≤ 10⁴ compositions under a second.
@@ -132,7 +132,7 @@ def gaussian_composed_epsilon(noise_multiplier: float, k: int, delta: float,
     return float(accountant.get_epsilon(delta))
 
 
-def skellam_person(extra: dict[str, Any], k: int, delta: float) -> tuple[float | None, str]:
+def skellam_person(mech: SkellamSums, k: int, delta: float) -> tuple[float | None, str]:
     """(ε, words) at δ of a person's k reports under the distributed Skellam mechanism, from a
     ``skellam.ddp_ledger``'s fields: k sub-sums each holding one of her reports and ⌊n_h/k⌋
     honest shares (μ_sub = ⌊n_h/k⌋ σ_s²), composed in RDP (k · ε_sub(α), AKL Cor. 3.6) and
@@ -143,10 +143,12 @@ def skellam_person(extra: dict[str, Any], k: int, delta: float) -> tuple[float |
 
     _check_k(k)
     _check_delta(delta)
-    l1, l2 = float(extra["l1_sensitivity"]), float(extra["l2_sensitivity"])
-    if extra.get("noise") == "aggregators":
-        return _skellam_person_aggregators(float(extra["aggregator_variance"]), l1, l2, k, delta)
-    n_h, share = int(extra["honest_shares"]), float(extra["share_variance"])
+    l1, l2 = mech.l1_sensitivity, mech.l2_sensitivity
+    if mech.noise == "aggregators":
+        assert mech.aggregator_variance is not None  # the aggregators' ledger states it
+        return _skellam_person_aggregators(mech.aggregator_variance, l1, l2, k, delta)
+    assert mech.honest_shares is not None and mech.share_variance is not None  # the devices'
+    n_h, share = mech.honest_shares, mech.share_variance
     per_sub = n_h // k
     if per_sub < 1:
         return None, (f"k={k} exceeds the ⌈γ l⌉={n_h} honest shares of a batch: no central "
@@ -184,7 +186,7 @@ def _max_level(ledger: PrivacyLedger) -> float | None:
     """The largest per-report ε_t a task with per-user levels accepts (HeLDP)."""
     from privbandit.shared.core.privacy_levels import EPS_MAX, parse_levels
 
-    spec = ((ledger.model_extra or {}).get("per_user_epsilon") or {}).get("distribution")
+    spec = None if ledger.levels is None else ledger.levels.distribution
     if spec is None:
         return None
     levels = parse_levels(spec)
@@ -230,10 +232,10 @@ def person_figures(
         if eps_report is not None:
             words.append(f"per-user levels: each report at her own ε_t ≤ {eps_report:g}, so "
                          f"Σ ε_t ≤ k · {eps_report:g}")
-    extra = ledger.model_extra or {}
-    if eps_report is not None and extra.get("noise_multiplier") and delta_report:
+    mech = ledger.mechanism
+    if eps_report is not None and isinstance(mech, GaussianReports) and delta_report:
         # An analytic Gaussian report: k of them are one Gaussian at σ/(√k Δ), at the same δ.
-        ratio = float(extra["noise_multiplier"])
+        ratio = mech.noise_multiplier
         local = (gaussian_composed_epsilon(ratio, k, delta_report), delta_report)
         out["ldp_epsilon"], out["ldp_delta"] = local
         words.append(f"local: k={k} Gaussian ({eps_report:g}, {delta_report:g})-LDP reports "
@@ -267,8 +269,8 @@ def person_figures(
         words.append(f"central: k={k} rewards may share one episode's noisy sum: Gaussian at "
                      f"sensitivity kΔ, RDP α k² Δ²/(2σ²) (σ/Δ={ratio:.4g}), (ε, δ) by "
                      f"dp-accounting's PLD")
-    elif "skellam_mu" in extra and ledger.central_delta is not None:
-        eps, how = skellam_person(extra, k, ledger.central_delta)
+    elif isinstance(mech, SkellamSums) and ledger.central_delta is not None:
+        eps, how = skellam_person(mech, k, ledger.central_delta)
         central = None if eps is None else (eps, ledger.central_delta)
         words.append(f"central (distributed DP): {how}")
     elif ledger.threat_model == "shuffle" and ledger.central_delta is not None:

@@ -18,7 +18,7 @@ its counts): a post-processing by independent noise, so its hockey-stick diverge
 at most the smaller batch's; the worst case over the others' data is a supremum over supersets,
 so it is non-increasing too. Hence a report whose ε0 was sized for length l_k and which lands in
 a batch of length l ≥ l_k is amplified at least as much as needed — and batches only grow
-(``policies.schedule``), so a report sized from the model it decided with never falls short.
+(``core.schedule``), so a report sized from the model it decided with never falls short.
 
 Cost. The sum-only accountant's exact worst case over the others' data takes O(l) pmf
 convolutions per evaluation (≈ 0.25 s at l = 4096; past l ≈ 5,600 it is bounded by blocks,
@@ -32,14 +32,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Literal
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
 from privbandit.shared.core.accounting.search import illinois
 from privbandit.shared.core.accounting.shuffle import shuffle_epsilon, shuffle_max_eps0
 from privbandit.shared.core.accounting.sum_only import sum_only_epsilon
-
-Aggregation = Literal["reports", "secure-sum"]
 
 # Longest batch the sum-only accountant is run at (longer ones reuse its figure, which is an upper
 # bound for them: module docstring). At d = 5, ε = 1 the ε0 it allows changes the per-report

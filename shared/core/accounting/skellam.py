@@ -40,8 +40,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
+from privbandit.shared.core.accounting.ledger import (
+    SECURE_SUM_OBSERVERS_GENERIC,
+    PrivacyLedger,
+    SkellamSums,
+)
 from privbandit.shared.core.accounting.rdp import curve_to_dp
 from privbandit.shared.core.accounting.search import bisect_boundary
 
@@ -127,10 +132,19 @@ def skellam_mu(
     return bisect_boundary(ok, lo, hi, rel_tol * lo)
 
 
-def _scale_words(scale: float | None, encoding: str | None) -> str:
-    """The ledger's words for the quantization scale and the encoding."""
-    words = "" if scale is None else f", scale s={scale:g}"
-    return words if encoding is None else words + f", encoding {encoding}"
+@dataclass(frozen=True)
+class LedgerWords:
+    """What a ``ddp-linucb`` ledger's accounting sentence names beside the mechanism: the
+    quantization scale, the encoding, and the sentence of the task's secure sum
+    (``ledger.observers_sentence``). Prose only: no figure depends on them."""
+
+    scale: float | None = None
+    encoding: str | None = None
+    observers: str = SECURE_SUM_OBSERVERS_GENERIC
+
+    def scale_words(self) -> str:
+        words = "" if self.scale is None else f", scale s={self.scale:g}"
+        return words if self.encoding is None else words + f", encoding {self.encoding}"
 
 
 def _skellam_ledger(eps: float, order: int, mu: float, l1: float, l2: float, delta: float,
@@ -160,10 +174,10 @@ def ddp_ledger(
     l1: float,
     l2: float,
     delta: float,
-    scale: float | None = None,
-    encoding: str | None = None,
+    words: LedgerWords = LedgerWords(),
 ) -> PrivacyLedger:
-    """Ledger of the distributed Skellam mechanism (``ddp-linucb``): what each observer sees.
+    """Ledger of the distributed Skellam mechanism (``ddp-linucb``): what each observer sees
+    (``words``: the scale, encoding and secure-sum sentence its accounting names).
 
     - shuffler: only its transport's view (``SECURE_SUM_OBSERVERS``: one Prio3 share per report,
       or Paillier ciphertexts; no DP claim needed or made);
@@ -178,13 +192,13 @@ def ddp_ledger(
     n_h = honest_shares(gamma, batch_size)
     mu = n_h * share_variance
     eps, order = skellam_epsilon(mu, l1, l2, delta)
-    scale_txt = _scale_words(scale, encoding)
+    scale_txt = words.scale_words()
     return _skellam_ledger(
         eps, order, mu, l1, l2, delta,
         accounting=(
             f"distributed DP (Skellam): each device adds Skellam noise of variance "
             f"σ_s²={share_variance:.6g} per coordinate to its rounded statistics{scale_txt}; "
-            f"{SECURE_SUM_OBSERVERS_GENERIC}. Guarantee if at least ⌈γ l⌉={n_h} of "
+            f"{words.observers}. Guarantee if at least ⌈γ l⌉={n_h} of "
             f"l={batch_size} devices per batch added their share (γ={gamma:g}): Skellam mechanism "
             f"of variance μ={mu:.6g}, replacement of one user in a fixed batch "
             f"(Δ2={l2:.6g} = 2× the per-user norm bound after rounding or the pair bound, "
@@ -206,10 +220,10 @@ def aggregator_ledger(
     l1: float,
     l2: float,
     delta: float,
-    scale: float | None = None,
-    encoding: str | None = None,
+    words: LedgerWords = LedgerWords(),
 ) -> PrivacyLedger:
-    """Ledger of ``ddp-linucb`` with the noise added by the two aggregators (issue 40).
+    """Ledger of ``ddp-linucb`` with the noise added by the two aggregators (issue 40)
+    (``words`` as in ``ddp_ledger``).
 
     Each aggregator adds Sk(μ_a) per coordinate to its aggregate share of a batch, drawn from
     its own randomness, before the shares are combined; the released sum is S = Σ z_i + N_s + N_a.
@@ -230,7 +244,7 @@ def aggregator_ledger(
         raise ValueError(f"aggregator variance must be positive, got {aggregator_variance}")
     eps, order = skellam_epsilon(aggregator_variance, l1, l2, delta)
     eps_public, order_public = skellam_epsilon(2.0 * aggregator_variance, l1, l2, delta)
-    scale_txt = _scale_words(scale, encoding)
+    scale_txt = words.scale_words()
     observers = {
         "analyzer": {"central_epsilon": eps, "central_delta": delta,
                      "protected_by": "the shuffler's noise", "skellam_mu": aggregator_variance},
@@ -247,7 +261,7 @@ def aggregator_ledger(
             f"exact rounded statistics{scale_txt}, each entry proved within its honest range; "
             f"the shuffler and the analyzer each add Skellam noise of variance "
             f"μ_a={aggregator_variance:.6g} per coordinate to their aggregate share of a batch; "
-            f"{SECURE_SUM_OBSERVERS_GENERIC}. Each observer is covered by the noise it did not "
+            f"{words.observers}. Each observer is covered by the noise it did not "
             f"add: the analyzer by the shuffler's (ε={eps:.4g}), the shuffler by the "
             f"analyzer's (ε={eps:.4g}), the public by both (variance 2μ_a, ε={eps_public:.4g} at "
             f"order α={order_public}); whatever devices send, no batch carries less; "
@@ -285,11 +299,12 @@ def batch_schedule_ledger(
             "batch_size": int(size),
             "central_epsilon": lg.central_epsilon,
             "central_delta": lg.central_delta,
-            "skellam_mu": getattr(lg, "skellam_mu", None),
-            "share_variance": getattr(lg, "share_variance", None),
-            "honest_shares": getattr(lg, "honest_shares", None),
+            "skellam_mu": None if mech is None else mech.skellam_mu,
+            "share_variance": None if mech is None else mech.share_variance,
+            "honest_shares": None if mech is None else mech.honest_shares,
         }
         for size, lg in zip(sizes, ledgers, strict=True)
+        for mech in [lg.mechanism if isinstance(lg.mechanism, SkellamSums) else None]
     ]
     return worst.model_copy(update={
         "per_batch": per_batch,

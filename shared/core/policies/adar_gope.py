@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.accounting.rdp import gaussian_rdp_sigma
 from privbandit.shared.core.design import g_optimal_design
 from privbandit.shared.core.policies.base import Policy
@@ -272,13 +272,14 @@ class AdaRGOPE(Policy[AdaRGOPEConfig, IdentityRandomizer]):
         self.model = self._phase_model(model.phase + 1, model.active[keep],
                                        version=model.version + 1)
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
         c = self.config
         ledger = ledgers.central_ledger(c.alpha, c.epsilon, c.delta)
-        # an extra field (not part of every ledger) that central_ledger sets
-        single_order = (ledger.model_extra or {})["central_epsilon_single_order"]
+        single_order = ledger.single_order_epsilon  # central_ledger states it
+        assert single_order is not None
         return ledger.model_copy(update={"accounting": (
             f"(α, ε)-RDP of the Gaussian mechanism on each phase's per-arm reward sums "
             f"(Azize–Basu Alg. 3, Thm 7), α={c.alpha:g}, ε={c.epsilon:g}, "

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.accounting.mab_ledgers import adar_ucb_ledger
 from privbandit.shared.core.policies.arm_model import ArmModel
 from privbandit.shared.core.policies.mab_base import MABPolicy
@@ -139,7 +139,8 @@ class AdaRUCB(MABPolicy):
     def _current_model(self, version: int) -> ArmModel:
         return ArmModel(version=version, reports=self.closed_at, arm=self.arm)
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         c = self.config
         return adar_ucb_ledger(c.alpha, c.epsilon, c.delta)
 

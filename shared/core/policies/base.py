@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 
 # A policy's config and randomizer classes: ``class SBLB(NoisyStatisticsPolicy[SBLBConfig,
 # BinaryRandomizer])`` types its ``config`` and ``randomizer`` attributes.
@@ -53,12 +53,69 @@ class SumIngesting(Protocol):
 
 
 @runtime_checkable
+class Scheduled(Protocol):
+    """A policy that sizes its noise per batch length (``ScheduledBatchPolicy``: ``sblb``'s
+    ε0(l), ``ddp-linucb``'s shares): under a growing batch schedule the device randomizes for
+    the announced length and the analyzer checks each batch against its own length's
+    randomizer. The registry's ``scheduled`` flag says which entries the services run so."""
+
+    def randomizer_for(self, size: int) -> Any: ...
+
+
+@runtime_checkable
+class RowAdmitting(Protocol):
+    """A policy that refuses some well-formed report rows before a batch is ingested (a row
+    naming a model version or phase it cannot have been made under): ``admit_row`` raises
+    ``ValueError`` for such a row."""
+
+    def admit_row(self, row: np.ndarray) -> None: ...
+
+
+@runtime_checkable
 class Eps0Scheduled(Protocol):
     """A policy whose reports' ε0 depends on the length of the batch they land in (``sblb``
     under a growing schedule: the largest ε0 whose batch of that length meets the central
     target)."""
 
+    config: Any
+    schedule: Any  # a ``core.schedule.BatchSchedule``
+
     def eps0_for(self, size: int) -> float: ...
+
+
+# Capabilities of published models (the simulator's log, off-policy evaluation, exploration).
+
+
+@runtime_checkable
+class Distributional(Protocol):
+    """A model that states the whole law π(· | X) it draws arms from (a stochastic logging
+    policy: ``(n, K)`` probabilities)."""
+
+    def distribution(self, X: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class WithPropensity(Protocol):
+    """A model that states π(a_i | X_i) of the arms it chose (1 for a deterministic argmax)."""
+
+    def propensity(self, X: np.ndarray, a: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Scoring(Protocol):
+    """A model with a score per arm (what softmax exploration turns into probabilities)."""
+
+    def scores(self, X: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class Ellipsoid(Protocol):
+    """A model with a confidence ellipsoid {θ : (θ̃ − θ)ᵀ V (θ̃ − θ) ≤ β²} (the linear family's
+    ``Model``)."""
+
+    V: np.ndarray
+    theta: np.ndarray
+    beta: float
 
 
 class Policy(ABC, Generic[ConfigT, RandomizerT]):
@@ -105,7 +162,8 @@ class Policy(ABC, Generic[ConfigT, RandomizerT]):
     def ingest(self, rows: np.ndarray) -> int: ...
 
     @abstractmethod
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         """The privacy ledger; ``aggregation`` says what an observer of the shuffler output sees
         (whole reports, or only batch sums under secure summation)."""
 

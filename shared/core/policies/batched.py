@@ -21,6 +21,7 @@ from privbandit.shared.core.policies.linear import (
     StatisticsRandomizerT,
     proxy_of,
 )
+from privbandit.shared.core.randomizers.base import BatchNoising
 
 
 class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
@@ -43,9 +44,9 @@ class BatchedNoisyPolicy(NoisyStatisticsPolicy[ConfigT, StatisticsRandomizerT]):
         """One shuffled batch of report rows (all consumed)."""
         rows = np.asarray(rows)
         stat = self.randomizer.sufficient(rows)
-        batch_noise = getattr(self.randomizer, "batch_noise", None)
-        if batch_noise is not None:  # the aggregators' noise, added to the sum (ddp-linucb)
-            stat = stat + batch_noise(self.rng)
+        if isinstance(self.randomizer, BatchNoising):
+            # the aggregators' noise, added to the sum (ddp-linucb)
+            stat = stat + self.randomizer.batch_noise(self.rng)
         self.ingest_statistic(stat, rows.shape[0])
         return rows.shape[0]
 
@@ -155,7 +156,7 @@ class ScheduledBatchPolicy(BatchedNoisyPolicy[ConfigT, StatisticsRandomizerT]):
         their noise for it) with the next model instead of keeping the old one until det grows.
         While the batches grow det Ṽ grows by far more than 1 + η per batch anyway (each batch
         adds at least as much data as all before it at growth ≥ 2), so the simulator's trajectory
-        barely changes (BENCHMARKS.md, issue 22)."""
+        barely changes (docs/benchmarks/ddp-linucb.md, issue 22)."""
         if self.schedule.is_fixed:
             return super()._must_publish()
         announced = self.model.batch_size or self.schedule.size(0)

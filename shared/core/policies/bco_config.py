@@ -15,7 +15,6 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from privbandit.shared.core.policies import practical
 from privbandit.shared.core.randomizers.bco import Calibration
 
 
@@ -49,7 +48,6 @@ class BCOOnePointConfig(BCOConfig):
     """Non-private one-point BCO: Saha–Tewari (μ = 0) or Hazan–Levy (μ > 0) Algorithm 1."""
 
     algo: Literal["bco"] = "bco"
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["bco"]
 
 
 class LDPBCOConfig(BCOConfig, PrivateBCO):
@@ -62,7 +60,6 @@ class BCOTwoPointConfig(BCOConfig):
     """Non-private two-point BCO: Agarwal–Dekel–Xiao (Zheng et al. Algorithm 4, Appendix C)."""
 
     algo: Literal["bco2"] = "bco2"
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["bco2"]
     points_per_user: ClassVar[int] = 2
 
 

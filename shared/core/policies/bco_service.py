@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.policies.base import Policy
 from privbandit.shared.core.policies.bco import BCOPolicy, OnePointBCO, TwoPointBCO, kernels
 from privbandit.shared.core.policies.bco_config import BCOConfig, LDPBCO2Config, LDPBCOConfig
@@ -186,7 +186,8 @@ class BCOServicePolicy(Policy[BCOConfig, BCORowRandomizer]):
     def _step(self, version: int, u: np.ndarray, value: float) -> None:
         raise NotImplementedError
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         return self.inner.ledger()
 
     def _extra_state(self) -> dict[str, Any]:

@@ -9,12 +9,12 @@ of private statistics), never the randomizer or the privacy ledger.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from privbandit.shared.core.accounting.ledger import Aggregation
 from privbandit.shared.core.design import DEFAULT_TOL
-from privbandit.shared.core.policies import practical
 from privbandit.shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
@@ -29,7 +29,7 @@ from privbandit.shared.core.policies.mab_config import (
     UCBConfig,
 )
 from privbandit.shared.core.policies.privacy_params import RenyiDP
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 
 Regularizer = Literal["paper", "clip"]
 
@@ -69,12 +69,11 @@ class LinUCBConfig(PolicyConfig):
     """Non-private OFUL (Abbasi-Yadkori et al. 2011), rarely switching when ``switching`` > 0."""
 
     algo: Literal["linucb"] = "linucb"
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["linucb"]
     switching: float = Field(0.5, ge=0, description="C: update when det V grows by 1+C (0: always)")
 
 
 # 'auto' → 'centered' weighs ldp-linucb's (y − ½) x by this: measured best of 0.7, 1, 1.5, 2,
-# 2.5, 3 on tuning seeds 100 and 300 (BENCHMARKS.md, section ldpc).
+# 2.5, 3 on tuning seeds 100 and 300 (docs/benchmarks/ldp.md, section ldpc).
 LDP_CENTERED_U_WEIGHT = 2.0
 # ldp-linucb's encodings that centre the reward and need the intercept.
 LDP_CENTERED = ("centered", "centered-upper")
@@ -147,7 +146,6 @@ class LDPLinUCBConfig(PolicyConfig):
         "LDP_CENTERED_U_WEIGHT unless given"
     )
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-linucb"]
 
     @model_validator(mode="before")
     @classmethod
@@ -170,7 +168,7 @@ class LDPLinUCBConfig(PolicyConfig):
 
 
 class ScheduledBatches(BaseModel):
-    """A batch schedule (``policies.schedule``) for a config with ``batch_size`` and
+    """A batch schedule (``core.schedule``) for a config with ``batch_size`` and
     ``batch_schedule`` fields: one spelling per schedule, and the ``schedule`` a policy, the
     simulator and the shuffler read (``config.schedule``)."""
 
@@ -222,22 +220,19 @@ class SBLBConfig(ScheduledBatches, PolicyConfig):
         None, gt=0, description="central ε target at δ after shuffling (instead of eps0): ε0 per "
         "batch length is the largest meeting it"
     )
-    accountant: Literal["reports", "secure-sum"] = Field(
+    accountant: Aggregation = Field(
         "reports", description="with epsilon: the aggregation whose central accountant sizes ε0 "
         "(reports: FMT whole-report bound, sound for both; secure-sum: the sum-only bound, only "
         "for tasks whose shuffler releases batch sums)"
     )
     batch_schedule: str | None = Field(
         None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
-        "(``policies.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
+        "(``core.schedule``; batch_size is then L0); 'fixed:L' is read as batch_size = L"
     )
     noise_ridge: float = Field(
         1.0, ge=0, description="regularizer 'noise': c_t = λ + κ·2σ_t√d, κ this factor"
     )
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["sblb"]
-    PRACTICAL_BY_AGGREGATION: ClassVar[dict[str, dict[str, object]]] = (
-        practical.PRACTICAL_BY_AGGREGATION["sblb"])
 
     @model_validator(mode="after")
     def _one_privacy_parameter(self) -> SBLBConfig:
@@ -270,7 +265,6 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
     )
     public_warm_start: int = public_warm_start_field()
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-oful"]
 
     @property
     def noise_sigma(self) -> float:
@@ -285,7 +279,7 @@ class AdaROFULConfig(RenyiDP, PolicyConfig):
         ``ADAR_AUTO_FIRST_PER_SIGMA``: the first release is useful once its signal u, ≈ t/d per
         direction, stands well above the noise vector Y₁ (sd σ_Y per coordinate), i.e. t
         proportional to σ_Y (measured best: 150–300 at central ε = 1, where this gives 227;
-        BENCHMARKS.md, issue 22, adar-oful). Resolved here, like ddp-linucb's 'geometric:auto',
+        docs/benchmarks/adar.md). Resolved here, like ddp-linucb's 'geometric:auto',
         so the config, the JSON and the task state carry the length actually used."""
         if not isinstance(data, dict) or data.get("first_episode") != "auto":
             return data
@@ -317,7 +311,7 @@ AUTO_FIRST_PER_SIGMA_DEVICES = 50.0
 
 
 # 'auto' → 'centered' weighs (r − ½) x by 1.5 (measured best of 1, 1.3, 1.5, 1.7, 2 on three
-# tuning seeds; BENCHMARKS.md, issue 22, "the centered encoding").
+# tuning seeds; docs/benchmarks/ddp-linucb.md, "the centered encoding").
 CENTERED_U_WEIGHT = 1.5
 
 
@@ -348,7 +342,7 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     regularizer: Literal["paper", "clip", "noise"] = "paper"
     batch_schedule: str | None = Field(
         None, description="None: fixed batches of batch_size; 'geometric:L0,GROWTH,CAP' "
-        "(``policies.schedule``; batch_size is then L0; L0 'auto' sizes it from the noise); "
+        "(``core.schedule``; batch_size is then L0; L0 'auto' sizes it from the noise); "
         "'fixed:L' is read as batch_size = L"
     )
     noise_ridge: float = Field(
@@ -372,13 +366,12 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     )
     public_warm_start: int = public_warm_start_field()
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ddp-linucb"]
 
     @model_validator(mode="before")
     @classmethod
     def _resolve_encoding(cls, data: object) -> object:
         """encoding 'auto' → 'centered' where the contexts have an intercept, else 'frobenius'
-        (the best encoding the contexts allow; BENCHMARKS.md, issue 22)."""
+        (the best encoding the contexts allow; docs/benchmarks/ddp-linucb.md)."""
         return resolve_auto_encoding(data, "frobenius", CENTERED_U_WEIGHT)
 
     @model_validator(mode="after")
@@ -393,19 +386,19 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
 
     @classmethod
     def _auto_first_batch(cls, data: dict[str, object], text: str) -> str:
-        """'geometric:auto,G,CAP' → L0 = ⌈A · σ_b⌉ with σ_b the per-entry standard deviation
-        (real units) of one batch's central Skellam noise at this (ε, δ)
-        (``randomizers.skellam.batch_noise_sd``: √(2μ_a)/s when the two aggregators each add
-        μ_a, √μ/s when the devices add shares) and A = ``AUTO_FIRST_PER_SIGMA`` (37.5, the
-        aggregators' design; issue 44, docs/benchmarks/first-batch.md) or
-        ``AUTO_FIRST_PER_SIGMA_DEVICES`` (50, issue 22's): the first model is useful once its
-        signal, ≈ l/d per direction, stands well above a batch's noise matrix, ≈ 2σ_b√d — a first
-        batch proportional to σ_b (measured best: ≈ 600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at
-        ε = 0.5; BENCHMARKS.md, issue 22). With the ``"frobenius"`` encoding σ_b is that of a
-        released coordinate (the diagonal's; off-diagonal entries carry σ_b/√2): with the
-        devices' shares 497 at ε = 1, where first batches of 350, 497 and 650 learned alike
-        (BENCHMARKS.md, issue 22, "tighter sensitivity"). With the aggregators' noise at ε = 1:
-        453 (centered, ``linear``), 527 (frobenius). The cap is raised to L0 if below it."""
+        """'geometric:auto,G,CAP' → L0 = ⌈A · σ_b⌉ with σ_b the per-entry standard deviation (real
+        units) of one batch's central Skellam noise at this (ε, δ)
+        (``randomizers.skellam.batch_noise_sd``: √(2μ_a)/s when the two aggregators each add μ_a,
+        √μ/s when the devices add shares) and A = ``AUTO_FIRST_PER_SIGMA`` (37.5, the aggregators'
+        design; issue 44, docs/benchmarks/first-batch.md) or ``AUTO_FIRST_PER_SIGMA_DEVICES`` (50,
+        issue 22's): the first model is useful once its signal, ≈ l/d per direction, stands well
+        above a batch's noise matrix, ≈ 2σ_b√d — a first batch proportional to σ_b (measured best: ≈
+        600 at ε = 1, ≈ 150 at ε = 4, ≈ 1200 at ε = 0.5; docs/benchmarks/ddp-linucb.md). With the
+        ``"frobenius"`` encoding σ_b is that of a released coordinate (the diagonal's; off-diagonal
+        entries carry σ_b/√2): with the devices' shares 497 at ε = 1, where first batches of 350,
+        497 and 650 learned alike (docs/benchmarks/ddp-linucb.md, "a tighter sensitivity"). With the
+        aggregators' noise at ε = 1: 453 (centered, ``linear``), 527 (frobenius). The cap is raised
+        to L0 if below it."""
         from privbandit.shared.core.randomizers.skellam import batch_noise_sd
 
         def get(name: str) -> float:
@@ -437,7 +430,6 @@ class LDPGLBConfig(LDPLinUCBConfig):
     S: float = Field(3.0, gt=0, description="radius of W ∋ θ* (logistic env: ‖θ*‖ = 2√2)")
     ogd_step: float | None = Field(None, gt=0, description="ζ (default 2S/((L + σ√d)√T))")
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ldp-glb"]  # not ldp-linucb's
 
     @model_validator(mode="after")
     def _own_report(self) -> LDPGLBConfig:
@@ -446,6 +438,44 @@ class LDPGLBConfig(LDPLinUCBConfig):
         if self.encoding != "plain" or self.u_weight != 1.0:
             raise ValueError("ldp-glb has its own report (randomizers.glb): encoding must be "
                              f"'plain' and u_weight 1, got {self.encoding!r}, {self.u_weight:g}")
+        return self
+
+
+class DDPGLBConfig(DDPLinUCBConfig):
+    """Distributed-DP GLM (logistic) bandit (``policies.ddp_glb``): ddp-linucb's secure sum and
+    Skellam noise over the GLM statistics (upper(4g'(z) x xᵀ), (g'(z) z + y − g(z)) x) at the
+    served anchor z = ⟨x, θ̂⟩ (``randomizers.glm_skellam``). Only the ``"upper"`` encoding: its
+    bounds hold for these statistics, the joint ones of the others do not."""
+
+    algo: Literal["ddp-glb"] = "ddp-glb"  # type: ignore[assignment]  # its own policy id
+    S: float = Field(3.0, gt=0, description="bound on ‖θ*‖ (logistic env: ‖θ*‖ = 2√2); the "
+                     "published anchor θ̂ is projected on this ball")
+    reward_sigma: float = Field(
+        2.0, gt=0, description="sub-Gaussian constant of the weighted working response: "
+        "4(y − g)/√(4g') has variance 4")
+    encoding: Literal["upper", "frobenius"] = Field(  # a subset of ddp-linucb's
+        "upper", description="the released statistics' encoding: 'upper' or 'frobenius' "
+        "(off-diagonals × √2, the GLM statistics' own joint bound; randomizers.glm_skellam); "
+        "'auto' is 'frobenius'")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_encoding(cls, data: object) -> object:
+        """'auto' is 'frobenius' (the tighter of the GLM statistics' two encodings); an intercept
+        the simulator passes is dropped (no centered encoding here)."""
+        if not isinstance(data, dict):
+            return data
+        out = {k: v for k, v in data.items() if k != "intercept"}
+        if out.get("encoding") == "auto":
+            out["encoding"] = "frobenius"
+        return out
+
+    @model_validator(mode="after")
+    def _no_linear_warm_start(self) -> DDPGLBConfig:
+        """A public warm start adds linear statistics (Σ x xᵀ, Σ r x); the GLM's are others."""
+        if self.public_warm_start:
+            raise ValueError("ddp-glb takes no public warm start (its statistics are the GLM's, "
+                             "not the linear (Σ x xᵀ, Σ r x) a warm start adds)")
         return self
 
 
@@ -465,7 +495,6 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
     arm_seed: int | None = Field(None, ge=0, lt=2**63,
                                  description="services: seed the fixed arms are drawn from")
 
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["adar-gope"]
 
     @model_validator(mode="after")
     def _arms_given_together(self) -> AdaRGOPEConfig:
@@ -479,7 +508,7 @@ class AdaRGOPEConfig(RenyiDP, PolicyConfig):
 # bandit-convex-optimisation ones (``bco_config``).
 AnyPolicyConfig = Annotated[
     LinUCBConfig | LDPLinUCBConfig | SBLBConfig | SBLBFixedConfig | AdaROFULConfig | DDPLinUCBConfig
-    | LDPGLBConfig | AdaRGOPEConfig
+    | DDPGLBConfig | LDPGLBConfig | AdaRGOPEConfig
     | UCBConfig | HeLDPUCBLConfig | HeLDPUCBBConfig | LDPMABConfig | AdaRUCBConfig
     | BCOOnePointConfig | LDPBCOConfig | BCOTwoPointConfig | LDPBCO2Config,
     Field(discriminator="algo"),

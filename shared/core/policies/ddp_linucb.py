@@ -31,7 +31,7 @@ shares (variance σ_s²/s² each, sub-Gaussian proxy 1.086 σ_s²/s², ``randomi
   ρ_min = max(c_t − Ῡ_t, λ), ρ_max = c_t + Ῡ_t. Post-processing; no coverage guarantee — the
   simulator measures coverage instead.
 
-Batch schedules (``policies.schedule``): batch k has length l_k (fixed, or geometric up to a cap).
+Batch schedules (``core.schedule``): batch k has length l_k (fixed, or geometric up to a cap).
 Each batch's shares are sized for its own length: σ_s²(l) = μ/⌈γ l⌉ (``randomizer_for``); the
 randomizer a device uses is the one for the batch announced with the model it decided with, and
 lengths never decrease, so a report landing in a later (larger) batch carries a share at least as
@@ -61,7 +61,13 @@ sum out of range raises before anything reaches the policy, so its state does no
 
 from __future__ import annotations
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger, with_public_warm_start
+from privbandit.shared.core.accounting.ledger import (
+    Aggregation,
+    PrivacyLedger,
+    SecureSum,
+    observers_sentence,
+    with_public_warm_start,
+)
 from privbandit.shared.core.accounting.skellam import batch_schedule_ledger
 from privbandit.shared.core.policies.batched import ScheduledBatchPolicy
 from privbandit.shared.core.policies.config import DDPLinUCBConfig
@@ -84,18 +90,20 @@ class DDPLinUCB(ScheduledBatchPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         """c_t = Υ_t + λ: just enough to keep H_t + c_t I ⪰ λ I with high probability."""
         return self.noise_bound(t) + self.config.lam
 
-    def ledger(self, T: int | None = None, aggregation: str = "secure-sum") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "secure-sum",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         """Central (ε, δ) of the batch sums (``accounting.skellam.ddp_ledger``), per batch length
         of the schedule and the worst case over them. Only defined for the secure sum: an
         observer of single reports sees each user's statistics with a 1/⌈γ l⌉ share of the
         noise, which protects nothing."""
         if aggregation != "secure-sum":
             raise ValueError("ddp-linucb is private only over the secure sum (secure-sum)")
+        observers = observers_sentence(secure_sum)  # the task's transport states its own
         if self.schedule.is_fixed:
-            ledger = self.randomizer.ledger()
+            ledger = self.randomizer.ledger(observers)
         else:
             sizes = self.schedule.distinct_sizes()
             ledger = batch_schedule_ledger(
                 self.schedule.spec(), sizes,
-                [self.randomizer_for(size).ledger() for size in sizes])
+                [self.randomizer_for(size).ledger(observers) for size in sizes])
         return with_public_warm_start(ledger, self.config.public_warm_start)

@@ -24,7 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger, with_public_warm_start
+from privbandit.shared.core.accounting.ledger import (
+    Aggregation,
+    PrivacyLedger,
+    SecureSum,
+    with_public_warm_start,
+)
 from privbandit.shared.core.confidence import logdet_pd, time_uniform
 from privbandit.shared.core.policies.config import AdaROFULConfig, LinUCBConfig
 from privbandit.shared.core.policies.linear import LinearPolicy
@@ -131,7 +136,8 @@ class LinUCB(ExactPolicy):
     algo = "linucb"
     threat_model = "none"
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
         return ledgers.none_ledger()
@@ -190,7 +196,8 @@ class AdaROFUL(ExactPolicy):
         beta = self.oful_radius(half) + gamma / math.sqrt(lam_min)
         self._publish(theta, self.V.copy(), beta)
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
         c = self.config

@@ -19,6 +19,7 @@ errors; they live in ``services.device.families``, one handler per family named 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
@@ -55,12 +56,22 @@ class Family(ABC, Generic[ModelT, MessageT]):
     takes_features: ClassVar[bool]
     # The environment the demo's simulated users of such a task live in.
     demo_env: ClassVar[str]
+    # The simulator loop that runs its policies (``privbandit.simulation``): ``contextual`` (the
+    # vectorised ``core.simulator``), ``mab`` (arm by arm) or ``bco`` (convex optimisation); a
+    # registry entry may name its own (``lplr``).
+    simulator: ClassVar[str]
+    # Whether the policy's ledger changes with every report (the arms family's per-user
+    # fractions, used and declined): the analyzer then asks for it each time instead of
+    # computing it once at start-up.
+    ledger_moves: ClassVar[bool]
 
     def __init_subclass__(cls, *, name: str, message: type[AnyModelMessage],
-                          takes_features: bool, demo_env: str, **kwargs: Any) -> None:
+                          takes_features: bool, demo_env: str, simulator: str = "contextual",
+                          ledger_moves: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.name, cls.message = name, message
         cls.takes_features, cls.demo_env = takes_features, demo_env
+        cls.simulator, cls.ledger_moves = simulator, ledger_moves
 
     def publish(self, task: str, model: ModelT) -> MessageT:
         """The wire message of a published model (by default the model's ``to_dict`` fields)."""
@@ -71,6 +82,14 @@ class Family(ABC, Generic[ModelT, MessageT]):
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ModelT:
         """The model a message describes on a device of a task with policy config ``policy``
         and K arms; ``ModelMismatch`` (what does not fit) if the message is not one of them."""
+
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """The environment the demo's simulated users of a task of this family live in
+        (``demo_env`` at the task's d and K; ``policy``: the task's policy fields)."""
+        from privbandit.shared.core.environments import make_environment
+
+        return make_environment(self.demo_env, d, K, rng)
 
     def parse(self, data: bytes | str) -> AnyModelMessage:
         """A message of this family from its JSON."""
@@ -150,6 +169,15 @@ class PhaseFamily(Family[PhaseModel, PhaseModelMessage], name="phase", message=P
             weights=model.weights.tolist(), counts=model.counts.tolist(),
             length=None if model.active.size == 1 else int(model.counts.sum()))
 
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """``fixed-linear`` on the task's own seeded arms (θ* from ``rng``)."""
+        from privbandit.shared.core.policies.gope_service import seeded_arms
+
+        env = super().demo_users(policy, d, K, rng)
+        env.use_arms(seeded_arms(K, d, int(policy["arm_seed"])))
+        return env
+
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> PhaseModel:
         if not isinstance(msg, PhaseModelMessage) or max(msg.active) >= K:
             raise _mismatch(msg, f"is not a phase of its K = {K} arms")
@@ -161,7 +189,14 @@ class PhaseFamily(Family[PhaseModel, PhaseModelMessage], name="phase", message=P
 
 
 class ArmsFamily(Family[ArmModel, ArmModelMessage], name="arms", message=ArmModelMessage,
-                 takes_features=False, demo_env="mab"):
+                 takes_features=False, demo_env="mab", simulator="mab", ledger_moves=True):
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """The arms' mean rewards (0.9, then 0.8 … : ``environments.mab.default_means``)."""
+        from privbandit.shared.core.environments.mab import default_means
+
+        return default_means(K)
+
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> ArmModel:
         if not isinstance(msg, ArmModelMessage) or msg.arms() not in (None, K) or (
                 msg.arm is not None and msg.arm >= K):
@@ -170,7 +205,16 @@ class ArmsFamily(Family[ArmModel, ArmModelMessage], name="arms", message=ArmMode
 
 
 class BCOFamily(Family[BCOModel, BCOModelMessage], name="bco", message=BCOModelMessage,
-                takes_features=False, demo_env="bco-quadratic"):
+                takes_features=False, demo_env="bco-quadratic", simulator="bco"):
+    def demo_users(self, policy: Mapping[str, Any], d: int, K: int,
+                   rng: np.random.Generator) -> Any:
+        """A BCO environment at the task's dimension, radius and loss bound (K unused)."""
+        from privbandit.shared.core.environments.bco import BCOEnvironment
+
+        return BCOEnvironment(self.demo_env, int(policy["d"]), rng,
+                              radius=float(policy["radius"]),
+                              loss_bound=float(policy["loss_bound"]))
+
     def read_back(self, policy: Any, K: int, msg: AnyModelMessage) -> BCOModel:
         """The dimension, the radius and the one- or two-point kind must be the task's."""
         if (not isinstance(msg, BCOModelMessage) or len(msg.y) != policy.d

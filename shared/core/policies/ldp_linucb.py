@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.policies.config import LDPLinUCBConfig
 from privbandit.shared.core.policies.linear import NoisyStatisticsPolicy
 from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
@@ -92,7 +92,8 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
             self.pending = 0
         return k
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
         ledger = ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.accounting.mab_ledgers import ldp_mab_ledger
 from privbandit.shared.core.policies.arm_model import ArmModel
 from privbandit.shared.core.policies.index import IndexState
@@ -116,7 +116,8 @@ class LDPMAB(MABPolicy[LDPMABConfig, GaussianArmRandomizer]):
         return ArmModel(version=version, reports=self.reports,
                         indices=self._ucb.indices())
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         c = self.config
         return ldp_mab_ledger(levels_for(c.epsilon, None), c.epsilon, c.delta, self.used,
                               self.reports)

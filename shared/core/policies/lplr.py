@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.policies.linear import LinearPolicy
 from privbandit.shared.core.policies.lplr_config import LPLRConfig
 from privbandit.shared.core.policies.lplr_tree import OracleTree
@@ -178,7 +178,8 @@ class LPLR(LinearPolicy[LPLRConfig, LPLRRandomizer]):
             raise ValueError("more users than the group has left")
         self.in_group += n
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         from privbandit.shared.core.accounting.lplr import lplr_ledger
 
         return lplr_ledger(self.randomizer)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.policies.arm_model import ArmModel
 from privbandit.shared.core.policies.base import Policy
 from privbandit.shared.core.policies.mab_config import MABConfig
@@ -126,7 +126,8 @@ class MABPolicy(Policy[MABConfigT, ArmRandomizerT]):
 
     # -- ledger and state ---------------------------------------------------------------------
     @abstractmethod
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger: ...
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger: ...
 
     def get_state(self) -> dict[str, Any]:
         return {**super().get_state(), "used": self.used, "declined": self.declined}

@@ -19,7 +19,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from privbandit.shared.core.policies import practical
 from privbandit.shared.core.policies.privacy_params import RenyiDP
 from privbandit.shared.core.privacy_levels import EPS_MAX, PrivacyLevels, choose_eps_min, levels_for
 
@@ -37,7 +36,6 @@ class UCBConfig(MABConfig):
     """Non-private UCB1 (Auer et al. 2002): μ̂_a + √(2σ² ln t⁴ / N_a)."""
 
     algo: Literal["ucb"] = "ucb"
-    PRACTICAL: ClassVar[dict[str, object]] = practical.PRACTICAL["ucb"]
     reward_sigma: float = Field(
         0.5, gt=0, description="sub-Gaussian constant of the rewards (1/2 for rewards in [0, 1])")
 

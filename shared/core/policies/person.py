@@ -5,15 +5,16 @@ person and period. Shared by the simulator and the analyzer's ``/privacy``."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from privbandit.shared.core.accounting import persons
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
+from privbandit.shared.core.policies.base import Eps0Scheduled
 
 DEFAULT_DELTA = 1e-6
 
 
-def central_at(policy: Any, aggregation: str) -> tuple[Callable[[int], tuple[float, float]],
+def central_at(policy: Any, aggregation: Aggregation) -> tuple[Callable[[int], tuple[float, float]],
                                                        int] | None:
     """For a shuffled 0/1-report task on fixed batches (sblb, sblb-fixed): the central (ε, δ)
     of one report in a batch of length n, at the task's ε0, and the batch length. None for
@@ -21,16 +22,14 @@ def central_at(policy: Any, aggregation: str) -> tuple[Callable[[int], tuple[flo
     local composition, which bounds it)."""
     from privbandit.shared.core.accounting import ledgers
 
-    config = getattr(policy, "config", None)
-    schedule = getattr(policy, "schedule", None)
-    eps0_for = getattr(policy, "eps0_for", None)
-    if config is None or schedule is None or eps0_for is None or not schedule.is_fixed:
+    if not isinstance(policy, Eps0Scheduled) or not policy.schedule.is_fixed:
         return None
+    config, eps0_for = policy.config, policy.eps0_for
     length = int(config.batch_size)
     if length <= 1:
         return None
     eps0, delta = float(eps0_for(length)), float(config.delta)
-    agg: Literal["reports", "secure-sum"] = (
+    agg: Aggregation = (
         "secure-sum" if aggregation == "secure-sum" else "reports")
 
     def at(n: int) -> tuple[float, float]:
@@ -42,10 +41,11 @@ def central_at(policy: Any, aggregation: str) -> tuple[Callable[[int], tuple[flo
 
 
 def person_ledger(policy: Any, ledger: PrivacyLedger, k: int | None, period: str = "forever",
-                  aggregation: str = "reports") -> PrivacyLedger:
+                  aggregation: Aggregation = "reports") -> PrivacyLedger:
     """``ledger`` (the policy's, per report) with ``per_person`` for at most ``k`` reports per
     person and ``period`` (k None: no bound, no per-person figures). Pure-ε figures are stated
     at the policy's δ (``DEFAULT_DELTA`` for a policy without one)."""
+    # A policy without δ (pure ε, or the uniform logging policy without a config).
     delta = getattr(getattr(policy, "config", None), "delta", None) or DEFAULT_DELTA
     hook = central_at(policy, aggregation) if k is not None else None
     figures = persons.person_figures(

@@ -13,16 +13,18 @@ here; the contract tests (``tests/shared/core/policies/test_contract.py``) then 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
 
+from privbandit.shared.core.accounting.ledger import Aggregation
+from privbandit.shared.core.policies import practical
 from privbandit.shared.core.policies.adar_gope import AdaRGOPE
 from privbandit.shared.core.policies.adar_ucb import AdaRUCB
-from privbandit.shared.core.policies.base import Policy, SumIngesting
+from privbandit.shared.core.policies.base import Policy, Scheduled, SumIngesting
 from privbandit.shared.core.policies.bco_config import (
     BCOOnePointConfig,
     BCOTwoPointConfig,
@@ -33,6 +35,7 @@ from privbandit.shared.core.policies.bco_service import BCO, BCO2, LDPBCO, LDPBC
 from privbandit.shared.core.policies.config import (
     AdaRGOPEConfig,
     AdaROFULConfig,
+    DDPGLBConfig,
     DDPLinUCBConfig,
     LDPGLBConfig,
     LDPLinUCBConfig,
@@ -40,6 +43,7 @@ from privbandit.shared.core.policies.config import (
     SBLBConfig,
     SBLBFixedConfig,
 )
+from privbandit.shared.core.policies.ddp_glb import DDPGLB
 from privbandit.shared.core.policies.ddp_linucb import DDPLinUCB
 from privbandit.shared.core.policies.exact import AdaROFUL, LinUCB
 from privbandit.shared.core.policies.families import ARMS, BCO_FAMILY, GLB, LINEAR, PHASE, Family
@@ -58,10 +62,10 @@ from privbandit.shared.core.policies.mab_config import (
 )
 from privbandit.shared.core.policies.sblb import SBLB, SBLBFixed
 from privbandit.shared.core.policies.ucb import UCB, HeLDPUCBB, HeLDPUCBL
-from privbandit.shared.core.randomizers.base import Randomizer
+from privbandit.shared.core.randomizers.base import Randomizer, Summable
 
 ThreatModel = Literal["none", "ldp", "shuffle", "central"]
-Transport = Literal["reports", "secure-sum"]
+Transport = Aggregation
 TRANSPORTS: tuple[Transport, ...] = ("reports", "secure-sum")
 
 
@@ -86,6 +90,36 @@ class PolicyEntry:
     # The services' variant, used for a config that ``wants_service_policy``.
     service_policy: type[Policy[Any, Any]] | None = None
     wants_service_policy: Callable[[Any], bool] | None = None
+    # The simulator loop that runs it, if not its family's (``Family.simulator``).
+    own_simulator: str | None = None
+    # The measured practical settings (``practical.py``, issue 22): what ``simulate`` and the
+    # demo tasks use unless ``--paper`` (the config's own defaults are the paper's); and where
+    # an aggregation changes what is best, its settings on top.
+    practical: Mapping[str, object] = field(default_factory=dict)
+    practical_by_aggregation: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def practical_for(self, aggregation: Aggregation | None = None) -> dict[str, object]:
+        """The practical settings, with those of ``aggregation`` on top."""
+        return {**self.practical, **self.practical_by_aggregation.get(aggregation or "", {})}
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether a task of the services may run it under a growing batch schedule: its class
+        sizes its noise per batch length (the ``Scheduled`` capability, ``randomizer_for``),
+        which the device and the analyzer need for such a schedule (each model announces the
+        next batch's length and each report's noise is sized from it: ``docs/protocol.md``)."""
+        return all(issubclass(c, Scheduled) for c in self.classes)
+
+    @property
+    def simulator(self) -> str:
+        """The simulator loop that runs it (``privbandit.simulation``)."""
+        return self.own_simulator or self.family.simulator
+
+    @property
+    def classes(self) -> tuple[type[Policy[Any, Any]], ...]:
+        """The class, and the services' variant if there is one."""
+        return (self.policy,) if self.service_policy is None else (
+            self.policy, self.service_policy)
 
     def policy_class(self, config: Any) -> type[Policy[Any, Any]]:
         """The class that serves ``config``."""
@@ -118,24 +152,35 @@ def _has_arm_seed(config: Any) -> bool:
 
 REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
     # Linear contextual bandits: decide carries the K feature vectors.
-    PolicyEntry("linucb", LinUCBConfig, LinUCB, LINEAR, ("none",)),
-    PolicyEntry("ldp-linucb", LDPLinUCBConfig, LDPLinUCB, LINEAR, ("ldp",)),
-    PolicyEntry("sblb", SBLBConfig, SBLB, LINEAR, ("shuffle", "ldp"), TRANSPORTS),
-    PolicyEntry("sblb-fixed", SBLBFixedConfig, SBLBFixed, LINEAR, ("shuffle", "ldp"), TRANSPORTS),
+    PolicyEntry("linucb", LinUCBConfig, LinUCB, LINEAR, ("none",), practical=practical.LINUCB),
+    PolicyEntry("ldp-linucb", LDPLinUCBConfig, LDPLinUCB, LINEAR, ("ldp",),
+                practical=practical.LDP_LINUCB),
+    PolicyEntry("sblb", SBLBConfig, SBLB, LINEAR, ("shuffle", "ldp"), TRANSPORTS,
+                practical=practical.SBLB, practical_by_aggregation=practical.SBLB_BY_AGGREGATION),
+    PolicyEntry("sblb-fixed", SBLBFixedConfig, SBLBFixed, LINEAR, ("shuffle", "ldp"), TRANSPORTS,
+                practical=practical.SBLB, practical_by_aggregation=practical.SBLB_BY_AGGREGATION),
     PolicyEntry("ddp-linucb", DDPLinUCBConfig, DDPLinUCB, LINEAR, ("shuffle",), ("secure-sum",),
                 transport_reason="a report alone is not private: it carries only a share of "
-                                 "the noise"),
+                                 "the noise", practical=practical.DDP_LINUCB),
     # Azize–Basu Alg. 4 (AdaR-OFUL): Gaussian noise per adaptive episode, trusted analyzer.
-    PolicyEntry("adar-oful", AdaROFULConfig, AdaROFUL, LINEAR, ("central",)),
+    PolicyEntry("adar-oful", AdaROFULConfig, AdaROFUL, LINEAR, ("central",),
+                practical=practical.ADAR_OFUL),
     # Zheng et al. Alg. 3 on logistic rewards: (ε, δ)-LDP reports anchored at the broadcast θ̂.
-    PolicyEntry("ldp-glb", LDPGLBConfig, LDPGLB, GLB, ("ldp",)),
+    PolicyEntry("ldp-glb", LDPGLBConfig, LDPGLB, GLB, ("ldp",), practical=practical.LDP_GLB),
+    # GLM (logistic) rewards over ddp-linucb's secure sum: each user's Newton-step statistics at
+    # the served anchor θ̂ (Sarmasarkar 2026's H and MLE, adapted to one report per user).
+    PolicyEntry("ddp-glb", DDPGLBConfig, DDPGLB, GLB, ("shuffle",), ("secure-sum",),
+                transport_reason="a report alone is not private: the aggregators add the noise "
+                                 "to batch sums", practical=practical.DDP_GLB),
     # Azize–Basu Alg. 3 on the task's fixed arms: raw (arm, phase, reward) to a trusted analyzer.
     PolicyEntry("adar-gope", AdaRGOPEConfig, AdaRGOPE, PHASE, ("central",),
-                service_policy=AdaRGOPEService, wants_service_policy=_has_arm_seed),
+                service_policy=AdaRGOPEService, wants_service_policy=_has_arm_seed,
+                practical=practical.ADAR_GOPE),
     # Zheng et al. Alg. 6 (LPLR): per-layer block sums, simulator only (``docs/lplr.md``).
-    PolicyEntry("lplr", LPLRConfig, LPLR, LINEAR, ("ldp",), services=False),
+    PolicyEntry("lplr", LPLRConfig, LPLR, LINEAR, ("ldp",), services=False,
+                own_simulator="lplr"),
     # Multi-armed (context-free) tasks: K arms, no features; LDP ones are pass-through (l = 1).
-    PolicyEntry("ucb", UCBConfig, UCB, ARMS, ("none",)),
+    PolicyEntry("ucb", UCBConfig, UCB, ARMS, ("none",), practical=practical.UCB),
     PolicyEntry("heldp-ucb-l", HeLDPUCBLConfig, HeLDPUCBL, ARMS, ("ldp",)),
     PolicyEntry("heldp-ucb-b", HeLDPUCBBConfig, HeLDPUCBB, ARMS, ("ldp",)),
     PolicyEntry("ldp-mab", LDPMABConfig, LDPMAB, ARMS, ("ldp",)),
@@ -143,20 +188,33 @@ REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
     # Bandit convex optimisation: the device plays the point(s) of the model; the reports are
     # sequential (each moves the point), so only pass-through threat models. (The simulator's
     # vectorised learners are ``bco.BCO_POLICIES``.)
-    PolicyEntry("bco", BCOOnePointConfig, BCO, BCO_FAMILY, ("none",)),
+    PolicyEntry("bco", BCOOnePointConfig, BCO, BCO_FAMILY, ("none",), practical=practical.BCO),
     PolicyEntry("ldp-bco", LDPBCOConfig, LDPBCO, BCO_FAMILY, ("ldp",)),
-    PolicyEntry("bco2", BCOTwoPointConfig, BCO2, BCO_FAMILY, ("none",)),
+    PolicyEntry("bco2", BCOTwoPointConfig, BCO2, BCO_FAMILY, ("none",),
+                practical=practical.BCO),
     PolicyEntry("ldp-bco2", LDPBCO2Config, LDPBCO2, BCO_FAMILY, ("ldp",)),
 )}
 
 
+def _check_capabilities(e: PolicyEntry) -> None:
+    """A declared capability, not a runtime surprise: a secure-sum policy learns from batch sums
+    (``SumIngesting``) of reports its randomizer can describe as integers to add (``Summable``,
+    checked on the default config's randomizer). ``TypeError`` at import otherwise."""
+    if "secure-sum" not in e.transports:
+        return
+    for cls in e.classes:
+        if not issubclass(cls, SumIngesting):
+            raise TypeError(f"{e.algo} declares the secure-sum transport but {cls.__name__} "
+                            "has no ingest_statistic")
+        config = e.config()
+        randomizer = cls.randomizer_of(config)
+        if not isinstance(randomizer, Summable):
+            raise TypeError(f"{e.algo} declares the secure-sum transport but its randomizer "
+                            f"{type(randomizer).__name__} is not Summable (sum_encoding, summand)")
+
+
 for _e in REGISTRY.values():
-    # A declared capability, not a runtime surprise: a secure-sum policy learns from batch sums.
-    for _cls in (_e.policy, _e.service_policy):
-        if "secure-sum" in _e.transports and _cls is not None and \
-                not issubclass(_cls, SumIngesting):
-            raise TypeError(f"{_e.algo} declares the secure-sum transport but "
-                            f"{_cls.__name__} has no ingest_statistic")
+    _check_capabilities(_e)
 
 
 def entry(algo: object) -> PolicyEntry:

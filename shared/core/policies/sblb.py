@@ -38,9 +38,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.policies.batched import ScheduledBatchPolicy
 from privbandit.shared.core.policies.config import SBLBConfig
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer
@@ -96,7 +95,8 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         """c_t = 2L² · 2λ_j: Eq. 11's 2λ_j I in the paper's Ṽ, converted to raw units."""
         return 2 * self.config.L**2 * 2 * self.eq8_lambda(t)
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         """ldp: ε0 per report; central: the amplified figure of the aggregation's accountant.
         Fixed ε0 and fixed batches: as before (``ledgers.shuffle_ledger``, with Thm 5's figure).
         Otherwise per batch length of the schedule (each with its own ε0) and the worst case over
@@ -107,7 +107,7 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         c = self.config
         if aggregation not in ("reports", "secure-sum"):
             raise ValueError(f"unknown aggregation {aggregation!r}")
-        agg: Literal["reports", "secure-sum"] = (
+        agg: Aggregation = (
             "secure-sum" if aggregation == "secure-sum" else "reports")
         if self.schedule.is_fixed and c.fixed_eps0 is not None:
             if c.batch_size <= 1:
@@ -118,7 +118,7 @@ class SBLB(ScheduledBatchPolicy[SBLBConfig, BinaryRandomizer]):
         return schedule_ledger(self.schedule.spec(), sizes,
                                [self._batch_ledger(size, agg) for size in sizes], agg)
 
-    def _batch_ledger(self, size: int, agg: Literal["reports", "secure-sum"]) -> PrivacyLedger:
+    def _batch_ledger(self, size: int, agg: Aggregation) -> PrivacyLedger:
         """One batch length's ledger at its ε0. Secure-sum batches longer than the sum-only
         accountant's length are accounted there (an upper bound), and the whole-report bound,
         cheap at any length, is taken at the true length when lower."""

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from privbandit.shared.core.accounting import ledgers
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger, SecureSum
 from privbandit.shared.core.accounting.mab_ledgers import heldp_ledger, no_local_levels
 from privbandit.shared.core.policies.arm_model import ArmModel
 from privbandit.shared.core.policies.index import IndexState
@@ -92,7 +92,8 @@ class UCB(IndexPolicy):
         c = self.config
         return IndexState(c.K, math.sqrt(2 * c.reward_sigma**2), 0.0, c.confidence_scale)
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         return no_local_levels(ledgers.none_ledger())
 
 
@@ -125,7 +126,8 @@ class HeLDPPolicy(IndexPolicy):
         w = factor(np.where(ok, eps, 1.0)).tolist()
         return [wi if k else None for wi, k in zip(w, ok.tolist(), strict=True)]
 
-    def ledger(self, T: int | None = None, aggregation: str = "reports") -> PrivacyLedger:
+    def ledger(self, T: int | None = None, aggregation: Aggregation = "reports",
+               secure_sum: SecureSum | None = None) -> PrivacyLedger:
         c = self.config
         return heldp_ledger(c.levels, c.eps_min, self.mechanism, c.sigmoid, self.used,
                             self.declined, self.reports)

@@ -16,7 +16,7 @@ import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -95,6 +95,121 @@ class Randomizer(Protocol):
         ...
 
 
+# Capabilities: what some randomizers can do beyond ``Randomizer``. Each is a structural
+# Protocol (checked with ``isinstance``), so a caller asks for the capability, never for a class:
+# the registry checks the declared ones where it is built (``policies.registry``), and the wire
+# layer (``shared.crypto``) sees only the plain ``SumEncoding`` a summable randomizer describes.
+
+
+@dataclass(frozen=True)
+class SumEncoding:
+    """One report of a summable randomizer as c integers for a secure sum (plain data: what the
+    Paillier slot layout and the Prio3 circuit of a task are built from).
+
+    Entry i is the digit v_i + ``offset`` ∈ [0, ``m``] (``offset`` = 0: counts, e.g. the 0/1
+    randomizer's, each in 0..m; ``offset`` = O > 0: signed values in ±O with m = 2O). With
+    ``maxima``/``offsets`` each entry has its own range instead: v_i + offsets[i] ∈
+    [0, maxima[i]] (a tighter check, per coordinate, for a Prio3 validity proof).
+    ``noise_variance``: the Skellam variance each aggregator adds per coordinate (0: none)."""
+
+    c: int
+    m: int
+    offset: int = 0
+    maxima: tuple[int, ...] | None = None
+    offsets: tuple[int, ...] | None = None
+    noise_variance: float = 0.0
+
+
+@runtime_checkable
+class Summable(Protocol):
+    """A randomizer whose reports a secure sum can add (the ``secure-sum`` aggregation): each
+    report contributes ``summand(row)``, c integers as ``sum_encoding`` describes, and the
+    estimator reads the batch sum of the summands as it would ``sufficient`` of the rows."""
+
+    def sum_encoding(self) -> SumEncoding: ...
+
+    def summand(self, row: np.ndarray) -> np.ndarray:
+        """The c integers one report row adds to the batch sum."""
+        ...
+
+
+@runtime_checkable
+class SumBounded(Protocol):
+    """A summable randomizer with a bound an honest batch sum stays within (distributed noise:
+    the analyzer refuses a decoded sum beyond it)."""
+
+    def sum_bound(self, count: int) -> float: ...
+
+
+@runtime_checkable
+class NoiseShares(Protocol):
+    """A randomizer whose reports carry shares of the noise, drawn exactly from the OS CSPRNG
+    (distributed DP): ``honest`` of a batch's reports must be honest for its guarantee (None:
+    the aggregators add the noise instead), ``device_report`` is the one report the device
+    sends, ``exact_noise`` the sampler it draws the share with (None without shares)."""
+
+    honest: int | None
+
+    def device_report(self, x: np.ndarray, r: float) -> list[int]: ...
+
+    @property
+    def exact_noise(self) -> object | None: ...
+
+
+@runtime_checkable
+class BatchNoising(Protocol):
+    """A randomizer whose noise is added to each batch sum by the aggregators, not to the
+    reports: ``batch_noise`` is the simulator's (and the in-process analyzer's) stand-in."""
+
+    def batch_noise(self, rng: np.random.Generator) -> np.ndarray: ...
+
+
+@runtime_checkable
+class BatchSized(Protocol):
+    """A randomizer calibrated for batches of ``batch_size`` reports (None: not yet sized)."""
+
+    batch_size: int | None
+
+
+def sized_for(randomizer: object) -> int | None:
+    """The batch length ``randomizer`` is calibrated for, if any (``BatchSized``)."""
+    return randomizer.batch_size if isinstance(randomizer, BatchSized) else None
+
+
+@runtime_checkable
+class PerUserLevels(Protocol):
+    """A randomizer whose reports may each carry the user's own privacy level ε_t ∈ [0,
+    ``eps_max``] (HeLDP) when ``per_user_epsilon`` is True."""
+
+    per_user_epsilon: bool
+    eps_max: float
+
+
+def takes_levels(randomizer: object) -> bool:
+    """Whether reports of ``randomizer`` carry a per-user privacy level."""
+    return isinstance(randomizer, PerUserLevels) and bool(randomizer.per_user_epsilon)
+
+
+@runtime_checkable
+class RewardBounded(Protocol):
+    """A randomizer of rewards that may be unbounded (``bounded`` False: the sigmoid variants);
+    a randomizer without the attribute takes rewards in [0, 1]."""
+
+    bounded: bool
+
+
+def bounded_rewards(randomizer: object) -> bool:
+    """Whether ``randomizer`` takes rewards in [0, 1] only."""
+    return randomizer.bounded if isinstance(randomizer, RewardBounded) else True
+
+
+@runtime_checkable
+class Calibrating(Protocol):
+    """A randomizer that finds a parameter on first use (σ, ε0) and can be told to now."""
+
+    def calibrate(self) -> None: ...
+
+
 def settle(value: float | Callable[[], float]) -> float:
     """A randomizer's parameter given as a number or as the function that finds it (called
     once, on first use: ``BinaryRandomizer.eps0``, ``BCORowRandomizer.sigma``)."""
@@ -106,9 +221,8 @@ def calibrate(randomizer: object) -> None:
     Gaussian calibration, which imports scipy) or its ε0 (a central target's, a search of seconds
     under the sum-only accountant): a device does so at start, off its request path. A randomizer
     without a ``calibrate`` method has nothing to compute."""
-    method = getattr(randomizer, "calibrate", None)
-    if method is not None:
-        method()
+    if isinstance(randomizer, Calibrating):
+        randomizer.calibrate()
 
 
 # Relative slack on an intercept x[0] = c for floating-point error (1/√2 computed two ways can
@@ -137,6 +251,16 @@ def check_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float) -> tuple[np.nda
         raise ValueError(f"feature vectors must satisfy ||x|| <= L = {L}")
     if ((r < 0) | (r > 1)).any():
         raise ValueError("rewards must lie in [0, 1]")
+    return x, r
+
+
+def check_centered_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float, intercept: float | None,
+                          encoding: str) -> tuple[np.ndarray, np.ndarray]:
+    """``check_inputs``, and under a centered ``encoding`` (``intercept`` c set) x[0] = c in
+    every row (relative slack ``INTERCEPT_TOLERANCE``: the report then uses c exactly)."""
+    x, r = check_inputs(x, r, d, L)
+    if intercept is not None and off_intercept(x[:, 0], intercept).any():
+        raise ValueError(f"the {encoding} encoding needs x[0] = {intercept!r} in every context")
     return x, r
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from privbandit.shared.core.randomizers.base import (
     Estimate,
+    SumEncoding,
     check_inputs,
     settle,
     symmetric_from_upper,
@@ -137,6 +138,14 @@ class BinaryRandomizer:
     def counts(self, rows: np.ndarray) -> np.ndarray:
         """Per-report coordinate counts Σ_k b̃_k ∈ 0..m, shape (n, c) — what secure-sum encrypts."""
         return rows.reshape(rows.shape[0], self.c, self.m).sum(axis=2, dtype=np.int64)
+
+    def sum_encoding(self) -> SumEncoding:
+        """c counts of 0..m per report (``base.Summable``)."""
+        return SumEncoding(self.c, self.m)
+
+    def summand(self, row: np.ndarray) -> np.ndarray:
+        """One report's coordinate counts: what it adds to a batch sum (``base.Summable``)."""
+        return self.counts(np.asarray(row)[None, :])[0]
 
     def sufficient(self, rows: np.ndarray) -> np.ndarray:
         """Batch counts Z (length c): the statistic the paper's shuffler releases."""

@@ -24,7 +24,7 @@ Alternatives considered: Poisson thinning (Poisson(⌈λ⌉) points each kept wi
 over an exact Poisson(1) sampler (Duchon & Duvignau 2016) is exact too but costs Θ(λ) random
 integers per draw, and the shares here have λ between 10 and 10⁵ (λ = σ_s²/2 with σ_s² = μ/⌈γ l⌉):
 up to 10⁵ × 40 draws per report, far slower than the Paillier encryption it precedes. The measured
-cost of this sampler per report is in BENCHMARKS.md (``bench/ddp_device.py``).
+cost of this sampler per report is in docs/benchmarks/ddp-linucb.md (``bench/ddp_device.py``).
 
 Skellam: Sk(2λ) = Poisson(λ) − Poisson(λ), variance 2λ; shares add up exactly (Poisson is closed
 under independent sums).

@@ -86,8 +86,7 @@ import numpy as np
 from privbandit.shared.core.accounting.gaussian import gaussian_sigma
 from privbandit.shared.core.randomizers.base import (
     Estimate,
-    check_inputs,
-    off_intercept,
+    check_centered_inputs,
     upper_indices,
 )
 from privbandit.shared.core.randomizers.skellam import (
@@ -236,13 +235,8 @@ class GaussianRandomizer:
         return lo * self.weights, hi * self.weights
 
     def check(self, x: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``check_inputs``, and under a centered encoding x[0] = c in every row (relative slack
-        1e-9: the report then uses c exactly)."""
-        x, r = check_inputs(x, r, self.d, self.L)
-        c = self.intercept
-        if c is not None and off_intercept(x[:, 0], c).any():
-            raise ValueError(f"the {self.encoding} encoding needs x[0] = {c!r} in every context")
-        return x, r
+        """``check_centered_inputs`` under the report's encoding."""
+        return check_centered_inputs(x, r, self.d, self.L, self.intercept, self.encoding)
 
     def _clean(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """The noise-free report rows: weights ⊙ (upper(x xᵀ), y x), or with (y − ½) x and x

@@ -113,8 +113,9 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.shared.core.accounting.ledger import SECURE_SUM_OBSERVERS_GENERIC, PrivacyLedger
 from privbandit.shared.core.accounting.skellam import (
+    LedgerWords,
     aggregator_ledger,
     ddp_ledger,
     honest_shares,
@@ -123,8 +124,8 @@ from privbandit.shared.core.accounting.skellam import (
 )
 from privbandit.shared.core.randomizers.base import (
     Estimate,
-    check_inputs,
-    off_intercept,
+    SumEncoding,
+    check_centered_inputs,
     symmetric_from_upper,
     upper_indices,
 )
@@ -304,16 +305,18 @@ def central_mu(epsilon: float, delta: float, l1: float, l2: float) -> float:
 
 def rounded_sensitivities(
     d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0,
-    intercept: float | None = None,
+    intercept: float | None = None, pair_bound: float | None = None,
 ) -> tuple[float, float, float]:
     """(B, Δ₁, Δ₂): the norm bound of one user's rounded statistics and the replacement
     sensitivities of their sum (module docstring): B = s√(L⁴ + w²L²) + √n, Δ₂ = min(2B,
-    s Δ_v + 2√n) with Δ_v = ``pair_sensitivity``."""
+    s Δ_v + 2√n) with Δ_v = ``pair_sensitivity`` (or ``pair_bound``, a release of other
+    statistics in the same encoding: ``randomizers.glm_skellam``)."""
     n = n_coords(d)
     root_n = math.sqrt(n)
     norm_bound = scale * statistics_clip(L, u_weight, encoding) * (1 + FLOAT_SLACK) + root_n
-    pair = scale * pair_sensitivity(L, encoding, u_weight, intercept) * (1 + FLOAT_SLACK) \
-        + 2 * root_n
+    if pair_bound is None:
+        pair_bound = pair_sensitivity(L, encoding, u_weight, intercept)
+    pair = scale * pair_bound * (1 + FLOAT_SLACK) + 2 * root_n
     l1, l2 = replacement_sensitivities(norm_bound, n, pair)
     return norm_bound, l1, l2
 
@@ -411,7 +414,7 @@ class SkellamRandomizer:
         self.n_upper = d * (d + 1) // 2
         self.clip = statistics_clip(self.L, self.u_weight, encoding)
         self.norm_bound, self.l1, self.l2 = rounded_sensitivities(
-            d, self.scale, self.L, encoding, self.u_weight, self.intercept
+            d, self.scale, self.L, encoding, self.u_weight, self.intercept, self.pair_bound()
         )
         self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
         lo, hi = entry_ranges(d, self.scale, self.L, encoding, self.u_weight, self.intercept)
@@ -439,6 +442,11 @@ class SkellamRandomizer:
                 self.norm_bound + skellam_tail_bound(self.share_variance, 2.0**-64 / self.n)
             )
 
+    def pair_bound(self) -> float:
+        """Δ_v of the released statistics (``pair_sensitivity``; a subclass releasing other
+        statistics in the same encoding states its own)."""
+        return pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)
+
     @property
     def aggregated_noise(self) -> bool:
         """True when the aggregators add the noise (reports carry none)."""
@@ -462,6 +470,23 @@ class SkellamRandomizer:
             raise ValueError("the devices add this task's noise (noise = 'devices')")
         return ExactSkellam(self.aggregator_variance, randbits)
 
+    def sum_encoding(self) -> SumEncoding:
+        """The c = d(d+3)/2 signed values of a report, each as v + O ∈ [0, 2O]; with the noise
+        added by the aggregators also each entry's honest range [lo_i, hi_i] (v − lo_i ∈
+        [0, hi_i − lo_i], at least 1 wide) and the aggregators' variance
+        (``base.Summable``)."""
+        o = int(self.offset)
+        if not self.aggregated_noise:
+            return SumEncoding(int(self.n), 2 * o, o)
+        lo = [int(v) for v in self.range_lo]
+        widths = tuple(max(1, int(h) - v) for v, h in zip(lo, self.range_hi, strict=True))
+        return SumEncoding(int(self.n), 2 * o, o, maxima=widths, offsets=tuple(-v for v in lo),
+                           noise_variance=float(self.aggregator_variance))
+
+    def summand(self, row: np.ndarray) -> np.ndarray:
+        """A report's signed integers are what it adds to the batch sum (``base.Summable``)."""
+        return np.asarray(row)
+
     def sum_bound(self, count: int) -> float:
         """|S_j| an honest sum of ``count`` reports exceeds with probability below 2⁻⁶⁴ (per
         batch, union over coordinates): count·B plus the tail of the batch's noise. The analyzer
@@ -473,15 +498,14 @@ class SkellamRandomizer:
     def width(self) -> int:
         return self.n
 
-    def ledger(self) -> PrivacyLedger:
-        encoding = self._encoding_words()
+    def ledger(self, observers: str = SECURE_SUM_OBSERVERS_GENERIC) -> PrivacyLedger:
+        """The mechanism's ledger; ``observers``: what the secure sum's parties see
+        (``accounting.ledger.observers_sentence`` of the task's transport)."""
+        words = LedgerWords(self.scale, self._encoding_words(), observers)
         if self.aggregated_noise:
-            return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta,
-                                     scale=self.scale, encoding=encoding)
-        return ddp_ledger(
-            self.share_variance, self.honest_fraction, self.batch_size, self.l1, self.l2,
-            self.delta, scale=self.scale, encoding=encoding,
-        )
+            return aggregator_ledger(self.aggregator_variance, self.l1, self.l2, self.delta, words)
+        return ddp_ledger(self.share_variance, self.honest_fraction, self.batch_size, self.l1,
+                          self.l2, self.delta, words)
 
     def _encoding_words(self) -> str | None:
         encoding = None
@@ -505,13 +529,8 @@ class SkellamRandomizer:
         return (low + (rng.random(y.shape) < (y - low))).astype(np.int64)
 
     def check(self, x: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``check_inputs``, and under the centered encoding x[0] = c for every row (relative
-        slack 1e-9: the statistics then use c exactly)."""
-        x, r = check_inputs(x, r, self.d, self.L)
-        c = self.intercept
-        if c is not None and off_intercept(x[:, 0], c).any():
-            raise ValueError(f"the centered encoding needs x[0] = {c!r} in every context")
-        return x, r
+        """``check_centered_inputs`` (the statistics then use c exactly)."""
+        return check_centered_inputs(x, r, self.d, self.L, self.intercept, "centered")
 
     def scaled(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """s · v_w, each entry clipped into its honest range [lo_i, hi_i] (``entry_ranges``):

@@ -11,7 +11,6 @@ import pytest
 from privbandit.shared.core.accounting.ledger import (
     SECURE_SUM_OBSERVERS,
     SECURE_SUM_OBSERVERS_GENERIC,
-    with_secure_sum_observers,
 )
 from privbandit.shared.core.policies import build_policy, make_config
 
@@ -27,16 +26,22 @@ async def test_the_analyzer_ledger_names_the_prio3_view(tmp_path: Path) -> None:
     assert "Paillier" not in text and SECURE_SUM_OBSERVERS_GENERIC not in text
 
 
-def test_the_policy_ledger_is_transport_free_and_each_transport_has_its_own() -> None:
-    ledger = build_policy(make_config("ddp-linucb", d=3, batch_size=10)).ledger()
+@pytest.mark.parametrize("noise", ["devices", "aggregators"])
+def test_the_policy_ledger_is_transport_free_unless_given_a_transport(noise: str) -> None:
+    """Without a transport (the simulator) the generic sentence; with one, that transport's
+    sentence in its place and the same figures."""
+    policy = build_policy(make_config("ddp-linucb", d=3, batch_size=10, noise=noise))
+    ledger = policy.ledger()
     assert SECURE_SUM_OBSERVERS_GENERIC in ledger.accounting
     for transport, sentence in SECURE_SUM_OBSERVERS.items():
-        stated = with_secure_sum_observers(ledger, transport)
+        stated = policy.ledger(secure_sum=transport)
         assert sentence in stated.accounting
         assert SECURE_SUM_OBSERVERS_GENERIC not in stated.accounting
-        assert stated.central_epsilon == ledger.central_epsilon
-    with pytest.raises(ValueError, match="transport"):
-        with_secure_sum_observers(ledger, "rot13")
-    sblb = build_policy(make_config("sblb", d=3, eps0=4.0, batch_size=10)).ledger(
+        assert stated.accounting == ledger.accounting.replace(SECURE_SUM_OBSERVERS_GENERIC,
+                                                              sentence)
+        assert stated.model_dump(exclude={"accounting"}) == ledger.model_dump(
+            exclude={"accounting"})
+    sblb = build_policy(make_config("sblb", d=3, eps0=4.0, batch_size=10))
+    # No ddp sentence: the transport changes nothing.
+    assert sblb.ledger(aggregation="secure-sum", secure_sum="prio3") == sblb.ledger(
         aggregation="secure-sum")
-    assert with_secure_sum_observers(sblb, "prio3") is sblb  # no ddp sentence: unchanged

@@ -25,11 +25,10 @@ from fastapi import FastAPI
 from privbandit.api import policy_ledger
 from privbandit.services.analyzer.app import create_app as create_analyzer
 from privbandit.services.shuffler.app import create_app as create_shuffler
-from privbandit.shared.core.accounting.ledger import with_secure_sum_observers
 from privbandit.shared.core.policies import build_policy, randomizer_for
-from privbandit.shared.core.policies.practical import PRACTICAL
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.policies.practical import DDP_LINUCB
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
+from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.crypto.keystore import PaillierKeyStore
 from privbandit.shared.crypto.paillier import (
     PaillierEncryptor,
@@ -79,7 +78,7 @@ DDP_FROBENIUS = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
 # by w = 1.3 so that dividing every weight out is visible.
 SCHEDULE = BatchSchedule.parse("geometric:5,2,20")  # 5, 10, 20, 20, …
 DDP_PRACTICAL = TaskConfig.model_validate({**DDP.model_dump(), "policy": {
-    "algo": "ddp-linucb", "d": 3, "epsilon": 1.0, "delta": 1e-6, **PRACTICAL["ddp-linucb"],
+    "algo": "ddp-linucb", "d": 3, "epsilon": 1.0, "delta": 1e-6, **DDP_LINUCB,
     "noise": "devices",
     "batch_schedule": SCHEDULE.spec(), "u_weight": 1.3}})
 
@@ -316,8 +315,7 @@ async def test_a_frobenius_schedule_is_the_simulators_estimator_and_ledger(
         report = await privacy(s.analyzer, "ddp")
         # batch_size is the schedule's first length (derived): the library takes one of them
         params = policy.model_dump(exclude={"algo", "batch_size"})
-        simulator = with_secure_sum_observers(policy_ledger("ddp-linucb", **params),
-                                              task.secure_sum)
+        simulator = policy_ledger("ddp-linucb", secure_sum=task.secure_sum, **params)
         assert "Paillier ciphertexts" in report.ledger.accounting
         assert report.ledger.model_dump() == simulator.model_dump()
         ledger = report.ledger.model_dump()

@@ -18,7 +18,7 @@ import pytest
 import tests.helpers as helpers
 from privbandit.services.shuffler.store import ShufflerStore, Store, Upload
 from privbandit.shared.core.policies import build_policy, make_config
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.protocol.messages import EncryptedReport, b64encode
 from privbandit.shared.protocol.secure_sum import EncryptedCounts
 

@@ -15,9 +15,11 @@ from privbandit.cli import main
 from privbandit.shared.core.confidence import logdet_pd
 from privbandit.shared.core.policies import build_policy, make_config
 from privbandit.shared.core.policies.config import ADAR_AUTO_FIRST_PER_SIGMA, AdaROFULConfig
+from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.core.simulator import simulate
 
-# RDP ε at α = 2 whose conversion is central (1, 10⁻⁶) (BENCHMARKS.md, issue 10 item 5).
+# RDP ε at α = 2 whose conversion is central (1, 10⁻⁶) (docs/benchmarks/ddp-linucb.md, issue 10
+# item 5).
 RDP_EPS_CENTRAL_1 = 0.04871
 
 
@@ -74,7 +76,7 @@ def test_each_release_adds_one_draw_of_the_same_noise() -> None:
     same. Checked on the released noise: ‖N_ℓ‖²/σ_Y² ~ χ²(ℓ d), mean ℓ d, within 4 s.e."""
     common = dict(d=3, alpha=2.0, epsilon=RDP_EPS_CENTRAL_1)
     paper = make_config("adar-oful", **common)
-    practical = make_config("adar-oful", **common, **AdaROFULConfig.PRACTICAL)
+    practical = make_config("adar-oful", **common, **entry("adar-oful").practical)
     assert build_policy(paper).ledger(10_000) == build_policy(practical).ledger(10_000)
     assert build_policy(paper).noise_sigma == build_policy(practical).noise_sigma
     sigma = practical.noise_sigma
@@ -119,7 +121,7 @@ def test_practical_settings_learn_and_beat_the_papers_on_the_same_users() -> Non
     ≈ 2%), and below Alg. 4's episodes at the same width on the same users (measured 1,102 vs
     ≈ 170 over 12 runs at seed 100; here 3 runs at another seed, each run paired)."""
     common = dict(d=5, alpha=2.0, epsilon=RDP_EPS_CENTRAL_1, delta=1e-6)
-    practical = make_config("adar-oful", **common, **AdaROFULConfig.PRACTICAL)
+    practical = make_config("adar-oful", **common, **entry("adar-oful").practical)
     paper_episodes = make_config("adar-oful", **common, confidence_scale=0.1)
     ours, _ = simulate(practical, "linear", 20, 20_000, 3, 23, points=4)
     theirs, _ = simulate(paper_episodes, "linear", 20, 20_000, 3, 23, points=4)
@@ -134,9 +136,9 @@ def test_simulate_defaults_and_paper(tmp_path: Path) -> None:
     assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
     out = json.loads((tmp_path / "a.json").read_text())
     want = make_config("adar-oful", alpha=2.0, epsilon=RDP_EPS_CENTRAL_1,
-                       **AdaROFULConfig.PRACTICAL).model_dump()
-    assert {k: out["params"][k] for k in AdaROFULConfig.PRACTICAL} == {
-        k: want[k] for k in AdaROFULConfig.PRACTICAL}
+                       **entry("adar-oful").practical).model_dump()
+    assert {k: out["params"][k] for k in entry("adar-oful").practical} == {
+        k: want[k] for k in entry("adar-oful").practical}
     assert out["params"]["first_episode"] == 227
     assert out["coverage"] is not None and out["model_updates_mean"] >= 1
     assert out["privacy"]["central_epsilon"] == pytest.approx(1.0, abs=1e-4)

@@ -28,7 +28,8 @@ from privbandit.shared.core.policies.config import (
     DDPLinUCBConfig,
 )
 from privbandit.shared.core.policies.model import Model
-from privbandit.shared.core.policies.schedule import BatchSchedule
+from privbandit.shared.core.policies.registry import entry
+from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.core.simulator import contains, simulate, summarize
 from privbandit.shared.settings import TaskConfig
 from tests.helpers import run_recording_batches
@@ -249,9 +250,9 @@ def test_simulate_defaults_paper_and_conflicting_flags(tmp_path: Path, capsys) -
     params = json.loads((tmp_path / "a.json").read_text())["params"]
     # simulate gives the config the environment's intercept (linear: 1/√2), so 'auto' is the
     # centered encoding with its weight.
-    practical = make_config("ddp-linucb", **DDPLinUCBConfig.PRACTICAL,
+    practical = make_config("ddp-linucb", **entry("ddp-linucb").practical,
                             intercept=LinearEnvironment.intercept)
-    for key in DDPLinUCBConfig.PRACTICAL:
+    for key in entry("ddp-linucb").practical:
         assert params[key] == getattr(practical, key)
     assert params["batch_schedule"].startswith("geometric:")
     assert (params["encoding"], params["u_weight"], params["intercept"]) == (
@@ -273,7 +274,8 @@ def test_defaults_learn() -> None:
     """Regression (issue 22): at its simulate defaults, ddp-linucb at ε = 1 ends, at T = 10⁵ on
     ``linear`` (d = 5, K = 20), far below the uniformly random policy on the same users: at most
     5% of its regret in every run (measured 1–2%; the issue's floor is 25%)."""
-    config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6, **DDPLinUCBConfig.PRACTICAL,
+    config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6,
+                         **entry("ddp-linucb").practical,
                          intercept=LinearEnvironment.intercept)
     assert config.encoding == "centered"
     results, _ = simulate(config, "linear", 20, 100_000, 2, 11, points=4)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from privbandit.shared.core.policies import build_policy, make_config
-from privbandit.shared.core.policies.config import DDPLinUCBConfig
 from privbandit.shared.core.policies.ddp_linucb import DDPLinUCB
+from privbandit.shared.core.policies.registry import entry
 
 
 def _policy(power: float, spec: str = "geometric:4,2,16") -> DDPLinUCB:
@@ -106,7 +106,7 @@ def test_weights_learn_on_linear() -> None:
     from privbandit.shared.core.simulator import simulate, summarize
 
     config = make_config("ddp-linucb", d=5, epsilon=1.0, delta=1e-6,
-                         **{**DDPLinUCBConfig.PRACTICAL, "batch_weight_power": 0.5})
+                         **{**entry("ddp-linucb").practical, "batch_weight_power": 0.5})
     results, _ = simulate(config, "linear", 20, 40_000, 2, 11)
     s = summarize(results)
     assert s["final_regret_mean"] < 0.1 * s["random_regret_mean"]

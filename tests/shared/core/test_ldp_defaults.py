@@ -1,5 +1,6 @@
-"""Issue 22, the local model: ldp-linucb's and ldp-glb's practical defaults (``PRACTICAL``), the
-noise-calibrated regularizer for LDP reports, and a regression that the defaults learn."""
+"""Issue 22, the local model: ldp-linucb's and ldp-glb's practical defaults (their registry
+entries' ``practical``), the noise-calibrated regularizer for LDP reports, and a regression
+that the defaults learn."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from privbandit.shared.core.policies.config import (
     LDPGLBConfig,
     LDPLinUCBConfig,
 )
+from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.core.simulator import simulate
 
 # The linear and logistic environments' intercept x[0] (1/√2 as they compute it).
@@ -32,7 +34,7 @@ def test_simulate_uses_practical_defaults_unless_paper(tmp_path: Path, algo: str
     base = ["simulate", "--algo", algo, "--env", env, "--T", "2000", "--no-progress"]
     assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
     params = json.loads((tmp_path / "a.json").read_text())["params"]
-    for key, value in cls.PRACTICAL.items():
+    for key, value in entry(algo).practical.items():
         if key == "encoding":  # 'auto' resolves to centered: the environment has the intercept
             assert (value, params[key], params["intercept"]) == ("auto", "centered", INTERCEPT)
             assert params["u_weight"] == LDP_CENTERED_U_WEIGHT
@@ -79,7 +81,7 @@ def test_ldp_linucb_defaults_learn() -> None:
     T = 10⁵ on ``linear`` (d = 5, K = 20), below half the uniformly random policy's regret on the
     same users in every run (measured ≈ 28% on average, seed 100, 6 runs)."""
     config = LDPLinUCBConfig(d=5, epsilon=4.0, delta=1e-6, horizon=100_000,
-                             **LDPLinUCBConfig.PRACTICAL)  # type: ignore[arg-type]  # ClassVar dict
+                             **entry("ldp-linucb").practical)  # type: ignore[arg-type]  # Mapping[str, object]
     results, _ = simulate(config, "linear", 20, 100_000, 2, 11, points=4)
     for res in results:
         assert res.regret[-1] <= 0.5 * res.random_regret[-1]

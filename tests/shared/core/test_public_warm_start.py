@@ -68,3 +68,27 @@ def test_simulator_labels_it_and_keeps_the_users() -> None:
     assert warm["privacy"]["public_warm_start"]["rounds"] == 100
     assert warm["privacy"]["central_epsilon"] == base["privacy"]["central_epsilon"]
     assert "public_warm_start" not in base["privacy"]
+
+
+def test_a_service_task_refuses_it() -> None:
+    """The services cannot receive the public log, so a task may not declare one (its ledger would
+    name public rounds that no model learned from)."""
+    from pydantic import ValidationError
+
+    from privbandit.shared.settings import TaskConfig
+
+    policy = {"algo": "adar-oful", "d": 5}
+    TaskConfig(id="t", threat_model="central", policy=policy)
+    with pytest.raises(ValidationError, match="the services take no public warm start"):
+        TaskConfig(id="t", threat_model="central", policy={**policy, "public_warm_start": 10})
+
+
+def test_the_library_takes_it_and_labels_it() -> None:
+    from privbandit import Bandit
+
+    rng = np.random.default_rng(11)
+    bandit = Bandit("ddp-linucb", seed=1, public_warm_start=20)
+    X = rng.normal(size=(20, 5)) / 4
+    bandit.warm_start(X, rng.random(20))
+    assert bandit.model.version == 1
+    assert bandit.ledger().model_dump()["public_warm_start"]["rounds"] == 20

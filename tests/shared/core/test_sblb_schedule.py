@@ -24,7 +24,7 @@ from privbandit.shared.core.accounting.shuffle import (
 from privbandit.shared.core.accounting.shuffle_schedule import central_epsilon, max_eps0
 from privbandit.shared.core.accounting.sum_only import sum_only_epsilon, sum_only_max_eps0
 from privbandit.shared.core.policies import build_policy, make_config
-from privbandit.shared.core.policies.config import SBLBConfig
+from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.core.randomizers.binary import flip_probability
 from privbandit.shared.core.simulator import simulate, summarize
 from privbandit.shared.settings import TaskConfig
@@ -208,11 +208,11 @@ def test_simulate_sblb_central_target_fixed_eps0_and_paper(tmp_path: Path, capsy
     assert main([*base, "--json", str(tmp_path / "a.json")]) == 0
     out = json.loads((tmp_path / "a.json").read_text())
     params = out["params"]
-    practical = SBLBConfig.PRACTICAL
+    practical = entry("sblb").practical
     assert params["epsilon"] == practical["epsilon"] and params["eps0"] is None
     assert params["regularizer"] == practical["regularizer"]
     assert params["accountant"] == "reports"
-    assert params["m"] == SBLBConfig.PRACTICAL_BY_AGGREGATION["reports"]["m"]
+    assert params["m"] == entry("sblb").practical_by_aggregation["reports"]["m"]
     assert [b["batch_size"] for b in out["privacy"]["per_batch"]] == [20, 40, 80]
     assert out["privacy"]["central_epsilon"] <= 1.0 and out["coverage"] is not None
     # Over the secure sum: ε0 from the sum-only accountant, the default m.
@@ -246,13 +246,14 @@ def test_defaults_learn(monkeypatch) -> None:
     ends far below the uniformly random policy on ``linear`` (d = 5, K = 20): at most 25% of its
     regret at T = 10⁵ in every run (the issue's floor; measured 6–12%). To keep the test fast,
     the sum-only accountant stops at batches of 1000 (longer batches reuse that ε0: sound, and
-    a smaller ε0 than the defaults', so the test is conservative); T = 10⁶: BENCHMARKS.md."""
+    a smaller ε0 than the defaults', so the test is conservative); T = 10⁶:
+    docs/benchmarks/sblb.md."""
     monkeypatch.setattr(shuffle_schedule, "SECURE_SUM_ACCOUNTED_MAX", 1000)
     max_eps0.cache_clear()
     shuffle_schedule._FOUND.clear()
     try:
         config = make_config("sblb", d=5, delta=DELTA, accountant="secure-sum",
-                             **SBLBConfig.PRACTICAL)
+                             **entry("sblb").practical)
         results, _ = simulate(config, "linear", 20, 100_000, 2, 11, points=4)
     finally:
         max_eps0.cache_clear()

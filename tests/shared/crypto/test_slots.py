@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from privbandit.shared.core.randomizers.base import SumEncoding
 from privbandit.shared.core.randomizers.binary import n_coords
 from privbandit.shared.crypto.slots import (
     GUARD_BITS,
@@ -171,6 +172,11 @@ class _DDPTask:
         self.policy = make_config("ddp-linucb", d=5, batch_size=l, epsilon=eps,
                                   honest_fraction=gamma, noise="devices")
 
+    def sum_encoding(self) -> SumEncoding:
+        from privbandit.shared.core.policies import randomizer_for
+
+        return randomizer_for(self.policy).sum_encoding()  # type: ignore[attr-defined,no-any-return]
+
 
 _ddp_task = _DDPTask
 
@@ -178,7 +184,7 @@ _ddp_task = _DDPTask
 def test_signed_round_trip_with_negative_and_extreme_values() -> None:
     from privbandit.shared.crypto.slots import layout_for, pack_signed, unpack_signed
 
-    lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
+    lay = layout_for(_ddp_task(8), 512)
     o = lay.offset
     reports = [
         np.full(lay.c, -o), np.full(lay.c, o), np.arange(lay.c) - lay.c // 2,
@@ -198,7 +204,7 @@ def test_signed_round_trip_with_negative_and_extreme_values() -> None:
 def test_signed_pack_refuses_values_beyond_the_offset() -> None:
     from privbandit.shared.crypto.slots import layout_for, pack_signed
 
-    lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
+    lay = layout_for(_ddp_task(8), 512)
     with pytest.raises(SlotRangeError):
         pack_signed(np.full(lay.c, lay.offset + 1), lay)
     with pytest.raises(SlotRangeError):
@@ -208,7 +214,7 @@ def test_signed_pack_refuses_values_beyond_the_offset() -> None:
 def test_signed_unpack_refuses_sums_beyond_the_honest_bound() -> None:
     from privbandit.shared.crypto.slots import layout_for, pack_signed, unpack_signed
 
-    lay = layout_for(_ddp_task(8), 512)  # type: ignore[arg-type]
+    lay = layout_for(_ddp_task(8), 512)
     values = np.zeros(lay.c, dtype=np.int64)
     values[3] = lay.offset
     packed = pack_signed(values, lay)
@@ -225,7 +231,7 @@ def test_signed_slots_hold_every_honest_batch() -> None:
 
     for l, eps, gamma in [(100, 0.5, 0.5), (1000, 1.0, 1.0), (10000, 4.0, 0.5)]:
         task = _ddp_task(l, eps, gamma)
-        lay = layout_for(task, 2048)  # type: ignore[arg-type]
+        lay = layout_for(task, 2048)
         rz = randomizer_for(task.policy)
         assert lay.max_slot == 2 * l * lay.offset < 1 << lay.slot_bits
         assert rz.sum_bound(l) <= l * lay.offset

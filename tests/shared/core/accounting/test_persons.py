@@ -11,6 +11,7 @@ from scipy.special import comb
 from scipy.stats import norm
 
 from privbandit.shared.core.accounting import ledgers, persons
+from privbandit.shared.core.accounting.ledger import SkellamSums
 from privbandit.shared.core.accounting.skellam import ddp_ledger
 
 
@@ -104,17 +105,18 @@ def test_skellam_person_is_the_gaussian_limit_plus_discreteness() -> None:
     delta = 1e-6
     l1, l2 = 20.0, 20.0
     ledger = ddp_ledger(share_variance=4.0, gamma=1.0, batch_size=1000, l1=l1, l2=l2, delta=delta)
-    extra = ledger.model_extra or {}
-    one, _ = persons.skellam_person(extra, 1, delta)
+    mech = ledger.mechanism
+    assert isinstance(mech, SkellamSums) and mech.noise == "devices"
+    one, _ = persons.skellam_person(mech, 1, delta)
     assert one == pytest.approx(ledger.central_epsilon, rel=1e-9)
     for k in (2, 5, 10):
-        eps, _ = persons.skellam_person(extra, k, delta)
+        eps, _ = persons.skellam_person(mech, k, delta)
         assert eps is not None
         sigma2 = (1000 // k) * 4.0
         gauss, _ = compute_epsilon(list(ORDERS), [k * a * l2**2 / (2 * sigma2) for a in ORDERS],
                                    delta)
         assert gauss <= eps <= 1.05 * gauss
-    assert persons.skellam_person(extra, 1001, delta)[0] is None  # no honest share left
+    assert persons.skellam_person(mech, 1001, delta)[0] is None  # no honest share left
 
 
 def test_shuffle_person_central_never_above_local_composition() -> None:

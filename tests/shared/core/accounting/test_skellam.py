@@ -152,6 +152,6 @@ def test_ledger_says_what_each_observer_sees() -> None:
     assert dumped["honest_shares"] == 500
     assert dumped["skellam_mu"] == pytest.approx(mu)
     # The policy's ledger is transport-free; the analyzer states its task's transport's view
-    # (``with_secure_sum_observers``, tests/services/prio3/test_ledger_observers.py).
+    # (``Policy.ledger(secure_sum=…)``, tests/services/prio3/test_ledger_observers.py).
     for phrase in ("only the batch sums", "no local guarantee", "replacement"):
         assert phrase in ledger.accounting

@@ -185,10 +185,10 @@ def test_inverse_round_trips() -> None:
 
 @pytest.mark.slow
 def test_secure_sum_central_beyond_exp_overflow() -> None:
-    # BENCHMARKS.md (digits, sblb, l = 10^4, central ε = 4, d = 20): the central ε at ε0 = 700 is
-    # 3.11 < 4 and the whole-report bound it is capped by raised OverflowError above ε0 ≈ 709
-    # (shuffle._conditional_divergence). Now finite, with no whole-report amplification there
-    # (ε0 + log(1 - δ/p1), shuffle.py), and ε = 4 is reached below ε0 = 800.
+    # docs/benchmarks/ddp-linucb.md (digits, sblb, l = 10^4, central ε = 4, d = 20): the central ε
+    # at ε0 = 700 is 3.11 < 4 and the whole-report bound it is capped by raised OverflowError above
+    # ε0 ≈ 709 (shuffle._conditional_divergence). Now finite, with no whole-report amplification
+    # there (ε0 + log(1 - δ/p1), shuffle.py), and ε = 4 is reached below ε0 = 800.
     central, _ = secure_sum_central(800.0, 10_000, 1e-6, 20, 1)
     assert shuffle_epsilon(800.0, 10_000, 1e-6) == pytest.approx(800.0 + math.log1p(-1e-6))
     assert 4.0 < central < 800.0

@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from privbandit.shared.core.accounting.ledger import SkellamSums
 from privbandit.shared.core.accounting.persons import skellam_person
 from privbandit.shared.core.accounting.rdp import curve_to_dp
 from privbandit.shared.core.accounting.skellam import ORDERS, skellam_epsilon, skellam_rdp
@@ -141,10 +142,11 @@ def test_ledger_is_the_accountant_per_observer() -> None:
 
 def test_a_person_of_k_reports_is_the_mechanism_at_k_times_the_sensitivity() -> None:
     r = make(encoding="frobenius")
-    extra = r.ledger().model_extra or {}
-    one, _ = skellam_person(extra, 1, 1e-6)
+    mech = r.ledger().mechanism
+    assert isinstance(mech, SkellamSums) and mech.noise == "aggregators"
+    one, _ = skellam_person(mech, 1, 1e-6)
     assert one == pytest.approx(r.ledger().central_epsilon, rel=1e-12)
-    three, words = skellam_person(extra, 3, 1e-6)
+    three, words = skellam_person(mech, 3, 1e-6)
     want, _ = curve_to_dp(list(ORDERS), [skellam_rdp(a, r.aggregator_variance, 3 * r.l1,
                                                      3 * r.l2) for a in ORDERS], 1e-6)
     assert three == pytest.approx(want, rel=1e-12) and three > one and "kΔ" in words
