@@ -190,7 +190,7 @@ def learning_table(rows: list[dict[str, Any]]) -> str:
                     cells.append("—")
                     continue
                 share = r["mean"] / r["random"]
-                cells.append(f"{100 * share:.1f}%")
+                cells.append(f"{100 * share:.1f}%" if share >= 0.01 else f"{100 * share:.2f}%")
                 if share < 0.5 and first is None:
                     first = T
             learned = "not by the largest T run" if first is None else f"{first:,}"
