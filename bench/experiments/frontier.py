@@ -208,7 +208,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     # have neither. Then, over two horizons or more, a panel of % of random against T.
     Ts = sorted(T for T in {r["T"] for r in rows}
                 if len({r["epsilon"] for r in rows if r["T"] == T and r["epsilon"]}) > 1
-                and any(is_reference(r["label"]) for r in rows if r["T"] == T)) or \
+                and any(r["label"].startswith(f"{REFERENCE} --") for r in rows
+                        if r["T"] == T)) or \
         [max(r["T"] for r in rows if is_reference(r["label"]))]
     learning = len({r["T"] for r in rows}) > 1
     panels = len(Ts) + learning
