@@ -1,7 +1,9 @@
-"""CPU cost of the per-route HTTP metrics (``services.common.http_metrics``): the analyzer's
-cheapest request, a model fetch answered 304 from its ETag, called N times in-process through
-the app's ASGI interface, by two apps built alike except that one has the instrumentation
-middleware removed; rounds alternate, the median per app is reported.
+"""CPU cost of two middlewares of every service app, the per-route HTTP metrics
+(``services.common.http_metrics``) and the request ids (``services.common.logs``, issue 45): the
+analyzer's cheapest request, a model fetch answered 304 from its ETag, called N times in-process
+through the app's ASGI interface, by three apps built alike except that one has the
+instrumentation middleware removed and one the request-id middleware; rounds alternate, the
+median per app is reported.
 
     python bench/http_metrics.py [--requests 20000] [--rounds 3]
 """
@@ -58,12 +60,13 @@ async def main() -> None:
     args = parse(__doc__, {"requests": 20000, "rounds": 3}, "out/bench/http_metrics.json")
     with tempfile.TemporaryDirectory() as tmp:
         apps = {}
-        for name in ("instrumented", "bare"):
+        for name, without in (("full", None), ("bare", "Prometheus"),
+                              ("no_request_ids", "CorrelationId")):
             settings = Settings(data_dir=Path(tmp) / name, shuffler_token=TOKEN, tasks=[TASK])
-            apps[name] = create_app(settings)
-        bare = apps["bare"]
-        bare.user_middleware = [m for m in bare.user_middleware
-                                if "Prometheus" not in getattr(m.cls, "__name__", "")]
+            app = apps[name] = create_app(settings)
+            if without is not None:
+                app.user_middleware = [m for m in app.user_middleware
+                                       if without not in getattr(m.cls, "__name__", "")]
         results: dict[str, list[float]] = {name: [] for name in apps}
         ctx = [app.router.lifespan_context(app) for app in apps.values()]
         for c in ctx:
@@ -77,13 +80,17 @@ async def main() -> None:
             for c in reversed(ctx):
                 await c.__aexit__(None, None, None)
     medians = {name: statistics.median(r) for name, r in results.items()}
-    extra = medians["instrumented"] - medians["bare"]
+    extra = medians["full"] - medians["bare"]
+    ids = medians["full"] - medians["no_request_ids"]
     for name, rounds in results.items():
-        print(f"{name:>12}: {medians[name]:.1f} µs CPU/request (rounds: "
+        print(f"{name:>15}: {medians[name]:.1f} µs CPU/request (rounds: "
               + ", ".join(f"{x:.1f}" for x in rounds) + ")")
-    print(f"per-route HTTP metrics: +{extra:.1f} µs CPU per request")
+    print(f"per-route HTTP metrics: +{extra:.1f} µs CPU per request "
+          f"(full / bare = {medians['full'] / medians['bare']:.3f})")
+    print(f"request ids: +{ids:.1f} µs CPU per request "
+          f"(full / without = {medians['full'] / medians['no_request_ids']:.3f})")
     write_json(args.json, {"requests": args.requests, "path": PATH, "rounds_us": results,
-                           "median_us": medians, "extra_us": extra})
+                           "median_us": medians, "extra_us": extra, "request_ids_us": ids})
 
 
 if __name__ == "__main__":

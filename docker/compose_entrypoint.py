@@ -58,6 +58,8 @@ OPERATOR_VARIABLES = (PASSWORD, STORE, SHUFFLER_URLS)
 
 # The shuffler's credential, checked before the service runs (module docstring).
 TOKEN = "PRIVBANDIT_SHUFFLER_TOKEN"
+# Where docker-compose.yml mounts it (a compose secret); the services read it from there.
+TOKEN_FILE = "PRIVBANDIT_SHUFFLER_TOKEN_FILE"
 # The services' rule, beside this script (/opt/privbandit/shared/credentials.py in the image).
 CREDENTIALS = Path(__file__).resolve().parents[1] / "shared" / "credentials.py"
 
@@ -104,10 +106,19 @@ def token_rule() -> Callable[[str | None], str | None]:
 
 
 def token_refusal(env: Mapping[str, str]) -> str | None:
-    """The one line refusing the shuffler token of ``env``, or None (fine, or not given)."""
-    if TOKEN not in env:
+    """The one line refusing the shuffler token of ``env`` (the variable, or the file it names:
+    the compose secret), or None (fine, or not given)."""
+    if TOKEN_FILE in env:
+        try:
+            token: str | None = Path(env[TOKEN_FILE]).read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            return (f"privbandit: refusing to start: cannot read the shuffler token file "
+                    f"{env[TOKEN_FILE]} ({type(exc).__name__}); is the secret's file there?")
+    elif TOKEN in env:
+        token = env[TOKEN]
+    else:
         return None
-    problem = token_rule()(env[TOKEN])
+    problem = token_rule()(token)
     return None if problem is None else f"privbandit: refusing to start: {problem}"
 
 

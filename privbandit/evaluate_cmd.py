@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from privbandit.simulate_cmd import ALL_CONFIGS, RANDOM, _checked_config, add_policy_flags
+from privbandit.simulate_cmd import ALL_CONFIGS, RANDOM, _checked_config, add_simulate_parser
 
 METHODS = ("replay", "ips", "snips", "dr", "gain", "ips-exact")
 REFUSED = 3
@@ -59,7 +59,8 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
                    help="OBD: leave out the user-item affinity features")
     p.add_argument("--n-actions", type=int, help="plain logs: K (default: the largest action "
                                                  "+ 1, or the action-context rows)")
-    p.add_argument("--algo", required=True, choices=sorted([*ALL_CONFIGS, RANDOM]))
+    p.add_argument("--algo", required=True, choices=sorted([*ALL_CONFIGS, RANDOM]),
+                   help="the policy to evaluate; random: the uniform-random policy")
     p.add_argument("--methods", default="replay,ips,snips,dr",
                    help="comma-separated: replay, ips, snips, dr (default: these four); "
                         "gain (IPS of the value over the logging policy's), ips-exact (IPS "
@@ -72,10 +73,36 @@ def add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
                    help="refuse IPS and SNIPS above this share of the policy's choices that "
                         "the log never takes (default 0.05)")
     p.add_argument("--level", type=float, default=0.95, help="confidence level")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the train/test splits and the policy's randomness (default 0)")
     add_policy_flags(p)
     p.add_argument("--json", dest="json_out", type=Path, help="write the result here")
     p.set_defaults(func=run_evaluate)
+
+
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """The policy parameters of a command that builds a policy without simulating it
+    (``evaluate``): the common ones of ``simulate`` (see its help), same names and meanings."""
+    g = p.add_argument_group("policy parameters (as for simulate)")
+    # Each flag's help is simulate's own (one text to keep).
+    simulate = argparse.ArgumentParser(add_help=False)
+    add_simulate_parser(simulate.add_subparsers())
+    helps = {flag: action.help
+             for action in next(a for a in simulate._actions  # noqa: SLF001
+                                if isinstance(a, argparse._SubParsersAction)  # noqa: SLF001
+                                ).choices["simulate"]._actions  # noqa: SLF001
+             for flag in action.option_strings}
+    for flag, kind in (("epsilon", float), ("delta", float), ("eps0", float), ("alpha", float),
+                       ("batch-size", int), ("batch-schedule", str), ("honest-fraction", float),
+                       ("scale", float), ("m", int), ("confidence-scale", float),
+                       ("noise-ridge", float), ("update-every", int), ("switching", float),
+                       ("eta", float), ("failure-prob", float), ("lam", float)):
+        g.add_argument(f"--{flag}", type=kind, help=helps[f"--{flag}"])
+    g.add_argument("--regularizer", choices=["paper", "clip", "noise"],
+                   help=helps["--regularizer"])
+    g.add_argument("--paper", action="store_true", help="the papers' settings, not the defaults")
+    g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum",
+                   help=helps["--aggregation"])
 
 
 def _columns(text: str | None) -> list[str] | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
+from privbandit.summary import local_note
 
 LEDGER_FIELDS = (
     "threat_model",
@@ -89,7 +90,10 @@ def add_privacy_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
             "target central ε)."
         ),
     )
-    p.add_argument("--threat-model", required=True, choices=["ldp", "shuffle", "central"])
+    p.add_argument("--threat-model", required=True, choices=["ldp", "shuffle", "central"],
+                   help="who is trusted: no one (ldp: each report is private), the shuffler "
+                        "(shuffle: the analyzer sees shuffled batches) or the analyzer (central: "
+                        "the published models are private)")
     p.add_argument("--eps0", type=_positive_float, help="LDP ε0 of one report (0/1 randomizer)")
     p.add_argument("--batch-size", type=_positive_int, help="shuffler batch size l")
     p.add_argument("--delta", type=_probability, default=1e-6, help="δ (default 1e-6)")
@@ -97,9 +101,10 @@ def add_privacy_parser(subparsers: argparse._SubParsersAction) -> argparse.Argum
     p.add_argument("--d", type=_positive_int, default=5, help="feature dimension (default 5)")
     p.add_argument("--m", type=_positive_int, default=1, help="bits per coordinate (default 1)")
     p.add_argument(
-        "--epsilon",
-        type=_positive_float,
-        help="ldp: target ε of the Gaussian randomizer; central: RDP ε",
+        "--epsilon", "--rdp-epsilon",
+        type=_positive_float, dest="epsilon",
+        help="ldp: target ε of the Gaussian randomizer; central: a Rényi-DP ε, at order "
+             "--alpha (--rdp-epsilon says so; the (ε, δ) the ledger states is derived from it)",
     )
     p.add_argument("--alpha", type=_rdp_order, default=2.0, help="RDP order (default 2)")
     p.add_argument(
@@ -280,7 +285,7 @@ def _person_solution(args: argparse.Namespace) -> tuple[argparse.Namespace, dict
 
 def _fmt(value: Any) -> str:
     if value is None:
-        return "null"
+        return "—"
     if isinstance(value, float):
         return f"{value:.6g}"
     return str(value)
@@ -291,18 +296,21 @@ def _summary(out: dict[str, Any]) -> str:
         ("threat model", out["threat_model"]),
         ("aggregation", out.get("aggregation")),
         ("LDP (ε, δ)", f"({_fmt(out['ldp_epsilon'])}, {_fmt(out['ldp_delta'])})"),
+        ("", local_note(out["ldp_epsilon"], out["central_epsilon"]) or "—"),
         ("central (ε, δ)", f"({_fmt(out['central_epsilon'])}, {_fmt(out['central_delta'])})"),
         ("central ε, Garcelon Thm 5", _fmt(out.get("central_epsilon_paper"))),
         ("RDP (α, ε)", f"({_fmt(out['rdp_alpha'])}, {_fmt(out['rdp_epsilon'])})"),
     ]
-    if out.get("aggregation") is None:
-        rows.pop(1)
+    # A row whose figures do not apply (null in the JSON) is left out: no "null" for people.
+    rows = [row for row in rows if row[1] not in (None, "—", "(—, —)")]
     person = out.get("per_person")
     if person is not None:
         rows.append((f"per person, k={person['k']}: LDP (ε, δ)",
                      f"({_fmt(person['ldp_epsilon'])}, {_fmt(person['ldp_delta'])})"))
         rows.append((f"per person, k={person['k']}: central (ε, δ)",
                      f"({_fmt(person['central_epsilon'])}, {_fmt(person['central_delta'])})"))
+        if note := local_note(person["ldp_epsilon"], person["central_epsilon"], person["k"]):
+            rows.insert(-1, ("", note))
     solution = out.get("solution")
     if solution is not None:
         key = {"eps0": "eps0", "batch-size": "batch_size"}.get(solution["solve"],

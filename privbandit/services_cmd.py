@@ -129,6 +129,10 @@ def add_demo_parser(sub: argparse._SubParsersAction) -> None:
                         "freshly started services")
     p.add_argument("--json", dest="json_out", type=Path, help="write the result (JSON) here")
     p.add_argument("--plot", type=Path, help="write a regret plot (PNG) here")
+    p.add_argument("--logs", type=Path, metavar="DIR",
+                   help="services the demo starts write their logs (one file each) to DIR and "
+                        "leave them there; without it they go to the data directory's logs/, "
+                        "removed with a fresh one after a successful run")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no live progress bar")
 

@@ -23,7 +23,7 @@ from privbandit.simulation import (
     resolve_config,
     run,
 )
-from privbandit.summary import fmt, ledger_lines
+from privbandit.summary import fmt, ledger_lines, person_lines
 
 if TYPE_CHECKING:  # imported where used (the CLI starts without loading them)
     from rich.progress import Progress
@@ -60,8 +60,11 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                    help="arms per round (default 20; fixed-linear: the arm set, up to 10⁴; "
                         "digits: 10; letter: 26; mab: the number of --means)")
     p.add_argument("--T", type=int, default=100_000, help="users (rounds)")
-    p.add_argument("--runs", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--runs", type=int, default=1,
+                   help="independent runs (seeds --seed, --seed+1, ...): the JSON reports their "
+                        "mean and spread (default 1)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the first run's environment and policy randomness (default 0)")
     p.add_argument("--eps0", type=float,
                    help="sblb: fixed LDP ε0 of every report (instead of the central --epsilon)")
     p.add_argument("--epsilon", type=float,
@@ -169,21 +172,6 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "service task's setting: exploration = \"KIND:VALUE\"")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_simulate)
-
-
-def add_policy_flags(p: argparse.ArgumentParser) -> None:
-    """The policy parameters of a command that builds a policy without simulating it
-    (``evaluate``): the common ones of ``simulate`` (see its help), same names and meanings."""
-    g = p.add_argument_group("policy parameters (as for simulate)")
-    for flag, kind in (("epsilon", float), ("delta", float), ("eps0", float), ("alpha", float),
-                       ("batch-size", int), ("batch-schedule", str), ("honest-fraction", float),
-                       ("scale", float), ("m", int), ("confidence-scale", float),
-                       ("noise-ridge", float), ("update-every", int), ("switching", float),
-                       ("eta", float), ("failure-prob", float), ("lam", float)):
-        g.add_argument(f"--{flag}", type=kind)
-    g.add_argument("--regularizer", choices=["paper", "clip", "noise"])
-    g.add_argument("--paper", action="store_true", help="the papers' settings, not the defaults")
-    g.add_argument("--aggregation", choices=["reports", "secure-sum"], default="secure-sum")
 
 
 def env_arg(text: str) -> str:
@@ -335,14 +323,7 @@ def _print_summary(out: dict[str, Any]) -> None:
         f"  wall time         {out['wall_seconds']:.1f} s",
     ]
     lines += ledger_lines(p)  # with the per-user ε line of a task whose users choose ε_t
-    person = p.get("per_person")
-    if person is not None:
-        def pair(eps: Any, delta: Any) -> str:
-            return "null" if eps is None else f"ε={fmt(eps)}, δ={fmt(delta)}"
-
-        lines.append(f"    per person        k={person['k']}: local "
-                     f"{pair(person['ldp_epsilon'], person['ldp_delta'])}; central "
-                     f"{pair(person['central_epsilon'], person['central_delta'])}")
+    lines += person_lines(p.get("per_person"))
     if out.get("withheld_mean") is not None:
         lines.append(f"  returning users   {out['params'].get('users')} persons; reports "
                      f"withheld {out['withheld_mean']:.0f} per run; at most "

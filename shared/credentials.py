@@ -17,8 +17,9 @@ PLACEHOLDER_TOKENS = frozenset({
 PLACEHOLDER_PREFIXES = ("change-me", "changeme", "change_me", "replace-me", "your-", "example")
 _B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 HOW_TO_SET_TOKEN = (
-    "set PRIVBANDIT_SHUFFLER_TOKEN (e.g. to the output of `openssl rand -base64 32`) or "
-    "shuffler_token in the config file (PRIVBANDIT_CONFIG), the same on the analyzer and the "
+    "set PRIVBANDIT_SHUFFLER_TOKEN (e.g. to the output of `openssl rand -base64 32`), "
+    "PRIVBANDIT_SHUFFLER_TOKEN_FILE to a file holding it, or shuffler_token in the config file "
+    "(PRIVBANDIT_CONFIG), the same on the analyzer and the "
     "shuffler; `privbandit up` generates one per data directory"
 )
 

@@ -445,6 +445,10 @@ class Settings(BaseSettings):
     # analyzer and the shuffler refuse to start without a usable one (``shuffler_token_problem``);
     # the device does not use it. ``privbandit up`` generates one per data directory.
     shuffler_token: str | None = None
+    # The token read from a file instead (``PRIVBANDIT_SHUFFLER_TOKEN_FILE``): a compose or
+    # Kubernetes secret mounted at e.g. /run/secrets/shuffler_token, so that the token is in no
+    # environment and no printed configuration (``docker-compose config``). One or the other.
+    shuffler_token_file: Path | None = None
     # Shuffler: how long to wait before retrying an unacknowledged batch (seconds, doubling).
     retry_initial: float = Field(0.2, gt=0)
     retry_max: float = Field(10.0, gt=0)
@@ -480,6 +484,23 @@ class Settings(BaseSettings):
         ids = [t.id for t in self.tasks]
         if len(ids) != len(set(ids)):
             raise ValueError("task ids must be unique")
+        return self
+
+    @model_validator(mode="after")
+    def _token_from_file(self) -> Settings:
+        """``shuffler_token`` from ``shuffler_token_file`` (its one line, without the line
+        break); whether it is usable is judged where it is used (``shuffler_token_problem``)."""
+        path = self.shuffler_token_file
+        if path is None:
+            return self
+        if self.shuffler_token is not None:
+            raise ValueError("set shuffler_token or shuffler_token_file, not both")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"shuffler_token_file: cannot read {path}: {exc}") from None
+        self.shuffler_token = text.rstrip("\r\n") or None
+        self.shuffler_token_file = None  # read: the settings now hold the token itself
         return self
 
     @model_validator(mode="after")

@@ -30,7 +30,7 @@ from privbandit.shared.core.policies.config import DDPLinUCBConfig, LDPLinUCBCon
 from privbandit.shared.core.policies.registry import entry
 from privbandit.shared.core.simulator import simulate
 
-TEXT_FIELDS = ("batch_schedule", "encoding", "regularizer")
+TEXT_FIELDS = ("batch_schedule", "encoding", "mechanism", "regularizer")
 
 
 def parse_setting(spec: str) -> tuple[str, dict[str, Any]]:

@@ -17,9 +17,9 @@ from privbandit.shared.core.mab_simulator import simulate_mab
 from privbandit.shared.core.policies import make_config
 from privbandit.shared.core.policies.gope_service import seeded_arms
 from privbandit.shared.core.policies.registry import entry
-from privbandit.shared.core.simulator import same_users_regret, user_streams
+from privbandit.shared.core.simulator import same_users_curves, user_streams
 from privbandit.shared.protocol.messages import TaskInfo
-from privbandit.summary import ledger_lines
+from privbandit.summary import ledger_lines, person_lines
 
 
 def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
@@ -39,10 +39,11 @@ def simulator_reference(task: TaskInfo, opts: DemoOptions, regret: float,
         arms = seeded_arms(task.K, int(task.d), int(task.policy["arm_seed"]))
         config = make_config("adar-gope", **{k: v for k, v in params.items()
                                             if k not in ("K", "arm_seed")})
-    finals = same_users_regret(config, demo_env_name(task), task.K, opts.users, opts.seed, reps,
-                               arms=arms)
-    return _reference(finals, regret, "privbandit's in-process simulator on the same users (same "
-                      "θ*, contexts and reward draws), varying only device and analyzer randomness")
+    t, curves = same_users_curves(config, demo_env_name(task), task.K, opts.users, opts.seed,
+                                  reps, arms=arms)
+    return _reference(curves[:, -1], regret, "privbandit's in-process simulator on the same users "
+                      "(same θ*, contexts and reward draws), varying only device and analyzer "
+                      "randomness", _band(t, curves))
 
 
 def _mab_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float,
@@ -50,10 +51,11 @@ def _mab_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float
     """A multi-armed task: ``reps`` simulator runs on the demo's instance (same means, seeded
     from the demo's seed; independent reward draws)."""
     env = MABEnvironment(default_means(task.K))
-    runs = simulate_mab(config, env, opts.users, reps, opts.seed, points=2)
-    finals = np.array([float(r.regret[-1]) for r in runs])
-    return _reference(finals, regret, "privbandit's in-process simulator on the same arms "
-                      "(default_means(K), Bernoulli rewards) with independent draws")
+    runs = simulate_mab(config, env, opts.users, reps, opts.seed, points=BAND_POINTS)
+    curves = np.array([r.regret for r in runs], dtype=float)
+    return _reference(curves[:, -1], regret, "privbandit's in-process simulator on the same arms "
+                      "(default_means(K), Bernoulli rewards) with independent draws",
+                      _band(runs[0].checkpoints, curves))
 
 
 def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float,
@@ -62,10 +64,11 @@ def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float
     seed; independent offsets and directions). The simulator serves every user the latest point;
     the services' devices may play an older version, so a demo may sit a little above it."""
     env = demo_environment(task, user_streams(opts.seed)[0])
-    runs, _ = simulate_bco(config, env, opts.users, reps, opts.seed, points=2)
-    finals = np.array([float(r.regret[-1]) for r in runs])
-    return _reference(finals, regret, f"privbandit's in-process simulator on the same {DEMO_ENV} "
-                      "instance (same x*) with independent offsets and directions")
+    runs, _ = simulate_bco(config, env, opts.users, reps, opts.seed, points=BAND_POINTS)
+    curves = np.array([r.regret for r in runs], dtype=float)
+    return _reference(curves[:, -1], regret, f"privbandit's in-process simulator on the same "
+                      f"{DEMO_ENV} instance (same x*) with independent offsets and directions",
+                      _band(runs[0].checkpoints, curves))
 
 
 # A spread this small relative to the mean is rounding, not variation: the runs agree (e.g. a
@@ -73,9 +76,23 @@ def _bco_reference(config: Any, task: TaskInfo, opts: DemoOptions, regret: float
 DEGENERATE_SPREAD = 1e-9
 
 
-def _reference(finals: np.ndarray, regret: float, what: str) -> dict[str, Any]:
+# Checkpoints of the simulator's curves, the band of the demo's plot.
+BAND_POINTS = 50
+
+
+def _band(t: np.ndarray, curves: np.ndarray) -> dict[str, list[float]]:
+    """The simulator runs' regret over t: mean, ±1 sd, and the 10–90 % range of the runs."""
+    sd = curves.std(axis=0, ddof=1) if curves.shape[0] > 1 else np.zeros(curves.shape[1])
+    return {"t": [float(x) for x in t], "mean": curves.mean(axis=0).tolist(),
+            "sd": sd.tolist(), "p10": np.percentile(curves, 10, axis=0).tolist(),
+            "p90": np.percentile(curves, 90, axis=0).tolist()}
+
+
+def _reference(finals: np.ndarray, regret: float, what: str,
+               band: dict[str, list[float]] | None = None) -> dict[str, Any]:
     """Mean, sd and range of the simulator's final regrets, and ``demo_z`` = (this run − mean)/sd;
-    ``demo_z`` is None, with ``demo_z_note`` saying why, when the runs' spread is degenerate."""
+    ``demo_z`` is None, with ``demo_z_note`` saying why, when the runs' spread is degenerate.
+    ``band``: the runs' curves summarised (``_band``), drawn beside the demo's curve."""
     mean = float(finals.mean())
     sd = float(finals.std(ddof=1)) if finals.shape[0] > 1 else 0.0
     degenerate = not sd > DEGENERATE_SPREAD * max(1.0, abs(mean))
@@ -87,6 +104,7 @@ def _reference(finals: np.ndarray, regret: float, what: str) -> dict[str, Any]:
         "max": float(finals.max()),
         "demo_z": None if degenerate else (regret - mean) / sd,
         "what": what,
+        **({"curve": band} if band is not None else {}),
     }
     if degenerate:
         out["demo_z_note"] = (f"the {out['runs']} simulator runs agree to rounding (sd {sd:.2g}): "
@@ -121,15 +139,19 @@ class ProgressBar:
             TimeRemainingColumn,
         )
 
-        self._bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>7.0f} users/s"),
-            TextColumn("regret {task.fields[regret]:>9.1f}"),
-            TextColumn("(random {task.fields[random]:>9.1f})"),
-            TextColumn("model v{task.fields[version]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(),
-            console=console, refresh_per_second=8,
-        )
+        # Every column on a wide terminal; at 80 columns (or fewer) the ones that fit on one
+        # line, the bar shortened (a wrapped live bar redraws as a column of fragments).
+        narrow = console is not None and console.width < 120
+        columns = [TextColumn("[bold]{task.description}"),
+                   BarColumn(bar_width=10 if narrow else 40), MofNCompleteColumn()]
+        if not narrow:
+            columns.append(TextColumn("{task.fields[rate]:>7.0f} users/s"))
+        columns += [TextColumn("regret {task.fields[regret]:>7.1f}"),
+                    TextColumn("(random {task.fields[random]:>7.1f})")]
+        if not narrow:
+            columns += [TextColumn("model v{task.fields[version]}"), TimeElapsedColumn()]
+        columns.append(TimeRemainingColumn())
+        self._bar = Progress(*columns, console=console, refresh_per_second=8)
         self._task = self._bar.add_task(f"{task.id}", total=opts.users, rate=0.0, regret=0.0,
                                         random=0.0, version=0)
 
@@ -232,16 +254,7 @@ def print_result(out: dict[str, Any], console: Any) -> None:
         ledger = (" — sum-only ledger (observer of the released batch sums)" if secure
                   else " — whole-report ledger (observer of the shuffled reports)")
     lines += ledger_lines(p, ledger, escape)
-    person = out.get("per_person")
-    if person is not None and person.get("k") is not None:
-        def pair(eps: Any, delta: Any) -> str:
-            return "null" if eps is None else f"ε={eps:.4g}, δ={delta:.3g}"
-
-        lines += [
-            f"  per person        at most k={person['k']} reports ({person['period']}): "
-            f"local {pair(person['ldp_epsilon'], person['ldp_delta'])}; central "
-            f"{pair(person['central_epsilon'], person['central_delta'])}",
-        ]
+    lines += person_lines(out.get("per_person"), "  per person      ")
     if out.get("persons") is not None:
         lines.append(f"  returning users   {out['users']} visits of {out['persons']} persons")
     mark = "[green]✓[/green]" if rec["consistent"] else "[bold red]✗[/bold red]"
@@ -275,6 +288,11 @@ def print_result(out: dict[str, Any], console: Any) -> None:
 
 
 def make_console(stderr: bool = False) -> Any:
+    """rich's console: at a terminal, its width; piped or to a file, lines are not wrapped
+    (``soft_wrap``: rich would otherwise cut them at 80 columns, inside numbers and URLs)."""
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(stderr=stderr, soft_wrap=True)

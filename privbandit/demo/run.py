@@ -124,8 +124,10 @@ def main_demo(
     task: str | None = None,
     returning: int | None = None,
     contributions: int | None = None,
+    logs: Path | None = None,
 ) -> int:
-    """The ``privbandit demo`` command; returns the exit status."""
+    """The ``privbandit demo`` command; returns the exit status. ``logs``: where the services
+    it starts write their logs, kept after the run (default: the data directory's logs/)."""
     console = make_console()
     err = make_console(stderr=True)
     if users < 1 or concurrency < 1:
@@ -188,11 +190,13 @@ def main_demo(
                               f"{aggregation} aggregation instead of its configured "
                               f"{configured} ({cfg_file})")
             ports = dict(zip(SERVICES, free_ports(3), strict=True))
-            cluster = Cluster(data, ports, config=cfg_file, log_dir=data / "logs")
+            log_dir = logs if logs is not None else data / "logs"
+            log_dir.mkdir(parents=True, exist_ok=True)
+            cluster = Cluster(data, ports, config=cfg_file, log_dir=log_dir)
             cluster.start()
             urls = cluster.urls
             console.print("  " + ", ".join(f"{n} {u}" for n, u in urls.items())
-                          + f"  (logs in {data / 'logs'})")
+                          + f"  (logs in {log_dir})")
         out = asyncio.run(run_demo_against(urls, task_id, opts, console,
                                            compare=cluster is not None))
         ok = out["reconciliation"]["consistent"]
@@ -223,10 +227,10 @@ def main_demo(
         curve = out["regret_curve"]
         regret_plot(
             {"algo": out["algo"], "env": out["env"], "regret_curve": curve,
-             "random_regret_mean": out["random_regret"], "privacy": out["privacy"]},
+             "random_regret_mean": out["random_regret"], "privacy": out["privacy"],
+             "reference": out.get("simulator_reference")},
             plot,
-            title=f"{out['algo']} via the services ({out['threat_model']}, "
-                  f"{out['users']} users)",
+            title=f"{out['algo']} via the services, {out['users']} users",
         )
         console.print(f"wrote {plot}")
     return 0 if out["reconciliation"]["consistent"] else 1

@@ -13,6 +13,10 @@ class NotSecureSum(NotFound, code="not_secure_sum"):
     """``GET /secure-sum`` of a task that does not use the secure-sum transport."""
 
 
+class NoPaillierKey(NotFound, code="no_paillier_key"):
+    """``GET /v1/paillier-config`` of an analyzer none of whose tasks uses Paillier."""
+
+
 class AggregationMismatch(Conflict, code="aggregation_mismatch"):
     """The upload uses the other shuffle transport than the task is configured with; nothing
     was counted."""

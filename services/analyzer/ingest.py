@@ -135,6 +135,8 @@ class IngestPipeline:
         """The task's counters (as committed) and the ingest metrics."""
         rt, m, task = self.rt, self.metrics, self.rt.id
         report_level = rt.decoder.report_level
+        if results:
+            rt.last_batch_at = time.time()
         for _, r in results:
             rt.reports_counted += r.counted
             rt.rejected += r.rejected

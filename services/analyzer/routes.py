@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, StreamingResponse
 from pydantic import BaseModel
@@ -21,6 +22,7 @@ from privbandit.services.analyzer.transports import TRANSPORTS
 from privbandit.services.analyzer.transports.base import AnalyzerTransport
 from privbandit.services.common.deps import get_runtime, task_dependency
 from privbandit.services.common.health import health
+from privbandit.services.common.http_client import service_client
 from privbandit.services.common.web import error_responses
 from privbandit.shared.protocol.messages import (
     AnyModelMessage,
@@ -39,6 +41,8 @@ TaskDep = Annotated[TaskRuntime, Depends(task_dependency("analyzer"))]
 
 
 ERRORS = error_responses(401, 404, 409, 413, 422)
+# The status page's wait for another service: one that does not answer by then is shown so.
+PEER_TIMEOUT = 1.0
 
 # What a browser client reads (issue 41; docs/web-client.md): the public configuration, the
 # model (poll and stream) and the ledger. Opened to ``browser_origins`` by CORS, nothing else.
@@ -65,12 +69,20 @@ async def metrics(runtime: RuntimeDep) -> Response:
 
 
 @router.get("/status", response_class=HTMLResponse)
-async def status_page(runtime: RuntimeDep) -> HTMLResponse:
-    """Read-only HTML status page for an operator: readiness, each task's model version,
-    batches, reports counted, refused and queued, and its privacy ledger. No scripts and no
-    external assets (``services.analyzer.status``)."""
-    tasks = await run_in_threadpool(status.snapshot, runtime)
-    page = status.render(tasks, runtime.readiness.missing())
+async def status_page(
+    runtime: RuntimeDep,
+    refresh: Annotated[int, Query(ge=0, le=3600, description="seconds between the page's "
+                                  "reloads; 0: never")] = 10,
+) -> HTMLResponse:
+    """Read-only HTML status page for an operator: readiness, the other services' health, each
+    task's model version, batches, reports counted, refused, queued and pending at the shuffler,
+    its last batch, and its privacy ledger. No scripts and no external assets
+    (``services.analyzer.status``)."""
+    settings = runtime.settings
+    async with service_client(settings.analyzer.url, PEER_TIMEOUT) as client:
+        tasks, others = await asyncio.gather(run_in_threadpool(status.snapshot, runtime),
+                                             status.peers(settings, client))
+    page = status.render(tasks, runtime.readiness.missing(), others=others, refresh=refresh)
     return HTMLResponse(page, headers={"Content-Security-Policy": status.CSP,
                                        "Cache-Control": "no-store",
                                        "X-Content-Type-Options": "nosniff"})
@@ -139,8 +151,14 @@ class _SlotStream(StreamingResponse):
 
 
 @router.get("/v1/tasks/{task}/model/stream", responses={**ERRORS, **error_responses(503)})
-async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
-    """Server-Sent Events: the current model on connect, then every new version.
+async def stream_model(
+    rt: TaskDep, runtime: RuntimeDep,
+    last_event_id: Annotated[str | None, Header(
+        description="the id (model version) of the last event a reconnecting client received: "
+                    "that model is not sent again")] = None,
+) -> StreamingResponse:
+    """Server-Sent Events: the current model on connect (unless ``Last-Event-ID`` names it: the
+    client holds it), then every new version. Each event's ``id`` is its model version.
 
     At most ``limits.model_streams`` streams are open at once (all tasks); one more is refused
     with 503 ``too_many_streams`` and a Retry-After: poll ``GET /v1/tasks/{task}/model`` with
@@ -162,7 +180,10 @@ async def stream_model(rt: TaskDep, runtime: RuntimeDep) -> StreamingResponse:
         try:
             # Reconnect hint for EventSource clients (milliseconds).
             yield "retry: 2000\n\n"
-            sent = -1
+            # A reconnecting client's last version: not sent again (a lower current version,
+            # after the analyzer lost its state, differs and is sent).
+            sent = (int(last_event_id) if last_event_id and last_event_id.isdigit()
+                    and len(last_event_id) <= 19 else -1)
             while not feed.closed:
                 current = feed.current
                 if current.version != sent:

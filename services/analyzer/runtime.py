@@ -219,9 +219,14 @@ class AnalyzerRuntime:
             skipped=policy.skipped,
         )
 
+    def opened_paillier_keys(self) -> PaillierKeyStore | None:
+        """The Paillier key store if a task opened it at start-up, else ``None`` (never created
+        by a request: ``GET /v1/paillier-config``)."""
+        return self._paillier
+
     def paillier_keys(self) -> PaillierKeyStore:
-        """The analyzer's Paillier key store, created on first use (at start-up when a task uses
-        secure-sum; otherwise on the first ``GET /v1/paillier-config``). Thread-safe."""
+        """The analyzer's Paillier key store, created on first use: at start-up, by a task whose
+        transport is Paillier (``open_keys``). Thread-safe."""
         with self._paillier_lock:
             if self._paillier is None:
                 bits = self._paillier_key_bits

@@ -11,21 +11,30 @@ thread).
 
 The page is one HTML document with inline CSS and nothing else: no script, image, font or style
 sheet is fetched (its Content-Security-Policy forbids it), so it works where the deployment has
-no internet access; every value is HTML-escaped.
+no internet access; every value is HTML-escaped. It reloads itself (``<meta http-equiv=
+"refresh">``, no script) every ``?refresh=`` seconds (10 by default, 0: never). Beside the
+analyzer's own figures it shows the other services as the analyzer reaches them (``peers``):
+each shuffler replica's and the device's ``/healthz``, and the reports each task has pending at
+the shuffler (its ``GET /v1/status``). A ledger's accounting prose, the same for every task of a
+policy and observer, is written once, as a numbered note the ledger rows refer to.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import httpx
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger
+from privbandit.shared.protocol.messages import ErrorBody, ShufflerStatus
+from privbandit.shared.settings import Settings
 
 if TYPE_CHECKING:
     from privbandit.services.analyzer.runtime import AnalyzerRuntime
@@ -54,6 +63,7 @@ class TaskStatus:
     quarantined: int
     queued_batches: int
     ledger: PrivacyLedger
+    last_batch_at: float | None = None
 
     @property
     def reports_refused(self) -> int:
@@ -93,8 +103,64 @@ def snapshot(runtime: AnalyzerRuntime) -> list[TaskStatus]:
             quarantined=rt.quarantined,
             queued_batches=committer.queued() if committer is not None else 0,
             ledger=runtime.ledger(rt),
+            last_batch_at=rt.last_batch_at,
         ))
     return out
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another service as the analyzer reaches it: ``state`` is ``ok``, ``starting`` (its
+    ``/healthz`` answered 503, ``detail`` says what it waits for) or ``unreachable``."""
+
+    service: str
+    url: str
+    state: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The other services, and each task's reports pending at the shuffler (the first replica
+    that answers: replicas share one store); ``pending`` is empty when none answered."""
+
+    services: list[Peer] = field(default_factory=list)
+    pending: dict[str, int] = field(default_factory=dict)
+
+
+async def _health(client: httpx.AsyncClient, service: str, url: str) -> Peer:
+    try:
+        resp = await client.get(url + "/healthz")
+    except httpx.HTTPError as exc:
+        return Peer(service, url, "unreachable", type(exc).__name__)
+    if resp.status_code == 200:
+        return Peer(service, url, "ok")
+    try:
+        detail = ErrorBody.model_validate_json(resp.content).message
+    except ValueError:
+        detail = f"HTTP {resp.status_code}"
+    return Peer(service, url, "starting" if resp.status_code == 503 else "failing", detail)
+
+
+async def _pending(client: httpx.AsyncClient, url: str) -> dict[str, int] | None:
+    try:
+        resp = await client.get(url + "/v1/status")
+        resp.raise_for_status()
+        status = ShufflerStatus.model_validate_json(resp.content)
+    except (httpx.HTTPError, ValueError):
+        return None
+    return {t.task: t.pending for t in status.tasks}
+
+
+async def peers(settings: Settings, client: httpx.AsyncClient) -> Peers:
+    """Ask every shuffler replica and the device, at once (``client``'s timeout bounds the
+    wait: an unreachable service must not hold the page)."""
+    shufflers = settings.shuffler.all_urls
+    checks = [_health(client, "shuffler", url) for url in shufflers]
+    checks.append(_health(client, "device", settings.device.url))
+    services, pending = await asyncio.gather(
+        asyncio.gather(*checks), asyncio.gather(*(_pending(client, u) for u in shufflers)))
+    return Peers(list(services), next((p for p in pending if p is not None), {}))
 
 
 class TaskCollector(Collector):
@@ -179,7 +245,8 @@ h1{font-size:1.3em;margin:0 0 .2em}
 table{border-collapse:collapse;margin-bottom:1.5em;background:#fff}
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#eee}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.small{font-size:.85em;color:#555;max-width:40em}
+.small{font-size:.85em;color:#555;max-width:60em}
+.bad{color:#b3261e;font-weight:600}
 """
 
 
@@ -215,10 +282,29 @@ def _cell(value: object, *, numeric: bool = False, data: str = "") -> str:
     return f"<td{cls}{attr}>{_esc(value)}</td>"
 
 
-def render(tasks: list[TaskStatus], missing: dict[str, list[str]], now: float | None = None) -> str:
-    """The status page: readiness, then one row per task (model, batches, reports) and one per
-    task and observer (the ledger). ``missing``: what readiness still waits for
-    (``Readiness.missing()``)."""
+def _when(at: float | None, now: float) -> str:
+    if at is None:
+        return "— (none since start)"
+    return (time.strftime("%H:%M:%S UTC", time.gmtime(at))
+            + f" ({_num(max(0, round(now - at)))} s ago)")
+
+
+def _peer_row(p: Peer) -> str:
+    cls = {"ok": "ok", "starting": "wait"}.get(p.state, "bad")
+    return (f'<tr id="peer-{_esc(p.service)}-{_esc(p.url)}">' + _cell(p.service) + _cell(p.url)
+            + f'<td data-field="state" class="{cls}">{_esc(p.state)}</td>'
+            + f'<td class="small">{_esc(p.detail)}</td></tr>')
+
+
+def render(tasks: list[TaskStatus], missing: dict[str, list[str]], now: float | None = None,
+           *, others: Peers | None = None, refresh: int = 10) -> str:
+    """The status page: readiness and the other services (``others``), then one row per task
+    (model, batches, reports, pending at the shuffler, last batch) and one per task and observer
+    (the ledger), whose accounting prose is written once per distinct text, as notes.
+    ``missing``: what readiness still waits for (``Readiness.missing()``); ``refresh``: seconds
+    between reloads (0: none)."""
+    now = time.time() if now is None else now
+    others = others if others is not None else Peers()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
     if missing:
         waiting = "; ".join(f"{what}: {', '.join(items)}" for what, items in missing.items())
@@ -238,10 +324,14 @@ def render(tasks: list[TaskStatus], missing: dict[str, list[str]], now: float | 
                 _cell(f"{_num(t.rejected)} / {_num(t.duplicates)} / {_num(t.quarantined)}",
                       numeric=True),
                 _cell(_num(t.queued_batches), numeric=True, data="queued_batches"),
+                _cell(_num(others.pending.get(t.id)), numeric=True, data="pending_at_shuffler"),
+                _cell(_when(t.last_batch_at, now), data="last_batch"),
             ]) + "</tr>")
     ledger_rows = []
+    notes: dict[str, int] = {}  # accounting prose -> its note's number
     for t in tasks:
         spent = list(t.spent()) or [("—", None, None)]
+        note = notes.setdefault(t.ledger.accounting, len(notes) + 1)
         for observer, eps, delta in spent:
             ledger_rows.append(
                 f'<tr id="ledger-{_esc(t.id)}-{_esc(observer)}">' + "".join([
@@ -249,27 +339,39 @@ def render(tasks: list[TaskStatus], missing: dict[str, list[str]], now: float | 
                     _cell(_num(eps), numeric=True, data="epsilon"),
                     _cell(_num(delta), numeric=True, data="delta"),
                     _cell(_rdp(t.ledger)), _cell(_users(t.per_user()), data="per_user"),
-                    f'<td class="small">{_esc(t.ledger.accounting)}</td>',
+                    _cell(f"[{note}]", data="note"),
                 ]) + "</tr>")
+    note_items = "".join(f'<li id="note-{n}" class="small">{_esc(text)}</li>'
+                         for text, n in notes.items())
+    peer_rows = "".join(_peer_row(p) for p in others.services)
+    reload = (f'<meta http-equiv="refresh" content="{int(refresh)}">' if refresh > 0 else "")
+    every = (f"reloads every {int(refresh)} s (<code>?refresh=0</code>: never)" if refresh > 0
+             else "does not reload (<code>?refresh=10</code>: every 10 s)")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
+{reload}
 <title>privbandit analyzer — status</title>
 <style>{_STYLE}</style></head>
 <body>
 <h1>privbandit analyzer</h1>
 <div class="meta">State: {state} · {_esc(len(tasks))} task(s) · as of {_esc(stamp)} ·
-read-only; machine-readable: <code>/metrics</code>,
+{every} · read-only; machine-readable: <code>/metrics</code>,
 <code>/v1/tasks/&lt;task&gt;/privacy</code></div>
+<h2>Services</h2>
+<table id="peers"><thead><tr><th>service</th><th>address</th><th>health</th><th>detail</th>
+</tr></thead><tbody>{peer_rows}</tbody></table>
 <h2>Tasks</h2>
 <table id="tasks"><thead><tr><th>task</th><th>policy</th><th>threat model</th>
 <th>aggregation</th><th>batch size</th><th>model version</th><th>batches</th>
 <th>reports counted</th><th>reports refused</th><th>rejected / duplicate / quarantined</th>
-<th>batches queued</th></tr></thead>
+<th>batches queued</th><th>pending at the shuffler</th><th>last batch</th></tr></thead>
 <tbody>{''.join(rows)}</tbody></table>
 <h2>Privacy ledger</h2>
 <table id="ledger"><thead><tr><th>task</th><th>threat model</th><th>observer</th><th>ε</th>
 <th>δ</th><th>Rényi DP (α, ε)</th><th>per-user ε_t</th><th>accounting</th></tr></thead>
 <tbody>{''.join(ledger_rows)}</tbody></table>
+<h3>Accounting</h3>
+<ol id="notes">{note_items}</ol>
 </body></html>
 """

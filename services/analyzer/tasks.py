@@ -56,6 +56,9 @@ class TaskRuntime:
     # Reports refused with their whole (secure-sum) batch.
     quarantined: int = 0
     batches: int = 0
+    # When this process last committed one of the task's batches (epoch seconds; None: not
+    # since it started). The status page's "last batch".
+    last_batch_at: float | None = None
     ledger_cache: PrivacyLedger | None = None
     person_cache: dict[str, Any] | None = None  # the per-person figures (``runtime.person``)
     # Coalesces the task's batches into group commits; set by ``AnalyzerRuntime.start``.

@@ -9,6 +9,12 @@ is kept fresh in the background:
 3. whenever the stream fails or ends, ETag polling (``If-None-Match``) for a while before trying
    the stream again, with a growing pause, so a broken stream endpoint cannot stall updates.
 
+The stream is read with httpx-sse (the SSE event-stream parser of the HTML standard), and its
+``id:`` and ``retry:`` fields are honoured as an EventSource would: a reconnection sends the last
+event id received as ``Last-Event-ID`` (the analyzer then skips re-sending a model the device
+holds), and the server's ``retry:`` (milliseconds) is the first pause before reconnecting,
+doubling from there up to ``max(stream_retry.maximum, retry)``.
+
 Intervals and retry bounds are ``Settings.device_timing``; startup fetches retry with ``Backoff``.
 
 Models only move forward: an update is applied when its version is newer than the cached one.
@@ -26,8 +32,9 @@ from collections.abc import Callable
 from typing import cast
 
 import httpx
+from httpx_sse import aconnect_sse
 
-from privbandit.services.common.retry import Backoff
+from privbandit.services.common.retry import Jittered, until_success
 from privbandit.services.device.background import Loops
 from privbandit.shared.core.policies import Model, build_policy
 from privbandit.shared.core.policies.adar_gope import PhaseModel
@@ -40,6 +47,9 @@ from privbandit.shared.settings import Settings, TaskConfig
 AnyModel = Model | ArmModel | BCOModel | PhaseModel
 
 log = logging.getLogger(__name__)
+
+# What a fetch from the analyzer retries on: the network, an error answer, a malformed body.
+FETCH_ERRORS = (httpx.HTTPError, ValueError)
 
 
 class ModelCache:
@@ -70,6 +80,10 @@ class ModelCache:
         self.hpke: HpkeConfig | None = None
         self.hpke_public_key: bytes | None = None
         self.streaming: set[str] = set()  # tasks whose SSE stream is currently open
+        # Per task, the stream's last event id and its ``retry:`` (seconds), kept across
+        # reconnections as an EventSource keeps them.
+        self.last_event_id: dict[str, str] = {}
+        self.reconnect: dict[str, float] = {}
         self._loops = Loops()
 
     # -- reading --------------------------------------------------------------------------------
@@ -155,14 +169,12 @@ class ModelCache:
 
     async def _follow(self, task: str) -> None:
         t = self.timing
-        backoff = Backoff.of(self.timing.fetch_retry)
-        while task not in self.fetched and not self._loops.stopping:
-            try:
+        async for attempt in until_success(Jittered.of(t.fetch_retry), FETCH_ERRORS, log,
+                                           f"task {task}: analyzer not ready"):
+            with attempt:
                 await self.poll(task)
-            except (httpx.HTTPError, ValueError) as exc:
-                delay = backoff.delay()
-                log.info("task %s: analyzer not ready (%s); retrying in %.1fs", task, exc, delay)
-                await asyncio.sleep(delay)
+                if task not in self.fetched:  # answered, but with a model that does not fit
+                    raise ValueError("no usable model yet")
         stream_pause = t.stream_retry.initial
         while not self._loops.stopping:
             if self.stream:
@@ -173,9 +185,11 @@ class ModelCache:
                     log.info("task %s: model stream failed (%s); polling", task, exc)
                 finally:
                     self.streaming.discard(task)
-                # A stream that stayed up for a while was healthy: retry it soon after it drops.
+                # A stream that stayed up for a while was healthy: retry it soon after it drops
+                # (after the server's ``retry:``, if it sent one).
                 if time.monotonic() - opened > t.stream_retry.maximum:
-                    stream_pause = t.stream_retry.initial
+                    stream_pause = self.reconnect.get(task, t.stream_retry.initial)
+                stream_pause = max(stream_pause, self.reconnect.get(task, 0.0))
             deadline = time.monotonic() + (stream_pause if self.stream else float("inf"))
             while time.monotonic() < deadline and not self._loops.stopping:
                 try:
@@ -183,15 +197,21 @@ class ModelCache:
                 except (httpx.HTTPError, ValueError) as exc:
                     log.debug("task %s: poll failed: %s", task, exc)
                 await asyncio.sleep(t.poll_interval)
-            stream_pause = min(2 * stream_pause, t.stream_retry.maximum)
+            stream_pause = min(2 * stream_pause,
+                               max(t.stream_retry.maximum, self.reconnect.get(task, 0.0)))
 
     async def _stream(self, task: str) -> None:
-        """Follow the SSE broadcast until it ends or fails."""
+        """Follow the SSE broadcast until it ends or fails (an answer other than a 200
+        ``text/event-stream`` is an ``httpx.HTTPError``)."""
         timeout = httpx.Timeout(5.0, read=self.timing.stream_read_timeout)
-        headers = {"Accept": "text/event-stream"}
-        async with self.client.stream(
-            "GET", f"/v1/tasks/{task}/model/stream", headers=headers, timeout=timeout
-        ) as resp:
+        headers = {}
+        if task in self.last_event_id:
+            headers["Last-Event-ID"] = self.last_event_id[task]
+        async with aconnect_sse(
+            self.client, "GET", f"/v1/tasks/{task}/model/stream", headers=headers,
+            timeout=timeout,
+        ) as source:
+            resp = source.response
             if resp.status_code != 200:
                 raise httpx.HTTPStatusError(
                     f"stream answered {resp.status_code}", request=resp.request, response=resp
@@ -200,21 +220,13 @@ class ModelCache:
             # Catch up on anything published between our last poll and the subscription.
             with contextlib.suppress(httpx.HTTPError, ValueError):
                 await self.poll(task)
-            event, data = "message", list[str]()
-            async for line in resp.aiter_lines():
-                if line == "":
-                    if data and event == "model":
-                        self._on_event(task, "\n".join(data))
-                    event, data = "message", list[str]()
-                elif line.startswith(":"):
-                    continue  # comment / keep-alive
-                else:
-                    name, _, value = line.partition(":")
-                    value = value[1:] if value.startswith(" ") else value
-                    if name == "event":
-                        event = value
-                    elif name == "data":
-                        data.append(value)
+            async for sse in source.aiter_sse():
+                if sse.retry is not None:
+                    self.reconnect[task] = sse.retry / 1000
+                if sse.id:
+                    self.last_event_id[task] = sse.id
+                if sse.event == "model" and sse.data:
+                    self._on_event(task, sse.data)
 
     def _on_event(self, task: str, data: str) -> None:
         try:
@@ -224,25 +236,24 @@ class ModelCache:
             return
         self.apply(task, msg, "stream")
 
+    async def _fetch_hpke(self) -> tuple[HpkeConfig, bytes]:
+        resp = await self.client.get("/v1/hpke-config")
+        resp.raise_for_status()
+        cfg = HpkeConfig.model_validate_json(resp.content)
+        key = b64decode(cfg.public_key)
+        if len(key) != 32:
+            raise ValueError("an X25519 public key is 32 bytes")
+        return cfg, key
+
     async def _hpke_loop(self) -> None:
-        backoff = Backoff.of(self.timing.fetch_retry)
         while not self._loops.stopping:
-            try:
-                resp = await self.client.get("/v1/hpke-config")
-                resp.raise_for_status()
-                cfg = HpkeConfig.model_validate_json(resp.content)
-                key = b64decode(cfg.public_key)
-                if len(key) != 32:
-                    raise ValueError("an X25519 public key is 32 bytes")
-            except (httpx.HTTPError, ValueError) as exc:
-                delay = backoff.delay()
-                log.info("HPKE config not available (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                continue
+            async for attempt in until_success(Jittered.of(self.timing.fetch_retry),
+                                               FETCH_ERRORS, log, "HPKE config not available"):
+                with attempt:
+                    cfg, key = await self._fetch_hpke()
             if self.hpke is not None and cfg != self.hpke:
                 log.warning("analyzer HPKE key changed (key id %d -> %d)",
                             self.hpke.key_id, cfg.key_id)
             self.hpke, self.hpke_public_key = cfg, key
-            backoff.reset()
             await asyncio.sleep(self.timing.hpke_refresh)
 

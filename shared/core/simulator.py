@@ -326,7 +326,17 @@ def same_users_regret(
     contexts, same reward draws), varying only the device and analyzer randomness: the spread
     a services run of the same task should fall in. ``arms``: a ``fixed-linear`` run on these
     arms (an ``adar-gope`` task's) instead of the drawn ones."""
-    finals = np.empty(reps)
+    return same_users_curves(config, env_name, K, T, seed, reps, arms, points=1)[1][:, -1]
+
+
+def same_users_curves(
+    config: PolicyConfig, env_name: str, K: int, T: int, seed: int, reps: int = 20,
+    arms: np.ndarray | None = None, points: int = 50,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``same_users_regret``'s runs as curves: the checkpoints (``points`` of them, ending at
+    T) and each run's cumulative regret there (reps × checkpoints)."""
+    checkpoints = checkpoints_for(T, points)
+    curves = np.empty((reps, checkpoints.shape[0]))
     for rep in range(reps):
         env_rng, reward_rng = user_streams(seed)
         env = make_environment(env_name, config.d, K, env_rng)
@@ -337,6 +347,6 @@ def same_users_regret(
         )
         policy = build_policy(config, policy_rng)
         policy.bind_arms(env.fixed_arms)
-        result = run_once(policy, env, T, reward_rng, device_rng, checkpoints_for(T, 1))
-        finals[rep] = result.regret[-1]
-    return finals
+        result = run_once(policy, env, T, reward_rng, device_rng, checkpoints)
+        curves[rep] = result.regret
+    return checkpoints, curves

@@ -9,7 +9,7 @@ URL-safe base64."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -69,6 +69,31 @@ class Prio3Report(Message):
         None, ge=1, le=MAX_BATCH, description="ddp-linucb: the batch length l its Skellam share "
         "is sized for (as ``EncryptedCounts.batch_size``)",
     )
+
+
+class Prio3Config(Message):
+    """Analyzer → device (``GET /v1/tasks/{task}/secure-sum`` of a prio3 task): the Prio3
+    parameters a device shards its reports with (``shared.crypto.prio3_task.TaskVdaf``).
+
+    Each report's ``length`` values v are shifted by their ``offsets`` O and measured as v + O,
+    entry i in [0, max_values[i]]: Prio3SumVec(length, max_value) when every entry has the same
+    maximum, else SumVecRanges; field ``Field128``, ``chunk_length`` of the validity circuit's
+    gadget calls, ctx = the task id. ``noise_variance``: the Skellam variance each aggregator
+    adds per coordinate of a batch sum (0: the noise, if any, is in the devices' shares). The
+    helper share is sealed to ``GET /v1/hpke-config``'s key."""
+
+    task: str
+    mechanism: Literal["prio3"] = "prio3"
+    vdaf: Literal["Prio3SumVec", "Prio3SumVecRanges"]
+    field: Literal["Field128"] = "Field128"
+    length: int = Field(ge=1)
+    max_value: int = Field(ge=1)
+    max_values: list[int] | None = None
+    offsets: list[int]
+    chunk_length: int = Field(ge=1)
+    proofs: int = Field(ge=1)
+    noise_variance: float = Field(ge=0)
+    endpoint: str = Field(description="where a device uploads its Prio3Upload (the shuffler)")
 
 
 class Prio3Upload(Message):

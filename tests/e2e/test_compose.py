@@ -54,13 +54,30 @@ def ports() -> dict[str, int]:
     return {name: int(cfg[name]["port"]) for name in SERVICES}
 
 
-def docker_compose_config(token: str | None) -> subprocess.CompletedProcess[str]:
-    """``docker-compose config -q`` with PRIVBANDIT_SHUFFLER_TOKEN set to ``token`` (or unset)."""
-    env = {k: v for k, v in os.environ.items() if k != "PRIVBANDIT_SHUFFLER_TOKEN"}
-    if token is not None:
-        env["PRIVBANDIT_SHUFFLER_TOKEN"] = token
+TOKEN_FILE = "PRIVBANDIT_SHUFFLER_TOKEN_FILE"
+# Where the compose file mounts the token's secret in a container.
+SECRET_PATH = "/run/secrets/shuffler_token"
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file holding a good shuffler token, as an operator makes one."""
+    path = tmp_path_factory.mktemp("secret") / "shuffler-token"
+    path.write_text(secrets.token_urlsafe(32) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def docker_compose_config(
+    token_file: Path | None, *args: str, quiet: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """``docker-compose config [-q]`` with PRIVBANDIT_SHUFFLER_TOKEN_FILE set to ``token_file``
+    (or unset)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVBANDIT_SHUFFLER_TOKEN")}
+    if token_file is not None:
+        env[TOKEN_FILE] = str(token_file)
     return subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
+        ["docker-compose", "-f", str(COMPOSE), *args, "config", *(["-q"] if quiet else [])],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(60),
     )
 
@@ -71,26 +88,45 @@ needs_compose = pytest.mark.skipif(
 
 
 @needs_compose
-def test_docker_compose_config_validates() -> None:
-    result = docker_compose_config(secrets.token_urlsafe(32))
+def test_docker_compose_config_validates(token_file: Path) -> None:
+    result = docker_compose_config(token_file)
     assert result.returncode == 0, result.stderr
+
+
+@needs_compose
+def test_docker_compose_config_does_not_print_the_token(token_file: Path) -> None:
+    """The token is in a file (a compose secret): ``docker-compose config`` prints the file's
+    path, never its content (issue 45 item 9: it printed the token)."""
+    token = token_file.read_text().strip()
+    for profile in ([], ["--profile", "postgres"]):
+        result = docker_compose_config(token_file, *profile, quiet=False)
+        assert result.returncode == 0, result.stderr
+        assert token not in result.stdout and str(token_file) in result.stdout
 
 
 @needs_compose
 def test_docker_compose_refuses_without_a_shuffler_token() -> None:
     result = docker_compose_config(None)
     assert result.returncode != 0
-    assert "set PRIVBANDIT_SHUFFLER_TOKEN" in result.stderr, result.stderr
+    assert "set PRIVBANDIT_SHUFFLER_TOKEN_FILE" in result.stderr, result.stderr
 
 
-def test_shuffler_token_comes_from_the_environment_with_no_default(
-    compose: dict[str, Any],
+def test_shuffler_token_comes_from_a_secret_file_with_no_default(
+    full_compose: dict[str, Any],
 ) -> None:
-    for svc in compose["services"].values():
-        value = svc["environment"]["PRIVBANDIT_SHUFFLER_TOKEN"]
-        # ${VAR:?message}: compose refuses to start without it; ${VAR:-default} would not.
-        assert value.startswith("${PRIVBANDIT_SHUFFLER_TOKEN:?"), value
-        assert ":-" not in value and "change-me" not in value
+    """The token is a compose secret whose file the operator names (no default), mounted in the
+    analyzer and the shufflers only, which read it from there; no container's environment holds
+    a token."""
+    file = full_compose["secrets"]["shuffler_token"]["file"]
+    # ${VAR:?message}: compose refuses to start without it; ${VAR:-default} would not.
+    assert file.startswith("${PRIVBANDIT_SHUFFLER_TOKEN_FILE:?"), file
+    assert ":-" not in file and "change-me" not in file
+    for name, svc in full_compose["services"].items():
+        env = svc.get("environment", {})
+        assert "PRIVBANDIT_SHUFFLER_TOKEN" not in env, name
+        uses = name in ("analyzer", "shuffler", "shuffler-2")
+        assert (svc.get("secrets") == ["shuffler_token"]) == uses, name
+        assert (env.get(TOKEN_FILE) == SECRET_PATH) == uses, name
 
 
 def test_three_services_from_one_image(compose: dict[str, Any]) -> None:
@@ -235,7 +271,7 @@ def strings(node: Any) -> list[str]:
 def test_the_compose_file_interpolates_only_what_compose_v1_understands(
     full_compose: dict[str, Any],
 ) -> None:
-    host_env = {"PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
+    host_env = {TOKEN_FILE: "/home/op/shuffler-token"}
     for text in strings(full_compose):
         interpolate(text, host_env)  # ValueError on a form v1 would pass through verbatim
 
@@ -266,6 +302,7 @@ def check_containers(
     store: str,
     urls: list[str],
     monkeypatch: pytest.MonkeyPatch,
+    token_file: Path,
 ) -> None:
     """Each service container, started with its environment from ``environments`` (as compose
     hands it over), runs the entrypoint's derivation and builds the real ``Settings``: its
@@ -279,10 +316,16 @@ def check_containers(
             monkeypatch.delenv(key)
         for key, value in env.items():
             monkeypatch.setenv(key, value)
-        # The container's config path does not exist here: the same file, from the checkout.
+        # The container's config path does not exist here: the same file, from the checkout;
+        # nor does the secret's mount: the file it mounts.
         monkeypatch.setenv("PRIVBANDIT_CONFIG", str(ROOT / "shared/defaults/privbandit.toml"))
+        if env.get(TOKEN_FILE) == SECRET_PATH:
+            monkeypatch.setenv(TOKEN_FILE, str(token_file))
         settings = Settings()
         assert settings.analyzer.store == settings.shuffler.store == store, name
+        # The services that use the token read it from the secret; the device has none.
+        want = token_file.read_text().strip() if name != "device" else None
+        assert settings.shuffler_token == want, name
         assert settings.shuffler.urls == urls, name
 
 
@@ -290,6 +333,7 @@ def check_containers(
 def test_the_postgres_password_points_every_service_at_the_database(
     full_compose: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
+    token_file: Path,
     host_env: dict[str, str],
     store: str,
     urls: list[str],
@@ -298,13 +342,13 @@ def test_the_postgres_password_points_every_service_at_the_database(
     ``${…}`` resolved by Compose's rules here: the profile's password alone switches the analyzer
     and every shuffler to the ``postgres`` service and the device to both replicas; without it
     the services keep their SQLite files."""
-    host_env = {**host_env, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
+    host_env = {**host_env, TOKEN_FILE: str(token_file)}
     services = full_compose["services"]
     environments = {
         name: {k: interpolate(str(v), host_env) for k, v in svc["environment"].items()}
         for name, svc in services.items() if "environment" in svc
     }
-    check_containers(environments, store, urls, monkeypatch)
+    check_containers(environments, store, urls, monkeypatch, token_file)
     assert environments["postgres"]["POSTGRES_PASSWORD"] == host_env.get(PASSWORD, "")
 
 
@@ -313,6 +357,7 @@ def test_the_postgres_password_points_every_service_at_the_database(
 def test_docker_compose_resolves_every_containers_store(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    token_file: Path,
     host_env: dict[str, str],
     store: str,
     urls: list[str],
@@ -322,7 +367,7 @@ def test_docker_compose_resolves_every_containers_store(
     settings above. v1 hands what it does not understand (``${VAR:+x}``, nesting) to the
     container as literal text, which ``config -q`` does not notice and this does."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIVBANDIT_", "COMPOSE_"))}
-    env.update(host_env, PRIVBANDIT_SHUFFLER_TOKEN=secrets.token_urlsafe(32))
+    env.update(host_env, PRIVBANDIT_SHUFFLER_TOKEN_FILE=str(token_file))
     env_file = tmp_path / "empty.env"  # not a .env of the checkout's
     env_file.write_text("")
     profile = ["--profile", "postgres"] if PASSWORD in host_env else []
@@ -337,7 +382,7 @@ def test_docker_compose_resolves_every_containers_store(
         name: {k: str(v).replace("$$", "$") for k, v in svc["environment"].items()}
         for name, svc in services.items() if "environment" in svc  # prometheus sets none
     }
-    check_containers(environments, store, urls, monkeypatch)
+    check_containers(environments, store, urls, monkeypatch, token_file)
     assert environments["postgres"]["POSTGRES_PASSWORD"] == host_env.get(PASSWORD, "")
     for name in CONTAINERS:
         assert services[name]["entrypoint"] == ENTRYPOINT, name
@@ -406,12 +451,8 @@ def test_the_entrypoint_runs_the_command_in_the_derived_environment() -> None:
 
 
 @needs_compose
-def test_docker_compose_config_validates_with_the_postgres_profile() -> None:
-    env = {**os.environ, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
-    result = subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "--profile", "postgres", "config", "-q"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=patience(60),
-    )
+def test_docker_compose_config_validates_with_the_postgres_profile(token_file: Path) -> None:
+    result = docker_compose_config(token_file, "--profile", "postgres")
     assert result.returncode == 0, result.stderr
 
 
@@ -489,18 +530,21 @@ def test_the_monitoring_profile_ships_the_dashboard(full_compose: dict[str, Any]
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
-def test_docker_compose_config_validates_with_the_monitoring_profile() -> None:
-    env = {**os.environ, "PRIVBANDIT_SHUFFLER_TOKEN": secrets.token_urlsafe(32)}
-    done = subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "--profile", "monitoring", "config", "-q"],
-        env=env, capture_output=True, text=True, timeout=patience(60), check=False,
-    )
+def test_docker_compose_config_validates_with_the_monitoring_profile(token_file: Path) -> None:
+    done = docker_compose_config(token_file, "--profile", "monitoring")
     assert done.returncode == 0, done.stderr
 
 
-def run_entrypoint(token: str | None, command: list[str]) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != entrypoint.TOKEN}
-    if token is not None:
+def run_entrypoint(token: str | None, command: list[str],
+                   secret: Path | None = None) -> subprocess.Popen[str]:
+    """The entrypoint given ``token`` in its environment, or (``secret``) in that file, as the
+    compose file's secret gives it."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in (entrypoint.TOKEN, entrypoint.TOKEN_FILE)}
+    if token is not None and secret is not None:
+        secret.write_text(token + "\n")
+        env[entrypoint.TOKEN_FILE] = str(secret)
+    elif token is not None:
         env[entrypoint.TOKEN] = token
     return subprocess.Popen([sys.executable, str(ENTRYPOINT_SCRIPT), *command], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -510,7 +554,9 @@ WEAK_TOKENS = ["abc", "change-me-please-0123456789abcdefghij", "x" * 31,
                "spaces are not a bearer token, not at all!!"]
 
 
-def test_the_entrypoint_refuses_a_weak_token_in_one_line_and_does_not_exit() -> None:
+def test_the_entrypoint_refuses_a_weak_token_in_one_line_and_does_not_exit(
+    tmp_path: Path,
+) -> None:
     # Issue 26 item 9: a container exiting on a weak token would be restarted in a loop
     # (restart: unless-stopped). The entrypoint names the problem in one line, runs nothing and
     # waits until it is stopped. The rule is the services' own (shared/credentials.py). One
@@ -519,8 +565,10 @@ def test_the_entrypoint_refuses_a_weak_token_in_one_line_and_does_not_exit() -> 
 
     problems = [shuffler_token_problem(token) for token in WEAK_TOKENS]
     assert None not in problems
-    procs = [run_entrypoint(token, [sys.executable, "-c", "print('the service ran')"])
-             for token in WEAK_TOKENS]
+    # In the environment, and in a secret's file (the compose file's way).
+    procs = [run_entrypoint(token, [sys.executable, "-c", "print('the service ran')"],
+                            tmp_path / f"token-{i}" if i % 2 else None)
+             for i, token in enumerate(WEAK_TOKENS)]
     try:
         time.sleep(patience(2))  # the window in which an exit would have happened
         assert [proc.poll() for proc in procs] == [None] * len(procs)  # idle, no exit
@@ -536,10 +584,20 @@ def test_the_entrypoint_refuses_a_weak_token_in_one_line_and_does_not_exit() -> 
         assert token not in err or len(token) < 8  # the message never echoes a usable secret
 
 
-def test_the_entrypoint_runs_the_service_with_a_good_token_or_none() -> None:
+def test_the_entrypoint_runs_the_service_with_a_good_token_or_none(tmp_path: Path) -> None:
     good = secrets.token_urlsafe(32)
-    for token in (good, None):  # None: a container that is given no token (not a service's)
-        proc = run_entrypoint(token, [sys.executable, "-c", "print('the service ran')"])
+    # None: a container that is given no token (not a service's)
+    for token, secret in ((good, None), (good, tmp_path / "token"), (None, None)):
+        proc = run_entrypoint(token, [sys.executable, "-c", "print('the service ran')"], secret)
         out, err = proc.communicate(timeout=patience(20))
         assert proc.returncode == 0, err
         assert out == "the service ran\n" and err == ""
+
+
+def test_the_entrypoint_refuses_a_missing_secret_file_in_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in (entrypoint.TOKEN, entrypoint.TOKEN_FILE)}
+    env[entrypoint.TOKEN_FILE] = str(tmp_path / "absent")
+    assert entrypoint.token_refusal(env) == (
+        f"privbandit: refusing to start: cannot read the shuffler token file {tmp_path}/absent "
+        "(FileNotFoundError); is the secret's file there?")

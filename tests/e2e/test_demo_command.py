@@ -52,9 +52,13 @@ def test_demo_command_starts_fresh_services_and_writes_json(
     code = cli([
         "demo", "--threat-model", "shuffle", "--users", "150", "--concurrency", "3",
         "--config", str(e2e_config), "--paper", "--no-progress", "--seed", "3",
-        "--json", str(out_json), "--plot", str(out_png),
+        "--json", str(out_json), "--plot", str(out_png), "--logs", str(tmp_path / "logs"),
     ])
     assert code == 0
+    # --logs: the services' logs stay where asked (the fresh data directory is gone).
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "analyzer.log", "device.log", "shuffler.log"]
+    # (empty here: the e2e config logs at level warning, and a clean run warns of nothing)
     out = json.loads(out_json.read_text())
     for key in ("final_regret", "regret_curve", "privacy", "users_per_second",
                 "reconciliation", "threat_model", "task", "users", "concurrency", "params",

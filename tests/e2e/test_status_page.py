@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,7 +21,13 @@ import pytest
 import tomli_w
 
 from privbandit.launcher import free_ports
-from privbandit.shared.protocol.messages import BatchUpload, HpkeConfig, PrivacyReport
+from privbandit.shared.protocol.messages import (
+    BatchUpload,
+    HpkeConfig,
+    PrivacyReport,
+    ReportUpload,
+    UploadedReport,
+)
 from tests.helpers import TOKEN, auth, deadline, patience, report_maker, shuffle_task
 
 CHROMIUM = next((p for p in (os.environ.get("CHROMIUM"), shutil.which("chromium"),
@@ -38,44 +45,55 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-dev-shm-usage"]
 
 
+@dataclass
+class Services:
+    analyzer: str
+    shuffler: str
+    device: str  # not started: the page shows it unreachable
+
+
 @pytest.fixture
-def analyzer(tmp_path: Path) -> Iterator[str]:
-    """A real analyzer process with one shuffle task; its base URL."""
-    port = free_ports(1)[0]
+def services(tmp_path: Path) -> Iterator[Services]:
+    """A real analyzer process and a real shuffler process with one shuffle task; no device."""
+    ports = dict(zip(("analyzer", "shuffler", "device"), free_ports(3), strict=True))
     config = tmp_path / "privbandit.toml"
     config.write_text(tomli_w.dumps({
         "data_dir": str(tmp_path / "data"), "shuffler_token": TOKEN, "log_level": "warning",
+        **{name: {"host": "127.0.0.1", "port": port} for name, port in ports.items()},
         "tasks": [TASK.model_dump(mode="json", exclude_none=True)],
     }))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVBANDIT_")}
     env.update(PRIVBANDIT_CONFIG=str(config), PYTHONPATH=str(Path(__file__).parents[2]))
-    log = (tmp_path / "analyzer.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "privbandit.services.analyzer",
-         "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    procs: list[subprocess.Popen[bytes]] = []
     try:
+        # Both at once: the shuffler retries the analyzer until it answers.
+        names = ("analyzer", "shuffler")
+        for name in names:
+            with (tmp_path / f"{name}.log").open("wb") as out:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", f"privbandit.services.{name}"],
+                    env=env, stdout=out, stderr=subprocess.STDOUT))
         until = deadline(60)
-        while True:
-            assert proc.poll() is None, (tmp_path / "analyzer.log").read_text()
-            try:
-                if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < until, "the analyzer did not become healthy"
-            time.sleep(0.1)
-        yield url
+        for name, proc in zip(names, procs, strict=True):
+            while True:
+                assert proc.poll() is None, (tmp_path / f"{name}.log").read_text()
+                try:
+                    if httpx.get(urls[name] + "/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < until, f"the {name} did not become healthy"
+                time.sleep(0.1)
+        yield Services(**urls)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(patience(10))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(patience(10))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 class Cells(HTMLParser):
@@ -123,15 +141,23 @@ def dump_dom(url: str) -> str:
     return done.stdout
 
 
-def test_status_page_renders_in_headless_chromium(analyzer: str) -> None:
+def test_status_page_renders_in_headless_chromium(services: Services) -> None:
+    analyzer = services.analyzer
     with httpx.Client(base_url=analyzer, timeout=patience(10)) as client:
         hpke = HpkeConfig.model_validate_json(client.get("/v1/hpke-config").content)
-        upload = BatchUpload(batch_id="b" * 32, reports=report_maker(hpke)(TASK, 5))
+        make = report_maker(hpke)
+        upload = BatchUpload(batch_id="b" * 32, reports=make(TASK, 5))
         r = client.post(f"/v1/tasks/{TASK.id}/batches", json=upload.model_dump(mode="json"),
                         headers=auth())
         assert r.status_code == 200
         report = PrivacyReport.model_validate_json(
             client.get(f"/v1/tasks/{TASK.id}/privacy").content)
+        # Three reports at the shuffler: fewer than a batch (l = 5), so they stay pending.
+        pending = ReportUpload(reports=[UploadedReport(**r.model_dump())
+                                        for r in make(TASK, 3)])
+        r = client.post(f"{services.shuffler}/v1/tasks/{TASK.id}/reports",
+                        json=pending.model_dump(mode="json"))
+        assert r.status_code == 202, r.text
     dom = dump_dom(analyzer + "/status")
     page = Cells()
     page.feed(dom)
@@ -145,6 +171,15 @@ def test_status_page_renders_in_headless_chromium(analyzer: str) -> None:
     assert row["batches"] == str(report.batches) == "1"
     assert row["reports_counted"] == str(report.reports_counted) == "5"
     assert row["reports_refused"] == "0"
+    # Issue 45 item 9: what is pending at the shuffler, the last batch, the other services, a
+    # reload of its own, and the accounting prose once (a note the ledger rows cite).
+    assert row["pending_at_shuffler"] == "3"
+    assert row["last_batch"].endswith(" s ago)") and "UTC" in row["last_batch"]
+    assert page.rows[f"peer-shuffler-{services.shuffler}"]["state"] == "ok"
+    assert page.rows[f"peer-device-{services.device}"]["state"] == "unreachable"
+    assert '<meta http-equiv="refresh" content="10">' in dom
+    assert page.rows[f"ledger-{TASK.id}-central"]["note"] == "[1]"
+    assert dom.count(report.ledger.accounting.split(".")[0]) == 1
     central = page.rows[f"ledger-{TASK.id}-central"]
     assert report.ledger.central_epsilon is not None
     assert float(central["epsilon"]) == pytest.approx(report.ledger.central_epsilon, rel=1e-5)

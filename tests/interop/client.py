@@ -109,7 +109,7 @@ def glb_row_sensitivity(L: float, S: float) -> float:
 
 def gaussian_row(x: np.ndarray, r: float, eps: float, delta: float, L: float,
                  rng: np.random.Generator, encoding: str = "plain", u_weight: float = 1.0,
-                 intercept: float | None = None) -> bytes:
+                 intercept: float | None = None, noise: bool = True) -> bytes:
     """Zheng Alg. 5 as protocol.md states it: (upper(x xᵀ), r x) + N(0, σ²) per entry,
     σ the analytic Gaussian calibration at the encoding's Δ (plain: √(2L⁴ + 2L² + 1/2) if
     L² ≥ 1/2, else 2L); "frobenius" multiplies the off-diagonal entries by √2 and r x by
@@ -129,7 +129,64 @@ def gaussian_row(x: np.ndarray, r: float, eps: float, delta: float, L: float,
         d = len(x)
         m = np.where([i == j for i in range(d) for j in range(i, d)], m, math.sqrt(2) * m)
     clean = np.concatenate([m, u_weight * r * x])
+    if not noise:  # the noise-free row (privunit_row's input)
+        return clean.astype("<f8").tobytes()
     return (clean + rng.normal(0.0, sigma, clean.shape)).astype("<f8").tobytes()
+
+
+@functools.cache
+def privunit_parameters(D: int, eps: float) -> tuple[float, float, float]:
+    """protocol.md §3.3 "mechanism": (γ, p, m) with q(γ) and μ₊(γ) by quadrature of t's density
+    ∝ (1 − t²)^{(D−3)/2} (not the document's Beta-function forms) and m maximised over γ."""
+    from scipy.integrate import quad
+    from scipy.optimize import minimize_scalar
+
+    k = (D - 3) / 2
+    total = quad(lambda t: (1 - t * t) ** k, -1, 1, epsabs=0, epsrel=1e-11, limit=200)[0]
+
+    def q(g: float) -> float:
+        return quad(lambda t: (1 - t * t) ** k, g, 1, epsabs=0, epsrel=1e-11, limit=200)[0] / total
+
+    def m(g: float) -> tuple[float, float]:
+        qq = q(g)
+        p = 1 / (1 + math.exp(-(eps - math.log((1 - qq) / qq))))
+        mu = quad(lambda t: t * (1 - t * t) ** k, g, 1, epsabs=0, epsrel=1e-11,
+                  limit=200)[0] / total
+        return p, mu * (p / qq - (1 - p) / (1 - qq))
+
+    g_max = brentq(lambda g: math.log((1 - q(g)) / q(g)) - eps, 0.0, 0.99)
+    g = float(minimize_scalar(lambda g: -m(g)[1], bounds=(0.0, g_max), method="bounded",
+                              options={"xatol": 1e-10}).x)
+    return g, *m(g)
+
+
+def privunit_row(x: np.ndarray, r: float, eps: float, L: float, rng: np.random.Generator,
+                 encoding: str, u_weight: float, intercept: float | None) -> bytes:
+    """protocol.md §3.3, ``mechanism = "privunit"``: the weighted noise-free row of
+    ``gaussian_row`` with its non-constant entries replaced by r z / m, z drawn here by
+    rejection (uniform directions kept in the chosen region)."""
+    clean = np.frombuffer(gaussian_row(x, r, 1.0, 0.5, L, rng, encoding, u_weight, intercept,
+                                       noise=False), "<f8").copy()
+    free = np.ones(clean.size, bool)
+    c = 0.0 if intercept is None else intercept
+    if intercept is not None:
+        free[0] = False
+    D = int(free.sum())
+    a = 0.5 if encoding.startswith("centered") else 1.0
+    radius = math.sqrt(L**4 - c**4 + (u_weight * a * L) ** 2)
+    gamma, p, m = privunit_parameters(D, eps)
+    v = clean[free]
+    n = float(np.linalg.norm(v))
+    s = 1.0 if rng.random() < (1 + n / radius) / 2 else -1.0
+    u = s * v / n if n > 0 else s * np.eye(D)[0]
+    want_cap = rng.random() < p
+    while True:
+        z = rng.normal(size=D)
+        z /= np.linalg.norm(z)
+        if (float(z @ u) >= gamma) == want_cap:
+            break
+    clean[free] = radius / m * z
+    return clean.astype("<f8").tobytes()
 
 
 def identity_row(x: np.ndarray, r: float) -> bytes:

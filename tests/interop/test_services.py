@@ -283,8 +283,10 @@ def build(kind: str, http: httpx.Client, analyzer: str, seed: int) -> tuple[
         encoding = pol.get("encoding", "plain")
         assert encoding == "centered"  # the analyzer publishes the resolved encoding
         intercept = pol.get("intercept") if encoding.startswith("centered") else None
-        rows = [client.gaussian_row(xi, ri, pol["epsilon"], pol["delta"], pol["L"], rng,
-                                    encoding, pol.get("u_weight", 1.0), intercept)
+        # demo-ldp's report: PrivUnit2 (its practical default, §3.3 "mechanism").
+        assert pol.get("mechanism") == "privunit"
+        rows = [client.privunit_row(xi, ri, pol["epsilon"], pol["L"], rng, encoding,
+                                    pol.get("u_weight", 1.0), intercept)
                 for xi, ri in zip(x, r, strict=True)]
         arrays = [np.frombuffer(b, "<f8") for b in rows]
     elif kind == "central":

@@ -35,6 +35,7 @@ from privbandit.shared.core.policies import build_policy, randomizer_for
 from privbandit.shared.core.policies.model import Model
 from privbandit.shared.core.randomizers.binary import BinaryRandomizer, flip_probability
 from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
+from privbandit.shared.core.randomizers.privunit import PrivUnitRandomizer
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
 from privbandit.shared.crypto.hpke import open_report, unpack_report
 from privbandit.shared.crypto.prio3_task import open_helper, task_vdaf
@@ -171,25 +172,41 @@ ENCODINGS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("enc", ENCODINGS, ids=[e["encoding"] for e in ENCODINGS])
-def test_ldp_rows_sealed_in_node_open_and_are_admissible(enc: dict[str, Any]) -> None:
-    sk, key = key_pair()
-    d, L = 4, 1.2
-    params = {"d": d, "epsilon": 2.0, "delta": 1e-6, "L": L, **enc}
-    rng = np.random.default_rng(7)
-    x = unit_rows(rng, 5, d, L)
+def contexts_for(enc: dict[str, Any], rng: np.random.Generator, n: int, d: int, L: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """n contexts (x₀ = c under an intercept, the rest within √(L² − c²)) and rewards."""
+    x = unit_rows(rng, n, d, L)
     if "intercept" in enc:
         c = enc["intercept"]
         x[:, 1:] *= math.sqrt(L * L - c * c) / np.maximum(np.linalg.norm(x[:, 1:], axis=1,
                                                                          keepdims=True), 1.0)
         x[:, 0] = c
-    r = rng.uniform(size=5)
-    made = node(*({"op": "ldp_sealed", "task": "ldp", "params": params, "x": xi.tolist(),
-                   "r": float(ri), **key} for xi, ri in zip(x, r, strict=True)))
-    py = GaussianRandomizer(d, 2.0, 1e-6, L, enc["encoding"], enc.get("u_weight", 1.0),
-                            enc.get("intercept"))
+    return x, rng.uniform(size=n)
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "privunit"])
+@pytest.mark.parametrize("enc", ENCODINGS, ids=[e["encoding"] for e in ENCODINGS])
+def test_ldp_rows_sealed_in_node_open_and_are_admissible(enc: dict[str, Any],
+                                                         mechanism: str) -> None:
+    """Both ldp-linucb reports: the Gaussian row (σ as the Python device's) and PrivUnit's
+    (``mechanism = "privunit"``, issue 44 item 5: on the Python analyzer's sphere r/m, its
+    constant entry exact) pass the Python analyzer's admissibility check."""
+    sk, key = key_pair()
+    d, L = 4, 1.2
+    params = {"d": d, "epsilon": 2.0, "delta": 1e-6, "L": L, **enc}
+    rng = np.random.default_rng(7)
+    x, r = contexts_for(enc, rng, 5, d, L)
+    pu = mechanism == "privunit"
+    made = node(*({"op": "privunit_sealed" if pu else "ldp_sealed", "task": "ldp",
+                   "params": params, "x": xi.tolist(), "r": float(ri), **key}
+                  for xi, ri in zip(x, r, strict=True)))
+    args = (d, 2.0, L, enc["encoding"], enc.get("u_weight", 1.0), enc.get("intercept"))
+    py = PrivUnitRandomizer(*args) if pu else GaussianRandomizer(d, 2.0, 1e-6, *args[2:])
     for m in made:
-        assert m["sigma"] == pytest.approx(py.sigma, rel=1e-9)
+        if pu:
+            assert m["norm"] == pytest.approx(py.norm, rel=1e-12)
+        else:
+            assert m["sigma"] == pytest.approx(py.sigma, rel=1e-9)
         plaintext = open_report(sk, key["key_id"], "ldp", EncryptedReport(**m["report"]))
         _, row = unpack_report(plaintext, 8 * py.width)
         np.testing.assert_array_equal(py.from_bytes(row), m["row"])

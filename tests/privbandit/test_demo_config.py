@@ -35,13 +35,13 @@ def expected(data: dict[str, Any], task_id: str, paper: bool, aggregation: str |
             task["policy"]["regularizer"] = "paper"
         # Every other practical setting back to the config's (the paper's) default: adar-oful's
         # episodes, ddp-linucb's schedule and encoding, sblb's central target, m and schedule,
-        # ldp-linucb's encoding (Alg. 5's report).
+        # ldp-linucb's encoding and mechanism (Alg. 5's Gaussian report).
         practical = {"adar-oful": ("first_episode", "switching"),
                      "ddp-linucb": ("batch_schedule", "encoding", "noise_ridge"),
                      "ddp-glb": ("batch_schedule", "encoding"),
                      "sblb": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
                      "sblb-fixed": ("epsilon", "m", "batch_schedule", "accountant", "noise_ridge"),
-                     "ldp-linucb": ("noise_ridge", "perturb", "encoding")}
+                     "ldp-linucb": ("noise_ridge", "perturb", "encoding", "mechanism")}
         for key in practical.get(task["policy"]["algo"], ()):
             if task["policy"].pop(key, None) is not None and key == "batch_schedule":
                 task["policy"]["batch_size"] = 1000  # the paper's fixed l

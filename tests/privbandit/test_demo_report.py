@@ -4,6 +4,7 @@ simulator's runs actually spread."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from privbandit.demo.report import _reference, _reference_line
 
@@ -84,3 +85,46 @@ def test_progress_is_printed_as_lines_when_not_on_a_terminal() -> None:
     assert len(lines) == 10  # one per tenth of the users, none in between
     assert lines[0].startswith("  100/1000 users,") and "regret 10.0" in lines[0]
     assert lines[-1].startswith("  1000/1000 users,")
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_progress_bar_fits_the_terminal(width: int) -> None:
+    """At 80 columns the live bar keeps to one line (it drops the rate, model version and
+    elapsed time, and shortens the bar); wider, it shows them all (issue 45 item 8)."""
+    import io
+    import re
+    import types
+
+    from rich.console import Console
+
+    from privbandit.demo.report import ProgressBar
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=True, color_system=None)
+    bar = ProgressBar(types.SimpleNamespace(users=50_000),  # type: ignore[arg-type]
+                      types.SimpleNamespace(id="demo-shuffle"), console)  # type: ignore[arg-type]
+    driver = types.SimpleNamespace(done=12_345, users=50_000, regret=12_345.6,
+                                   random_regret=43_210.9, model_version=123)
+    with bar:
+        bar.update(driver)  # type: ignore[arg-type]
+        bar._bar.refresh()  # noqa: SLF001
+    lines = [re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", line)
+             for line in out.getvalue().replace("\r", "\n").split("\n")]
+    shown = [line for line in lines if "12345/50000" in line]
+    assert shown and all(len(line.rstrip()) <= width for line in shown)
+    assert all("regret 12345.6 (random 43210.9)" in line for line in shown)
+    assert all(("users/s" in line) == (width > 80) for line in shown)
+
+
+def test_piped_output_is_not_wrapped_inside_numbers_or_urls() -> None:
+    """Not a terminal: rich's console does not cut long lines at 80 columns."""
+    import io
+
+    from privbandit.demo.report import make_console
+
+    console = make_console()
+    assert not console.is_terminal and console.soft_wrap
+    console.file = out = io.StringIO()
+    url = "http://127.0.0.1:8701/v1/tasks/demo-shuffle/privacy?" + "x" * 80
+    console.print(f"see {url} for ε = 0.123456789012345678901234567890", highlight=False)
+    assert out.getvalue().count("\n") == 1 and url in out.getvalue()

@@ -33,6 +33,7 @@ import { BinaryRandomizer, encodeValues, flipProbability } from "./randomizers/b
 import { DdpRandomizer } from "./randomizers/ddp.js";
 import { GaussianRandomizer, encodingSensitivity } from "./randomizers/gaussian.js";
 import { gaussianSigma, logNdtr } from "./randomizers/analytic-gaussian.js";
+import { betaInc, capFraction, PrivUnitRandomizer, privunitParameters } from "./randomizers/privunit.js";
 import { checkFeatures, Decider, type Decision, type LinearModel } from "./decide.js";
 
 export {
@@ -42,6 +43,7 @@ export {
   BitStream, cryptoRandom, dyadic, exactBernoulli, normalPair, type RandomSource,
   BinaryRandomizer, encodeValues, flipProbability, DdpRandomizer, GaussianRandomizer,
   encodingSensitivity, gaussianSigma, logNdtr,
+  betaInc, capFraction, PrivUnitRandomizer, privunitParameters,
   checkFeatures, Decider, type Decision, type LinearModel,
 };
 export { Field, Field64, Field128, type FVec } from "./crypto/prio3/field.js";
@@ -71,9 +73,9 @@ export async function sblbSealedReport(
   return { ...(await sealRow(key, task, packBits(bits))), shown: bits };
 }
 
-/** ldp-linucb: the Gaussian row as little-endian float64, sealed. */
+/** ldp-linucb: the Gaussian (or PrivUnit) row as little-endian float64, sealed. */
 export async function ldpSealedReport(
-  task: string, rz: GaussianRandomizer, x: readonly number[], r: number, key: HpkeKey,
+  task: string, rz: GaussianRandomizer | PrivUnitRandomizer, x: readonly number[], r: number, key: HpkeKey,
 ): Promise<{ report: EncryptedReport; reportId: Uint8Array; shown: number[] }> {
   const row = rz.randomize(x, r);
   return { ...(await sealRow(key, task, float64Row(row))), shown: row };

@@ -24,6 +24,12 @@ const ops = {
     const { report, shown } = await pb.ldpSealedReport(j.task, rz, j.x, j.r, keyOf(j));
     return { report, row: shown, sigma: rz.sigma };
   },
+  async privunit_sealed(j) {
+    const { delta: _unused, ...params } = j.params;
+    const rz = new pb.PrivUnitRandomizer(params);
+    const { report, shown } = await pb.ldpSealedReport(j.task, rz, j.x, j.r, keyOf(j));
+    return { report, row: shown, norm: rz.norm };
+  },
   async ddp_prio3(j) {
     const rz = new pb.DdpRandomizer(j.params);
     const { report, shown } = await pb.ddpPrio3Report(j.task, rz, j.x, j.r, keyOf(j));

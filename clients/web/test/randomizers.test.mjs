@@ -131,3 +131,55 @@ test("ddp-linucb: valid inputs are not clipped; out-of-range r is clipped by sta
   assert.throws(() => rz.rounded(x, 1.2), /\[0, 1\]/);
   assert.throws(() => new pb.DdpRandomizer({ d: 2, encoding: "centered" }), /intercept/);
 });
+
+test("PrivUnit: the browser finds the Python device's (γ, p, m); ε is spent exactly", () => {
+  // shared/core/randomizers/privunit.privunit_parameters (scipy's betainc and bounded Brent)
+  const ref = [[3, 1, 0.24491867443778798, 0.6224593251848152, 0.2449186624037092],
+    [19, 1, 0.09219196955878098, 0.5936130836632467, 0.09219196996845366],
+    [20, 0.5, 0.045098387556167775, 0.5472866778345694, 0.04509838554715386],
+    [19, 4, 0.3415250049436045, 0.8049530620589912, 0.3415250030810335]];
+  for (const [D, eps, gamma, p, m] of ref) {
+    const got = pb.privunitParameters(D, eps);
+    // m is flat at its maximum: equal to 1e-12; γ and p to the optimisers' tolerance
+    assert.ok(Math.abs(got.m - m) <= 1e-12 * m, `m D=${D} ε=${eps}: ${got.m} vs ${m}`);
+    assert.ok(Math.abs(got.gamma - gamma) <= 1e-6 && Math.abs(got.p - p) <= 1e-6, `γ, p D=${D}`);
+    const q = pb.capFraction(D, got.gamma);
+    within(Math.log((got.p * (1 - q)) / ((1 - got.p) * q)), eps, 1e-12 / 5, `ε D=${D}`);
+  }
+  // I_x(a, b) against scipy.special.betainc(9, 0.5, 0.3) and (1.5, 2, 0.7)
+  within(pb.betaInc(9, 0.5, 0.3), 4.274848617941788e-06, 1e-19, "betainc 1");
+  within(pb.betaInc(1.5, 2, 0.7), 0.8492099269320862, 1e-15 / 5, "betainc 2");
+});
+
+test("PrivUnit: every row lies on the sphere r/m, the cap is hit with probability p, unbiased", () => {
+  const c = Math.SQRT1_2;
+  const rz = new pb.PrivUnitRandomizer({ d: 5, epsilon: 1, L: 1, encoding: "centered", u_weight: 2, intercept: c });
+  assert.equal(rz.D, 19);
+  within(rz.norm, 14.349141861107407, 1e-11 / 5, "r/m as the Python device's");
+  const n = 6000;
+  // ‖x‖ = 1, r ∈ {0, 1}: ‖v_f‖ = r, so û = v_f/‖v_f‖ and ⟨z, û⟩ ≥ γ with probability p.
+  const x1 = [c, 0.5, -0.3, 0.1, Math.sqrt(0.5 - 0.35)];
+  const clean1 = rz.base.clean(x1, 1);
+  const f1 = clean1.slice(1);
+  const n1 = Math.sqrt(f1.reduce((s, v) => s + v * v, 0));
+  within(n1, rz.radius, 1e-15, "‖v_f‖ = r");
+  let inCap = 0;
+  for (let i = 0; i < n; i++) {
+    const rest = rz.randomize(x1, 1).slice(1);
+    if (rest.reduce((s, v, k) => s + (v / rz.norm) * (f1[k] / n1), 0) >= rz.gamma) inCap += 1;
+  }
+  within(inCap / n, rz.p, Math.sqrt((rz.p * (1 - rz.p)) / n), "P(cap)");
+  // ‖x‖ < 1 and r = 0.3 (norm rounding at work): E[row] = clean, the constant entry exact.
+  const x = [c, 0.5, -0.3, 0.1, 0.2];
+  const clean = rz.base.clean(x, 0.3);
+  const sum = new Array(clean.length).fill(0);
+  for (let i = 0; i < n; i++) {
+    const row = rz.randomize(x, 0.3);
+    assert.equal(row[0], clean[0]);
+    const norm = Math.sqrt(row.slice(1).reduce((s, v) => s + v * v, 0));
+    assert.ok(Math.abs(norm - rz.norm) <= 1e-9 * rz.norm);
+    row.forEach((v, k) => { sum[k] += v; });
+  }
+  // s.e. per entry ≤ (r/m)/√n (an entry of a row on the sphere is at most r/m)
+  for (let k = 1; k < clean.length; k++) within(sum[k] / n, clean[k], rz.norm / Math.sqrt(n), `entry ${k}`);
+});

@@ -187,6 +187,11 @@ class TaskDecoder:
         aggregate) states; a decoder of uploads that carry their reports counts them instead."""
         return upload.count
 
+    def public_config(self) -> BaseModel | None:
+        """What a device needs to encode this task's secure-sum reports (``GET
+        /v1/tasks/{task}/secure-sum``); ``None``: the task has no secure sum."""
+        return None
+
     def admit(self, upload: BaseModel) -> Any:
         return admit(self.config, upload, self.kind, self.count, self.takes,
                      self.hint.format(task=self.config.id))

@@ -73,6 +73,7 @@ from privbandit.shared.crypto.prio3.batch import (
     helper_verify_init_rows,
     verifier_shares_to_message_rows,
 )
+from privbandit.shared.crypto.prio3.circuits import SumVec
 from privbandit.shared.crypto.prio3.prio3 import HelperShare, VerifyError
 from privbandit.shared.crypto.prio3_task import (
     HELPER_CIPHERTEXT_BYTES,
@@ -90,6 +91,7 @@ from privbandit.shared.crypto.prio3_task import (
 from privbandit.shared.protocol.messages import b64decode, b64encode
 from privbandit.shared.protocol.prio3 import (
     Prio3Aggregate,
+    Prio3Config,
     Prio3VerifyRequest,
     Prio3VerifyResponse,
     Verdict,
@@ -161,6 +163,21 @@ class Prio3Decoder(TaskDecoder):
     @property
     def continuation_key(self) -> bytes:
         return continuation_key(self.hpke.private_key)
+
+    def public_config(self) -> Prio3Config:
+        """The task's Prio3 parameters (``GET /v1/tasks/{task}/secure-sum``)."""
+        vd = self.vdaf
+        valid = vd.vdaf.flp.valid
+        assert isinstance(valid, SumVec)  # SumVecRanges is one too
+        maxima = vd.encoding.maxima
+        return Prio3Config(
+            task=self.config.id,
+            vdaf="Prio3SumVec" if maxima is None else "Prio3SumVecRanges",
+            length=vd.length, max_value=vd.max_value,
+            max_values=None if maxima is None else list(maxima),
+            offsets=vd.entry_offsets, chunk_length=valid.chunk_length, proofs=vd.vdaf.PROOFS,
+            noise_variance=vd.noise_variance,
+            endpoint=f"/v1/tasks/{self.config.id}/prio3-reports")
 
     # -- verification ---------------------------------------------------------------------------
 

@@ -20,14 +20,13 @@ import hmac
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, cast
 
 import numpy as np
 from fastapi import APIRouter, Depends
-from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from privbandit.services.analyzer.errors import NotSecureSum, UnknownKey
+from privbandit.services.analyzer.errors import NoPaillierKey, NotSecureSum, UnknownKey
 from privbandit.services.analyzer.transports.base import (
     AnalyzerKeys,
     Fed,
@@ -45,6 +44,7 @@ from privbandit.shared.crypto.paillier import CiphertextError, decode_ciphertext
 from privbandit.shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError, layout_for
 from privbandit.shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES, open_tag
 from privbandit.shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
+from privbandit.shared.protocol.prio3 import Prio3Config
 from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
 from privbandit.shared.settings import TaskConfig
 
@@ -143,6 +143,10 @@ class SumDecoder(TaskDecoder):
     takes: ClassVar[str] = "sums of exactly l = {l} reports, got count = {n}"
     hint: ClassVar[str] = "it takes only encrypted batch sums (POST /v1/tasks/{task}/batch-sums)"
 
+    def public_config(self) -> PaillierConfig:
+        """The Paillier public key with the task's slot layout."""
+        return self.keys.paillier_config(self.layout)
+
     def accept(self, upload: BaseModel) -> BatchSumJob:
         return self._job(self.admit(upload))
 
@@ -239,9 +243,11 @@ class SecureSumTransport:
 
     def add_routes(self, router: APIRouter) -> None:
         """``GET /v1/paillier-config`` (the shuffler) and ``GET /v1/tasks/{task}/secure-sum``
-        (devices)."""
-        router.add_api_route("/v1/paillier-config", paillier_config, methods=["GET"])
+        (devices; a prio3 task's answers its Prio3 parameters, ``Prio3Decoder.public_config``)."""
+        router.add_api_route("/v1/paillier-config", paillier_config, methods=["GET"],
+                             responses=error_responses(404))
         router.add_api_route("/v1/tasks/{task}/secure-sum", secure_sum_config, methods=["GET"],
+                             response_model=PaillierConfig | Prio3Config,
                              responses=error_responses(401, 404, 409, 413, 422))
 
     def open_keys(self, keys: AnalyzerKeys) -> None:
@@ -285,19 +291,23 @@ TaskDep = Annotated[Any, Depends(task_dependency("analyzer"))]
 
 
 async def paillier_config(runtime: RuntimeDep) -> PaillierConfig:
-    """The Paillier public key of the secure-sum transport (no task layout)."""
-    # In a thread: the key is generated here if no secure-sum task created it at start-up.
-    keys: PaillierKeyStore = await run_in_threadpool(runtime.paillier_keys)
+    """The Paillier public key of the secure-sum transport (no task layout); 404
+    ``no_paillier_key`` when no task uses it. Never creates the key: an unauthenticated GET
+    must not write a private key to the analyzer's disk (issue 45 item 9); the tasks that use
+    Paillier create it at start-up (``open_keys``)."""
+    keys: PaillierKeyStore | None = runtime.opened_paillier_keys()
+    if keys is None:
+        raise NoPaillierKey("no task of this analyzer uses the Paillier secure sum")
     return keys.paillier_config()
 
 
-async def secure_sum_config(rt: TaskDep, runtime: RuntimeDep) -> PaillierConfig:
-    """The Paillier public key with the task's slot layout: everything a device needs to pack
-    and encrypt its counts (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits)."""
-    decoder = rt.decoder
-    if not isinstance(decoder, SumDecoder):
+async def secure_sum_config(rt: TaskDep) -> PaillierConfig | Prio3Config:
+    """What a device needs to encode its reports of a secure-sum task: for Paillier, the public
+    key with the task's slot layout (c = d(d+3)/2 slots of ⌈log2(l·m + 1)⌉ bits); for prio3,
+    the task's Prio3 parameters (``Prio3Config``)."""
+    config = rt.decoder.public_config()
+    if config is None:
         raise NotSecureSum(
             f"task {rt.id!r} uses {rt.config.aggregation} aggregation, not secure-sum"
         )
-    keys: PaillierKeyStore = runtime.paillier_keys()
-    return keys.paillier_config(decoder.layout)
+    return cast("PaillierConfig | Prio3Config", config)

@@ -33,7 +33,7 @@ import gmpy2
 import httpx
 import numpy as np
 
-from privbandit.services.common.retry import Backoff
+from privbandit.services.common.retry import Jittered, until_success
 from privbandit.services.device.background import Loops
 from privbandit.services.device.errors import NoPaillierKey
 from privbandit.services.device.transports.base import (
@@ -258,19 +258,16 @@ class SecureSumKeys:
             return key
 
     async def _follow(self, task: str) -> None:
-        backoff = Backoff.of(self.timing.fetch_retry)
+        def failed(exc: BaseException) -> int:
+            self.last_error[task] = str(exc)
+            return logging.ERROR if isinstance(exc, ConfigMismatch) else logging.INFO
+
         while not self._loops.stopping:
-            try:
-                await self._fetch(task)
-            except (httpx.HTTPError, ValueError) as exc:
-                self.last_error[task] = str(exc)
-                delay = backoff.delay()
-                level = logging.ERROR if isinstance(exc, ConfigMismatch) else logging.INFO
-                log.log(level, "task %s: Paillier config not available (%s); retrying in %.1fs",
-                        task, exc, delay)
-                await asyncio.sleep(delay)
-                continue
-            backoff.reset()
+            async for attempt in until_success(
+                    Jittered.of(self.timing.fetch_retry), (httpx.HTTPError, ValueError), log,
+                    f"task {task}: Paillier config not available", on_failure=failed):
+                with attempt:
+                    await self._fetch(task)
             await asyncio.sleep(self.timing.paillier_refresh)
 
 

@@ -50,6 +50,23 @@ def ldp_gaussian_ledger(eps: float, delta: float) -> PrivacyLedger:
     )
 
 
+def ldp_privunit_ledger(eps: float) -> PrivacyLedger:
+    """``ldp-linucb`` with ``mechanism = "privunit"``: PrivUnit2 (Bhowmick et al. 2018) on the
+    report vector, pure ε-LDP (the exact likelihood-ratio bound, ``randomizers.privunit`` (★)),
+    δ = 0; the analyzer sees the same report, so central = local."""
+    return PrivacyLedger(
+        threat_model="ldp",
+        ldp_epsilon=eps,
+        ldp_delta=0.0,
+        central_epsilon=eps,
+        central_delta=0.0,
+        accounting=(
+            f"pure ε-LDP per report: PrivUnit2 (Bhowmick et al. 2018), ε={eps:g}; the analyzer "
+            f"sees the same report, so central = local; {COMPOSITION}"
+        ),
+    )
+
+
 def ldp_binary_ledger(eps0: float) -> PrivacyLedger:
     """Garcelon Alg. 2–3 without shuffling (batch 1): pure ε0-LDP (Prop. 4), δ = 0."""
     return PrivacyLedger(

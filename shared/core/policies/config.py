@@ -146,6 +146,11 @@ class LDPLinUCBConfig(PolicyConfig):
         "LDP_CENTERED_U_WEIGHT unless given"
     )
 
+    mechanism: Literal["gaussian", "privunit"] = Field(
+        "gaussian", description="the report's randomizer: 'gaussian' (Alg. 5's Gaussian noise, "
+        "(ε, δ)-LDP) or 'privunit' (PrivUnit2 on the same report vector, pure ε-LDP: "
+        "randomizers.privunit; delta unused)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -438,6 +443,9 @@ class LDPGLBConfig(LDPLinUCBConfig):
         if self.encoding != "plain" or self.u_weight != 1.0:
             raise ValueError("ldp-glb has its own report (randomizers.glb): encoding must be "
                              f"'plain' and u_weight 1, got {self.encoding!r}, {self.u_weight:g}")
+        if self.mechanism != "gaussian":
+            raise ValueError("ldp-glb's report is Gaussian (randomizers.glb): mechanism must be "
+                             f"'gaussian', got {self.mechanism!r}")
         return self
 
 

@@ -25,6 +25,7 @@ from privbandit.shared.core.accounting.ledger import Aggregation, PrivacyLedger,
 from privbandit.shared.core.policies.config import LDPLinUCBConfig
 from privbandit.shared.core.policies.linear import NoisyStatisticsPolicy
 from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
+from privbandit.shared.core.randomizers.privunit import PrivUnitRandomizer
 
 
 class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
@@ -44,6 +45,9 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
         # second of start-up): the shuffler and the analyzer's body limit need only the row
         # length, and the randomizer calibrates σ on first use.
         c = config
+        if c.mechanism == "privunit":
+            return PrivUnitRandomizer(c.d, c.epsilon, c.L, c.encoding, c.u_weight,
+                                      c.encoding_intercept)
         return GaussianRandomizer(c.d, c.epsilon, c.delta, c.L, c.encoding, c.u_weight,
                                   c.encoding_intercept)
 
@@ -96,13 +100,22 @@ class LDPLinUCB(NoisyStatisticsPolicy[LDPLinUCBConfig, GaussianRandomizer]):
                secure_sum: SecureSum | None = None) -> PrivacyLedger:
         from privbandit.shared.core.accounting import ledgers
 
-        ledger = ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)
+        if self.config.mechanism == "privunit":
+            ledger = ledgers.ldp_privunit_ledger(self.config.epsilon)
+        else:
+            ledger = ledgers.ldp_gaussian_ledger(self.config.epsilon, self.config.delta)
         return ledger.model_copy(update={"accounting": self.report_accounting()
                                          + ledger.accounting})
 
     def report_accounting(self) -> str:
         """What one report is and its calibration, for the ledger."""
         r = self.randomizer
+        if isinstance(r, PrivUnitRandomizer):
+            gamma, p, m = r.parameters
+            return (f"report ({r.encoding} encoding's vector, its {r.D} non-constant entries, "
+                    f"radius r = {r.radius:.4g}) by PrivUnit2 (Bhowmick et al. 2018): cap "
+                    f"⟨z, û⟩ ≥ γ = {gamma:.4g} with probability p = {p:.4g}, released as "
+                    f"r z/m, m = {m:.4g}; exact pure ε = ln(p(1 − q)/((1 − p)q)); ")
         if r.encoding == "plain":
             return ("report (upper(x xᵀ), y x) as one Gaussian mechanism (Zheng et al. Alg. 5), "
                     f"Δ = {r.sensitivity:.4g} (the joint sup over ‖x‖ ≤ L = {r.L:g}, "

@@ -3,6 +3,8 @@ case-insensitively (RFC 7235 §2.1), the token exactly (constant-time comparison
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from privbandit.services.analyzer.app import create_app
@@ -49,3 +51,31 @@ async def test_a_wrong_token_is_refused_and_nothing_is_counted(
         assert r.headers["www-authenticate"] == "Bearer"
         p = await privacy(client, "shuf")
         assert (p.reports_counted, p.batches) == (0, 0)
+
+
+async def test_no_unauthenticated_get_writes_to_the_data_directory(settings: Settings) -> None:
+    """Every GET route of the analyzer, each task's routes for every task, answered without
+    credentials, leaves the data directory exactly as start-up left it: no request creates a
+    key (``GET /v1/paillier-config`` once created the Paillier key of an analyzer none of whose
+    tasks used it: issue 45 item 9)."""
+    from fastapi.routing import APIRoute
+
+    data = Path(settings.data_dir)
+
+    def files() -> dict[str, bytes]:
+        return {str(p.relative_to(data)): p.read_bytes() for p in sorted(data.rglob("*"))
+                if p.is_file() and not p.name.endswith(("-wal", "-shm", ".sqlite3"))}
+
+    app = create_app(settings)
+    gets = [r.path for r in app.routes if isinstance(r, APIRoute) and "GET" in r.methods
+            # An endless stream: an in-process transport would wait for its end.
+            and not r.path.endswith("/stream")]
+    assert "/v1/paillier-config" in gets and "/v1/tasks/{task}/secure-sum" in gets
+    async with running(app) as client:
+        before = files()
+        assert "analyzer/hpke_x25519.pem" in before  # made at start-up
+        for path in gets:
+            for task in [t.id for t in settings.tasks] or ["none"]:
+                resp = await client.get(path.replace("{task}", task))
+                assert resp.status_code < 500, (path, resp.text)
+        assert files() == before

@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from privbandit.services.analyzer.app import create_app
-from privbandit.services.analyzer.status import TaskStatus, render
+from privbandit.services.analyzer.status import Peer, Peers, TaskStatus, peers, render
 from privbandit.shared.core.accounting.ledger import PrivacyLedger
 from privbandit.shared.settings import Settings
 from tests.helpers import auth, make_settings, privacy, report_maker, running
@@ -98,3 +99,64 @@ async def test_per_user_epsilon_of_a_heldp_task(tmp_path: Path) -> None:
     assert report.ledger.ldp_epsilon is None
     assert ("privbandit_analyzer_privacy_epsilon", (("observer", "ldp"), *t)) not in got
     assert f"mean {users['mean']}" in page and users["distribution"] in page
+
+
+def _task(task_id: str, accounting: str, last_batch_at: float | None = None) -> TaskStatus:
+    ledger = PrivacyLedger(threat_model="shuffle", central_epsilon=1.5, central_delta=1e-6,
+                           ldp_epsilon=4.0, accounting=accounting)
+    return TaskStatus(id=task_id, algo="sblb", threat_model="shuffle", aggregation="reports",
+                      batch_size=5, model_version=3, batches=2, reports_counted=10, rejected=0,
+                      duplicates=0, quarantined=0, queued_batches=0, ledger=ledger,
+                      last_batch_at=last_batch_at)
+
+
+def test_the_page_is_compact_reloads_itself_and_shows_the_other_services() -> None:
+    """Accounting prose once per distinct text (a note the ledger rows cite), a reload every
+    ``refresh`` seconds (none at 0), the other services' health, each task's reports pending at
+    the shuffler and the time of its last batch."""
+    prose = "amplification by shuffling, " * 20
+    tasks = [_task("a", prose, last_batch_at=1000.0), _task("b", prose), _task("c", "other")]
+    others = Peers([Peer("shuffler", "http://s:1", "ok"),
+                    Peer("device", "http://d:2", "unreachable", "ConnectError")],
+                   pending={"a": 7, "c": 0})
+    page = render(tasks, {}, now=1042.0, others=others, refresh=15)
+    assert page.count(prose) == 1 and page.count("other") == 1
+    assert page.count('data-field="note">[1]</td>') == 4  # a and b, central and ldp
+    assert page.count('data-field="note">[2]</td>') == 2
+    assert '<meta http-equiv="refresh" content="15">' in page
+    assert '<tr id="peer-shuffler-http://s:1">' in page
+    assert '<td data-field="state" class="ok">ok</td>' in page
+    assert '<td data-field="state" class="bad">unreachable</td>' in page
+    assert '<td class="n" data-field="pending_at_shuffler">7</td>' in page
+    assert '<td class="n" data-field="pending_at_shuffler">—</td>' in page  # b: not known
+    assert '<td data-field="last_batch">00:16:40 UTC (42 s ago)</td>' in page
+    assert '<td data-field="last_batch">— (none since start)</td>' in page
+    assert "http-equiv" not in render(tasks, {}, others=others, refresh=0)
+
+
+async def test_peers_are_asked_for_health_and_pending_reports(tmp_path: Path) -> None:
+    """Each shuffler replica's and the device's ``/healthz`` and the first answering replica's
+    pending reports; a service that does not answer is ``unreachable``, one starting says what
+    it waits for."""
+    settings = make_settings(tmp_path, shuffler={"port": 8702,
+                                                 "urls": ["http://s1:1", "http://s2:2"]})
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        host, path = request.url.host, request.url.path
+        if host == "s1":
+            raise httpx.ConnectError("refused", request=request)
+        if host == "s2" and path == "/healthz":
+            return httpx.Response(200, json={"status": "ok"})
+        if host == "s2" and path == "/v1/status":
+            return httpx.Response(200, json={"tasks": [{
+                "task": "shuf", "batch_size": 5, "pending": 3, "accepted": 8,
+                "batches_formed": 1, "batches_acknowledged": 1, "batches_in_flight": 0}]})
+        return httpx.Response(503, json={"code": "starting", "message": "waiting for models"})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        got = await peers(settings, client)
+    assert [(p.service, p.url, p.state, p.detail) for p in got.services] == [
+        ("shuffler", "http://s1:1", "unreachable", "ConnectError"),
+        ("shuffler", "http://s2:2", "ok", ""),
+        ("device", settings.device.url, "starting", "waiting for models")]
+    assert got.pending == {"shuf": 3}

@@ -4,6 +4,7 @@ and ``python -m services.analyzer`` ending its streams on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from privbandit.launcher import free_ports
 from privbandit.services.analyzer.app import create_app
 from privbandit.services.analyzer.server import build_server
+from privbandit.services.device.cache import ModelCache
 from privbandit.shared.protocol.messages import ModelMessage
 from privbandit.shared.settings import Settings
 from tests.helpers import TOKEN, auth, patience, report_maker
@@ -53,12 +55,49 @@ async def test_model_stream_delivers_current_and_new_models(settings: Settings) 
                 assert ev["event"] == "model" and ev["id"] == "1"
                 msg = ModelMessage.model_validate_json(ev["data"])
                 assert msg.version == 1 and msg.reports == 5
+                await reconnections_honour_the_last_event_id_and_retry(client, settings)
                 # A stop request ends the stream cleanly and the server finishes.
                 server.stop()
                 with pytest.raises(EOFError):
                     while True:
                         await next_event(lines)
         await serving
+
+
+async def reconnections_honour_the_last_event_id_and_retry(
+    client: httpx.AsyncClient, settings: Settings,
+) -> None:
+    """With the task at version 1: a client reconnecting with ``Last-Event-ID: 1`` is not sent
+    that model again (one with an older id, or a malformed one, is); the device's model cache
+    (httpx-sse) keeps the stream's last id and ``retry:`` and sends the id when it reconnects."""
+    for last, resent in (("1", False), ("0", True), ("x1", True), ("9" * 40, True)):
+        async with client.stream("GET", "/v1/tasks/shuf/model/stream",
+                                 headers={"Last-Event-ID": last}) as resp:
+            lines = resp.aiter_lines()
+            assert (await next_event(lines)) == {"retry": "2000"}
+            ev = await next_event(lines)
+            assert (ev.get("id") == "1") is resent, (last, ev)
+            if not resent:
+                assert ev == {"comment": "keep-alive"}
+    sent: list[str | None] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.url.path.endswith("/stream"):
+            sent.append(request.headers.get("last-event-id"))
+
+    async with httpx.AsyncClient(base_url=str(client.base_url), timeout=patience(10),
+                                 event_hooks={"request": [record]}) as device_client:
+        cache = ModelCache(settings, device_client)
+        for connections in (1, 2):  # a connection, then a reconnection
+            following = asyncio.create_task(cache._stream("shuf"))  # noqa: SLF001
+            while (len(sent) < connections or "shuf" not in cache.streaming
+                   or cache.model("shuf").version != 1 or "shuf" not in cache.last_event_id):
+                await asyncio.sleep(0.01)
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+    assert sent == [None, "1"]
+    assert cache.last_event_id["shuf"] == "1" and cache.reconnect["shuf"] == 2.0
 
 
 @pytest.mark.sqlite_only(

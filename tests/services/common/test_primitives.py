@@ -4,6 +4,7 @@ and ``GroupCommitter``."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from privbandit.services.common.group_commit import GroupCommitter, ShuttingDown
-from privbandit.services.common.retry import Backoff
+from privbandit.services.common.retry import Backoff, Jittered, until_success
 from privbandit.services.common.sqlite import (
     SchemaError,
     add_columns,
@@ -254,3 +255,46 @@ async def test_a_submitter_that_goes_away_cancels_its_wait_not_the_commit(in_loo
     assert sorted(committed) == [1, 2, 3]
     assert waits[0].cancelled() and waits[1].cancelled()
     await gc.stop()
+
+
+async def test_until_success_retries_on_the_named_errors_with_the_jittered_schedule(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """tenacity runs the loop: each wait drawn from ``Jittered``'s schedule (the one ``Backoff``
+    iterates), failures logged, other errors raised at once."""
+    wait = Jittered(0.001, 0.004)
+    assert [wait.nominal(n) for n in (1, 2, 3, 4, 500)] == [0.001, 0.002, 0.004, 0.004, 0.004]
+    calls: list[int] = []
+    log = logging.getLogger("tests.retry")
+
+    async def flaky() -> str:
+        calls.append(len(calls))
+        if len(calls) < 4:
+            raise ConnectionError("not yet")
+        return "answer"
+
+    slept: list[float] = []
+    retrying = until_success(wait, (ConnectionError,), log, "probe not ready")
+    retrying.before_sleep = (lambda inner: lambda state: (
+        slept.append(state.upcoming_sleep), inner(state)))(retrying.before_sleep)
+    async for attempt in retrying:
+        with attempt:
+            got = await flaky()
+    assert got == "answer" and len(calls) == 4
+    for n, s in enumerate(slept, start=1):
+        assert 0.5 * wait.nominal(n) <= s < 1.5 * wait.nominal(n)
+    with pytest.raises(KeyError):
+        async for attempt in until_success(wait, (ConnectionError,), log, "probe"):
+            with attempt:
+                raise KeyError("not retried")
+    # ``on_failure`` sees each failure and chooses its log level.
+    seen: list[BaseException] = []
+    calls.clear()
+    with caplog.at_level(logging.INFO, logger="tests.retry"):
+        async for attempt in until_success(wait, (ConnectionError,), log, "probe",
+                                           on_failure=lambda e: seen.append(e) or logging.ERROR):
+            with attempt:
+                await flaky()
+    assert len(seen) == 3 and all(isinstance(e, ConnectionError) for e in seen)
+    assert [r.levelno for r in caplog.records if r.name == "tests.retry"][-3:] == [
+        logging.ERROR] * 3

@@ -371,6 +371,26 @@ def test_settings_have_no_default_token(monkeypatch: pytest.MonkeyPatch) -> None
         assert Settings().shuffler_token is None
 
 
+def test_the_token_can_come_from_a_file_and_only_one_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``shuffler_token_file`` (``PRIVBANDIT_SHUFFLER_TOKEN_FILE``, a mounted secret): the
+    settings hold the file's line; the token and the file together, or an unreadable file, are
+    refused with a message naming the setting."""
+    monkeypatch.delenv("PRIVBANDIT_SHUFFLER_TOKEN", raising=False)
+    token = "t0ken-" + "x" * 40
+    secret = tmp_path / "shuffler-token"
+    secret.write_text(token + "\n")
+    monkeypatch.setenv("PRIVBANDIT_SHUFFLER_TOKEN_FILE", str(secret))
+    settings = Settings()
+    assert (settings.shuffler_token, settings.shuffler_token_file) == (token, None)
+    with pytest.raises(ValueError, match="shuffler_token or shuffler_token_file, not both"):
+        Settings(shuffler_token=token)
+    monkeypatch.setenv("PRIVBANDIT_SHUFFLER_TOKEN_FILE", str(tmp_path / "absent"))
+    with pytest.raises(ValueError, match="shuffler_token_file: cannot read .*absent"):
+        Settings()
+
+
 # ---------------------------------------------------------------------------------------------
 # python -m services.<name>: one message, exit status 2
 

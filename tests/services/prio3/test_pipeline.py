@@ -71,3 +71,29 @@ async def test_verification_refuses_a_counted_nonce_and_needs_the_token(tmp_path
         p = await s.privacy()
         assert (p.reports_counted, p.reports_refused) == (10, 0)
         assert np.isfinite(p.model_version)
+
+
+async def test_the_secure_sum_route_answers_a_prio3_tasks_parameters(tmp_path: Path) -> None:
+    """``GET /v1/tasks/{task}/secure-sum`` of a prio3 task (sblb: SumVec; ddp-linucb with the
+    aggregators' noise: SumVecRanges) answers the parameters the task's VDAF is built from, so
+    a device that builds Prio3 from them shards exactly as the shuffler and analyzer verify."""
+    from privbandit.shared.crypto.prio3_task import sum_vec, sum_vec_ranges, task_vdaf
+    from privbandit.shared.protocol.prio3 import Prio3Config
+
+    from .support import ddp_prio3_task
+
+    ddp = ddp_prio3_task(l=10)
+    async with stack(settings_for(tmp_path, tasks=[SUM, ddp])) as s:
+        for task, vdaf in ((SUM, "Prio3SumVec"), (ddp, "Prio3SumVecRanges")):
+            resp = await s.analyzer.get(f"/v1/tasks/{task.id}/secure-sum")
+            assert resp.status_code == 200, resp.text
+            got = Prio3Config.model_validate_json(resp.content)
+            want = task_vdaf(task)
+            assert (got.task, got.vdaf, got.length, got.offsets, got.noise_variance) == (
+                task.id, vdaf, want.length, want.entry_offsets, want.noise_variance)
+            built = (sum_vec(got.length, got.max_value) if got.max_values is None
+                     else sum_vec_ranges(tuple(got.max_values)))
+            assert built is want.vdaf  # the same (cached) Prio3 instance: same parameters
+            assert got.chunk_length == built.flp.valid.chunk_length  # type: ignore[attr-defined]
+            assert got.endpoint == f"/v1/tasks/{task.id}/prio3-reports"
+        assert (await s.analyzer.get("/v1/paillier-config")).status_code == 404

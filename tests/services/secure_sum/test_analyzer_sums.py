@@ -221,17 +221,24 @@ async def test_sums_that_cannot_be_counted_are_quarantined_and_acknowledged(
 
 
 async def test_production_keys_are_2048_bits_and_small_keys_are_refused(tmp_path: Path) -> None:
-    # Without a secure-sum task the key is created on first request; the default is 2048 bits.
+    # Without a Paillier task no request creates a key (an unauthenticated GET must not write
+    # a private key: issue 45 item 9); with one, the key is made at start-up, 2048 bits.
     plain = make_settings(tmp_path / "plain", tasks=[SHUF])
     async with running(create_analyzer(plain)) as client:
         key_file = tmp_path / "plain" / "analyzer" / PAILLIER_KEY_FILE
+        error(await client.get("/v1/paillier-config"), 404, "no_paillier_key")
+        error(await client.get("/v1/tasks/shuf/secure-sum"), 404, "not_secure_sum")
         assert not key_file.exists()
+    production = make_settings(tmp_path / "production", tasks=[SUM])
+    async with running(create_analyzer(production)) as client:
+        key_file = tmp_path / "production" / "analyzer" / PAILLIER_KEY_FILE
+        assert key_file.exists()
         config = PaillierConfig.model_validate_json(
             (await client.get("/v1/paillier-config")).content)
-        assert config.key_bits == 2048 and key_file.exists()
+        assert config.key_bits == 2048
         again = PaillierConfig.model_validate_json(
-            (await client.get("/v1/paillier-config")).content)
-        assert again == config
+            (await client.get("/v1/tasks/sum/secure-sum")).content)
+        assert (again.key_id, again.n) == (config.key_id, config.n) and again.layout is not None
     # A 1024-bit key left in a data directory is refused by a production analyzer.
     settings = settings_for(tmp_path)
     async with running(analyzer_app(settings)):

@@ -97,6 +97,14 @@ def test_same_users_replay_varies_only_private_randomness() -> None:
     noisy = same_users_regret(make_config("sblb", d=3, eps0=4.0, batch_size=100), "linear", 5,
                               2000, seed=3, reps=3)
     assert np.ptp(noisy) > 0
+    # The demo plot's band: the same runs, recorded at more checkpoints.
+    from privbandit.shared.core.simulator import same_users_curves
+
+    t, curves = same_users_curves(make_config("sblb", d=3, eps0=4.0, batch_size=100), "linear",
+                                  5, 2000, seed=3, reps=3, points=20)
+    assert t[-1] == 2000 and curves.shape == (3, 20)
+    np.testing.assert_array_equal(curves[:, -1], noisy)
+    assert (np.diff(curves, axis=1) >= 0).all()
 
 
 def test_extra_checkpoints_only_record() -> None:

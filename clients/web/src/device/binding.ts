@@ -18,6 +18,7 @@ import { ddpPrio3Report, ldpSealedReport, sblbPrio3Report, sblbSealedReport } fr
 import { BinaryRandomizer } from "../randomizers/binary.js";
 import { DdpRandomizer, type DdpEncoding } from "../randomizers/ddp.js";
 import { GaussianRandomizer, type GaussianEncoding } from "../randomizers/gaussian.js";
+import { PrivUnitRandomizer } from "../randomizers/privunit.js";
 import type { HpkeConfig, Lib, ModelMessage, SealedReport, TaskInfo } from "./ports.js";
 
 /** Deciders by task and model version: V's Cholesky factor once per model, not per user. */
@@ -120,12 +121,17 @@ async function report(
     return sealed("reports", item, shown, batchSize);
   }
   if (algo === "ldp-linucb" && !prio3) {
-    const rz = new GaussianRandomizer({
-      d: task.d!, epsilon: num(p, "epsilon"), delta: num(p, "delta"), L: num(p, "L", 1),
+    const mechanism = p["mechanism"] ?? "gaussian";
+    const params = {
+      d: task.d!, epsilon: num(p, "epsilon"), L: num(p, "L", 1),
       encoding: (p["encoding"] ?? "plain") as GaussianEncoding,
       u_weight: num(p, "u_weight", 1),
       intercept: typeof p["intercept"] === "number" ? p["intercept"] : undefined,
-    });
+    };
+    let rz: GaussianRandomizer | PrivUnitRandomizer;
+    if (mechanism === "privunit") rz = new PrivUnitRandomizer(params);
+    else if (mechanism === "gaussian") rz = new GaussianRandomizer({ ...params, delta: num(p, "delta") });
+    else throw new Error(`task ${task.id}: unknown ldp-linucb mechanism ${String(mechanism)}`);
     const { report: made, shown } = await ldpSealedReport(task.id, rz, x, reward, key);
     return sealed("reports", made, shown, null);
   }
