@@ -123,7 +123,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "docs/simulator.md); with it, the papers' settings "
                         "(e.g. ddp-linucb: fixed batches of 1000, confidence scale 1, the "
                         "paper's regularizer and encoding; sblb: ε0 = 1, m = 1; adar-oful: Alg. "
-                        "4's episodes; ldp-linucb: no perturbation). Flags "
+                        "4's episodes; ldp-linucb: no perturbation; linucb, ucb: width 1; bco, "
+                        "bco2: the paper's step size). Flags "
                         "given explicitly win either way; privacy is the same (the noise is "
                         "sized for the stated guarantee)")
     p.add_argument("--switching", type=float,

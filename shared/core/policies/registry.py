@@ -152,7 +152,7 @@ def _has_arm_seed(config: Any) -> bool:
 
 REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
     # Linear contextual bandits: decide carries the K feature vectors.
-    PolicyEntry("linucb", LinUCBConfig, LinUCB, LINEAR, ("none",)),
+    PolicyEntry("linucb", LinUCBConfig, LinUCB, LINEAR, ("none",), practical=practical.LINUCB),
     PolicyEntry("ldp-linucb", LDPLinUCBConfig, LDPLinUCB, LINEAR, ("ldp",),
                 practical=practical.LDP_LINUCB),
     PolicyEntry("sblb", SBLBConfig, SBLB, LINEAR, ("shuffle", "ldp"), TRANSPORTS,
@@ -180,7 +180,7 @@ REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
     PolicyEntry("lplr", LPLRConfig, LPLR, LINEAR, ("ldp",), services=False,
                 own_simulator="lplr"),
     # Multi-armed (context-free) tasks: K arms, no features; LDP ones are pass-through (l = 1).
-    PolicyEntry("ucb", UCBConfig, UCB, ARMS, ("none",)),
+    PolicyEntry("ucb", UCBConfig, UCB, ARMS, ("none",), practical=practical.UCB),
     PolicyEntry("heldp-ucb-l", HeLDPUCBLConfig, HeLDPUCBL, ARMS, ("ldp",)),
     PolicyEntry("heldp-ucb-b", HeLDPUCBBConfig, HeLDPUCBB, ARMS, ("ldp",)),
     PolicyEntry("ldp-mab", LDPMABConfig, LDPMAB, ARMS, ("ldp",)),
@@ -188,9 +188,10 @@ REGISTRY: dict[str, PolicyEntry] = {e.algo: e for e in (
     # Bandit convex optimisation: the device plays the point(s) of the model; the reports are
     # sequential (each moves the point), so only pass-through threat models. (The simulator's
     # vectorised learners are ``bco.BCO_POLICIES``.)
-    PolicyEntry("bco", BCOOnePointConfig, BCO, BCO_FAMILY, ("none",)),
+    PolicyEntry("bco", BCOOnePointConfig, BCO, BCO_FAMILY, ("none",), practical=practical.BCO),
     PolicyEntry("ldp-bco", LDPBCOConfig, LDPBCO, BCO_FAMILY, ("ldp",)),
-    PolicyEntry("bco2", BCOTwoPointConfig, BCO2, BCO_FAMILY, ("none",)),
+    PolicyEntry("bco2", BCOTwoPointConfig, BCO2, BCO_FAMILY, ("none",),
+                practical=practical.BCO),
     PolicyEntry("ldp-bco2", LDPBCO2Config, LDPBCO2, BCO_FAMILY, ("ldp",)),
 )}
 
