@@ -37,9 +37,11 @@ def test_demo_ldp_runs_the_centered_report_end_to_end(tmp_path: Path) -> None:
     assert rec["reports_refused"] == 0 and rec["reports_pending"] == 0
     assert rec["model_versions"] >= users // policy["update_every"]
     privacy = out["privacy"]
-    assert (privacy["ldp_epsilon"], privacy["ldp_delta"]) == (4.0, 1e-6)
-    assert "encoding centered" in privacy["accounting"]
-    assert "(y − ½) x with x₀ = 0.707107" in privacy["accounting"]
+    # The PrivUnit2 report (issue 44): pure ε-LDP, δ = 0 (the task's δ is the Gaussian's, unused).
+    assert policy["mechanism"] == "privunit"
+    assert (privacy["ldp_epsilon"], privacy["ldp_delta"]) == (4.0, 0.0)
+    assert "PrivUnit2" in privacy["accounting"]
+    assert "centered encoding's vector, its 19 non-constant entries" in privacy["accounting"]
     # Learning through the services lands where the simulator does on the same users (20 runs;
     # the devices may decide with a model one publication old).
     ref = out["simulator_reference"]

@@ -71,7 +71,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
 
 from privbandit.shared.core.randomizers.base import Estimate, check_inputs, upper_indices
 from privbandit.shared.core.randomizers.skellam import SkellamRandomizer
@@ -99,6 +98,10 @@ def glm_statistics(x: np.ndarray, y: np.ndarray, anchors: np.ndarray,
     """Rows v = (upper(q x xᵀ), u_weight · a x) (module docstring) for contexts x (n, d), rewards
     y (n,) and anchors (n, d) or (d,): q = 4 g'(z), a = g'(z) z + y − g(z), z = ⟨x, θ̂⟩ (before
     an encoding's weights on the off-diagonal entries)."""
+    # scipy on first use only: a service app imports no accountant library at start
+    # (tests/services/common/test_imports.py).
+    from scipy.special import expit
+
     x = np.asarray(x, dtype=float)
     z = np.einsum("ij,ij->i", x, np.broadcast_to(anchors, x.shape))
     g = expit(z)

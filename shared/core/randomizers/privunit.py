@@ -247,7 +247,7 @@ class PrivUnitRandomizer(GaussianRandomizer):
             raise ValueError("report values must be finite")
         fixed = ~self.free
         if fixed.any():
-            clean = self.weights[fixed] * self.intercept**2  # type: ignore[operator]
+            clean = self.weights[fixed] * self.intercept**2  # type: ignore[operator]  # free is all-True when intercept is None
             if np.abs(row[fixed] - clean).max() > NORM_TOLERANCE * max(1.0, abs(clean).max()):
                 raise ValueError("report's constant entries differ from the intercept's")
         if abs(np.linalg.norm(row[self.free]) - self.norm) > NORM_TOLERANCE * self.norm:
