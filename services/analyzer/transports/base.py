@@ -170,16 +170,25 @@ def admit(config: TaskConfig, upload: BaseModel, kind: type[U], count: Callable[
     return upload
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """What a delivery to a decoder must be (``admit``): its message type, what a 422 says it
+    takes (``{l}``, ``{n}``: the batch lengths expected and got) and the hint at its route
+    (``{task}`` standing for the task id)."""
+
+    kind: type
+    takes: str
+    hint: str
+
+
 @dataclass
 class TaskDecoder:
     """What every decoder shares: the task, and the shape checks of ``accept`` (``admit``: the
-    task's transport, exactly l reports), described by the subclass's ``kind``, ``takes`` and
-    ``hint`` (``{task}`` standing for the task id) and by ``count``."""
+    task's transport, exactly l reports), described by the subclass's ``delivery`` and by
+    ``count``."""
 
     config: TaskConfig
-    kind: ClassVar[type]
-    takes: ClassVar[str]
-    hint: ClassVar[str]
+    delivery: ClassVar[Delivery]
 
     @staticmethod
     def count(upload: Any) -> int:
@@ -193,5 +202,6 @@ class TaskDecoder:
         return None
 
     def admit(self, upload: BaseModel) -> Any:
-        return admit(self.config, upload, self.kind, self.count, self.takes,
-                     self.hint.format(task=self.config.id))
+        d = self.delivery
+        return admit(self.config, upload, d.kind, self.count, d.takes,
+                     d.hint.format(task=self.config.id))

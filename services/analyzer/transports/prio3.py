@@ -55,6 +55,7 @@ from privbandit.services.analyzer.auth import require_shuffler
 from privbandit.services.analyzer.errors import BadContinuation
 from privbandit.services.analyzer.transports.base import (
     AnalyzerKeys,
+    Delivery,
     Fed,
     TaskDecoder,
     UploadJob,
@@ -155,10 +156,9 @@ class Prio3Decoder(TaskDecoder):
     # ddp-linucb: the valid reports a batch of l needs to carry the accountant's noise (⌈γ l⌉).
     honest_needed: Callable[[int], int] | None = None
     report_level: ClassVar[bool] = True
-    kind: ClassVar[type] = Prio3Aggregate
-    takes: ClassVar[str] = "aggregates of exactly l = {l} reports, got count = {n}"
-    hint: ClassVar[str] = ("it takes only Prio3 aggregates (POST /v1/tasks/{task}/"
-                           "prio3-aggregates)")
+    delivery: ClassVar[Delivery] = Delivery(
+        Prio3Aggregate, "aggregates of exactly l = {l} reports, got count = {n}",
+        "it takes only Prio3 aggregates (POST /v1/tasks/{task}/prio3-aggregates)")
 
     @property
     def continuation_key(self) -> bytes:
@@ -184,7 +184,7 @@ class Prio3Decoder(TaskDecoder):
     def check_length(self, request: Prio3VerifyRequest) -> None:
         """422 ``batch_size_mismatch`` unless the request holds one of the schedule's l."""
         admit(self.config, request, Prio3VerifyRequest, lambda r: len(r.reports),
-              "verification of exactly l = {l} reports, got {n}", self.hint)
+              "verification of exactly l = {l} reports, got {n}", self.delivery.hint)
 
     def verify(self, request: Prio3VerifyRequest, known: set[bytes], token: str
                ) -> Prio3VerifyResponse:

@@ -17,7 +17,7 @@ import numpy as np
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from privbandit.services.analyzer.transports.base import AnalyzerKeys, Fed, TaskDecoder
+from privbandit.services.analyzer.transports.base import AnalyzerKeys, Delivery, Fed, TaskDecoder
 from privbandit.services.common.web import report_json_bytes
 from privbandit.shared.core.policies import Policy, randomizer_for
 from privbandit.shared.core.policies.base import RowAdmitting
@@ -86,9 +86,9 @@ class ReportsDecoder(TaskDecoder):
     # runs in the pipeline's worker thread, which is the only one that mutates the policy.
     check_row: Callable[[np.ndarray], None] | None = None
     report_level: ClassVar[bool] = True
-    kind: ClassVar[type] = BatchUpload
-    takes: ClassVar[str] = "batches of exactly l = {l} reports, got {n}"
-    hint: ClassVar[str] = "it takes only report batches (POST /v1/tasks/{task}/batches)"
+    delivery: ClassVar[Delivery] = Delivery(
+        BatchUpload, "batches of exactly l = {l} reports, got {n}",
+        "it takes only report batches (POST /v1/tasks/{task}/batches)")
 
     @staticmethod
     def count(upload: BatchUpload) -> int:

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from privbandit.services.analyzer.errors import NoPaillierKey, NotSecureSum, UnknownKey
 from privbandit.services.analyzer.transports.base import (
     AnalyzerKeys,
+    Delivery,
     Fed,
     TaskDecoder,
     UploadJob,
@@ -139,9 +140,9 @@ class SumDecoder(TaskDecoder):
     # reaches (``SkellamRandomizer.sum_bound``, exceeded with probability below 2⁻⁶⁴).
     sum_bound: Callable[[int], float] | None = None
     report_level: ClassVar[bool] = False
-    kind: ClassVar[type] = EncryptedBatchSum
-    takes: ClassVar[str] = "sums of exactly l = {l} reports, got count = {n}"
-    hint: ClassVar[str] = "it takes only encrypted batch sums (POST /v1/tasks/{task}/batch-sums)"
+    delivery: ClassVar[Delivery] = Delivery(
+        EncryptedBatchSum, "sums of exactly l = {l} reports, got count = {n}",
+        "it takes only encrypted batch sums (POST /v1/tasks/{task}/batch-sums)")
 
     def public_config(self) -> PaillierConfig:
         """The Paillier public key with the task's slot layout."""
