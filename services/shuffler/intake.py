@@ -64,7 +64,7 @@ def require_transport(spec: TaskSpec, transport: ShufflerTransport, own: Shuffle
     """409 unless the task takes uploads of this transport (``own`` is the task's)."""
     if spec.config.transport == transport.name:
         return
-    hint = f"it takes {own.takes} at POST /v1/tasks/{spec.id}/{own.endpoint}"
+    hint = f"it takes {own.route.takes} at POST /v1/tasks/{spec.id}/{own.route.endpoint}"
     raise AggregationMismatch(
         f"task {spec.id!r} uses {spec.config.transport} aggregation: {hint}; "
         "no report was stored"

@@ -69,9 +69,10 @@ async def _upload(
 
 def add_upload_route(transport: type[ShufflerTransport]) -> None:
     """``POST /v1/tasks/{task}/<endpoint>``: a device's upload of the transport's reports,
-    parsed as its ``upload`` message and accepted by intake (409 for a task of another
+    parsed as its route's ``upload`` message and accepted by intake (409 for a task of another
     transport)."""
-    parse = parse_body(transport.upload)
+    route = transport.route
+    parse = parse_body(route.upload)
     name = transport.name
 
     async def post(task: str, request: Request) -> Response:
@@ -79,9 +80,9 @@ def add_upload_route(transport: type[ShufflerTransport]) -> None:
         return _accepted(await runtime.intake.accept(name, spec, upload.reports))
 
     router.add_api_route(
-        f"/v1/tasks/{{task}}/{transport.endpoint}", post, methods=["POST"], status_code=202,
-        name=f"post_{transport.endpoint.replace('-', '_')}", description=transport.summary,
-        responses=ERRORS, openapi_extra=body_openapi(transport.upload),
+        f"/v1/tasks/{{task}}/{route.endpoint}", post, methods=["POST"], status_code=202,
+        name=f"post_{route.endpoint.replace('-', '_')}", description=route.summary,
+        responses=ERRORS, openapi_extra=body_openapi(route.upload),
     )
 
 

@@ -65,18 +65,26 @@ class Context:
     settings: Settings | None = None
 
 
+@dataclass(frozen=True)
+class UploadRoute:
+    """Devices upload to ``POST /v1/tasks/{task}/<endpoint>`` a body of type ``upload`` (a
+    message with ``reports``); ``takes`` names it in the 409 another transport's task answers;
+    ``summary`` is the route's OpenAPI description."""
+
+    endpoint: str
+    upload: type[BaseModel]
+    takes: str
+    summary: str
+
+
 class ShufflerTransport(Protocol):
     """One shuffle transport as the shuffler runs it: one object per shuffler, for the tasks
     configured with it (``tasks``, possibly none)."""
 
     # The transport's name in task configs and on the wire (``TaskConfig.aggregation``).
     name: ClassVar[str]
-    # Devices upload to ``POST /v1/tasks/{task}/<endpoint>`` a body of type ``upload`` (a
-    # message with ``reports``); ``takes`` names it in the 409 another transport's task answers.
-    endpoint: ClassVar[str]
-    upload: ClassVar[type[BaseModel]]
-    takes: ClassVar[str]
-    summary: ClassVar[str]
+    # Where and what devices upload (``UploadRoute``).
+    route: ClassVar[UploadRoute]
     # Delivery loads a batch again before every attempt (its body may change: e.g. checked
     # against the analyzer's current key), instead of re-sending the first one.
     reload: ClassVar[bool]

@@ -39,7 +39,7 @@ from typing import Any, ClassVar, cast
 import anyio.from_thread
 import anyio.to_thread
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from privbandit.services.shuffler.errors import BadShare, VerifyUnavailable
 from privbandit.services.shuffler.hpke import HpkeState, Refresh
@@ -48,6 +48,7 @@ from privbandit.services.shuffler.transports.base import (
     Delivery,
     Reports,
     TransportBase,
+    UploadRoute,
     upload_limit,
 )
 from privbandit.shared.crypto.noise_stream import KeyedBits, load_noise_key
@@ -144,10 +145,8 @@ class Prio3Transport(TransportBase):
     next attempt verifies anew)."""
 
     name: ClassVar[str] = "prio3"
-    endpoint: ClassVar[str] = "prio3-reports"
-    upload: ClassVar[type[BaseModel]] = Prio3Upload
-    takes: ClassVar[str] = "Prio3 reports (Prio3Upload)"
-    summary: ClassVar[str] = (
+    route: ClassVar[UploadRoute] = UploadRoute(
+        "prio3-reports", Prio3Upload, "Prio3 reports (Prio3Upload)",
         "Accept Prio3 reports of a secure-sum task (leader share, helper share sealed to the "
         "analyzer, public share, nonce); 202 only once they are durable. A nonce already held "
         "is a duplicate. Each batch of l is verified jointly with the analyzer and released "

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, cast
 
 import anyio.to_thread
 import gmpy2
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 
 from privbandit.services.common.web import report_json_bytes
 from privbandit.services.shuffler.errors import BadCiphertext, NotReady, SumUnavailable, UnknownKey
@@ -49,6 +49,7 @@ from privbandit.services.shuffler.transports.base import (
     OnAdopted,
     Reports,
     TransportBase,
+    UploadRoute,
     upload_limit,
 )
 from privbandit.shared.crypto.paillier import (
@@ -198,10 +199,8 @@ class SecureSumTransport(TransportBase):
     """Paillier-encrypted counts in, one encrypted sum per batch of exactly l out."""
 
     name: ClassVar[str] = "secure-sum"
-    endpoint: ClassVar[str] = "encrypted-counts"
-    upload: ClassVar[type[BaseModel]] = SecureSumUpload
-    takes: ClassVar[str] = "Paillier-encrypted counts (SecureSumUpload)"
-    summary: ClassVar[str] = (
+    route: ClassVar[UploadRoute] = UploadRoute(
+        "encrypted-counts", SecureSumUpload, "Paillier-encrypted counts (SecureSumUpload)",
         "Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable. "
         "Identical ciphertexts are dropped. Each batch of l is released only as its encrypted "
         "sum.")
