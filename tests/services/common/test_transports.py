@@ -32,9 +32,13 @@ def test_every_configurable_transport_is_registered_on_every_side_in_one_order()
 
 
 def test_the_endpoints_of_each_transport_are_distinct() -> None:
-    for registry in (DEVICE, SHUFFLER, ANALYZER):
+    for registry in (DEVICE, ANALYZER):
         endpoints = [t.endpoint for t in registry.values()]
         assert len(set(endpoints)) == len(endpoints)
+    # The shuffler's upload routes (``UploadRoute``), where the device's transports send.
+    routes = [t.route.endpoint for t in SHUFFLER.values()]
+    assert len(set(routes)) == len(routes)
+    assert routes == [t.endpoint for t in DEVICE.values()]
 
 
 @pytest.mark.parametrize("name", ["reports", "secure-sum", "prio3"])
