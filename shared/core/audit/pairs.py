@@ -618,8 +618,6 @@ def mechanisms() -> dict[str, Callable[[bool], Mechanism]]:
     """Every auditable mechanism by name: a builder taking ``plant``."""
     out: dict[str, Callable[[bool], Mechanism]] = {
         **_gaussian_encodings(),
-        "ldp-linucb/privunit/plain": functools.partial(ldp_linucb_privunit, False),
-        "ldp-linucb/privunit/centered": functools.partial(ldp_linucb_privunit, True),
         "ldp-glb": ldp_glb,
         "sblb/report": sblb_report,
         "sblb/bit": sblb_bit,
@@ -636,4 +634,8 @@ def mechanisms() -> dict[str, Callable[[bool], Mechanism]]:
     out["adar-ucb"] = adar_ucb
     out["adar-gope"] = adar_gope
     out["adar-oful"] = adar_oful
+    # Appended, not beside ldp-linucb's Gaussian rows: each row's stream is the seed's child at
+    # its position (``run.audit``), so the rows before keep their recorded results.
+    out["ldp-linucb/privunit/plain"] = functools.partial(ldp_linucb_privunit, False)
+    out["ldp-linucb/privunit/centered"] = functools.partial(ldp_linucb_privunit, True)
     return out

@@ -102,7 +102,7 @@ def test_every_honest_claim_survives() -> None:
 @pytest.mark.parametrize(("name", "samples"), [
     ("sblb/bit", 20_000), ("heldp-ucb-l@2", 20_000), ("heldp-ucb-b@2", 20_000),
     ("heldp-ucb-b@0.5", 20_000), ("ldp-mab", 2_000_000),
-    # PrivUnit2 (pure ε: the ratio e^ε holds exactly on cap(û₁) ∖ cap(û₀)): 0.90–0.94 here
+    # PrivUnit2 (pure ε: the ratio e^ε holds exactly on cap(û₁) ∖ cap(û₀)): 0.77–0.97 here
     ("ldp-linucb/privunit/plain", 20_000), ("ldp-linucb/privunit/centered", 20_000),
 ])
 def test_single_pair_mechanisms_are_audited_tightly(name: str, samples: int) -> None:
@@ -133,7 +133,7 @@ def test_gaussian_report_is_audited_tightly() -> None:
     # the public see it; the devices' design: shares sized for an 8 times longer batch
     ("ddp-linucb/frobenius/analyzer", 100_000), ("ddp-linucb/frobenius/public", 100_000),
     ("ddp-linucb/frobenius/devices", 100_000),
-    # privunit: the cap and its probability calibrated for 3 ε
+    # privunit: the cap and its probability calibrated for 3 ε (2.2–2.8 over seeds 0–2)
     ("ldp-linucb/privunit/plain", 20_000), ("ldp-linucb/privunit/centered", 20_000),
     # heldp: noise of level 3 ε_t on a report stating ε_t
     ("heldp-ucb-l@0.5", 20_000), ("heldp-ucb-b@0.5", 20_000),
