@@ -6,7 +6,10 @@ and prints ε_lo at ``--confidence`` (Clopper–Pearson) beside the claimed ε a
 (``shared.core.audit``; docs/audit.md). ``--json F`` writes the rows as a JSON list;
 ``--plant`` runs each mechanism with its planted calibration bug instead (the claim stays the
 honest one: every row should then have ε_lo above it). ``--task T --device URL --analyzer URL
-[--canaries M]`` audits a running deployment in one run instead (``privbandit.canary_audit``).
+[--canaries M]`` audits a running deployment in one run instead (``privbandit.canary_audit``);
+``--task T`` alone audits that task's report as its config states it (``--config F``, default
+$PRIVBANDIT_CONFIG or the packaged one): the mechanism the config names — an ldp-linucb task's
+Gaussian report or PrivUnit2 — at the task's own d, ε and encoding (``run.audit_task``).
 Exit status 0, or 1 when a row of an honest audit has ε_lo above its claim (a claim the samples
 refute at the confidence); 2 for a usage error.
 """
@@ -46,9 +49,12 @@ def add_audit_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="run the planted-bug variants (each row should exceed its claim)")
     p.add_argument("--json", dest="json_out", type=Path, help="write the rows as JSON here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--task", help="instead: the one-run canary audit of this task of a running "
-                   "deployment (an ldp-linucb task with update_every = 1; needs --device and "
-                   "--analyzer; docs/audit.md)")
+    p.add_argument("--task", help="instead: this task's report as its config states it (an "
+                   "ldp-linucb task: the mechanism its config names); with --device and "
+                   "--analyzer, the one-run canary audit of the task in a running deployment "
+                   "(update_every = 1; docs/audit.md)")
+    p.add_argument("--config", type=Path, help="with --task alone: the config file the task is "
+                   "read from (default: $PRIVBANDIT_CONFIG or the packaged defaults)")
     p.add_argument("--canaries", type=_samples, default=200,
                    help="canaries of the one-run audit (default 200)")
     p.add_argument("--device", help="the deployment's device URL (with --task)")
@@ -109,6 +115,29 @@ def run_canaries(args: argparse.Namespace) -> int:
     return 1 if result.audited_epsilon_lower > result.central_epsilon else 0
 
 
+def run_task(args: argparse.Namespace) -> int:
+    """``--task`` without a deployment: the task's own report, as its config file states it."""
+    from privbandit.demo.config import DemoError, config_path, load_settings
+    from privbandit.shared.core.audit.run import audit_task
+
+    path = config_path(args.config)
+    try:
+        task = load_settings(path).task(args.task)
+    except (DemoError, ValueError) as exc:
+        print(f"error: {path}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    if task is None:
+        print(f"error: {path} has no task {args.task!r}", file=sys.stderr)
+        return 2
+    try:
+        result = audit_task(task.policy, args.samples, args.confidence, args.seed, args.plant)
+    except ValueError as exc:
+        print(f"error: task {args.task}: {exc}", file=sys.stderr)
+        return 2
+    print(f"task {args.task} ({path}): its report is {result.mechanism}")
+    return _report([result], args)
+
+
 def run_audit(args: argparse.Namespace) -> int:
     from privbandit.shared.core.audit.run import audit, names
     from privbandit.simulate_cmd import _progress
@@ -117,6 +146,8 @@ def run_audit(args: argparse.Namespace) -> int:
         print("\n".join(names()))
         return 0
     if args.task is not None:
+        if args.device is None and args.analyzer is None:
+            return run_task(args)
         return run_canaries(args)
     if args.mechanism != "all" and args.mechanism not in names():
         print(f"error: unknown mechanism {args.mechanism!r}; known: all, {', '.join(names())}",
@@ -134,6 +165,12 @@ def run_audit(args: argparse.Namespace) -> int:
         results = audit(args.mechanism, args.samples, args.confidence, args.seed, args.plant,
                         progress)
         advance(1)
+    return _report(results, args)
+
+
+def _report(results: list[Any], args: argparse.Namespace) -> int:
+    """Print the rows (table, notes), write ``--json``; exit status 1 if an honest row's ε_lo
+    exceeds its claim."""
     rows = [r.to_dict() for r in results]
     _table(rows)
     refuted = [r.mechanism for r in results if r.audited_epsilon_lower > r.claimed_epsilon]

@@ -16,8 +16,9 @@ reports at the policy's cadence, publish, state the ledger). As in the services:
 - ``decide_batch`` decides for many users from the same published model, as devices holding
   the same cached model would;
 - ``save``/``load`` keep the whole learner — config, the policy's state (its statistics, model,
-  report count), the reports not yet ingested, the open decisions and every generator — so a
-  loaded learner makes the same decisions and states the same ledger as the one saved.
+  report count, public warm-start rounds taken), the reports not yet ingested, the open
+  decisions and every generator — so a loaded learner makes the same decisions, states the
+  same ledger and takes no public round beyond the declared ones, as the one saved.
 
 Randomness: ``seed`` spawns the policy's and the devices' generators (SeedSequence); the device
 noise is drawn from the seeded generator as in the simulator (the device service draws

@@ -4,7 +4,10 @@ m canaries go in through the device API of an ``ldp-linucb`` task that publishes
 every report (``update_every = 1``): canary i is a user whose K feature vectors are all
 s_i·x (so the device has no choice to make) with reward 1, s_i = ±1 drawn by the auditor with
 probability ½ each, x = L·e₀. The pair (x, 1), (−x, 1) has equal Gram parts and reward parts
-2x apart: 2L of the report's joint sensitivity (2.12 at L = 1).
+2x apart: 2L of the Gaussian report's joint sensitivity (2.12 at L = 1). Under PrivUnit2 (the
+task's ``mechanism = "privunit"``, pure ε: the ledger's δ is 0) both report vectors have the
+full norm r, at an angle of 90° at L = 1 in the plain encoding; the same score separates them.
+The result names the mechanism the task's config uses.
 
 The auditor sees only the published models. Each publication is (Ṽ, θ̃) with θ̃ = Ṽ⁻¹ũ
 (``confidence.ridge_solve``: whatever eigenvalue repair Ṽ got, θ̃ solves it exactly), so
@@ -37,6 +40,7 @@ class CanaryAudit:
     """What the one-run audit of a task found, beside the task's ledger."""
 
     task: str
+    mechanism: str  # the task's report: "gaussian" or "privunit" (its config's ``mechanism``)
     canaries: int
     guesses: int
     correct: int
@@ -115,6 +119,7 @@ def canary_audit(device_url: str, analyzer_url: str, task: str, canaries: int,
     low, high = order[:k], order[order.size - k:]
     correct = int((signs[high] > 0).sum() + (signs[low] < 0).sum())
     delta = float(ledger["central_delta"])
-    return CanaryAudit(task, canaries, 2 * k, correct,
+    mechanism = str(policy.get("mechanism", "gaussian"))
+    return CanaryAudit(task, mechanism, canaries, 2 * k, correct,
                        one_run_epsilon(canaries, 2 * k, correct, delta, confidence),
                        float(ledger["central_epsilon"]), delta, confidence)

@@ -52,6 +52,7 @@ def test_canaries_through_the_services(canary_cluster: Cluster) -> None:
     print(out.to_dict())
     assert out.canaries == CANARIES and out.guesses == 100
     assert out.central_epsilon == 4.0 and out.central_delta == 1e-6
+    assert out.mechanism == "gaussian"  # small-ldp's config names no mechanism: the Gaussian
     assert 0 < out.audited_epsilon_lower <= out.central_epsilon
     # a right guess is more likely than a wrong one (the guesses see the canaries)
     assert out.correct > out.guesses / 2

@@ -59,7 +59,7 @@ def test_list_names_every_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--list"]) == 0
     listed = capsys.readouterr().out.split()
     assert "ddp-linucb/frobenius/analyzer" in listed and "adar-gope" in listed
-    assert "ldp-linucb/centered-upper" in listed
+    assert "ldp-linucb/centered-upper" in listed and "ldp-linucb/privunit/centered" in listed
 
 
 def test_command_line_process(tmp_path: Path) -> None:
@@ -83,3 +83,33 @@ def test_refuted_claim_fails_the_command(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(run, "audit", lambda *a, **k: real(*a[:4], True, *a[5:], **k))
     assert main(["audit", "--mechanism", "sblb/bit", "--samples", "20000", "--no-progress"]) == 1
     assert "claims refuted at confidence 0.95: sblb/bit" in capsys.readouterr().err
+
+
+def test_a_task_is_audited_as_its_config_states_it(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``--task T`` without a deployment: the report of the config's task, by the mechanism the
+    config names — demo-ldp's PrivUnit2 (pure ε = 4, centered, d = 5) in the packaged config,
+    small-ldp's Gaussian report (ε = 1, δ = 10⁻⁶, plain) in small.toml — and the tasks it cannot
+    audit refused in one line."""
+    from privbandit.shared.settings import DEFAULT_CONFIG
+
+    out = tmp_path / "task.json"
+    base = ["audit", "--samples", "4000", "--no-progress", "--json", str(out)]
+    assert main([*base, "--task", "demo-ldp", "--config", str(DEFAULT_CONFIG)]) == 0
+    row = json.loads(out.read_text())[0]
+    assert (row["mechanism"], row["family"], row["delta"]) == (
+        "ldp-linucb/privunit/centered", "privunit", 0.0)
+    assert row["claimed_epsilon"] == pytest.approx(4.0)
+    assert 0 < row["audited_epsilon_lower"] <= row["claimed_epsilon"]
+    small = DEFAULT_CONFIG.parent / "small.toml"
+    assert main([*base, "--task", "small-ldp", "--config", str(small)]) == 0
+    row = json.loads(out.read_text())[0]
+    assert (row["mechanism"], row["claimed_epsilon"], row["delta"]) == (
+        "ldp-linucb/plain", 1.0, 1e-6)
+    capsys.readouterr()
+    for task, words in (("demo-shuffle", "audited for ldp-linucb tasks"),
+                        ("nope", "has no task 'nope'")):
+        assert main(["audit", "--task", task, "--config", str(DEFAULT_CONFIG),
+                     "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and "\n" not in err

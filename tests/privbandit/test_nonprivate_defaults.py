@@ -51,3 +51,22 @@ def test_simulate_uses_them_and_paper_restores_the_papers(tmp_path: Path, algo: 
         "--confidence-scale", "confidence_scale")
     assert main([*base, flag, "0.5", "--json", str(tmp_path / "f.json")]) == 0
     assert json.loads((tmp_path / "f.json").read_text())["params"][value] == 0.5
+
+
+def test_packaged_tasks_state_their_practical_defaults() -> None:
+    """The services take a task's policy as written (no registry defaults are filled in), so each
+    task of the packaged config states its entry's practical settings, as ``simulate`` and the
+    library run them: the demo's regret is the policy's at its default (demo-ucb ran UCB1's width
+    1 before). small.toml's tasks are sized for the tests and keep their own settings, except
+    small-ucb's width, the same as demo-ucb's."""
+    from privbandit.demo.config import load_settings
+    from privbandit.shared.settings import DEFAULT_CONFIG
+
+    for task in load_settings(DEFAULT_CONFIG).tasks:
+        e = REGISTRY[task.policy.algo]
+        stated = task.policy.model_dump(exclude_unset=True)
+        want = e.config.model_validate({**stated, **e.practical_for(task.aggregation)})
+        assert task.policy == want, task.id
+    ucb = load_settings(DEFAULT_CONFIG.parent / "small.toml").task("small-ucb")
+    assert ucb is not None and ucb.policy.confidence_scale == dict(REGISTRY["ucb"].practical)[
+        "confidence_scale"]

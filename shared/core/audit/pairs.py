@@ -1,15 +1,18 @@
 """The attaining pair of every mechanism a ledger claims, run through the shipped code.
 
-Each ``Mechanism`` holds the claimed (ε, δ) — read from the policy's own ledger or accountant —
-and ``sample(which, n, rng)``: n outputs of the mechanism on input D₀ (``which`` = 0) or D₁, drawn
-by the randomizer the task builds (``registry.randomizer_for`` on a config) or by the policy's
-own release code. Nothing here re-implements a mechanism: a planted bug (``plant=True``) is the
-shipped randomizer or policy constructed with a wrong parameter — half the calibrated σ
-(ldp-linucb), σ for one coordinate's sensitivity L² (ldp-glb), σ for B = ½ instead of 2B
-(ldp-mab), the flip probability of 4 ε0 (sblb), the aggregators' noise of ε = 3 (ddp-linucb;
-with the devices' noise, shares sized for a batch 8 times longer), the noise of level 3 ε_t
-(HeLDP), the noise of RDP ε = 16 (AdaR) — and the claim stays the honest configuration's, so the
-audit must find ε_lo above it.
+Each ``Mechanism`` holds the claimed (ε, δ) — read from the policy's own ledger or accountant
+(PrivUnit2: the randomizer's own exact ε, which must equal its ledger's) — and
+``sample(which, n, rng)``: n outputs of the mechanism on input D₀ (``which`` = 0) or D₁ (or a
+statistic of each, post-processing: PrivUnit2's), drawn by the randomizer the task builds
+(``registry.randomizer_for`` on a config) or by the policy's own release code. Nothing here
+re-implements a mechanism: a planted bug (``plant=True``) is the shipped randomizer or policy
+constructed with a wrong parameter — half the calibrated σ (ldp-linucb's Gaussian report),
+PrivUnit2's cap and cap probability calibrated for 3 ε (its PrivUnit2 report), σ for one
+coordinate's sensitivity L² (ldp-glb), σ for B = ½ instead of 2B (ldp-mab), the flip
+probability of 4 ε0 (sblb), the aggregators' noise of ε = 3 (ddp-linucb; with the devices'
+noise, shares sized for a batch 8 times longer), the noise of level 3 ε_t (HeLDP), the noise of
+RDP ε = 16 (AdaR) — and the claim stays the honest configuration's, so the audit must find ε_lo
+above it.
 
 Pairs (D₀, D₁):
 
@@ -18,6 +21,10 @@ Pairs (D₀, D₁):
   contexts in a 2-D subspace (and of anchors θ̂ for ldp-glb) on the randomizer's own clean map;
   ``attained`` = that distance / the Δ the randomizer is calibrated to (1 for the exact joint
   bounds; below 1 for ldp-glb, whose Δ adds three sups).
+- PrivUnit2 reports (``ldp-linucb`` with ``mechanism = "privunit"``, its practical default;
+  ``ldp_report`` picks the Gaussian or the PrivUnit2 audit from the randomizer a config builds):
+  the two inputs at the full report radius whose directions are the widest apart, the test the
+  region cap(û₁) ∖ cap(û₀) where the likelihood ratio is exactly e^ε (``_privunit_report``).
 - sblb (Garcelon Alg. 2–3, d = 1, m = 1): one user's report for x = +1 vs x = −1 at r = 1 (its
   ỹ bit flips; z̃ = x²/2 + ½ is the same), the one randomised bit at its per-bit ε, and the batch
   sum of l reports with the other l − 1 users fixed (the sum-only ledger's view).
@@ -56,7 +63,8 @@ class Mechanism:
     # says why the audit must stay below (composition, amplification, a loose bound).
     tight: bool
     note: str
-    attained: float | None = None  # pair distance / calibrated sensitivity, where defined
+    # pair distance / calibrated sensitivity, where defined (PrivUnit2: pair norm / radius r)
+    attained: float | None = None
     planted: str | None = None      # the planted bug, when built with plant=True
 
 
@@ -98,18 +106,33 @@ GAUSSIAN_EPSILON, GAUSSIAN_DELTA = 1.0, 1e-6
 
 
 def ldp_linucb(encoding: str, plant: bool = False) -> Mechanism:
-    """``ldp-linucb``'s report in ``encoding`` (d = 3, L = 1; the centered ones at c = 1/√2)."""
-    from privbandit.shared.core.policies.registry import build_policy, make_config, randomizer_for
-    from privbandit.shared.core.randomizers.gaussian import CENTERED, GaussianRandomizer
+    """``ldp-linucb``'s Gaussian report in ``encoding`` (d = 3, L = 1; the centered ones at
+    c = 1/√2)."""
+    from privbandit.shared.core.policies.registry import make_config
+    from privbandit.shared.core.randomizers.gaussian import CENTERED
 
     params: dict[str, Any] = {"d": 3, "epsilon": GAUSSIAN_EPSILON, "delta": GAUSSIAN_DELTA,
-                              "encoding": encoding}
+                              "encoding": encoding, "mechanism": "gaussian"}
     if encoding in CENTERED:
         params["intercept"] = 1 / math.sqrt(2)
-    config = make_config("ldp-linucb", **params)
+    return ldp_report(make_config("ldp-linucb", **params), plant)
+
+
+def ldp_report(config: Any, plant: bool = False) -> Mechanism:
+    """The audit of the report an ``ldp-linucb`` config's task sends: the randomizer its config
+    builds (``registry.randomizer_for``: the Gaussian report, or PrivUnit2 where the config says
+    ``mechanism = "privunit"``, as the practical default does) at the config's d, L, ε (δ),
+    encoding and intercept, against the claim of the config's own ledger."""
+    from privbandit.shared.core.policies.registry import build_policy, randomizer_for
+    from privbandit.shared.core.randomizers.gaussian import GaussianRandomizer
+    from privbandit.shared.core.randomizers.privunit import PrivUnitRandomizer
+
     ledger = build_policy(config, np.random.default_rng(0)).ledger()
     rand = randomizer_for(config)
+    if isinstance(rand, PrivUnitRandomizer):
+        return _privunit_report(rand, ledger, plant)
     assert isinstance(rand, GaussianRandomizer)
+    encoding = rand.encoding
     planted = None
     if plant:  # the calibrated σ, halved (e.g. a variance read as a standard deviation's square)
         rand.sigma = rand.sigma / 2
@@ -128,6 +151,99 @@ def ldp_linucb(encoding: str, plant: bool = False) -> Mechanism:
         "one Gaussian report at its farthest pair; at a fixed pair the whole (ε, δ) curve is "
         "attained, but a finite sample measures rates near 1/N, not δ, so ε_lo stays below ε",
         dist / GaussianRandomizer._sensitivity(rand), planted)
+
+
+# -- ldp-linucb's PrivUnit2 report ----------------------------------------------------------
+
+PLANT_PRIVUNIT = 3.0  # the planted PrivUnit bug: (γ, p, m) calibrated for 3 ε under the claim ε
+
+
+def privunit_pair(rand: Any, points: int = 720
+                  ) -> tuple[tuple[np.ndarray, float], tuple[np.ndarray, float], float]:
+    """The two inputs (x, y) of full norm ‖v_f‖ = r whose report directions û are the widest
+    apart (contexts of norm L on a grid of a plane, y ∈ {0, 1}; the randomizer's own clean map),
+    and the cosine between their directions."""
+    xs = circle(rand.d, rand.L, points, rand.intercept)
+    X = np.concatenate([xs, xs])
+    R = np.repeat([0.0, 1.0], xs.shape[0])
+    V = rand._clean(X, R)[:, rand.free]
+    norms = np.linalg.norm(V, axis=1)
+    full = np.flatnonzero(norms >= rand.radius * (1 - 1e-9))
+    if full.size < 2:
+        raise ValueError("no two inputs of the grid reach the report radius")
+    U = V[full] / norms[full, None]
+    cos = U @ U.T
+    i, j = np.unravel_index(int(np.argmin(cos)), cos.shape)
+    a, b = full[i], full[j]
+    return (X[a], float(R[a])), (X[b], float(R[b])), float(cos[i, j])
+
+
+def _privunit_report(rand: Any, ledger: Any, plant: bool) -> Mechanism:
+    """PrivUnit2's report (``randomizers.privunit``) at its widest pair, the test the region
+    where the likelihood ratio is largest.
+
+    Claim: the exact pure ε of the shipped calibration, ``privunit_epsilon(D, γ, p)`` (★) of the
+    honest randomizer (equal to its ledger's ε; the audit refuses to run if they differ). Pair:
+    (★) is attained by any two inputs of full norm ‖v_f‖ = r (so that the norm rounding keeps
+    û's sign: no dilution) whose caps differ: on cap(û₁) ∖ cap(û₀) the output density under
+    D₁ is p/q per unit area and under D₀ (1 − p)/(1 − q), a ratio of exactly e^ε. Opposite
+    directions u, −u would make that set the whole cap (disjoint caps for any γ > 0: P₁ = p),
+    but no two full-norm report vectors are opposite: the Gram part's diagonal entries x_i² are
+    never negative, so two reports are opposite only where their Gram parts vanish (x = 0, or
+    x = c e₀ under an intercept, y = 1 vs 0), far inside the radius, where the norm rounding
+    flips û's sign with probability (1 − ‖v_f‖/r)/2 and dilutes the ratio (to e^0.5 at ε = 1,
+    x = c e₀ of the centered report below). So the pair is the full-norm one whose directions
+    are the widest apart (``privunit_pair``: cos 0 for plain, −2/7 for the centered report with
+    w = 2 at c = 1/√2). The cap half-angle is arccos γ ≈ 82° at ε = 1, so the caps overlap: the
+    ratio is still exactly e^ε on the part of cap(û₁) outside cap(û₀), which only holds less
+    probability than the whole cap would; ε_lo approaches ε as samples grow (0.99 at 10⁶),
+    nothing is lost but power. Test statistic (post-processing of the output o): with z =
+    o_f/‖o_f‖ (the point on the sphere, whatever m scaled it by), s = min(⟨z, û₁⟩ − γ,
+    γ − ⟨z, û₀⟩), s ≥ 0 exactly on cap(û₁) ∖ cap(û₀) at the claim's γ; the audit picks the
+    threshold on its selection half (a planted bug's smaller caps are a threshold s ≥ γ' − γ
+    away)."""
+    from privbandit.shared.core.randomizers.privunit import privunit_epsilon, privunit_parameters
+
+    gamma, p, _ = rand.parameters
+    claimed = privunit_epsilon(rand.D, gamma, p)
+    if not math.isclose(claimed, float(ledger.ldp_epsilon or 0.0), rel_tol=1e-9):
+        raise ValueError(f"the randomizer's exact ε {claimed} is not its ledger's "
+                         f"{ledger.ldp_epsilon}")
+    (x0, y0), (x1, y1), cos = privunit_pair(rand)
+    pair = ((x0, y0), (x1, y1))
+    clean = rand._clean(np.stack([x0, x1]), np.array([y0, y1]))[:, rand.free]
+    u0, u1 = (clean / np.linalg.norm(clean, axis=1, keepdims=True))
+    planted = None
+    if plant:  # the cached calibration replaced: cap and probability for 3 ε
+        rand.parameters = privunit_parameters(rand.D, PLANT_PRIVUNIT * rand.epsilon)
+        planted = (f"PrivUnit2's cap and cap probability calibrated for ε = "
+                   f"{PLANT_PRIVUNIT * rand.epsilon:g} under the claim ε = {rand.epsilon:g}")
+
+    def sample(which: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        x, y = pair[which]
+        out = rand.randomize(_rows(x, n), np.full(n, y), rng)[:, rand.free]
+        z = out / np.linalg.norm(out, axis=1, keepdims=True)
+        return np.minimum(z @ u1 - gamma, gamma - z @ u0)
+
+    return Mechanism(
+        f"ldp-linucb/privunit/{rand.encoding}", "privunit", claimed, 0.0, sample, True,
+        "pure ε: the ratio e^ε holds exactly on cap(û₁) ∖ cap(û₀); the widest full-norm "
+        f"pair's directions are at cos {round(cos, 3) + 0.0:.3f}, not opposite (no two "
+        "full-norm reports are), so the caps overlap and that set holds less than the whole "
+        "cap: power, not bias",
+        1.0, planted)
+
+
+def ldp_linucb_privunit(intercept: bool, plant: bool = False) -> Mechanism:
+    """``ldp-linucb``'s report at its practical defaults (PrivUnit2, encoding ``auto``: plain
+    without an intercept, centered with w = 2 at c = 1/√2 with one), d = 3, L = 1, ε = 1."""
+    from privbandit.shared.core.policies import practical
+    from privbandit.shared.core.policies.registry import make_config
+
+    params: dict[str, Any] = {**practical.LDP_LINUCB, "d": 3, "epsilon": GAUSSIAN_EPSILON}
+    if intercept:
+        params["intercept"] = 1 / math.sqrt(2)
+    return ldp_report(make_config("ldp-linucb", **params), plant)
 
 
 def ldp_glb(plant: bool = False) -> Mechanism:
@@ -518,4 +634,8 @@ def mechanisms() -> dict[str, Callable[[bool], Mechanism]]:
     out["adar-ucb"] = adar_ucb
     out["adar-gope"] = adar_gope
     out["adar-oful"] = adar_oful
+    # Appended, not beside ldp-linucb's Gaussian rows: each row's stream is the seed's child at
+    # its position (``run.audit``), so the rows before keep their recorded results.
+    out["ldp-linucb/privunit/plain"] = functools.partial(ldp_linucb_privunit, False)
+    out["ldp-linucb/privunit/centered"] = functools.partial(ldp_linucb_privunit, True)
     return out

@@ -58,8 +58,27 @@ class LinearPolicy(Policy[ConfigT, RandomizerT]):
         return None
 
     # Rounds of a public log learned from so far (``warm_start``; at most the config's
-    # ``public_warm_start``, which the ledger labels public).
+    # ``public_warm_start``, which the ledger labels public). Part of the saved state
+    # (``get_state``): a learner saved and loaded before its first private report must not take
+    # the declared rounds again.
     public_reports: int = 0
+    # True when a loaded state predates that count (``set_state``): the refusal says why.
+    _public_unrecorded: bool = False
+
+    def get_state(self) -> dict[str, Any]:
+        return {**super().get_state(), "public_reports": self.public_reports}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore the state, with the public rounds taken. A state saved before that count was
+        kept counts every declared round as taken (0 when none are declared, which is exact:
+        ``warm_start`` then refuses every round): it cannot tell how many were, and counting 0
+        could let the same public log be learned from twice. The ledger is the same either way
+        (it states the declared rounds); what is lost is at most a warm start the operator can
+        give again to a fresh learner."""
+        super().set_state(state)
+        declared = int(getattr(self.config, "public_warm_start", 0))
+        self._public_unrecorded = "public_reports" not in state and declared > 0
+        self.public_reports = int(state.get("public_reports", declared))
 
     def warm_start(self, X: np.ndarray, r: np.ndarray) -> None:
         """Learn from a log the operator declares public, before the first user (issue 44):
@@ -77,8 +96,10 @@ class LinearPolicy(Policy[ConfigT, RandomizerT]):
             raise ValueError("a warm start's rows and rewards must be finite")
         declared = int(getattr(self.config, "public_warm_start", 0))
         if self.public_reports + X.shape[0] > declared:
-            raise ValueError(f"{self.public_reports + X.shape[0]} public rounds, but the config "
-                             f"declares public_warm_start = {declared}")
+            why = (" (loaded from a state saved before the count of public rounds was kept: "
+                   "every declared round counts as taken)" if self._public_unrecorded else "")
+            raise ValueError(f"{self.public_reports} public rounds taken and {X.shape[0]} more, "
+                             f"but the config declares public_warm_start = {declared}{why}")
         if self.reports:
             raise ValueError("a public warm start comes before the first private report")
         self._add_public(X.T @ X, X.T @ r)

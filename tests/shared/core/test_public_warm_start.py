@@ -3,6 +3,9 @@ not charged), the users' guarantee unchanged, and the exact public statistics in
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -92,3 +95,52 @@ def test_the_library_takes_it_and_labels_it() -> None:
     bandit.warm_start(X, rng.random(20))
     assert bandit.model.version == 1
     assert bandit.ledger().model_dump()["public_warm_start"]["rounds"] == 20
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_a_saved_learner_keeps_count_of_its_public_rounds(algo: str, tmp_path: Path) -> None:
+    """The public rounds taken are saved with the learner: after save → load the rest of the
+    declaration can be taken, no more (before, a reloaded learner counted 0 and could learn the
+    same public log twice), and the model is the one of the same rounds taken in one process."""
+    from privbandit import Bandit
+
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(20, 5)) / 4
+    r = rng.random(20)
+    bandit = Bandit(algo, seed=1, public_warm_start=20)
+    bandit.warm_start(X[:12], r[:12])
+    bandit.save(tmp_path / "a.json")
+    again = Bandit.load(tmp_path / "a.json")
+    assert again.policy.public_reports == 12
+    with pytest.raises(ValueError, match="12 public rounds taken and 9 more, but the config "
+                                         "declares public_warm_start = 20$"):
+        again.warm_start(X[:9], r[:9])
+    again.warm_start(X[12:], r[12:])
+    bandit.warm_start(X[12:], r[12:])
+    assert np.array_equal(again.model.theta, bandit.model.theta)
+    again.save(tmp_path / "b.json")
+    with pytest.raises(ValueError, match="20 public rounds taken and 1 more"):
+        Bandit.load(tmp_path / "b.json").warm_start(X[:1], r[:1])
+
+
+@pytest.mark.parametrize("declared", [0, 20])
+def test_an_old_saved_learner_counts_every_declared_round_as_taken(declared: int,
+                                                                   tmp_path: Path) -> None:
+    """A file saved before the count was kept still loads; it cannot say how many public rounds
+    were taken, so all declared ones count as taken and a further warm start is refused, saying
+    why (counting 0 would reopen the double warm start). With none declared that count is exact.
+    The ledger is the saved learner's either way."""
+    from privbandit import Bandit
+
+    bandit = Bandit("ddp-linucb", seed=1, public_warm_start=declared)
+    path = tmp_path / "old.json"
+    bandit.save(path)
+    data = json.loads(path.read_text())
+    del data["policy"]["public_reports"]
+    path.write_text(json.dumps(data))
+    old = Bandit.load(path)
+    assert old.policy.public_reports == declared
+    assert old.ledger() == bandit.ledger()
+    why = "saved before the count of public rounds" if declared else "= 0$"
+    with pytest.raises(ValueError, match=why):
+        old.warm_start(np.full((1, 5), 0.1), np.ones(1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from privbandit.shared.core.audit.pairs import mechanisms
@@ -38,6 +39,52 @@ def test_loose_pairs_are_said_to_be() -> None:
     assert not glb.tight and not upper.tight
 
 
+@pytest.mark.parametrize(("name", "cos"), [("ldp-linucb/privunit/plain", 0.0),
+                                         ("ldp-linucb/privunit/centered", -2 / 7)])
+def test_privunit_claim_and_pair(name: str, cos: float) -> None:
+    """PrivUnit2's claim is the shipped calibration's exact ε (★), the ledger's; the pair is two
+    inputs at the full report radius (no sign dilution) at the widest angle the report vectors
+    allow: 90° for plain, arccos(−2/7) for the centered report (w = 2, c = 1/√2: the Gram
+    parts' overlap ⟨x, x'⟩² − c⁴ against the reward parts' −⟨x, x'⟩, least at ⟨x, x'⟩ = ½)."""
+    from privbandit.shared.core.audit.pairs import privunit_pair
+    from privbandit.shared.core.policies import practical
+    from privbandit.shared.core.policies.registry import make_config, randomizer_for
+    from privbandit.shared.core.randomizers.privunit import privunit_epsilon
+
+    mech = mechanisms()[name](False)
+    assert mech.family == "privunit" and mech.delta == 0.0 and mech.tight
+    intercept = {"intercept": 1 / math.sqrt(2)} if name.endswith("centered") else {}
+    rand = randomizer_for(make_config("ldp-linucb", d=3, epsilon=1.0, **practical.LDP_LINUCB,
+                                      **intercept))
+    gamma, p, _ = rand.parameters
+    assert mech.claimed_epsilon == privunit_epsilon(rand.D, gamma, p) == pytest.approx(1.0)
+    (x0, y0), (x1, y1), found = privunit_pair(rand)
+    clean = rand._clean(np.stack([x0, x1]), np.array([y0, y1]))[:, rand.free]
+    assert np.allclose(np.linalg.norm(clean, axis=1), rand.radius, rtol=1e-9)
+    assert found == pytest.approx(cos, abs=1e-4)
+
+
+def test_the_audit_picks_the_mechanism_the_config_names() -> None:
+    """``ldp_report`` audits the randomizer a config builds: the same task config with
+    ``mechanism`` gaussian or privunit gives the Gaussian row (its (ε, δ)) or PrivUnit2's (pure
+    ε), at the config's d and encoding; ``audit_task`` refuses other policies."""
+    from privbandit.shared.core.audit.pairs import ldp_report
+    from privbandit.shared.core.audit.run import audit_task
+    from privbandit.shared.core.policies.registry import make_config
+
+    base = {"d": 4, "epsilon": 2.0, "delta": 1e-5, "encoding": "frobenius"}
+    gauss = ldp_report(make_config("ldp-linucb", **base, mechanism="gaussian"))
+    unit = ldp_report(make_config("ldp-linucb", **base, mechanism="privunit"))
+    assert (gauss.name, gauss.family, gauss.delta) == ("ldp-linucb/frobenius", "gaussian", 1e-5)
+    assert (unit.name, unit.family, unit.delta) == ("ldp-linucb/privunit/frobenius", "privunit",
+                                                    0.0)
+    assert gauss.claimed_epsilon == 2.0 and unit.claimed_epsilon == pytest.approx(2.0, rel=1e-9)
+    row = audit_task(make_config("ldp-linucb", **base, mechanism="privunit"), samples=4000)
+    assert row.mechanism == unit.name and 0 < row.audited_epsilon_lower <= 2.0
+    with pytest.raises(ValueError, match="ldp-linucb tasks"):
+        audit_task(make_config("sblb", d=2))
+
+
 def test_every_honest_claim_survives() -> None:
     """``all`` at 4000 samples a side: every row has ε_lo ≤ claimed ε, and the fields the JSON
     promises."""
@@ -55,6 +102,8 @@ def test_every_honest_claim_survives() -> None:
 @pytest.mark.parametrize(("name", "samples"), [
     ("sblb/bit", 20_000), ("heldp-ucb-l@2", 20_000), ("heldp-ucb-b@2", 20_000),
     ("heldp-ucb-b@0.5", 20_000), ("ldp-mab", 2_000_000),
+    # PrivUnit2 (pure ε: the ratio e^ε holds exactly on cap(û₁) ∖ cap(û₀)): 0.77–0.97 here
+    ("ldp-linucb/privunit/plain", 20_000), ("ldp-linucb/privunit/centered", 20_000),
 ])
 def test_single_pair_mechanisms_are_audited_tightly(name: str, samples: int) -> None:
     """Randomised response and the Laplace/Gaussian value at a fixed pair: ε_lo reaches half
@@ -84,6 +133,8 @@ def test_gaussian_report_is_audited_tightly() -> None:
     # the public see it; the devices' design: shares sized for an 8 times longer batch
     ("ddp-linucb/frobenius/analyzer", 100_000), ("ddp-linucb/frobenius/public", 100_000),
     ("ddp-linucb/frobenius/devices", 100_000),
+    # privunit: the cap and its probability calibrated for 3 ε (2.2–2.8 over seeds 0–2)
+    ("ldp-linucb/privunit/plain", 20_000), ("ldp-linucb/privunit/centered", 20_000),
     # heldp: noise of level 3 ε_t on a report stating ε_t
     ("heldp-ucb-l@0.5", 20_000), ("heldp-ucb-b@0.5", 20_000),
     # central: AdaR-UCB and AdaR-OFUL with the noise of RDP ε = 16 under the claim ε = 1 (σ/4)
