@@ -145,6 +145,11 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(names()))
         return 0
+    if args.config is not None and (args.task is None or args.device or args.analyzer):
+        # Said rather than ignored: the mechanisms' own rows and the canary audit read no file.
+        print("error: --config names the file of --task's config; it goes with --task alone "
+              "(without --device/--analyzer)", file=sys.stderr)
+        return 2
     if args.task is not None:
         if args.device is None and args.analyzer is None:
             return run_task(args)

@@ -49,6 +49,10 @@ def test_refusals(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--mechanism", "nope", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "unknown mechanism 'nope'" in err and "Traceback" not in err
+    for misplaced in (["--mechanism", "sblb/bit"],
+                      ["--task", "demo-ldp", "--device", "http://x", "--analyzer", "http://y"]):
+        assert main(["audit", *misplaced, "--config", "cfg.toml", "--no-progress"]) == 2
+        assert "--config names the file of --task's config" in capsys.readouterr().err
     for bad in (["--samples", "3"], ["--confidence", "1"], ["--seed", "-1"]):
         with pytest.raises(SystemExit) as exc:
             main(["audit", *bad])
