@@ -49,12 +49,13 @@ def largest_satisfying(
 ) -> float:
     """Largest x ≥ ``start`` (to ``tol``, rounded down) with ``ok(x)``, for a predicate that holds
     at ``start`` and is non-increasing in x (True…True False…): doubling, then bisection. Returns
-    the last admissible point below ``cap`` if ``ok`` still holds there."""
+    ``cap`` itself if ``ok`` still holds there."""
     lo, hi = start, 2.0 * start  # invariant: ok(lo)
     while ok(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > cap:
-            return lo
+        if hi >= cap:
+            return hi
+        # The last doubling stops at the cap, so a boundary between it and the cap is found.
+        lo, hi = hi, min(2.0 * hi, cap)
     return bisect_boundary(ok, hi, lo, tol)
 
 
@@ -64,15 +65,15 @@ def largest_at_most(
     """Largest x ≥ ``start`` (to ``tol``, rounded down) with f(x) ≤ ``target``, for f
     non-decreasing with f(start) ≤ target: doubling, then regula falsi on f − target
     (``illinois``, every third step a bisection) — fewer costly evaluations than bisection where
-    f is smooth. The last admissible point below ``cap`` if f stays ≤ target there."""
+    f is smooth. ``cap`` itself if f stays ≤ target there."""
     lo, g_lo = start, -0.0  # g(start) ≤ 0; its value is only needed if no doubling succeeds
     hi = 2.0 * start
     g_hi = f(hi) - target
     while g_hi <= 0:
+        if hi >= cap:
+            return hi
         lo, g_lo = hi, g_hi
-        hi *= 2.0
-        if hi > cap:
-            return lo
+        hi = min(2.0 * hi, cap)  # the last doubling stops at the cap: answers below it are found
         g_hi = f(hi) - target
     if lo == start:
         g_lo = f(lo) - target

@@ -115,11 +115,14 @@ def search_eps0(target_eps: float, l: int, delta: float, d: int, m: int,
     hi = 2.0 * lo
     g_hi = g(hi)
     while g_hi <= 0:
+        if hi >= EPS0_CAP:
+            found[l] = hi
+            return hi
         lo, g_lo = hi, g_hi
-        hi *= 2.0
-        if hi > EPS0_CAP:
-            found[l] = lo
-            return lo
+        # The last doubling stops at the cap, so an ε0* between the last doubling and the cap is
+        # still found (stopping at the last doubling left a target of 4 at central 2.48 on d = 20,
+        # l = 1000: admissible, but not the largest ε0 the target allows).
+        hi = min(2.0 * hi, EPS0_CAP)
         g_hi = g(hi)
     if g_lo == 0.0:
         g_lo = g(lo)

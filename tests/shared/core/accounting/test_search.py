@@ -13,6 +13,7 @@ from privbandit.shared.core.accounting.search import (
     bisect_boundary,
     brentq,
     illinois,
+    largest_at_most,
     largest_satisfying,
     smallest_satisfying,
 )
@@ -127,3 +128,18 @@ def test_brentq_refuses_a_bracket_without_a_sign_change_and_a_nan() -> None:
     with pytest.raises(ValueError, match="NaN"):
         brentq(lambda x: math.nan if x > 0.25 else x, -1.0, 1.0, 1e-12, 1e-12, 100)
     assert brentq(lambda x: x - 1.0, 1.0, 3.0, 1e-12, 1e-12, 100) == 1.0  # a root at an end
+
+
+@pytest.mark.parametrize("boundary", [700.0, 999.0, 513.0])
+def test_a_boundary_between_the_last_doubling_and_the_cap_is_found(boundary: float) -> None:
+    # Doubling from 1 reaches 512, and 1024 is past the cap of 1000: the answer lies in
+    # (512, 1000], which the search must still bracket instead of stopping at 512.
+    x = largest_satisfying(lambda v: v <= boundary, start=1.0, tol=1e-6, cap=1000.0)
+    assert boundary - 1e-6 <= x <= boundary
+    y = largest_at_most(lambda v: v, boundary, start=1.0, tol=1e-6, cap=1000.0)
+    assert boundary - 1e-6 <= y <= boundary
+
+
+def test_the_cap_itself_when_admissible_there() -> None:
+    assert largest_satisfying(lambda v: True, start=1.0, tol=1e-6, cap=1000.0) == 1000.0
+    assert largest_at_most(lambda v: 0.0, 1.0, start=1.0, tol=1e-6, cap=1000.0) == 1000.0

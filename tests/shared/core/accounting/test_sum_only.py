@@ -302,3 +302,20 @@ def test_exact_up_to_the_schedule_cap_and_close_beyond() -> None:
     assert block_size(100_000) > 1
     got = sum_only_epsilon(2.0, 100_000, 1e-6, 5, 1)
     assert 0.00485030281847463 <= got <= 0.00485030281847463 * (1 + 2e-4)
+
+
+def test_eps0_search_reaches_a_target_between_the_last_doubling_and_the_cap() -> None:
+    # Central ε 4 at l = 1000, d = 20, m = 4 over the secure sum needs ε0* ≈ 774: past the last
+    # doubling below the cap (513 → 1026 > EPS0_CAP). The search must find it (it once stopped at
+    # 513, central 2.48: admissible but less than the target allows), and stay admissible.
+    from privbandit.shared.core.accounting.shuffle_schedule import (
+        EPS0_CAP,
+        EPS0_TOL,
+        central_epsilon,
+        search_eps0,
+    )
+
+    e0 = search_eps0(4.0, 1000, 1e-6, 20, 4, "secure-sum")
+    assert 513 * 1.2 < e0 < EPS0_CAP
+    assert central_epsilon(e0, 1000, 1e-6, 20, 4, "secure-sum") <= 4.0
+    assert central_epsilon(e0 + EPS0_TOL, 1000, 1e-6, 20, 4, "secure-sum") > 4.0
