@@ -13,7 +13,7 @@ a time per task, so a task's policy is only ever mutated here. The transport is 
   changes no state, its id stays unprocessed, and its outcome is that exception alone: the rest
   of the group still commits.
 - A batch that cannot be counted for what it holds is acknowledged all the same: its bad
-  reports are rejected alone, or (secure-sum) the whole batch is quarantined — its id recorded,
+  reports are rejected alone, or (Paillier) the whole batch is quarantined — its id recorded,
   nothing fed, its reports counted as refused, ``BatchAck.quarantined`` set — so no report can
   make the shuffler re-send a batch forever.
 - The policy never fails a batch on linear algebra: it skips an update it cannot compute and

@@ -53,7 +53,7 @@ class TaskRuntime:
     reports_counted: int = 0
     rejected: int = 0
     duplicates: int = 0
-    # Reports refused with their whole (secure-sum) batch.
+    # Reports refused with their whole (Paillier) batch.
     quarantined: int = 0
     batches: int = 0
     # When this process last committed one of the task's batches (epoch seconds; None: not

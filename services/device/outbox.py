@@ -5,18 +5,18 @@ At-least-once delivery with backoff per (task, transport) group:
 - items are read oldest first, up to ``upload_batch`` of one task and one transport per upload,
   to that transport's endpoint (``services.device.transports``): HPKE reports as a
   ``ReportUpload`` to ``POST /v1/tasks/{task}/reports``, Paillier-encrypted counts of a
-  secure-sum task as a ``SecureSumUpload`` to ``POST /v1/tasks/{task}/encrypted-counts``;
+  Paillier task as a ``SecureSumUpload`` to ``POST /v1/tasks/{task}/encrypted-counts``;
 - they are deleted from the outbox only after the shuffler answers 202 (it answers 202 only once
   the reports are durable), so a crash of either side at any moment loses nothing;
 - a retry after a lost 202 re-sends the byte-identical stored ciphertexts, which the shuffler
   drops as duplicates (and the analyzer would drop HPKE reports by report id), so nothing is
-  counted twice. This matters most for secure-sum: a fresh encryption of the same counts would be
+  counted twice. This matters most for Paillier: a fresh encryption of the same counts would be
   a different ciphertext, and the shuffler would add it to a batch sum a second time;
 - transport errors, 5xx, 408, 429 and configuration errors (401/403/404, 409 for a transport the
   shuffler's task does not take) are retried with exponential backoff per group, so one task's
   trouble does not stall another's; a ``Retry-After`` header sets a lower bound on the wait;
 - an upload refused with 422 ``unknown_key`` makes the device re-fetch the key of a transport
-  that has one (``DeviceTransport.refresh_key``: a secure-sum task's Paillier config): items
+  that has one (``DeviceTransport.refresh_key``: a Paillier task's Paillier config): items
   under a key the analyzer no longer has are dropped and counted (they can never be counted
   nor re-encrypted, see ``DeviceStore.drop_stale``); if the key is still current, the shuffler
   is behind and the upload is retried later;

@@ -4,7 +4,7 @@
 (``services.shuffler.transports``) forwards for each of the oldest unacknowledged batches with
 the shuffler's bearer token and retries each with exponential backoff until it gets a 200
 ``BatchAck`` for that batch id, then marks it acknowledged. For a ``reports`` task that is the
-batch id and the ciphertexts in the stored shuffled order — nothing else. For a ``secure-sum``
+batch id and the ciphertexts in the stored shuffled order — nothing else. For a ``paillier``
 task the transport first multiplies the batch's Paillier
 ciphertexts into one encrypted sum (in a worker thread), stores that durably in place of the
 members, and posts only ``EncryptedBatchSum`` to ``/batch-sums`` (the sum, and each member's tag
@@ -16,7 +16,7 @@ instead of retried forever (``ShufflerStore.refuse_stale_key``), and an analyzer
 
 What the analyzer answers:
 
-- 200 ``BatchAck``: the batch is done — counted, its bad reports rejected alone, or (a secure-sum
+- 200 ``BatchAck``: the batch is done — counted, its bad reports rejected alone, or (a Paillier
   batch whose sum or tags are invalid) ``quarantined``, all its reports refused. Nothing in a
   batch's content makes the analyzer refuse it otherwise, so no report can hold a delivery slot.
 - any other 4xx (401 token, 404 task, 409 transport, 413 body, 422 l, Paillier key or message
@@ -159,7 +159,7 @@ class Forwarder:
         transport = self.transports.of(task)
         delivery: Delivery | None = None
         while True:
-            # Some transports load a batch again before every attempt (a secure-sum batch is
+            # Some transports load a batch again before every attempt (a Paillier batch is
             # checked against the analyzer's current key; a stale one is dissolved).
             if delivery is None or transport.reload:
                 try:

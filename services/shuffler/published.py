@@ -1,6 +1,6 @@
 """What the shuffler learns from the analyzer's public configuration endpoints, fetched and cached
 the same way for every kind: the HPKE config (``GET /v1/hpke-config``, ``services.shuffler.hpke``)
-and the Paillier config (``GET /v1/paillier-config``, ``services.shuffler.transports.secure_sum``).
+and the Paillier config (``GET /v1/paillier-config``, ``services.shuffler.transports.paillier``).
 
 ``PublishedConfig`` holds the last config adopted. Intake that needs it waits for it (503
 ``not_ready``, and ``/healthz`` 503 ``starting``) until the first fetch succeeds. The last config

@@ -109,7 +109,7 @@ KINDS = {
     "ddp-upper": ("demo-ddp-upper", 2 * SHUFFLE_L),
 }
 DDP_KINDS = {"ddp", "ddp-upper"}
-SUM_KINDS = {"secure-sum", *DDP_KINDS}  # the secure-sum transport: Paillier-encrypted reports
+SUM_KINDS = {"secure-sum", *DDP_KINDS}  # the paillier transport: Paillier-encrypted reports
 MAB_KINDS = {"ucb", "heldp-ucb-l", "heldp-ucb-b", "ldp-mab", "adar-ucb"}
 BCO_KINDS = {"ldp-bco", "ldp-bco2"}
 STALE_EVERY = 3  # every third multi-armed, BCO or GLB user holds the model one report older
@@ -216,7 +216,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def http(deployment: Cluster) -> Iterator[httpx.Client]:
     with httpx.Client(timeout=patience(30)) as c:
         until = deadline(WAIT)
-        while not c.get(f"{deployment.urls['shuffler']}/healthz").json().get("secure_sum_ready"):
+        while not c.get(f"{deployment.urls['shuffler']}/healthz").json().get("paillier_ready"):
             assert time.monotonic() < until, "shuffler never got the Paillier key"
             time.sleep(0.05)
         yield c

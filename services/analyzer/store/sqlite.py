@@ -2,7 +2,7 @@
 
 Per task it keeps the policy state (``Policy.get_state()``, JSON), the counters, every processed
 batch id (quarantined batches included) and every counted report id (HPKE reports and the
-members of counted secure-sum batches). ``commit_batches`` writes all of them for a group of batches
+members of counted Paillier batches). ``commit_batches`` writes all of them for a group of batches
 in ONE transaction, which is what makes ingestion exactly-once: either a batch id, its report ids
 and the aggregate that includes them are all on disk, or none is, and the shuffler re-sends.
 

@@ -32,9 +32,9 @@ from tests.helpers import (
     counted,
     error,
     eventually,
+    paillier_ready,
     reference_state,
     running,
-    secure_sum_ready,
 )
 
 from .support import (
@@ -108,7 +108,7 @@ async def test_secure_sum_through_the_real_shuffler_and_analyzer(tmp_path: Path)
     async with running(a_app) as analyzer:
         s_app = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(a_app))
         async with running(s_app) as shuffler:
-            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: paillier_ready(shuffler), what="shuffler key")
             app = device_app(settings, httpx.ASGITransport(a_app), httpx.ASGITransport(s_app))
             async with running(app) as device:
                 await eventually(lambda: ok(device.get("/healthz")), what="device ready")
@@ -222,13 +222,13 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
     async with running(a_app) as a_client, running(b_app) as b_client:
         s_app = create_shuffler(dev_settings, analyzer_transport=httpx.ASGITransport(b_app))
         async with running(s_app) as shuffler:
-            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: paillier_ready(shuffler), what="shuffler key")
             analyzer = Switch(httpx.ASGITransport(a_app))
             app = device_app(dev_settings, analyzer, httpx.ASGITransport(s_app))
             async with running(app) as device:
                 await eventually(lambda: ok(device.get("/healthz")), what="device ready")
                 s = Stack(device, a_client, dev_settings, FakeShuffler(), app)
-                keys = app.state.runtime.transports["secure-sum"].keys
+                keys = app.state.runtime.transports["paillier"].keys
                 assert keys.get("sum").key_id == key_a.key_id
                 await secure_feedbacks(s, 3, rng)
                 fetched = keys.fetches
@@ -275,7 +275,7 @@ async def _uploaded(client: httpx.AsyncClient, n: int) -> bool:
 def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
     """A config whose layout differs from what the device derives (c, m, l), a task the
     analyzer does not run as secure-sum, or a key below the minimum is refused."""
-    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.services.device.transports.paillier import ConfigMismatch, check_config
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
     from privbandit.shared.protocol.messages import TaskInfo
@@ -307,8 +307,8 @@ async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop
     """With the pool empty, a report is still encrypted correctly (r^n computed on the spot, in
     a worker thread that releases the GIL) and counted as a fallback; its tag binds a fresh
     report id to its ciphertext bytes."""
+    from privbandit.services.device.transports.paillier import TaskKey
     from privbandit.services.device.transports.refiller import PoolRefiller
-    from privbandit.services.device.transports.secure_sum import TaskKey
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
     from privbandit.shared.protocol.secure_sum import paillier_config

@@ -20,9 +20,9 @@ from tests.helpers import (
     counts_maker,
     error,
     eventually,
+    paillier_ready,
     queue_status,
     running,
-    secure_sum_ready,
     upload,
 )
 
@@ -112,7 +112,7 @@ async def test_a_running_shuffler_follows_the_analyzers_new_key(tmp_path: Path) 
     try:
         rec.inner = httpx.ASGITransport(first)
         async with running(create_shuffler(settings, analyzer_transport=rec)) as shuffler:
-            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: paillier_ready(shuffler), what="shuffler key")
             old = await paillier_config(first_client)
             hpke_json = (await first_client.get("/v1/hpke-config")).content
             hpke = HpkeConfig.model_validate_json(hpke_json)
