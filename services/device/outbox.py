@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from privbandit.services.common.retry import Backoff, retry_after
+from privbandit.services.common.retry import Jittered, retry_after
 from privbandit.services.device.background import stop_task
 from privbandit.services.device.store import DeviceStore, OutboxItem
 from privbandit.services.device.transports.base import DeviceTransport, KeyRefresher
@@ -94,8 +94,11 @@ class Uploader:
         self.transports, self.metrics = transports, metrics
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        # Per-group backoff: group -> (its schedule, monotonic time before which not to retry).
-        self._blocked: dict[Group, tuple[Backoff, float]] = {}
+        # Per-group backoff: group -> (its failed attempts in a row, monotonic time before which
+        # not to retry); each wait is the retry schedule's for that attempt (``Jittered``), a
+        # group's success forgets it (the next failure waits the first delay again).
+        self._wait = Jittered.of(timing.upload_retry)
+        self._blocked: dict[Group, tuple[int, float]] = {}
         self.last_error: str | None = None
         self._stopping = False
 
@@ -213,13 +216,10 @@ class Uploader:
         self._blocked.pop(group, None)  # what remains is under the current key: send it now
 
     def _backoff(self, group: Group, reason: str, at_least: float = 0.0) -> None:
-        if group in self._blocked:
-            backoff, _ = self._blocked[group]
-        else:
-            backoff = Backoff.of(self.timing.upload_retry)
-        # Jitter spreads the retries of many devices.
-        wait = backoff.delay(at_least)
-        self._blocked[group] = (backoff, time.monotonic() + wait)
+        attempt = self._blocked[group][0] + 1 if group in self._blocked else 1
+        # Jitter spreads the retries of many devices; a Retry-After is a floor.
+        wait = self._wait.delay(attempt, at_least)
+        self._blocked[group] = (attempt, time.monotonic() + wait)
         self.last_error = reason
         self._count("failures", 1)
         log.warning("upload for %s (%s) failed (%s); retry in %.2fs", group[0], group[1],
