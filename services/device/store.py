@@ -87,8 +87,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     task TEXT NOT NULL,
     report TEXT NOT NULL,        -- EncryptedReport or EncryptedCounts JSON, sent as stored
-    transport TEXT NOT NULL DEFAULT 'reports',  -- 'reports' | 'paillier' | 'prio3'
-    key_id INTEGER               -- paillier: the Paillier key id the counts are encrypted under
+    transport TEXT NOT NULL DEFAULT 'reports',  -- 'reports' | 'secure-sum'
+    key_id INTEGER               -- secure-sum: the Paillier key id the counts are encrypted under
 );
 CREATE INDEX IF NOT EXISTS outbox_task ON outbox (task, seq);
 CREATE TABLE IF NOT EXISTS dead_letters (
@@ -131,6 +131,7 @@ MIGRATIONS: list[Migration] = [
     lambda conn: _person_tables(conn),
     # The Paillier transport's name was 'secure-sum' (issue 45 item 4: 'secure-sum' names any
     # secure sum, prio3 too); rows queued or dead-lettered under it are still sent or listed.
+    # (The comments of SCHEMA_V1 above keep the old name: a released migration never changes.)
     """
     UPDATE outbox SET transport = 'paillier' WHERE transport = 'secure-sum';
     UPDATE dead_letters SET transport = 'paillier' WHERE transport = 'secure-sum';
