@@ -122,7 +122,9 @@ class IngestPipeline:
                 results.append((i, result))
                 records.append((result, fed.new_ids))
             if records:
-                self.store.commit_batches(rt.id, records, policy.get_state())
+                at = time.time()
+                self.store.commit_batches(rt.id, records, policy.get_state(), at)
+                rt.last_batch_at = at  # as committed (``_count`` runs after the commit)
         except BaseException:
             policy.set_state(before)
             raise
@@ -135,8 +137,6 @@ class IngestPipeline:
         """The task's counters (as committed) and the ingest metrics."""
         rt, m, task = self.rt, self.metrics, self.rt.id
         report_level = rt.decoder.report_level
-        if results:
-            rt.last_batch_at = time.time()
         for _, r in results:
             rt.reports_counted += r.counted
             rt.rejected += r.rejected

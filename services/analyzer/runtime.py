@@ -217,6 +217,7 @@ class AnalyzerRuntime:
             duplicates=record.counters["duplicates"],
             batches=record.counters["batches"],
             quarantined=record.counters["quarantined"],
+            last_batch_at=record.last_batch_at,
             skipped=policy.skipped,
         )
 
