@@ -55,7 +55,7 @@ from privbandit.shared.protocol.messages import (
     b64decode,
     b64encode,
 )
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig, SumMember
 from privbandit.shared.settings import DeviceTiming, Retry, Settings, TaskConfig
 from tests.pg_server import PG_SERVER  # re-exported: the tests' server (trust authentication)
 

@@ -5,7 +5,7 @@ At-least-once delivery with backoff per (task, transport) group:
 - items are read oldest first, up to ``upload_batch`` of one task and one transport per upload,
   to that transport's endpoint (``services.device.transports``): HPKE reports as a
   ``ReportUpload`` to ``POST /v1/tasks/{task}/reports``, Paillier-encrypted counts of a
-  Paillier task as a ``SecureSumUpload`` to ``POST /v1/tasks/{task}/encrypted-counts``;
+  Paillier task as a ``PaillierUpload`` to ``POST /v1/tasks/{task}/encrypted-counts``;
 - they are deleted from the outbox only after the shuffler answers 202 (it answers 202 only once
   the reports are durable), so a crash of either side at any moment loses nothing;
 - a retry after a lost 202 re-sends the byte-identical stored ciphertexts, which the shuffler

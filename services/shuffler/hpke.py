@@ -28,7 +28,7 @@ from privbandit.services.shuffler.published import PublishedConfig
 from privbandit.shared.crypto.hpke import ENC_BYTES, CryptoError, check_encapsulated_key
 from privbandit.shared.crypto.tags import TAG_CIPHERTEXT_BYTES
 from privbandit.shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
+from privbandit.shared.protocol.paillier import EncryptedCounts
 
 # Re-fetch the analyzer's config; True iff it answered (``ConfigFetcher.refresh``).
 Refresh = Callable[[], Awaitable[bool]]

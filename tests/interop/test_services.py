@@ -77,7 +77,7 @@ import tomli_w
 from privbandit.launcher import SERVICES, Cluster, free_ports
 from privbandit.shared.core.policies import build_policy
 from privbandit.shared.protocol.messages import HpkeConfig
-from privbandit.shared.protocol.secure_sum import PaillierConfig
+from privbandit.shared.protocol.paillier import PaillierConfig
 from privbandit.shared.settings import TaskConfig
 from tests.helpers import E2E_TOKEN, deadline, encrypt_counts, encrypt_rows, patience
 from tests.interop import client

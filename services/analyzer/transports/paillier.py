@@ -46,8 +46,8 @@ from privbandit.shared.crypto.paillier import CiphertextError, decode_ciphertext
 from privbandit.shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError, layout_for
 from privbandit.shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES, open_tag
 from privbandit.shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
+from privbandit.shared.protocol.paillier import EncryptedBatchSum, PaillierConfig
 from privbandit.shared.protocol.prio3 import Prio3Config
-from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
 from privbandit.shared.settings import TaskConfig
 
 log = logging.getLogger(__name__)

@@ -54,7 +54,7 @@ from privbandit.shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, e
 from privbandit.shared.crypto.slots import layout_for
 from privbandit.shared.crypto.tags import make_tag
 from privbandit.shared.protocol.messages import REPORT_ID_BYTES, TaskInfo, b64decode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSumLayout
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig, PaillierLayout
 from privbandit.shared.settings import DeviceTiming, TaskConfig
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class ConfigMismatch(ValueError):
 
 
 def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_key_bits: int
-                 ) -> SecureSumLayout:
+                 ) -> PaillierLayout:
     """The task's layout from a fetched config, or ``ConfigMismatch`` if the analyzer's view of
     the task differs from the device's (aggregation, c, m, l) or the key is too small."""
     if info.id != task.id or info.aggregation != "secure-sum":
@@ -85,7 +85,7 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
         )
     check_release(task, info)
     try:
-        want = SecureSumLayout.of(layout_for(task, config.key_bits))
+        want = PaillierLayout.of(layout_for(task, config.key_bits))
     except ValueError as exc:
         raise ConfigMismatch(str(exc)) from exc
     if lay != want:
@@ -123,7 +123,7 @@ class TaskKey:
     """One task's Paillier config, layout and encryptor (with its refilling pool)."""
 
     config: PaillierConfig
-    layout: SecureSumLayout
+    layout: PaillierLayout
     encryptor: PaillierEncryptor
     refiller: PoolRefiller
 

@@ -44,8 +44,8 @@ from typing import Any, Protocol, TypeVar
 from privbandit.services.common.metrics import TxMetrics
 from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.protocol.messages import EncryptedReport, b64decode, b64encode
+from privbandit.shared.protocol.paillier import EncryptedCounts
 from privbandit.shared.protocol.prio3 import Prio3Report
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
 
 T = TypeVar("T")
 

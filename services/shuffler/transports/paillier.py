@@ -62,11 +62,11 @@ from privbandit.shared.crypto.paillier import (
 from privbandit.shared.crypto.slots import SlotLayout, ciphertext_width, layout_for
 from privbandit.shared.crypto.tags import TAG_CIPHERTEXT_BYTES, ciphertext_digest
 from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, b64encode
-from privbandit.shared.protocol.secure_sum import (
+from privbandit.shared.protocol.paillier import (
     EncryptedBatchSum,
     EncryptedCounts,
     PaillierConfig,
-    SecureSumUpload,
+    PaillierUpload,
     SumMember,
 )
 from privbandit.shared.settings import TaskConfig
@@ -201,7 +201,7 @@ class PaillierTransport(TransportBase):
 
     name: ClassVar[str] = "paillier"
     route: ClassVar[UploadRoute] = UploadRoute(
-        "encrypted-counts", SecureSumUpload, "Paillier-encrypted counts (SecureSumUpload)",
+        "encrypted-counts", PaillierUpload, "Paillier-encrypted counts (PaillierUpload)",
         "Accept Paillier-encrypted counts of a task with secure_sum = paillier; 202 only once "
         "they are durable. Identical ciphertexts are dropped. Each batch of l is released only "
         "as its encrypted sum.")

@@ -23,7 +23,7 @@ from privbandit.shared.crypto.paillier import PaillierEncryptor, decode_cipherte
 from privbandit.shared.crypto.slots import pack, unpack
 from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
 from privbandit.shared.protocol.messages import b64decode
-from privbandit.shared.protocol.secure_sum import PaillierConfig, SecureSumUpload
+from privbandit.shared.protocol.paillier import PaillierConfig, PaillierUpload
 from privbandit.shared.settings import Retry
 from tests.helpers import (
     FAST_DEVICE,
@@ -142,23 +142,23 @@ async def test_secure_sum_outage_and_restart_resend_identical_bytes(tmp_path: Pa
         await eventually(lambda: _full_attempts(down, 2), what="two failed attempts with all 3")
         st = await status(s.device)
         assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 3, 0)
-    tried = [SecureSumUpload.model_validate_json(body).reports for _, body in down.bodies]
+    tried = [PaillierUpload.model_validate_json(body).reports for _, body in down.bodies]
     # Every attempt sent stored ciphertexts: 3 distinct ones in all, each re-sent unchanged.
     assert len({r.ct for reports in tried for r in reports}) == 3
-    full = [body for _, body in down.bodies if len(SecureSumUpload.model_validate_json(body)
+    full = [body for _, body in down.bodies if len(PaillierUpload.model_validate_json(body)
                                                    .reports) == 3]
     assert len(full) >= 2 and len(set(full)) == 1  # retries are byte-identical
     up = FakeShuffler()
     async with stack(settings, up) as s:
         await eventually(lambda: outbox_empty(s), what="delivery after restart")
         assert [body for _, body in up.bodies] == [full[0]]
-        assert up.encrypted("sum") == SecureSumUpload.model_validate_json(full[0]).reports
+        assert up.encrypted("sum") == PaillierUpload.model_validate_json(full[0]).reports
         st = await status(s.device)
         assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 0, 3)
 
 
 async def _full_attempts(shuffler: FakeShuffler, n: int) -> bool:
-    sizes = [len(SecureSumUpload.model_validate_json(b).reports) for _, b in shuffler.bodies]
+    sizes = [len(PaillierUpload.model_validate_json(b).reports) for _, b in shuffler.bodies]
     return sizes.count(3) >= n
 
 
@@ -279,7 +279,7 @@ def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
     from privbandit.shared.protocol.messages import TaskInfo
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, _ = generate_keypair(512, allow_small=True)
     info = TaskInfo(id="sum", threat_model="shuffle", algo="sblb-fixed", d=3, K=4,
@@ -311,7 +311,7 @@ async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop
     from privbandit.services.device.transports.refiller import PoolRefiller
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, private = generate_keypair(512, allow_small=True)
     config = paillier_config(public.n, layout(9, 10, 1, 512))

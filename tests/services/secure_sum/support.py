@@ -27,7 +27,7 @@ from privbandit.shared.protocol.messages import (
     TaskQueueStatus,
     b64decode,
 )
-from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedBatchSum, EncryptedCounts, PaillierConfig
 from privbandit.shared.settings import Settings
 from tests.helpers import (
     PAILLIER_TEST_BITS,

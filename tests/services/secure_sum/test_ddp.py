@@ -39,11 +39,11 @@ from privbandit.shared.crypto.paillier import (
 from privbandit.shared.crypto.slots import pack_signed, unpack_signed
 from privbandit.shared.crypto.tags import ciphertext_digest
 from privbandit.shared.protocol.messages import HpkeConfig, b64decode
-from privbandit.shared.protocol.secure_sum import (
+from privbandit.shared.protocol.paillier import (
     EncryptedBatchSum,
     EncryptedCounts,
     PaillierConfig,
-    SecureSumUpload,
+    PaillierUpload,
 )
 from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import (
@@ -153,7 +153,7 @@ async def play(
         await eventually(lambda: counted(s.analyzer, "ddp", reports), what=what)
         await eventually(lambda: _outbox_empty(device), what="delivery")
     sent = [rep for path, body in to_shuffler.posts() if path.endswith("/encrypted-counts")
-            for rep in SecureSumUpload.model_validate(body).reports]
+            for rep in PaillierUpload.model_validate(body).reports]
     assert len(sent) == users
     return chosen, sent
 
@@ -394,7 +394,7 @@ def test_the_device_checks_the_signed_layout() -> None:
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
     from privbandit.shared.protocol.messages import TaskInfo
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, _ = generate_keypair(1024, allow_small=True)
     o = RANDOMIZER.offset
@@ -416,7 +416,7 @@ def test_the_device_refuses_an_analyzer_reading_its_values_otherwise() -> None:
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout_for
     from privbandit.shared.protocol.messages import TaskInfo
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, _ = generate_keypair(1024, allow_small=True)
     good = paillier_config(public.n, layout_for(DDP, 1024))

@@ -13,7 +13,7 @@ from privbandit.services.shuffler import published as shuffler_keys
 from privbandit.services.shuffler.app import create_app as create_shuffler
 from privbandit.shared.crypto.keystore import PAILLIER_KEY_FILE
 from privbandit.shared.protocol.messages import HpkeConfig
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig
 from privbandit.shared.settings import Settings
 from tests.helpers import (
     counted,

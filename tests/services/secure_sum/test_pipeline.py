@@ -23,7 +23,7 @@ from privbandit.shared.protocol.messages import (
     ReportsAccepted,
     b64decode,
 )
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     analyzer_totals,
