@@ -152,7 +152,7 @@ def interop_tasks() -> list[dict[str, Any]]:
     # ddp-glb (issue 44) sends ddp-linucb's rows over the same transport, with other statistics
     # in them (randomizers.glm_skellam); the independent client does not compute them yet, so
     # its wire format is covered by ddp-linucb's case and its statistics by the services test
-    # (tests/services/secure_sum/test_ddp_glb.py), not here.
+    # (tests/services/paillier/test_ddp_glb.py), not here.
     assert base["demo-ddp-glb"]["aggregation"] == base["demo-ddp"]["aggregation"]
     del base["demo-ddp-glb"]
     covered = {task for task, _ in KINDS.values()}

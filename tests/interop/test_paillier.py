@@ -1,8 +1,8 @@
-"""Secure-sum and 0/1-randomizer interop, in process: reports built with plain integer Paillier
-(tests/interop/client.py, from docs/protocol.md §3.4 and §5.3–5.4) are summed and opened by the
-project's shuffler and analyzer code, and the project's ciphertexts decrypt with the plain
-integer implementation given the private key. The services themselves are exercised over HTTP
-in ``test_services.py``."""
+"""Paillier (``secure_sum = "paillier"``) and 0/1-randomizer interop, in process: reports built with
+plain integer Paillier (tests/interop/client.py, from docs/protocol.md §3.4 and §5.3–5.4) are summed
+and opened by the project's shuffler and analyzer code, and the project's ciphertexts decrypt with
+the plain integer implementation given the private key. The services themselves are exercised over
+HTTP in ``test_services.py``."""
 
 from __future__ import annotations
 
