@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 
 
 class ConfigMismatch(ValueError):
-    """The analyzer's secure-sum parameters do not match what this device derives itself."""
+    """The analyzer's Paillier parameters of a task do not match what this device derives itself."""
 
 
 def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_key_bits: int
