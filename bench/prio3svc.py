@@ -55,7 +55,7 @@ from privbandit.shared.crypto.prio3_task import open_helper, task_vdaf, verify_k
 from privbandit.shared.crypto.slots import layout_for
 from privbandit.shared.crypto.tags import make_tag, open_tag
 from privbandit.shared.protocol.messages import b64decode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
+from privbandit.shared.protocol.paillier import EncryptedCounts
 from privbandit.shared.settings import TaskConfig
 
 TOKEN = secrets.token_urlsafe(32)

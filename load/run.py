@@ -12,10 +12,10 @@ file), not the demo's:
   for the shuffler-intake scenario: a batch is formed (and forwarded to the analyzer, whose ingest
   competes for the same cores) only once per 1000 reports, so the run measures intake itself;
 - ``demo-ldp``: the demo's ldp task (pass-through), for model fetch and the device scenarios;
-- ``load-sum``: a ``secure-sum`` task; during the ``decide-refill`` scenario feeder threads send
-  feedback on it at a fixed total rate (``--refill-rate``), so the device refills its Paillier
-  pool throughout while Locust measures ``decide``. Every run starts once the device's initial
-  pool is full.
+- ``load-sum``: a ``paillier`` task (``secure_sum = "paillier"``); during the ``decide-refill``
+  scenario feeder threads send feedback on it at a fixed total rate (``--refill-rate``), so the
+  device refills its Paillier pool throughout while Locust measures ``decide``. Every run starts
+  once the device's initial pool is full.
 
 After the shuffler-intake run it waits for the pipeline to settle and checks that nothing the
 shuffler accepted was lost: the reports it accepted during the run (at least every report answered
@@ -64,8 +64,8 @@ from privbandit.launcher import Cluster, free_ports, healthy, local_cluster  # n
 
 INTAKE_TASK = "load-shuffle"  # l = 1000, HPKE reports: forwarding is rare
 DEVICE_TASK = "demo-ldp"  # the demo's pass-through task
-SUM_TASK = "load-sum"  # secure-sum: the device keeps a Paillier pool for it
-FEEDERS = 4  # threads feeding secure-sum feedback during decide-refill
+SUM_TASK = "load-sum"  # paillier: the device keeps a Paillier pool for it
+FEEDERS = 4  # threads feeding Paillier feedback during decide-refill
 
 LOAD_CONFIG = f"""\
 # load/run.py's deployment (ports and data directory come from the environment).
@@ -122,7 +122,7 @@ class Scenario:
     service: str  # which service it targets
     users: int
     task: str
-    refill: bool = False  # feed secure-sum feedback meanwhile (the device refills its pool)
+    refill: bool = False  # feed Paillier feedback meanwhile (the device refills its pool)
 
 
 SCENARIOS = [
@@ -234,7 +234,7 @@ def no_loss(urls: dict[str, str], task: str, before: tuple[int, int, int], answe
 
 
 class Feeder(threading.Thread):
-    """decide + feedback on the secure-sum task at a fixed rate: every feedback takes one Paillier
+    """decide + feedback on the Paillier task at a fixed rate: every feedback takes one Paillier
     obfuscator from the device's pool, which the device refills in the background."""
 
     def __init__(self, device: str, task: str, K: int, d: int, rate: float, seed: int = 0
@@ -289,7 +289,7 @@ def main() -> int:
     ap.add_argument("--time", type=int, default=20, help="seconds per run (default 20)")
     ap.add_argument("--only", default="", help="comma-separated scenario names")
     ap.add_argument("--refill-rate", type=float, default=40.0,
-                    help="secure-sum feedbacks per second during decide-refill (default 40)")
+                    help="Paillier feedbacks per second during decide-refill (default 40)")
     ap.add_argument("--json", type=Path, default=Path("out/load/summary.json"))
     ap.add_argument("--rounds", type=int, default=1,
                     help="(floor, service) run pairs per scenario; the median is reported")
@@ -384,7 +384,7 @@ def run_scenario(s: Scenario, cl: Cluster, bare: tuple[str, int], args: argparse
 
 def service_run(s: Scenario, cl: Cluster, args: argparse.Namespace, env: dict[str, str],
                 profile: bool) -> tuple[dict, dict]:
-    """One Locust run against the scenario's service (with the secure-sum feeders of a refill
+    """One Locust run against the scenario's service (with the Paillier feeders of a refill
     scenario, and py-spy if ``profile``): its figures, and what the feeders or py-spy saw."""
     urls, out = cl.urls, args.json.parent
     pid = cl[s.service].pid

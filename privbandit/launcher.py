@@ -11,11 +11,15 @@ environment, exactly as a deployment would do it:
 
     PRIVBANDIT_CONFIG=<file>  PRIVBANDIT_DATA_DIR=<dir>
     PRIVBANDIT_ANALYZER__HOST=127.0.0.1  PRIVBANDIT_ANALYZER__PORT=<port>   (same for the others)
-    PRIVBANDIT_SHUFFLER_TOKEN=<token>
+    PRIVBANDIT_SHUFFLER_TOKEN_FILE=<file holding the token>
 
 The shuffler's token has no default anywhere: unless the config file or the environment sets one,
 the launcher generates one per data directory (``secrets.token_urlsafe(32)``, kept in
 ``<data dir>/shuffler-token`` with mode 0600, created once and reused by every later start).
+It reaches the services as that file's name, never as a value in their environment (which any
+process of the user may read: ``/proc/<pid>/environ``, ``ps e``); a token given to the launcher
+in its environment is written to a file of mode 0600 in a private temporary directory, removed
+when the services stop (``Cluster.stop``).
 
 Everything binds and connects to loopback only.
 """
@@ -30,12 +34,14 @@ import json
 import os
 import random
 import secrets
+import shutil
 import signal
 import site
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -54,6 +60,7 @@ from privbandit.shared.settings import DEFAULT_CONFIG
 SERVICES = ("analyzer", "shuffler", "device")
 LOOPBACK = "127.0.0.1"
 TOKEN_ENV = "PRIVBANDIT_SHUFFLER_TOKEN"
+TOKEN_FILE_ENV = "PRIVBANDIT_SHUFFLER_TOKEN_FILE"  # ``Settings.shuffler_token_file``
 TOKEN_FILE = "shuffler-token"
 
 
@@ -157,15 +164,32 @@ def cluster_ports(shufflers: int = 1, host: str = LOOPBACK) -> dict[str, int]:
 
 
 def token_configured(env: dict[str, str], config: Path | None) -> bool:
-    """Whether the services' environment or their config file sets the shuffler's token
-    (environment variable names are matched case-insensitively, as pydantic-settings does)."""
-    if any(k.upper() == TOKEN_ENV for k in env):
+    """Whether the services' environment or their config file sets the shuffler's token or its
+    file (environment variable names are matched case-insensitively, as pydantic-settings
+    does)."""
+    if any(k.upper() in (TOKEN_ENV, TOKEN_FILE_ENV) for k in env):
         return True
+    return config_sets_token(env, config)
+
+
+def config_sets_token(env: dict[str, str], config: Path | None) -> bool:
+    """Whether the services' config file sets ``shuffler_token`` or ``shuffler_token_file``."""
     path = config or Path(env.get("PRIVBANDIT_CONFIG") or DEFAULT_CONFIG)
     try:
-        return "shuffler_token" in tomllib.loads(path.read_text("utf-8"))
+        table = tomllib.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return False  # the services report an unreadable config themselves
+    return "shuffler_token" in table or "shuffler_token_file" in table
+
+
+def write_secret(folder: Path, name: str, value: str) -> Path:
+    """``folder/name`` holding ``value``, created with mode 0600 from the start (never readable
+    by others, not even for a moment)."""
+    path = folder / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(value)
+    return path
 
 
 def data_dir_token(data_dir: Path) -> str:
@@ -351,6 +375,9 @@ class Cluster:
         self.python = python
         self.extra_env = dict(extra_env or {})
         self.store = store
+        # A private temporary directory (mode 0700) for a token given in the environment, handed
+        # to the services as a file; made when needed, removed by ``stop``.
+        self._secrets: Path | None = None
         names = ["analyzer", "shuffler", *(f"shuffler-{i}" for i in range(2, shufflers + 1)),
                  "device"]
         self.services = {
@@ -415,11 +442,23 @@ class Cluster:
         return env
 
     def _child_env(self) -> dict[str, str]:
-        """``env()`` with the shuffler's token of the data directory (created on first use)
-        unless the environment or the config file sets one."""
+        """``env()`` with the shuffler's token as a file (``PRIVBANDIT_SHUFFLER_TOKEN_FILE``),
+        never as a value: a token in this environment (unless the config file sets one too,
+        which it then overrides as before) moves to a file of mode 0600 in ``_secrets``; else,
+        unless the config file sets one, the data directory's (created on first use)."""
         env = self.env()
-        if not token_configured(env, self.config):
-            env[TOKEN_ENV] = data_dir_token(self.data_dir)
+        given = [k for k in env if k.upper() == TOKEN_ENV]
+        if given and not any(k.upper() == TOKEN_FILE_ENV for k in env) and not config_sets_token(
+                env, self.config):
+            token = env[given[-1]]
+            for k in given:
+                del env[k]
+            if self._secrets is None or not self._secrets.is_dir():
+                self._secrets = Path(tempfile.mkdtemp(prefix="privbandit-secrets-"))
+            env[TOKEN_FILE_ENV] = str(write_secret(self._secrets, TOKEN_FILE, token))
+        elif not token_configured(env, self.config):
+            data_dir_token(self.data_dir)  # made, or checked against its fingerprint
+            env[TOKEN_FILE_ENV] = str((self.data_dir / TOKEN_FILE).resolve())
         return env
 
     def start(
@@ -467,6 +506,9 @@ class Cluster:
         durable), then the shuffler, then the analyzer."""
         for name in reversed(list(self.services)):
             self.services[name].stop(timeout)
+        if self._secrets is not None:
+            shutil.rmtree(self._secrets, ignore_errors=True)
+            self._secrets = None
 
     def __enter__(self) -> Cluster:
         return self

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from privbandit.shared.core.randomizers.base import SumEncoding
-from privbandit.shared.protocol import messages, prio3, secure_sum
+from privbandit.shared.protocol import messages, paillier, prio3
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 DOC = DOCS / "protocol.md"  # the specification, hand-written but for its error table
@@ -41,9 +41,8 @@ MESSAGES: dict[str, list[type[BaseModel]]] = {
                  messages.BatchUpload, messages.BatchAck, messages.PrivacyReport],
     "Shuffler": [messages.EncryptedReport, messages.UploadedReport, messages.ReportUpload,
                  messages.ReportsAccepted, messages.TaskQueueStatus, messages.ShufflerStatus],
-    "Secure sum": [secure_sum.SecureSumLayout, secure_sum.PaillierConfig,
-                   secure_sum.EncryptedCounts, secure_sum.SecureSumUpload,
-                   secure_sum.EncryptedBatchSum],
+    "Paillier": [paillier.PaillierLayout, paillier.PaillierConfig, paillier.EncryptedCounts,
+                 paillier.PaillierUpload, paillier.EncryptedBatchSum],
     "Prio3": [prio3.Prio3Config, prio3.Prio3Report, prio3.Prio3Upload, prio3.VerifyItem,
               prio3.Prio3VerifyRequest, prio3.Verdict, prio3.Prio3VerifyResponse,
               prio3.Prio3Aggregate],
@@ -51,9 +50,9 @@ MESSAGES: dict[str, list[type[BaseModel]]] = {
                messages.FeedbackResponse, messages.DeviceStatus],
     "Errors": [messages.ErrorBody],
 }
-for _name in ("SumMember",):  # messages that exist once the secure-sum tags are on the wire
-    if hasattr(secure_sum, _name):
-        MESSAGES["Secure sum"].append(getattr(secure_sum, _name))
+for _name in ("SumMember",):  # messages that exist once the Paillier tags are on the wire
+    if hasattr(paillier, _name):
+        MESSAGES["Paillier"].append(getattr(paillier, _name))
 
 
 def render_schemas() -> str:
@@ -137,7 +136,7 @@ def render_secure_sum_vectors() -> str:
     from privbandit.shared.crypto.slots import layout, pack
     from privbandit.shared.crypto.tags import ciphertext_digest
     from privbandit.shared.protocol.messages import EncryptedReport, b64decode, b64encode
-    from privbandit.shared.protocol.secure_sum import EncryptedCounts, paillier_config
+    from privbandit.shared.protocol.paillier import EncryptedCounts, paillier_config
 
     def prime(seed: bytes) -> int:
         x = int.from_bytes(hashlib.sha512(seed).digest()[:32], "big") | (3 << 254)

@@ -143,9 +143,12 @@ class TaskConfig(BaseModel):
     @property
     def transport(self) -> str:
         """The shuffle transport's name in the services' registries, on the wire and in the
-        device's outbox: ``reports``, ``secure-sum`` (Paillier) or ``prio3``."""
-        if self.aggregation == "secure-sum" and self.secure_sum == "prio3":
-            return "prio3"
+        device's outbox: ``reports``, or for a ``secure-sum`` task its ``secure_sum``,
+        ``prio3`` or ``paillier``. (``secure-sum`` names any secure sum, as in the registry's
+        ``transports`` and the accountants; the Paillier transport was once called that too:
+        the device store's migration 6 renames its queued rows.)"""
+        if self.aggregation == "secure-sum":
+            return self.secure_sum
         return self.aggregation
 
     @property

@@ -55,7 +55,7 @@ from privbandit.shared.protocol.messages import (
     b64decode,
     b64encode,
 )
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SumMember
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig, SumMember
 from privbandit.shared.settings import DeviceTiming, Retry, Settings, TaskConfig
 from tests.pg_server import PG_SERVER  # re-exported: the tests' server (trust authentication)
 
@@ -432,9 +432,9 @@ async def counted(client: httpx.AsyncClient, task: str, n: int) -> bool:
     return (await privacy(client, task)).reports_counted >= n
 
 
-async def secure_sum_ready(client: httpx.AsyncClient) -> bool:
-    """Whether the shuffler has the analyzer's Paillier key (secure-sum intake open)."""
-    return (await client.get("/healthz")).json().get("secure_sum_ready") is True
+async def paillier_ready(client: httpx.AsyncClient) -> bool:
+    """Whether the shuffler has the analyzer's Paillier key (Paillier intake open)."""
+    return (await client.get("/healthz")).json().get("paillier_ready") is True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,7 +446,7 @@ E2E_TOKEN = "e2e-shuffler-token-0123456789abcdef"
 # one such task (small-ddp), and every device start (every cluster, every device restart of a
 # crash test) otherwise spent ~2 s of CPU filling the pool with 2048-bit r^n mod n² that few of
 # its tests use, on cores the other tests share. What an encryption does is unchanged (an empty
-# pool only means r^n is computed on the request path: ``services.device.transports.secure_sum``);
+# pool only means r^n is computed on the request path: ``services.device.transports.paillier``);
 # the pool and its worker processes at the default size are tested in ``tests/services/device``.
 E2E_PAILLIER_POOL = 16
 # The packaged small config as the e2e tests run it: that pool, and no shuffler token.

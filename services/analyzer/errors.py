@@ -10,7 +10,7 @@ from privbandit.services.common.errors import Conflict, Invalid, NotFound, Unaut
 
 
 class NotSecureSum(NotFound, code="not_secure_sum"):
-    """``GET /secure-sum`` of a task that does not use the secure-sum transport."""
+    """``GET /secure-sum`` of a task that is not a secure-sum task (neither prio3 nor Paillier)."""
 
 
 class NoPaillierKey(NotFound, code="no_paillier_key"):
@@ -28,9 +28,9 @@ class BatchRefused(Invalid):
 
     Only for what is wrong with the deployment (the shuffler's view of a task or key differs
     from the analyzer's), which re-sending after a fix can cure. What is wrong with a batch's
-    content is never refused this way: bad reports are rejected alone, and a secure-sum batch
+    content is never refused this way: bad reports are rejected alone, and a Paillier batch
     that cannot be counted is quarantined and acknowledged
-    (``services.analyzer.transports.secure_sum``)."""
+    (``services.analyzer.transports.paillier``)."""
 
 
 class BatchSizeMismatch(BatchRefused, code="batch_size_mismatch"):

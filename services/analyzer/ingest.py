@@ -13,7 +13,7 @@ a time per task, so a task's policy is only ever mutated here. The transport is 
   changes no state, its id stays unprocessed, and its outcome is that exception alone: the rest
   of the group still commits.
 - A batch that cannot be counted for what it holds is acknowledged all the same: its bad
-  reports are rejected alone, or (secure-sum) the whole batch is quarantined — its id recorded,
+  reports are rejected alone, or (Paillier) the whole batch is quarantined — its id recorded,
   nothing fed, its reports counted as refused, ``BatchAck.quarantined`` set — so no report can
   make the shuffler re-send a batch forever.
 - The policy never fails a batch on linear algebra: it skips an update it cannot compute and
@@ -122,7 +122,9 @@ class IngestPipeline:
                 results.append((i, result))
                 records.append((result, fed.new_ids))
             if records:
-                self.store.commit_batches(rt.id, records, policy.get_state())
+                at = time.time()
+                self.store.commit_batches(rt.id, records, policy.get_state(), at)
+                rt.last_batch_at = at  # as committed (``_count`` runs after the commit)
         except BaseException:
             policy.set_state(before)
             raise
@@ -135,8 +137,6 @@ class IngestPipeline:
         """The task's counters (as committed) and the ingest metrics."""
         rt, m, task = self.rt, self.metrics, self.rt.id
         report_level = rt.decoder.report_level
-        if results:
-            rt.last_batch_at = time.time()
         for _, r in results:
             rt.reports_counted += r.counted
             rt.rejected += r.rejected

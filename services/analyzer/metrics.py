@@ -27,7 +27,7 @@ class AnalyzerMetrics(ServiceMetrics):
         )
         self.reports_quarantined = self.counter(
             "reports_quarantined",
-            "Reports refused with their whole secure-sum batch (sum out of range, bad "
+            "Reports refused with their whole Paillier batch (sum out of range, bad "
             "ciphertext, tag or digest, or a report id repeated or already counted)", task,
         )
         self.updates_skipped = self.counter(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import HTMLResponse, StreamingResponse
+from fastapi.responses import HTMLResponse
 from pydantic import BaseModel
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette.sse import AppStatus
 from starlette.types import Receive, Scope, Send
 
 from privbandit.services.analyzer import status
@@ -130,24 +132,40 @@ async def get_model(
                     headers={"ETag": etag, "Cache-Control": "no-cache"})
 
 
-def _sse(model: AnyModelMessage) -> str:
-    return f"id: {model.version}\nevent: model\ndata: {model.model_dump_json()}\n\n"
+# The streams end by one path only: ``request_shutdown`` closes the feeds (``server.Server``),
+# and each generator returns. sse-starlette's own drain would also cancel every stream of the
+# event loop once any uvicorn server whose signal handler it finds is stopping (several apps
+# share a loop in tests and embeddings), so it is off.
+AppStatus.enable_automatic_graceful_drain = False  # = disable_automatic_graceful_drain()
+
+# The first pause (milliseconds) an EventSource client takes before reconnecting a dropped stream
+# (the device's cache doubles it from there, ``services.device.cache``).
+STREAM_RETRY_MS = 2000
 
 
-class _SlotStream(StreamingResponse):
-    """A streaming response holding one of the analyzer's stream slots: released when the
-    response ends, however it ends (finished, client gone, cancelled, failed)."""
+def _keepalive() -> ServerSentEvent:
+    return ServerSentEvent(comment="keep-alive", sep="\n")
 
-    def __init__(self, content: AsyncIterator[str], *, media_type: str,
-                 headers: Mapping[str, str], release: Callable[[], None]) -> None:
-        super().__init__(content, media_type=media_type, headers=headers)
-        self._release = release
+
+class _SlotStream(EventSourceResponse):
+    """sse-starlette's event stream holding one of the analyzer's stream slots (and counted in
+    its task's ``sse_clients`` gauge): both released when the response ends, however it ends
+    (finished, client gone, cancelled, failed) — even before its generator has started, which
+    the generator's own ``finally`` would not see."""
+
+    def __init__(self, content: AsyncIterator[ServerSentEvent], *, ping: float,
+                 on_close: Callable[[], None]) -> None:
+        # ``sep``: "\n", the bytes the analyzer always sent; ``Cache-Control: no-cache`` as
+        # before (the library's default is no-store); it adds ``X-Accel-Buffering: no``.
+        super().__init__(content, headers={"Cache-Control": "no-cache"}, ping=ping, sep="\n",
+                         ping_message_factory=_keepalive)
+        self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self._release()
+            self._on_close()
 
 
 @router.get("/v1/tasks/{task}/model/stream", responses={**ERRORS, **error_responses(503)})
@@ -156,9 +174,10 @@ async def stream_model(
     last_event_id: Annotated[str | None, Header(
         description="the id (model version) of the last event a reconnecting client received: "
                     "that model is not sent again")] = None,
-) -> StreamingResponse:
-    """Server-Sent Events: the current model on connect (unless ``Last-Event-ID`` names it: the
-    client holds it), then every new version. Each event's ``id`` is its model version.
+) -> EventSourceResponse:
+    """Server-Sent Events (sse-starlette): a ``retry:`` hint, then the current model on connect
+    (unless ``Last-Event-ID`` names it: the client holds it), then every new version, and a
+    keep-alive comment every ``sse_keepalive`` seconds. Each event's ``id`` is its model version.
 
     At most ``limits.model_streams`` streams are open at once (all tasks); one more is refused
     with 503 ``too_many_streams`` and a Retry-After: poll ``GET /v1/tasks/{task}/model`` with
@@ -174,33 +193,31 @@ async def stream_model(
     feed = rt.feed
     keepalive = runtime.sse_keepalive
     gauge = runtime.metrics.sse_clients.labels(rt.id)
+    gauge.inc()
 
-    async def events() -> AsyncIterator[str]:
-        gauge.inc()
-        try:
-            # Reconnect hint for EventSource clients (milliseconds).
-            yield "retry: 2000\n\n"
-            # A reconnecting client's last version: not sent again (a lower current version,
-            # after the analyzer lost its state, differs and is sent).
-            sent = (int(last_event_id) if last_event_id and last_event_id.isdigit()
-                    and len(last_event_id) <= 19 else -1)
-            while not feed.closed:
-                current = feed.current
-                if current.version != sent:
-                    sent = current.version
-                    yield _sse(current)
-                    continue
-                if not await feed.wait(keepalive):
-                    yield ": keep-alive\n\n"
-        finally:
-            gauge.dec()
+    def closed() -> None:
+        gauge.dec()
+        slots.release()
 
-    return _SlotStream(
-        events(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        release=slots.release,
-    )
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        # Reconnect hint for EventSource clients (milliseconds).
+        yield ServerSentEvent(retry=STREAM_RETRY_MS, sep="\n")
+        # A reconnecting client's last version: not sent again (a lower current version,
+        # after the analyzer lost its state, differs and is sent).
+        sent = (int(last_event_id) if last_event_id and last_event_id.isdigit()
+                and len(last_event_id) <= 19 else -1)
+        # Ends when the feed closes (service shutdown, ``request_shutdown``): the response
+        # then finishes cleanly and the server's graceful stop can complete.
+        while not feed.closed:
+            current = feed.current
+            if current.version != sent:
+                sent = current.version
+                yield ServerSentEvent(current.model_dump_json(), event="model",
+                                      id=str(current.version), sep="\n")
+                continue
+            await feed.wait(keepalive)
+
+    return _SlotStream(events(), ping=keepalive, on_close=closed)
 
 
 def add_batch_route(transport: AnalyzerTransport) -> None:

@@ -52,7 +52,8 @@ DB_FILE = "analyzer.sqlite3"
 def state_dir(settings: Settings) -> StateDir:
     """The analyzer's data directory and the files its state lives in: the database (unless
     it is in PostgreSQL), the HPKE key and the keys of the transports the tasks use (the
-    Paillier key when a task uses secure-sum); each key is checked against its fingerprint."""
+    Paillier key when a task uses the Paillier transport); each key is checked against its
+    fingerprint."""
     files = {
         HPKE_KEY_FILE: "the analyzer's HPKE private key, which every device's report is sealed to",
     }
@@ -126,7 +127,7 @@ class AnalyzerRuntime:
         data = Path(settings.data_dir) / "analyzer"
         self.data_dir = data
         self.keys = HpkeKeyStore(data)
-        # The Paillier key of the secure-sum transport lives next to the HPKE key. Keys below
+        # The Paillier key of the ``paillier`` transport lives next to the HPKE key. Keys below
         # 2048 bits are only reachable through this constructor argument (tests), never through
         # the deployment configuration.
         self._paillier_key_bits = paillier_key_bits
@@ -216,6 +217,7 @@ class AnalyzerRuntime:
             duplicates=record.counters["duplicates"],
             batches=record.counters["batches"],
             quarantined=record.counters["quarantined"],
+            last_batch_at=record.last_batch_at,
             skipped=policy.skipped,
         )
 

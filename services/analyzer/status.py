@@ -284,7 +284,7 @@ def _cell(value: object, *, numeric: bool = False, data: str = "") -> str:
 
 def _when(at: float | None, now: float) -> str:
     if at is None:
-        return "— (none since start)"
+        return "— (none yet)"
     return (time.strftime("%H:%M:%S UTC", time.gmtime(at))
             + f" ({_num(max(0, round(now - at)))} s ago)")
 

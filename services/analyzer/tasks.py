@@ -53,11 +53,11 @@ class TaskRuntime:
     reports_counted: int = 0
     rejected: int = 0
     duplicates: int = 0
-    # Reports refused with their whole (secure-sum) batch.
+    # Reports refused with their whole (Paillier) batch.
     quarantined: int = 0
     batches: int = 0
-    # When this process last committed one of the task's batches (epoch seconds; None: not
-    # since it started). The status page's "last batch".
+    # When the task's last batch was committed (epoch seconds, as stored with it: a restart
+    # keeps it; None: none yet). The status page's "last batch".
     last_batch_at: float | None = None
     ledger_cache: PrivacyLedger | None = None
     person_cache: dict[str, Any] | None = None  # the per-person figures (``runtime.person``)

@@ -3,7 +3,7 @@
 - ``web``: error handling (every error as ``ErrorBody``) and request-body limits
 - ``errors``: ``ServiceError``, the base of each service's own error type
 - ``group_commit``: ``GroupCommitter``, the one group-commit loop
-- ``retry``: ``Backoff``, the one retry schedule
+- ``retry``: ``Jittered``, the one retry schedule, and the tenacity loops that run it
 - ``sqlite``: opening a database, ``transaction()``, ``savepoint()`` and numbered migrations
 - ``pg``: PostgreSQL connections and pools, migrations, and ``Database.run_tx``, the one
   transaction runner (retries, ``TxMetrics``)

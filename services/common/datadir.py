@@ -31,7 +31,7 @@ per-person contribution counts and used decision ids bound what one person can c
 not replaced by ``--init`` alone: ``--init --forget-persons`` says so in as many words (issue 40
 item 7).
 
-Files a service starts to need later (e.g. the analyzer's Paillier key when a secure-sum task is
+Files a service starts to need later (e.g. the analyzer's Paillier key when a Paillier task is
 added) are created and added to the marker without ``--init``: they were never lost.
 """
 

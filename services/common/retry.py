@@ -1,16 +1,20 @@
 """The one retry schedule of the services — exponential backoff with jitter — as a tenacity wait
-strategy (``Jittered``), and the loops that retry something remote until it answers, run by
-tenacity (``until_success``).
+strategy (``Jittered``), and the loops that retry until something succeeds, run by tenacity.
 
 The schedule: the n-th wait (n = 1, 2, …) is drawn uniformly from [½, 1½) of its nominal delay
 min(initial · factor^(n−1), maximum), with the OS CSPRNG, so that restarted processes do not
-retry in lockstep. tenacity runs the device's loops of fetches that retry until the analyzer
-answers (its model, HPKE and Paillier configs). ``Backoff``, the same schedule as an iterator,
-serves the retries that are not such a loop: the device outbox's per-group "not before" times
-(a group waits while the others upload), the shuffler's batch deliveries, where a server's
-``Retry-After`` sets a lower bound on the wait, and the shuffler's config fetcher
-(``services.shuffler.published``), whose fetch reports failure instead of raising. The PostgreSQL
-stores' transactions retry with tenacity too (``services.common.pg``, a bounded number of tries).
+retry in lockstep; a server's ``Retry-After`` is a lower bound on it (capped at ``maximum``:
+``Jittered.delay(n, at_least)``, ``RetryAfterFloor`` as a tenacity wait).
+
+tenacity runs every retry loop: ``until_success`` the device's fetches that retry until the
+analyzer answers (its model, HPKE and Paillier configs), ``until_true`` the ones whose attempt
+reports its own failure and answers False (the shuffler's batch deliveries, with the analyzer's
+``Retry-After`` as the floor, and its config fetcher, ``services.shuffler.published``). The
+device outbox's per-group "not before" times are not one loop (a group waits while the others
+upload), so it keeps each group's attempt number and takes each wait from the same
+``Jittered.delay``. A new loop (or a group's success) starts again at the first wait. The
+PostgreSQL stores' transactions retry with tenacity too (``services.common.pg``, a bounded
+number of tries).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import tenacity
 
@@ -48,11 +52,25 @@ class Jittered(tenacity.wait.wait_base):
         # The exponent capped, so a long outage cannot overflow the float.
         return min(self.initial * self.factor ** min(max(0, attempt - 1), 64), self.maximum)
 
-    def delay(self, attempt: int) -> float:
-        return self.nominal(attempt) * (0.5 + _JITTER.random())
+    def delay(self, attempt: int, at_least: float = 0.0) -> float:
+        """The n-th wait (n ≥ 1), jittered; or ``at_least`` seconds (a server's Retry-After,
+        capped at ``maximum`` so a hint cannot park a loop for hours) if that is longer."""
+        return max(self.nominal(attempt) * (0.5 + _JITTER.random()), min(at_least, self.maximum))
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> float:
         return self.delay(retry_state.attempt_number)
+
+
+class RetryAfterFloor(tenacity.wait.wait_base):
+    """tenacity's wait for attempt n: ``wait``'s n-th delay, or the server's hint if longer
+    (``hint()``, read once per wait: e.g. the Retry-After of the answer that failed the attempt,
+    0 when there was none; capped at ``wait.maximum``)."""
+
+    def __init__(self, wait: Jittered, hint: Callable[[], float]) -> None:
+        self.wait, self.hint = wait, hint
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        return self.wait.delay(retry_state.attempt_number, self.hint())
 
 
 def until_success(
@@ -78,42 +96,34 @@ def until_success(
                                   before_sleep=before_sleep, sleep=asyncio.sleep)
 
 
-class Backoff(Iterator[float]):
-    """``Jittered``'s schedule as an endless iterator of delays (seconds), for a retry that is
-    not one loop (module docstring). ``reset()`` after a success."""
+def until_true(
+    wait: tenacity.wait.wait_base, on_retry: Callable[[float], None] | None = None,
+    *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> tenacity.AsyncRetrying:
+    """Run an async attempt again, forever, while it returns False (a failure it has reported
+    itself, e.g. an HTTP error it logged and counted), waiting ``wait`` before each retry;
+    ``on_retry(delay)`` before each wait. Its other results end the loop and are returned;
+    an exception it raises is not retried but propagates (a bug, or cancellation)::
 
-    def __init__(self, initial: float, maximum: float, *, factor: float = 2.0) -> None:
-        self.wait = Jittered(initial, maximum, factor=factor)
-        self.initial, self.maximum = initial, maximum
-        self.attempt = 0
+        result = await until_true(Jittered(...))(attempt, *args)
 
-    @classmethod
-    def of(cls, schedule: Retry) -> Backoff:
-        """The backoff of a configured retry schedule."""
-        return cls(schedule.initial, schedule.maximum)
+    ``sleep``: how a wait is slept (a test records the waits instead)."""
 
-    def __next__(self) -> float:
-        self.attempt += 1
-        return self.wait.delay(self.attempt)
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        if on_retry is not None:
+            on_retry(state.next_action.sleep if state.next_action is not None else 0.0)
 
-    def reset(self) -> None:
-        self.attempt = 0
+    return tenacity.AsyncRetrying(wait=wait, retry=tenacity.retry_if_result(_failed),
+                                  before_sleep=before_sleep, sleep=sleep)
 
-    def delay(self, at_least: float = 0.0) -> float:
-        """The next delay, or ``at_least`` seconds (e.g. a server's Retry-After, capped at
-        ``maximum``) if that is longer."""
-        return max(next(self), min(at_least, self.maximum))
 
-    async def sleep(self, at_least: float = 0.0) -> float:
-        """Sleep for ``delay(at_least)``; returns the time slept."""
-        delay = self.delay(at_least)
-        await asyncio.sleep(delay)
-        return delay
+def _failed(result: object) -> bool:
+    return result is False
 
 
 def retry_after(headers: Mapping[str, str]) -> float:
     """A response's ``Retry-After`` in seconds (0 when absent, or an HTTP date: not worth
-    parsing, the backoff applies): the least wait before a retry (``Backoff.sleep``)."""
+    parsing, the backoff applies): the least wait before a retry (``RetryAfterFloor``)."""
     try:
         return max(0.0, float(headers.get("retry-after", 0)))
     except ValueError:

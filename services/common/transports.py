@@ -1,7 +1,7 @@
 """What every service's transport registry shares (``services.device.transports``,
 ``services.shuffler.transports``, ``services.analyzer.transports``): a task's transport is
 looked up by the name it is configured with (``TaskConfig.transport``: ``reports``,
-``secure-sum``, ``prio3``), and a name no transport is registered under is an error, never a
+``paillier``, ``prio3``), and a name no transport is registered under is an error, never a
 default."""
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ class BodyLimitMiddleware:
     """Refuse request bodies above ``max_bytes`` with 413 ``body_too_large`` (as ``ErrorBody``),
     from the Content-Length header when present and while streaming otherwise, before parsing.
 
-    ``max_bytes`` may be a function, evaluated per request (the shuffler's limit for secure-sum
+    ``max_bytes`` may be a function, evaluated per request (the shuffler's limit for Paillier
     uploads is known only once the analyzer's Paillier key is)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int | Callable[[], int]) -> None:

@@ -2,7 +2,7 @@
 
 It decides locally from the cached broadcast model, and turns each feedback into a locally
 randomised report encrypted to the analyzer — sealed with HPKE for a ``reports`` task, or only its
-coordinate counts under the analyzer's Paillier key for a ``secure-sum`` task — queued durably and
+coordinate counts under the analyzer's Paillier key for a ``paillier`` task — queued durably and
 uploaded to the shuffler.
 
 The package imports nothing itself; ``create_app`` is imported on first use (PEP 562). A process

@@ -29,7 +29,7 @@ def create_app(
     init: bool = False,
     forget_persons: bool = False,
 ) -> FastAPI:
-    """The device app. Its lifespan opens the store and starts the cache, the secure-sum key
+    """The device app. Its lifespan opens the store and starts the cache, the Paillier key
     fetchers and the uploader. Raises ``StartupRefused`` when its data directory was initialised
     before and its database is missing or empty (unless ``init``, and ``forget_persons`` too
     when a task bounds each person's reports; see ``services.common.datadir``). It needs no

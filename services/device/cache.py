@@ -15,7 +15,8 @@ event id received as ``Last-Event-ID`` (the analyzer then skips re-sending a mod
 holds), and the server's ``retry:`` (milliseconds) is the first pause before reconnecting,
 doubling from there up to ``max(stream_retry.maximum, retry)``.
 
-Intervals and retry bounds are ``Settings.device_timing``; startup fetches retry with ``Backoff``.
+Intervals and retry bounds are ``Settings.device_timing``; startup fetches retry with
+``until_success`` (``services.common.retry``).
 
 Models only move forward: an update is applied when its version is newer than the cached one.
 The HPKE configuration is fetched at startup (retrying until the analyzer is up) and refreshed

@@ -124,7 +124,7 @@ async def give_feedback(
 ) -> FeedbackResponse:
     """Randomise, encrypt and queue the report of a decision; durable once this returns.
 
-    A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
+    A ``reports`` task seals the randomized report with HPKE; a ``paillier`` task encrypts only
     its coordinate counts under the analyzer's Paillier key (the shuffler will add them up) and
     seals their tag with HPKE. The keys come from the background fetchers: no network round trip
     happens here.

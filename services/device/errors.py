@@ -47,7 +47,7 @@ class NoHpkeKey(Unavailable, code="no_hpke_key"):
 
 
 class NoPaillierKey(Unavailable, code="no_paillier_key"):
-    """Feedback for a secure-sum task before the analyzer's Paillier key is known."""
+    """Feedback for a Paillier task before the analyzer's Paillier key is known."""
 
 
 class OutboxFull(TooMany, code="outbox_full"):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from privbandit.services.common.metrics import GROUP_SIZES, ServiceMetrics
-from privbandit.services.device.transports.secure_sum import TaskKey
+from privbandit.services.device.transports.paillier import TaskKey
 
 
 class Versioned(Protocol):

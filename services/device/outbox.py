@@ -5,18 +5,18 @@ At-least-once delivery with backoff per (task, transport) group:
 - items are read oldest first, up to ``upload_batch`` of one task and one transport per upload,
   to that transport's endpoint (``services.device.transports``): HPKE reports as a
   ``ReportUpload`` to ``POST /v1/tasks/{task}/reports``, Paillier-encrypted counts of a
-  secure-sum task as a ``SecureSumUpload`` to ``POST /v1/tasks/{task}/encrypted-counts``;
+  Paillier task as a ``PaillierUpload`` to ``POST /v1/tasks/{task}/encrypted-counts``;
 - they are deleted from the outbox only after the shuffler answers 202 (it answers 202 only once
   the reports are durable), so a crash of either side at any moment loses nothing;
 - a retry after a lost 202 re-sends the byte-identical stored ciphertexts, which the shuffler
   drops as duplicates (and the analyzer would drop HPKE reports by report id), so nothing is
-  counted twice. This matters most for secure-sum: a fresh encryption of the same counts would be
+  counted twice. This matters most for Paillier: a fresh encryption of the same counts would be
   a different ciphertext, and the shuffler would add it to a batch sum a second time;
 - transport errors, 5xx, 408, 429 and configuration errors (401/403/404, 409 for a transport the
   shuffler's task does not take) are retried with exponential backoff per group, so one task's
   trouble does not stall another's; a ``Retry-After`` header sets a lower bound on the wait;
 - an upload refused with 422 ``unknown_key`` makes the device re-fetch the key of a transport
-  that has one (``DeviceTransport.refresh_key``: a secure-sum task's Paillier config): items
+  that has one (``DeviceTransport.refresh_key``: a Paillier task's Paillier config): items
   under a key the analyzer no longer has are dropped and counted (they can never be counted
   nor re-encrypted, see ``DeviceStore.drop_stale``); if the key is still current, the shuffler
   is behind and the upload is retried later;
@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from privbandit.services.common.retry import Backoff, retry_after
+from privbandit.services.common.retry import Jittered, retry_after
 from privbandit.services.device.background import stop_task
 from privbandit.services.device.store import DeviceStore, OutboxItem
 from privbandit.services.device.transports.base import DeviceTransport, KeyRefresher
@@ -94,8 +94,11 @@ class Uploader:
         self.transports, self.metrics = transports, metrics
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        # Per-group backoff: group -> (its schedule, monotonic time before which not to retry).
-        self._blocked: dict[Group, tuple[Backoff, float]] = {}
+        # Per-group backoff: group -> (its failed attempts in a row, monotonic time before which
+        # not to retry); each wait is the retry schedule's for that attempt (``Jittered``), a
+        # group's success forgets it (the next failure waits the first delay again).
+        self._wait = Jittered.of(timing.upload_retry)
+        self._blocked: dict[Group, tuple[int, float]] = {}
         self.last_error: str | None = None
         self._stopping = False
 
@@ -213,13 +216,10 @@ class Uploader:
         self._blocked.pop(group, None)  # what remains is under the current key: send it now
 
     def _backoff(self, group: Group, reason: str, at_least: float = 0.0) -> None:
-        if group in self._blocked:
-            backoff, _ = self._blocked[group]
-        else:
-            backoff = Backoff.of(self.timing.upload_retry)
-        # Jitter spreads the retries of many devices.
-        wait = backoff.delay(at_least)
-        self._blocked[group] = (backoff, time.monotonic() + wait)
+        attempt = self._blocked[group][0] + 1 if group in self._blocked else 1
+        # Jitter spreads the retries of many devices; a Retry-After is a floor.
+        wait = self._wait.delay(attempt, at_least)
+        self._blocked[group] = (attempt, time.monotonic() + wait)
         self.last_error = reason
         self._count("failures", 1)
         log.warning("upload for %s (%s) failed (%s); retry in %.2fs", group[0], group[1],

@@ -64,7 +64,7 @@ async def decide(task: str, request: Request) -> Response:
 async def feedback(task: str, request: Request) -> Response:
     """Randomise (x, r) locally, encrypt it to the analyzer and queue it durably for the shuffler.
 
-    A ``reports`` task seals the randomized report with HPKE; a ``secure-sum`` task encrypts only
+    A ``reports`` task seals the randomized report with HPKE; a ``paillier`` task encrypts only
     its coordinate counts under the analyzer's Paillier key (the shuffler will add them up).
     202 means the encrypted report is in the device's durable outbox; it reaches the shuffler in
     the background. The decision's feature vector is erased in the same transaction. No network

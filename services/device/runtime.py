@@ -1,4 +1,4 @@
-"""The device's runtime: storage, model cache, transports (with the secure-sum keys) and uploader,
+"""The device's runtime: storage, model cache, transports (with the Paillier keys) and uploader,
 opened for the app's lifespan (``open_runtime``) and handed to the routes as ``RuntimeDep``.
 
 The device is ready (``/healthz`` 200) once every key and model it needs has come from the
@@ -117,7 +117,7 @@ class DeviceRuntime:
             "streaming": sorted(self.cache.streaming),
             "outbox_pending": counters.outbox_pending,
             "dropped": counters.dropped,
-            **self.transports.health(),  # e.g. the Paillier key id of each secure-sum task
+            **self.transports.health(),  # e.g. the Paillier key id of each Paillier task
             "last_upload_error": self.uploader.last_error,
         }
 
@@ -130,7 +130,7 @@ async def open_runtime(
     shuffler_transport: httpx.AsyncBaseTransport | None = None,
     paillier_min_bits: int = MIN_KEY_BITS,
 ) -> AsyncIterator[DeviceRuntime]:
-    """Open the store, start the cache, the transports (the secure-sum key fetchers), the
+    """Open the store, start the cache, the transports (the Paillier key fetchers), the
     uploader and the decision pruner; stop and close them all on exit."""
     timing = settings.device_timing
     metrics = DeviceMetrics()

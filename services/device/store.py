@@ -9,7 +9,7 @@ One SQLite file in WAL mode (``<data_dir>/device/device.sqlite3``):
   feature vector reaches this file. Tombstones are pruned by key range once older than
   ``used_decision_ttl`` (no id that old opens any more: ``unused_decision_ttl`` is shorter).
 - ``outbox``: sealed reports not yet acknowledged by the shuffler, with their transport:
-  ``reports`` (``EncryptedReport`` JSON, HPKE) or ``secure-sum`` (``EncryptedCounts`` JSON,
+  ``reports`` (``EncryptedReport`` JSON, HPKE) or ``paillier`` (``EncryptedCounts`` JSON,
   Paillier, with its key id). A row is deleted only after the shuffler's 202, so a shuffler outage
   or a device crash loses nothing; the stored bytes are what every retry sends.
 - ``counters``: monotone totals shown by ``GET /v1/status`` (feedbacks, uploaded, dropped,
@@ -38,11 +38,12 @@ same worker thread checkpoints the WAL every ``CHECKPOINT_EVERY`` groups; SQLite
 checkpoint, which would run inside a COMMIT on the loop's thread, is off.
 
 The schema is versioned (``services.common.sqlite.migrate``): migration 1 is the schema of the
-release that introduced versioning; migration 2 adds the secure-sum columns to a store written by
+release that introduced versioning; migration 2 adds the transport columns to a store written by
 a device from before them (it finds them present in any other); migration 4 replaces the table
 of stored decisions by ``used_decisions`` (decisions open at the upgrade are forgotten: their
 feedback gets 404, as after ``unused_decision_ttl``); migration 5 adds ``person_reports`` and
-the person key.
+the person key; migration 6 renames the Paillier transport's rows from ``secure-sum`` to
+``paillier``.
 """
 
 from __future__ import annotations
@@ -106,8 +107,8 @@ CREATE TABLE IF NOT EXISTS counters (
 
 MIGRATIONS: list[Migration] = [
     SCHEMA_V1,
-    # Columns added with secure-sum; an unversioned store (version 1) from an older device lacks
-    # them, and gets them with the defaults that describe its rows (HPKE reports).
+    # Columns added with the Paillier transport; an unversioned store (version 1) from an older
+    # device lacks them, and gets them with the defaults that describe its rows (HPKE reports).
     add_columns(
         ("outbox", "transport", "TEXT NOT NULL DEFAULT 'reports'"),
         ("outbox", "key_id", "INTEGER"),
@@ -128,6 +129,13 @@ MIGRATIONS: list[Migration] = [
     # Returning users (issue 24): reports queued per person, task and period, and the key that
     # names persons here (``services.device.persons``), created with the table it keys.
     lambda conn: _person_tables(conn),
+    # The Paillier transport's name was 'secure-sum' (issue 45 item 4: 'secure-sum' names any
+    # secure sum, prio3 too); rows queued or dead-lettered under it are still sent or listed.
+    # (The comments of SCHEMA_V1 above keep the old name: a released migration never changes.)
+    """
+    UPDATE outbox SET transport = 'paillier' WHERE transport = 'secure-sum';
+    UPDATE dead_letters SET transport = 'paillier' WHERE transport = 'secure-sum';
+    """,
 ]
 
 
@@ -151,7 +159,7 @@ GROUP_COMMIT_MAX = 512
 # tombstones never holds up the feedback requests committed with it for long).
 PRUNE_CHUNK = 2000
 REPORTS = "reports"
-SECURE_SUM = "secure-sum"
+PAILLIER = "paillier"
 
 
 # Group commits between two checkpoints of the WAL (``WalSync.checkpoint``): at a busy device's
@@ -323,8 +331,8 @@ class DeviceStore:
         """Atomically record the decision ``uid`` as used and queue its sealed report; returns
         the outbox seq. ``DecisionUsed`` (nothing queued) if it was used before.
 
-        ``transport`` says where the uploader sends it (``reports`` or ``secure-sum``);
-        ``key_id`` is the Paillier key id of a secure-sum report. Of two concurrent feedbacks
+        ``transport`` says where the uploader sends it (``reports``, ``paillier`` or ``prio3``);
+        ``key_id`` is the Paillier key id of a Paillier report. Of two concurrent feedbacks
         for one decision exactly one inserts the tombstone; the other gets ``DecisionUsed``.
 
         ``slot``: the feedback's person, period and bound k. If the person already has k
@@ -451,9 +459,9 @@ class DeviceStore:
         self.counters.dead_letters += moved
 
     async def drop_stale(
-        self, task: str, current_key_id: int, transport: str = SECURE_SUM
+        self, task: str, current_key_id: int, transport: str = PAILLIER
     ) -> int:
-        """Delete the task's outbox items of ``transport`` (secure-sum) encrypted under any key
+        """Delete the task's outbox items of ``transport`` (Paillier) encrypted under any key
         (Paillier) other than ``current_key_id``; returns how many (counted in ``dropped``).
 
         Only for keys the analyzer no longer holds: such an item can never be counted, and it

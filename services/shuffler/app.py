@@ -1,7 +1,7 @@
 """The shuffler service: accepts opaque HPKE ciphertexts from devices, keeps them durably, and
 releases each task's reports to the analyzer only in batches of exactly l, in a uniformly random
 order from the OS CSPRNG, with nothing but the batch id and the ciphertexts (spec §2). For a
-``secure-sum`` task it accepts Paillier-encrypted counts instead and releases only the encrypted
+``paillier`` task it accepts Paillier-encrypted counts instead and releases only the encrypted
 sum of each batch of l (spec §3).
 
 It holds no private key and cannot read a report. Its task list comes from its own ``Settings``.
@@ -44,7 +44,7 @@ def create_app(
     specs = task_specs(settings)
 
     def max_body() -> int:
-        """The body limit, per request, from the tasks' transports: e.g. a secure-sum report's
+        """The body limit, per request, from the tasks' transports: e.g. a Paillier report's
         length depends on the analyzer's key, known once fetched (until then uploads are
         refused with 503 anyway, and the limit assumes the default key size). No request is
         served before the lifespan opened the runtime."""

@@ -1,4 +1,4 @@
-"""The shuffler's refusals. Domain code (intake checks, the secure-sum key state, the store
+"""The shuffler's refusals. Domain code (intake checks, the Paillier key state, the store
 behind group commit) raises these; ``services.common.web`` turns each into ``{"code",
 "message"}`` with its status. An upload refused with any of them stored nothing."""
 
@@ -20,7 +20,7 @@ class UnknownKey(Invalid, code="unknown_key"):
 
 
 class UnknownHpkeKey(Invalid, code="unknown_hpke_key"):
-    """An HPKE report (or a secure-sum report's tag) sealed to a key id the analyzer does not
+    """An HPKE report (or a Paillier report's tag) sealed to a key id the analyzer does not
     publish."""
 
 
@@ -69,7 +69,7 @@ class SumUnavailable(Undeliverable):
     """A batch's encrypted sum cannot be formed now (key unknown, or members under another
     key)."""
 
-    reason = "secure_sum"
+    reason = "paillier_sum"
 
 
 class VerifyUnavailable(Undeliverable):

@@ -4,7 +4,7 @@
 (``services.shuffler.transports``) forwards for each of the oldest unacknowledged batches with
 the shuffler's bearer token and retries each with exponential backoff until it gets a 200
 ``BatchAck`` for that batch id, then marks it acknowledged. For a ``reports`` task that is the
-batch id and the ciphertexts in the stored shuffled order — nothing else. For a ``secure-sum``
+batch id and the ciphertexts in the stored shuffled order — nothing else. For a ``paillier``
 task the transport first multiplies the batch's Paillier
 ciphertexts into one encrypted sum (in a worker thread), stores that durably in place of the
 members, and posts only ``EncryptedBatchSum`` to ``/batch-sums`` (the sum, and each member's tag
@@ -16,7 +16,7 @@ instead of retried forever (``ShufflerStore.refuse_stale_key``), and an analyzer
 
 What the analyzer answers:
 
-- 200 ``BatchAck``: the batch is done — counted, its bad reports rejected alone, or (a secure-sum
+- 200 ``BatchAck``: the batch is done — counted, its bad reports rejected alone, or (a Paillier
   batch whose sum or tags are invalid) ``quarantined``, all its reports refused. Nothing in a
   batch's content makes the analyzer refuse it otherwise, so no report can hold a delivery slot.
 - any other 4xx (401 token, 404 task, 409 transport, 413 body, 422 l, Paillier key or message
@@ -33,12 +33,13 @@ import asyncio
 import contextlib
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 
 import anyio.to_thread
 import httpx
 from pydantic import ValidationError
 
-from privbandit.services.common.retry import Backoff, retry_after
+from privbandit.services.common.retry import Jittered, RetryAfterFloor, retry_after, until_true
 from privbandit.services.shuffler.errors import Undeliverable
 from privbandit.services.shuffler.metrics import ShufflerMetrics
 from privbandit.services.shuffler.store import Store
@@ -92,6 +93,8 @@ class Forwarder:
         self._deliveries: set[asyncio.Task[None]] = set()
         # A refused delivery's Retry-After (seconds), by batch id, until its next attempt.
         self._retry_after: dict[str, float] = {}
+        # How a retry's wait is slept (a test records the waits instead of sleeping them).
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
         self._started = False
 
     @property
@@ -154,26 +157,30 @@ class Forwarder:
                 delivery.add_done_callback(functools.partial(finished, batch_id=batch_id))
 
     async def _deliver_until_acked(self, task: str, batch_id: str) -> None:
-        # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep).
-        backoff = Backoff(self.settings.retry_initial, self.settings.retry_max)
+        # Exponential backoff with jitter (so restarted shufflers do not retry in lockstep); an
+        # analyzer that is busy (429, 503 ``overloaded``) says how long to wait at least.
+        wait = RetryAfterFloor(Jittered(self.settings.retry_initial, self.settings.retry_max),
+                               lambda: self._retry_after.pop(batch_id, 0.0))
         transport = self.transports.of(task)
         delivery: Delivery | None = None
-        while True:
-            # Some transports load a batch again before every attempt (a secure-sum batch is
-            # checked against the analyzer's current key; a stale one is dissolved).
+
+        async def attempt() -> bool | None:
+            """True: acknowledged; None: acknowledged or dissolved meanwhile; False: failed
+            (reported), retry."""
+            nonlocal delivery
             if delivery is None or transport.reload:
+                # Some transports load a batch again before every attempt (a Paillier batch is
+                # checked against the analyzer's current key; a stale one is dissolved).
                 try:
                     delivery = await anyio.to_thread.run_sync(transport.load, task, batch_id)
                 except Undeliverable as exc:
-                    self._failed(task, batch_id, exc.reason, str(exc), loud=True)
-                    await backoff.sleep()
-                    continue
-                if delivery is None:  # acknowledged or dissolved meanwhile
-                    return
-            if await self._deliver(delivery):
-                break
-            # An analyzer that is busy (429, 503 ``overloaded``) says how long to wait.
-            await backoff.sleep(self._retry_after.pop(batch_id, 0.0))
+                    return self._failed(task, batch_id, exc.reason, str(exc), loud=True)
+                if delivery is None:
+                    return None
+            return await self._deliver(delivery)
+
+        if not await until_true(wait, sleep=self.sleep)(attempt):
+            return
         await anyio.to_thread.run_sync(self.store.acknowledge, batch_id)
         self.metrics.batches_acknowledged.labels(task).inc()
         self.last_error[task] = None

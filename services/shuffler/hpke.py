@@ -1,5 +1,5 @@
 """The analyzer's HPKE public configuration as the shuffler knows it, and the intake checks it
-allows on what is sealed to it: HPKE reports, and the tags of secure-sum reports.
+allows on what is sealed to it: HPKE reports, and the tags of Paillier reports.
 
 The shuffler cannot open either, but it can tell garbage from what an honest device sends: the
 key id must be the one the analyzer publishes (``GET /v1/hpke-config``, fetched and cached as
@@ -28,7 +28,7 @@ from privbandit.services.shuffler.published import PublishedConfig
 from privbandit.shared.crypto.hpke import ENC_BYTES, CryptoError, check_encapsulated_key
 from privbandit.shared.crypto.tags import TAG_CIPHERTEXT_BYTES
 from privbandit.shared.protocol.messages import EncryptedReport, HpkeConfig, b64decode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
+from privbandit.shared.protocol.paillier import EncryptedCounts
 
 # Re-fetch the analyzer's config; True iff it answered (``ConfigFetcher.refresh``).
 Refresh = Callable[[], Awaitable[bool]]
@@ -36,7 +36,7 @@ Refresh = Callable[[], Awaitable[bool]]
 
 class HpkeState(PublishedConfig[HpkeConfig]):
     """The analyzer's HPKE key id and public key, needed by every task (reports are sealed to
-    it, and so are secure-sum tags)."""
+    it, and so are Paillier tags)."""
 
     path = "/v1/hpke-config"
     name = "hpke-config"
@@ -56,7 +56,7 @@ class HpkeState(PublishedConfig[HpkeConfig]):
     async def check_tags(
         self, task: str, reports: Sequence[EncryptedCounts], refresh: Refresh
     ) -> None:
-        """Intake checks of the tags of a task's secure-sum reports."""
+        """Intake checks of the tags of a task's Paillier reports."""
         await self._check(task, [(f"reports[{i}].tag", r.tag) for i, r in enumerate(reports)],
                           TAG_CIPHERTEXT_BYTES, refresh)
 

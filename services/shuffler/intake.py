@@ -1,13 +1,13 @@
 """Intake: an upload is checked against its task and made durable by group commit.
 
 Checks come first and refuse the whole upload (nothing stored): the transport must be the
-task's (HPKE ``reports`` or ``secure-sum`` counts), whose ``check`` then runs
+task's (HPKE ``reports`` or ``paillier`` counts), whose ``check`` then runs
 (``services.shuffler.transports``): every HPKE report must be sealed to the key id
 the analyzer publishes, with a well-formed encapsulated key and the task's one public length
 (anything else cannot be a report of this task, and equal lengths leak nothing in the batch;
 ``services.shuffler.hpke``); encrypted counts must be under the analyzer's Paillier key and in
 Z*_{n²} (one bad ciphertext in a batch would make its whole sum undecryptable), with a tag that
-passes the same HPKE checks. A secure-sum report whose tag the shuffler already holds is a
+passes the same HPKE checks. A Paillier report whose tag the shuffler already holds is a
 duplicate (``ShufflerStore.accept``), like an identical ciphertext.
 
 Then concurrent uploads are funnelled into one SQLite transaction per group (uploads arriving

@@ -14,7 +14,7 @@ class ShufflerMetrics(ServiceMetrics):
             "reports_duplicate", "Identical ciphertexts dropped", task)
         self.reports_refused_stale_key = self.counter(
             "reports_refused_stale_key",
-            "Accepted secure-sum reports dropped: under a Paillier key the analyzer no longer has",
+            "Accepted Paillier reports dropped: under a Paillier key the analyzer no longer has",
             task)
         self.batches_formed = self.counter("batches_formed", "Batches formed", task)
         self.batches_acknowledged = self.counter(
@@ -36,7 +36,7 @@ class ShufflerMetrics(ServiceMetrics):
             "commit_group_uploads", "Uploads made durable per commit", GROUP_SIZES)
         self.sum_seconds = self.histogram(
             "batch_sum_seconds",
-            "Time to multiply one secure-sum batch's ciphertexts into its encrypted sum", SECONDS)
+            "Time to multiply one Paillier batch's ciphertexts into its encrypted sum", SECONDS)
         self.commit_seconds = self.histogram("commit_seconds", "Time of one group commit", SECONDS)
         # The PostgreSQL store's transactions (none on SQLite).
         self.transactions = TxMetrics(self)

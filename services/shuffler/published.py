@@ -1,6 +1,6 @@
 """What the shuffler learns from the analyzer's public configuration endpoints, fetched and cached
 the same way for every kind: the HPKE config (``GET /v1/hpke-config``, ``services.shuffler.hpke``)
-and the Paillier config (``GET /v1/paillier-config``, ``services.shuffler.transports.secure_sum``).
+and the Paillier config (``GET /v1/paillier-config``, ``services.shuffler.transports.paillier``).
 
 ``PublishedConfig`` holds the last config adopted. Intake that needs it waits for it (503
 ``not_ready``, and ``/healthz`` 503 ``starting``) until the first fetch succeeds. The last config
@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from privbandit.services.common.retry import Backoff
+from privbandit.services.common.retry import Jittered, until_true
 from privbandit.shared.files import write_atomically
 from privbandit.shared.settings import Settings
 
@@ -175,16 +175,20 @@ class ConfigFetcher:
         config held differs from the one it last ran for; if it fails it runs again after the
         next fetch. A background task from start-up until cancelled."""
         wake = self.state.refresh_requests()
-        backoff = Backoff(self.settings.retry_initial, self.settings.retry_max)
+        wait = Jittered(self.settings.retry_initial, self.settings.retry_max)
+
+        async def attempt() -> bool:
+            wake.clear()  # this fetch answers any refresh requested before it
+            return await self.fetch()
+
+        def failed(delay: float) -> None:
+            log.warning("%s; retrying in %.1fs", self.state.last_error, delay)
+
         checked: Any = None
         while True:
             if not fetched:
-                wake.clear()
-                if not await self.fetch():
-                    log.warning("%s; retrying", self.state.last_error)
-                    await backoff.sleep()
-                    continue
-                backoff.reset()
+                # Until a valid config arrives; each round of failures starts the schedule anew.
+                await until_true(wait, failed)(attempt)
             config = self.state.config
             if on_adopted is not None and config != checked:
                 try:

@@ -35,7 +35,7 @@ BROWSER_ROUTES: dict[str, tuple[str, ...]] = {
 
 @router.get("/healthz", responses=error_responses(503))
 async def healthz(runtime: RuntimeDep) -> Response:
-    """200 once intake and delivery run and any secure-sum key is fetched; 503 while starting."""
+    """200 once intake and delivery run and any Paillier key is fetched; 503 while starting."""
     return health("shuffler", runtime.readiness, runtime.health())
 
 

@@ -1,9 +1,9 @@
 """The shuffler's runtime: its store, intake, forwarder, transports (with the analyzer configs
-they follow, e.g. the secure-sum Paillier key) and metrics, opened for the app's lifespan
+they follow, e.g. the Paillier transport's key) and metrics, opened for the app's lifespan
 (``open_runtime``) and handed to the routes as ``RuntimeDep``.
 
 The shuffler is ready (``/healthz`` 200) once intake and delivery run and the analyzer's HPKE
-config and whatever its tasks' transports need (if a task uses secure summation, the Paillier
+config and whatever its tasks' transports need (if a task uses the Paillier transport, its
 key) have been fetched (or read from the last copy kept in the data directory); until then 503
 ``starting``.
 """
@@ -126,7 +126,7 @@ async def open_runtime(
     analyzer_transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[ShufflerRuntime]:
     """Open the store and the analyzer client, start intake, delivery and the fetches of the
-    analyzer's HPKE config and of what the transports need (for secure-sum tasks the Paillier
+    analyzer's HPKE config and of what the transports need (for Paillier tasks the
     key); stop and close them all on exit."""
     metrics = ShufflerMetrics()
     store = open_store(settings)

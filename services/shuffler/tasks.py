@@ -14,7 +14,7 @@ class TaskSpec:
     """One task as the shuffler sees it."""
 
     config: TaskConfig
-    # Every HPKE report of the task has exactly this ciphertext length; 0 for a secure-sum task
+    # Every HPKE report of the task has exactly this ciphertext length; 0 for a Paillier task
     # (the length depends on the analyzer's Paillier key).
     ct_bytes: int
 
@@ -25,7 +25,7 @@ class TaskSpec:
 
 def ct_bytes(config: TaskConfig) -> int:
     """The task's HPKE ciphertext length: report id + the randomizer's row + AEAD tag (public).
-    0 for a secure-sum task, whose ciphertext length depends on the analyzer's Paillier key."""
+    0 for a Paillier task, whose ciphertext length depends on the analyzer's Paillier key."""
     return transport_class(config).ct_bytes(config)
 
 

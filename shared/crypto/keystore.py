@@ -38,7 +38,7 @@ from privbandit.shared.crypto.paillier import (
 )
 from privbandit.shared.crypto.slots import SlotLayout, layout
 from privbandit.shared.protocol.messages import EncryptedReport, HpkeConfig, b64encode
-from privbandit.shared.protocol.secure_sum import PaillierConfig, paillier_config
+from privbandit.shared.protocol.paillier import PaillierConfig, paillier_config
 
 log = logging.getLogger(__name__)
 

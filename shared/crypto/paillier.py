@@ -59,7 +59,7 @@ from privbandit.shared.crypto.slots import (
 from privbandit.shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
 
 if TYPE_CHECKING:
-    from privbandit.shared.protocol.secure_sum import PaillierConfig
+    from privbandit.shared.protocol.paillier import PaillierConfig
 
 DEFAULT_KEY_BITS = 2048
 # Production keys are at least 2048 bits (≈112-bit security, NIST SP 800-57). Smaller keys are only

@@ -1,2 +1,3 @@
 """Wire messages of the privbandit protocol (spec §4): ``messages`` for reports, batches, models
-and the device API; ``secure_sum`` for the Paillier transport."""
+and the device API; ``paillier`` for the Paillier transport; ``prio3`` for the
+Prio3 one."""

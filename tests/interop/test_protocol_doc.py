@@ -23,8 +23,8 @@ from privbandit.shared.crypto.prio3_task import TaskVdaf, open_helper
 from privbandit.shared.crypto.slots import layout
 from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
 from privbandit.shared.protocol.messages import EncryptedReport, b64decode
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig
 from privbandit.shared.protocol.prio3 import Prio3Report
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
 from tests.interop import client
 
 

@@ -77,7 +77,7 @@ import tomli_w
 from privbandit.launcher import SERVICES, Cluster, free_ports
 from privbandit.shared.core.policies import build_policy
 from privbandit.shared.protocol.messages import HpkeConfig
-from privbandit.shared.protocol.secure_sum import PaillierConfig
+from privbandit.shared.protocol.paillier import PaillierConfig
 from privbandit.shared.settings import TaskConfig
 from tests.helpers import E2E_TOKEN, deadline, encrypt_counts, encrypt_rows, patience
 from tests.interop import client
@@ -109,7 +109,7 @@ KINDS = {
     "ddp-upper": ("demo-ddp-upper", 2 * SHUFFLE_L),
 }
 DDP_KINDS = {"ddp", "ddp-upper"}
-SUM_KINDS = {"secure-sum", *DDP_KINDS}  # the secure-sum transport: Paillier-encrypted reports
+SUM_KINDS = {"secure-sum", *DDP_KINDS}  # the paillier transport: Paillier-encrypted reports
 MAB_KINDS = {"ucb", "heldp-ucb-l", "heldp-ucb-b", "ldp-mab", "adar-ucb"}
 BCO_KINDS = {"ldp-bco", "ldp-bco2"}
 STALE_EVERY = 3  # every third multi-armed, BCO or GLB user holds the model one report older
@@ -152,7 +152,7 @@ def interop_tasks() -> list[dict[str, Any]]:
     # ddp-glb (issue 44) sends ddp-linucb's rows over the same transport, with other statistics
     # in them (randomizers.glm_skellam); the independent client does not compute them yet, so
     # its wire format is covered by ddp-linucb's case and its statistics by the services test
-    # (tests/services/secure_sum/test_ddp_glb.py), not here.
+    # (tests/services/paillier/test_ddp_glb.py), not here.
     assert base["demo-ddp-glb"]["aggregation"] == base["demo-ddp"]["aggregation"]
     del base["demo-ddp-glb"]
     covered = {task for task, _ in KINDS.values()}
@@ -216,7 +216,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def http(deployment: Cluster) -> Iterator[httpx.Client]:
     with httpx.Client(timeout=patience(30)) as c:
         until = deadline(WAIT)
-        while not c.get(f"{deployment.urls['shuffler']}/healthz").json().get("secure_sum_ready"):
+        while not c.get(f"{deployment.urls['shuffler']}/healthz").json().get("paillier_ready"):
             assert time.monotonic() < until, "shuffler never got the Paillier key"
             time.sleep(0.05)
         yield c

@@ -19,6 +19,8 @@ RELEASED = {
         "bbc8d429f6e458b9864c4f3edf5aaa0cc8dd968fe8ad4eb8ed1b3130d443efbd",
     ("privbandit.services.analyzer.store", "postgres", 1):
         "12cd2ba0174afd06afded6833b884d6f8870a321cef3960958810187ed5ffc1d",
+    ("privbandit.services.analyzer.store", "postgres", 2):
+        "13bfacda4cfb9fe2306d3555213e3f706c164e5d3cbff8a44b995b18370b9089",
 }
 
 

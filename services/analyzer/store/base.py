@@ -17,23 +17,28 @@ TASK_COUNTERS = ("reports_counted", "rejected", "duplicates", "batches", "quaran
 
 
 # A task's row as ``task_record`` reads it (the SELECT list of ``load_task`` in both stores).
-TASK_COLUMNS = ", ".join(("config", "state", *TASK_COUNTERS))
+TASK_COLUMNS = ", ".join(("config", "state", *TASK_COUNTERS, "last_batch_at"))
 
 
 @dataclass
 class TaskRecord:
-    """What the store holds for one task: its configuration, policy state and counters (by
-    their names in ``TASK_COUNTERS``)."""
+    """What the store holds for one task: its configuration, policy state, counters (by their
+    names in ``TASK_COUNTERS``) and when its last batch was committed (epoch seconds; None: no
+    batch since the store recorded it, schema 3 in SQLite, 2 in PostgreSQL)."""
 
     config: dict[str, Any]
     state: dict[str, Any]
     counters: dict[str, int]
+    last_batch_at: float | None = None
 
 
 def task_record(row: Sequence[Any]) -> TaskRecord:
-    """A task's record from its ``TASK_COLUMNS``: configuration and state JSON, counters."""
+    """A task's record from its ``TASK_COLUMNS``: configuration and state JSON, counters, the
+    time of its last batch."""
+    n = len(TASK_COUNTERS)
     return TaskRecord(json.loads(row[0]), json.loads(row[1]),
-                      {k: int(v) for k, v in zip(TASK_COUNTERS, row[2:], strict=True)})
+                      {k: int(v) for k, v in zip(TASK_COUNTERS, row[2:2 + n], strict=True)},
+                      None if row[2 + n] is None else float(row[2 + n]))
 
 
 @dataclass(frozen=True)
@@ -67,16 +72,17 @@ def totals(batches: Group) -> tuple[int, ...]:
 
 def update_task(
     conn: Any, mark: str, task: str, batches: Group,
-    state_json: str, table: str = "tasks",
+    state_json: str, at: float, table: str = "tasks",
 ) -> None:
-    """The task row after a group: its policy state and counters plus ``totals``, in the
-    caller's transaction (``mark``: the driver's parameter mark, ``?`` or ``%s``; ``table``:
-    the store's name of the tasks table, a constant)."""
+    """The task row after a group: its policy state and counters plus ``totals``, and ``at``
+    (epoch seconds) as the time of its last batch, in the caller's transaction (``mark``: the
+    driver's parameter mark, ``?`` or ``%s``; ``table``: the store's name of the tasks table,
+    a constant)."""
     cur = conn.execute(
         f"UPDATE {table} SET state = ?, reports_counted = reports_counted + ?, "
         "rejected = rejected + ?, duplicates = duplicates + ?, batches = batches + ?, "
-        "quarantined = quarantined + ? WHERE task = ?".replace("?", mark),
-        (state_json, *totals(batches), task),
+        "quarantined = quarantined + ?, last_batch_at = ? WHERE task = ?".replace("?", mark),
+        (state_json, *totals(batches), at, task),
     )
     if cur.rowcount != 1:
         raise RuntimeError(f"task {task!r} is not in the store")
@@ -97,7 +103,8 @@ class Store(Protocol):
     def init_task(self, task: str, config: dict[str, Any], state: dict[str, Any]) -> None: ...
     def processed_batches(self, task: str, batch_ids: Sequence[str]) -> set[str]: ...
     def known_report_ids(self, task: str, report_ids: Sequence[bytes]) -> set[bytes]: ...
-    def commit_batches(self, task: str, batches: Group, state: dict[str, Any]) -> None: ...
+    def commit_batches(self, task: str, batches: Group, state: dict[str, Any],
+                       at: float) -> None: ...
 
 
 def dumps(obj: Any) -> str:

@@ -160,9 +160,11 @@ class PgAnalyzerStore:
             (task, values),
         )], transaction=False)
 
-    def commit_batches(self, task: str, batches: base.Group, state: dict[str, Any]) -> None:
-        """Batch ids, their new report ids, the counters and the policy state, in ONE
-        transaction (durable when this returns: ``synchronous_commit`` is on)."""
+    def commit_batches(self, task: str, batches: base.Group, state: dict[str, Any],
+                       at: float) -> None:
+        """Batch ids, their new report ids, the counters, the policy state and ``at`` (the time
+        of the task's last batch), in ONE transaction (durable when this returns:
+        ``synchronous_commit`` is on)."""
         state_json = base.dumps(state)
 
         def run(conn: psycopg.Connection) -> None:
@@ -177,7 +179,7 @@ class PgAnalyzerStore:
                     for _, report_ids in batches:
                         for rid in report_ids:
                             copy.write_row((task, rid))
-            base.update_task(conn, "%s", task, batches, state_json, "analyzer_tasks")
+            base.update_task(conn, "%s", task, batches, state_json, at, "analyzer_tasks")
 
         self.db.run_tx("commit_batches", run)
         # Counted once committed. A reconnection between that commit and this line (another

@@ -2,7 +2,7 @@
 
 Per task it keeps the policy state (``Policy.get_state()``, JSON), the counters, every processed
 batch id (quarantined batches included) and every counted report id (HPKE reports and the
-members of counted secure-sum batches). ``commit_batches`` writes all of them for a group of batches
+members of counted Paillier batches). ``commit_batches`` writes all of them for a group of batches
 in ONE transaction, which is what makes ingestion exactly-once: either a batch id, its report ids
 and the aggregate that includes them are all on disk, or none is, and the shuffler re-sends.
 
@@ -31,8 +31,12 @@ SCHEMA_V2 = add_columns(
     ("batches", "quarantined", "INTEGER NOT NULL DEFAULT 0"),
 )
 
+# When the task's last batch was committed (issue 45: the status page's "last batch" survives a
+# restart); NULL until the first batch after the upgrade.
+SCHEMA_V3 = add_columns(("tasks", "last_batch_at", "REAL"))
+
 # Append only: a released migration never changes.
-MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2]
+MIGRATIONS: list[Migration] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3]
 
 # SQLite's default limit on host parameters is 32766 since 3.32; stay far below it.
 _CHUNK = 500
@@ -101,9 +105,11 @@ class AnalyzerStore:
                 found.extend(r[0] for r in rows)
         return found
 
-    def commit_batches(self, task: str, batches: base.Group, state: dict[str, Any]) -> None:
-        """Batch ids, their new report ids, the counters and the policy state after them, in ONE
-        transaction (with synchronous=FULL, durable when this returns)."""
+    def commit_batches(self, task: str, batches: base.Group, state: dict[str, Any],
+                       at: float) -> None:
+        """Batch ids, their new report ids, the counters and the policy state after them, and
+        ``at`` as the time of the task's last batch, in ONE transaction (with synchronous=FULL,
+        durable when this returns)."""
         state_json = base.dumps(state)
         with self._lock, transaction(self._conn) as conn:
             for result, report_ids in batches:
@@ -117,5 +123,5 @@ class AnalyzerStore:
                     "INSERT INTO report_ids (task, report_id) VALUES (?, ?)",
                     ((task, rid) for rid in report_ids),
                 )
-            base.update_task(conn, "?", task, batches, state_json)
+            base.update_task(conn, "?", task, batches, state_json, at)
 

@@ -1,10 +1,11 @@
 """The analyzer's side of each shuffle transport, by the name tasks give it
-(``TaskConfig.aggregation``; the names are on the wire too):
+(``TaskConfig.transport``; the names are on the wire too):
 
 - ``reports`` (``services.analyzer.transports.reports``): batches of l HPKE reports, each
   decrypted and fed as a row;
-- ``secure-sum`` (``services.analyzer.transports.secure_sum``): one Paillier-encrypted sum per
-  batch, fed as a statistic; a batch failing a check is quarantined whole;
+- ``paillier`` (``services.analyzer.transports.paillier``; ``secure_sum = "paillier"``): one
+  Paillier-encrypted sum per batch, fed as a statistic; a batch failing a check is quarantined
+  whole;
 - ``prio3`` (``services.analyzer.transports.prio3``): each batch verified jointly with the
   shuffler report by report (invalid ones refused alone), the sum of the valid ones unsharded.
 
@@ -16,14 +17,14 @@ defining its transport object, registered in ``TRANSPORTS`` below.
 from __future__ import annotations
 
 from privbandit.services.analyzer.transports.base import AnalyzerTransport
+from privbandit.services.analyzer.transports.paillier import PaillierTransport
 from privbandit.services.analyzer.transports.prio3 import Prio3Transport
 from privbandit.services.analyzer.transports.reports import ReportsTransport
-from privbandit.services.analyzer.transports.secure_sum import SecureSumTransport
 from privbandit.services.common.transports import lookup
 from privbandit.shared.settings import Settings, TaskConfig
 
 _REGISTERED: tuple[AnalyzerTransport, ...] = (
-    ReportsTransport(), SecureSumTransport(), Prio3Transport())
+    ReportsTransport(), PaillierTransport(), Prio3Transport())
 TRANSPORTS: dict[str, AnalyzerTransport] = {t.name: t for t in _REGISTERED}
 
 

@@ -157,9 +157,9 @@ U = TypeVar("U", bound=BaseModel)
 def admit(config: TaskConfig, upload: BaseModel, kind: type[U], count: Callable[[U], int],
           takes: str, hint: str) -> U:
     """The upload, if it is of the task's transport (409 otherwise: individual reports of a
-    secure-sum task must never reach the analyzer) and holds exactly l reports (422
-    ``batch_size_mismatch`` otherwise; ``takes`` says what the task takes, ``{l}`` standing for
-    the batch size and ``{n}`` for the count received)."""
+    secure-sum task must never reach the analyzer, Paillier or prio3) and holds exactly l
+    reports (422 ``batch_size_mismatch`` otherwise; ``takes`` says what the task takes, ``{l}``
+    standing for the batch size and ``{n}`` for the count received)."""
     if not isinstance(upload, kind):
         raise wrong_transport(config, hint)
     n, sizes = count(upload), config.schedule.distinct_sizes()

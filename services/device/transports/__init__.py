@@ -1,10 +1,13 @@
 """The device's side of each shuffle transport, by the name tasks give it
-(``TaskConfig.aggregation``; the names are on the wire and in the outbox too):
+(``TaskConfig.transport``; the names are on the wire and in the outbox too):
 
 - ``reports`` (``services.device.transports.reports``): the randomized row sealed with HPKE;
-- ``secure-sum`` (``services.device.transports.secure_sum``): the row's counts (or signed
-  statistics) encrypted under the analyzer's Paillier key, with a tag sealed with HPKE; the
-  keys are fetched and obfuscator pools refilled in the background (``refiller``).
+- ``paillier`` (``services.device.transports.paillier``; ``secure_sum = "paillier"``): the
+  row's counts (or signed statistics) encrypted under the analyzer's Paillier key, with a tag
+  sealed with HPKE; the keys are fetched and obfuscator pools refilled in the background
+  (``refiller``);
+- ``prio3`` (``services.device.transports.prio3``; ``secure_sum = "prio3"``): the row's values
+  as a Prio3 measurement, secret-shared between the shuffler and the analyzer.
 
 Each is a ``DeviceTransport`` (``base``). ``Transports`` holds one object per registered
 transport for a device's runtime. A new transport is one module defining its class, registered
@@ -15,13 +18,13 @@ from __future__ import annotations
 
 from privbandit.services.common.transports import TransportSet
 from privbandit.services.device.transports.base import Context, DeviceTransport
+from privbandit.services.device.transports.paillier import PaillierTransport
 from privbandit.services.device.transports.prio3 import Prio3Transport
 from privbandit.services.device.transports.reports import ReportsTransport
-from privbandit.services.device.transports.secure_sum import SecureSumTransport
 from privbandit.shared.settings import Settings
 
 _REGISTERED: tuple[type[DeviceTransport], ...] = (
-    ReportsTransport, SecureSumTransport, Prio3Transport)
+    ReportsTransport, PaillierTransport, Prio3Transport)
 TRANSPORTS: dict[str, type[DeviceTransport]] = {t.name: t for t in _REGISTERED}
 
 

@@ -24,7 +24,7 @@ from privbandit.services.device.errors import NoHpkeKey
 from privbandit.shared.core.randomizers.base import Randomizer, Summable
 from privbandit.shared.settings import Settings, TaskConfig
 
-if TYPE_CHECKING:  # the metrics module imports the secure-sum transport's key type
+if TYPE_CHECKING:  # the metrics module imports the Paillier transport's key type
     from privbandit.services.device.metrics import DeviceMetrics
 
 # Re-fetch a task's key; the current key id, or None if the analyzer is unreachable.

@@ -1,6 +1,6 @@
 """The device's background refill of Paillier randomness (r^n mod n², off the request path).
 
-One thread per secure-sum key (``PoolRefiller``) keeps the encryptor's pool at its target. It
+One thread per Paillier key (``PoolRefiller``) keeps the encryptor's pool at its target. It
 does not compute the obfuscators itself when it is given a worker pool (``start_workers``, the
 device's default): each chunk is computed by ``shared.crypto.obfuscators.obfuscators`` in a
 separate process started with ``spawn`` (it imports only ``gmpy2``), at a lower scheduling

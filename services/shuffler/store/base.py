@@ -3,7 +3,7 @@
 both apply, as pure functions of what the database answered.
 
 Duplicates (``admit``). ``seen`` holds sha256(enc ‖ ct) of every ciphertext ever accepted, per
-task, and for a secure-sum report also its tag's entry (``tag_hash``, domain-separated). A
+task, and for a Paillier report also its tag's entry (``tag_hash``, domain-separated). A
 report is accepted iff its ciphertext's entry and (if it has a tag) its tag's entry are both
 new; a new ciphertext under a tag already held (a re-randomised copy c·rⁿ of a report, or a
 device re-encrypting) is a duplicate and leaves no entry. The reports of one upload are judged
@@ -44,8 +44,8 @@ from typing import Any, Protocol, TypeVar
 from privbandit.services.common.metrics import TxMetrics
 from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.protocol.messages import EncryptedReport, b64decode, b64encode
+from privbandit.shared.protocol.paillier import EncryptedCounts
 from privbandit.shared.protocol.prio3 import Prio3Report
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def shuffled(rows: list[T]) -> tuple[str, list[T]]:
 
 
 def wire(report: EncryptedReport | EncryptedCounts) -> tuple[int, bytes, bytes]:
-    """(key id, enc, ct) as stored; a secure-sum report has no encapsulated key (enc = b"")."""
+    """(key id, enc, ct) as stored; a Paillier report has no encapsulated key (enc = b"")."""
     enc = b64decode(report.enc) if isinstance(report, EncryptedReport) else b""
     return report.key_id, enc, b64decode(report.ct)
 
@@ -73,7 +73,7 @@ def report_hash(report: EncryptedReport | EncryptedCounts) -> bytes:
 
 
 def tag_bytes(tag: EncryptedReport) -> bytes:
-    """A secure-sum report's tag as stored: key id (one byte) ‖ enc ‖ ct."""
+    """A Paillier report's tag as stored: key id (one byte) ‖ enc ‖ ct."""
     return bytes([tag.key_id]) + b64decode(tag.enc) + b64decode(tag.ct)
 
 
@@ -105,7 +105,7 @@ def catch_up_index(schedule: BatchSchedule, k: int, length: int) -> int:
 @dataclass(frozen=True)
 class Upload:
     """One device upload: reports for one task (HPKE reports, or Paillier-encrypted counts for a
-    secure-sum task; never both)."""
+    Paillier task; never both)."""
 
     task: str
     reports: Sequence[EncryptedReport | EncryptedCounts | Prio3Report]
@@ -254,7 +254,7 @@ def batch(batch_id: str, task: str, members: Iterable[tuple[int, bytes, bytes]])
 
 @dataclass(frozen=True)
 class SecureBatch:
-    """An unacknowledged batch of a secure-sum task: its encrypted sum once computed
+    """An unacknowledged batch of a Paillier task: its encrypted sum once computed
     (``sum_ct``, with ``key_id`` and ``sum_members``, the JSON list of its ``SumMember``s),
     otherwise its members' (key id, ciphertext bytes, tag bytes or None)."""
 

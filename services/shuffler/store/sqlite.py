@@ -1,19 +1,19 @@
 """The shuffler's SQLite store: one file in WAL mode with ``synchronous=FULL``.
 
 Tables
-- ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task, and of every secure-sum
+- ``seen``: sha256(enc ‖ ct) of every ciphertext ever accepted, per task, and of every Paillier
   report's tag (domain-separated, ``base.tag_hash``): duplicate detection (``base.admit``), the
   only trace kept of a report once its batch is acknowledged.
 - ``pending``: accepted reports waiting for their task's batch to fill (ciphertext bytes, and a
-  secure-sum report's tag).
+  Paillier report's tag).
 - ``batches`` / ``batch_reports``: formed batches with their members in shuffled order. Members are
   deleted when the analyzer acknowledges the batch; the batch row (id, task, size) stays.
-- ``batch_sums``: secure-sum tasks only, the encrypted sum (product of the members' Paillier
+- ``batch_sums``: Paillier tasks only, the encrypted sum (product of the members' Paillier
   ciphertexts) of a formed batch, with its members' tags and ciphertext digests (``members``, the
   JSON of ``SumMember``s). Storing it deletes the members in the same transaction (the sum is all
   that is ever forwarded, so no single ciphertext stays at rest longer than needed); it is
   deleted when the analyzer acknowledges the batch.
-- ``counters``: per-task totals (``refused_stale_key``: accepted secure-sum reports dropped
+- ``counters``: per-task totals (``refused_stale_key``: accepted Paillier reports dropped
   because the analyzer's Paillier key changed, see ``refuse_stale_key``; ``refused_oversized``:
   reports refused at intake, ``base.admit``) and ``next_batch``, the schedule index k of the
   task's next batch (``base``: batch schedules; each batch keeps its own in ``batches.idx``).
@@ -283,7 +283,7 @@ class ShufflerStore:
         return base.batch(batch_id, row[0], members)
 
     def load_secure_batch(self, batch_id: str) -> base.SecureBatch | None:
-        """A stored unacknowledged secure-sum batch: its sum if computed, else its members."""
+        """A stored unacknowledged Paillier batch: its sum if computed, else its members."""
         with self._lock:
             row = self._unacked_batch(batch_id)
             if row is None:
@@ -311,7 +311,7 @@ class ShufflerStore:
         return live
 
     def refuse_stale_key(self, task: str, key_id: int) -> base.StaleKeyRefusal:
-        """A secure-sum task once the analyzer's Paillier key is ``key_id``: a report held under
+        """A Paillier task once the analyzer's Paillier key is ``key_id``: a report held under
         another key can never be counted (no analyzer holds that key any more) and must never
         share a batch with reports under ``key_id`` (their product decrypts to nothing). In ONE
         transaction: such pending reports are deleted; an unacknowledged batch holding any (or

@@ -1,10 +1,10 @@
 """The shuffler's side of each shuffle transport, by the name tasks give it
-(``TaskConfig.aggregation``; the names are on the wire too):
+(``TaskConfig.transport``; the names are on the wire too):
 
 - ``reports`` (``services.shuffler.transports.reports``): HPKE reports in, shuffled batches of
   exactly l of them out;
-- ``secure-sum`` (``services.shuffler.transports.secure_sum``): Paillier-encrypted counts in,
-  one encrypted sum per batch of l out;
+- ``paillier`` (``services.shuffler.transports.paillier``; ``secure_sum = "paillier"``):
+  Paillier-encrypted counts in, one encrypted sum per batch of l out;
 - ``prio3`` (``services.shuffler.transports.prio3``): Prio3 reports in (leader share, helper
   share sealed to the analyzer), each batch of l verified jointly with the analyzer, the leader's
   aggregate share over its valid reports out.
@@ -27,13 +27,13 @@ from privbandit.services.shuffler.transports.base import (
     ShufflerTransport,
     upload_limit,
 )
+from privbandit.services.shuffler.transports.paillier import PaillierTransport
 from privbandit.services.shuffler.transports.prio3 import Prio3Transport
 from privbandit.services.shuffler.transports.reports import ReportsTransport
-from privbandit.services.shuffler.transports.secure_sum import SecureSumTransport
 from privbandit.shared.settings import Settings, TaskConfig
 
 _REGISTERED: tuple[type[ShufflerTransport], ...] = (
-    ReportsTransport, SecureSumTransport, Prio3Transport)
+    ReportsTransport, PaillierTransport, Prio3Transport)
 TRANSPORTS: dict[str, type[ShufflerTransport]] = {t.name: t for t in _REGISTERED}
 
 # The body limit of a shuffler without tasks (reports of this ciphertext length).

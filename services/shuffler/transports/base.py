@@ -25,8 +25,8 @@ from privbandit.services.shuffler.metrics import ShufflerMetrics
 from privbandit.services.shuffler.published import PublishedConfig
 from privbandit.services.shuffler.store import Store
 from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, EncryptedReport
+from privbandit.shared.protocol.paillier import EncryptedCounts
 from privbandit.shared.protocol.prio3 import Prio3Report
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
 from privbandit.shared.settings import Settings, TaskConfig
 
 # What one device upload carries (each transport takes one kind of report).

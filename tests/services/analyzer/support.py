@@ -23,7 +23,7 @@ from privbandit.shared.protocol.messages import (
     ModelMessage,
     b64decode,
 )
-from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedBatchSum, EncryptedCounts, PaillierConfig
 from privbandit.shared.settings import TaskConfig
 from tests.helpers import (
     auth,

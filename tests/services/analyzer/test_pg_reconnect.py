@@ -57,7 +57,7 @@ def lock_is_free(url: str, task: str) -> bool:
 
 def commit_one(store: pg_store.PgAnalyzerStore, task: str, batch: str) -> None:
     store.commit_batches(task, [(BatchResult(batch, 1, 0, 0, 0), [secrets.token_bytes(16)])],
-                         {"n": batch})
+                         {"n": batch}, 1000.0)
 
 
 def opened(url: str, tasks: list[str]) -> pg_store.PgAnalyzerStore:

@@ -13,7 +13,7 @@ import pytest
 from privbandit.services.analyzer.app import create_app
 from privbandit.services.analyzer.ingest import IngestPipeline
 from privbandit.shared.protocol.messages import BatchAck, HpkeConfig
-from privbandit.shared.protocol.secure_sum import PaillierConfig
+from privbandit.shared.protocol.paillier import PaillierConfig
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     counts_maker,

@@ -3,7 +3,9 @@ report ids survive; a changed task configuration refuses to start."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import time
 
 import numpy as np
 import pytest
@@ -95,5 +97,38 @@ async def test_a_database_from_before_schema_versions_is_kept(settings: Settings
     async with running(create_app(settings)) as client:
         assert (await privacy(client, "shuf")).reports_counted == 5
     conn = sqlite3.connect(path)
-    assert schema_version(conn) == len(MIGRATIONS) == 2
+    assert schema_version(conn) == len(MIGRATIONS) == 3
     conn.close()
+
+
+def last_batch(page: str, task: str) -> str:
+    """The status page's "last batch" cell of ``task``'s row."""
+    row = re.search(rf'<tr id="task-{task}">(.*?)</tr>', page, re.S)
+    assert row is not None, task
+    cell = re.search(r'<td data-field="last_batch">(.*?)</td>', row.group(1))
+    assert cell is not None, task
+    return cell.group(1)
+
+
+async def test_the_status_pages_last_batch_survives_a_restart(settings: Settings) -> None:
+    """The time of a task's last batch is stored with the batch (issue 45 item 9): an analyzer
+    restarted on the same store shows the same time on its status page, not a blank until the
+    next batch; a task without a batch shows none."""
+    app = create_app(settings)
+    async with running(app) as client:
+        assert last_batch((await client.get("/status")).text, "shuf") == "— (none yet)"
+        make = report_maker(await hpke_of(client))
+        r = await client.post("/v1/tasks/shuf/batches", json=batch(make(SHUF, 5)), headers=auth())
+        assert r.status_code == 200
+        at = app.state.runtime.tasks["shuf"].last_batch_at
+        assert at is not None
+        shown = last_batch((await client.get("/status")).text, "shuf")
+        assert shown.startswith(time.strftime("%H:%M:%S UTC", time.gmtime(at)))
+
+    app = create_app(settings)
+    async with running(app) as client:
+        assert app.state.runtime.tasks["shuf"].last_batch_at == at  # as stored, to the bit
+        page = (await client.get("/status")).text
+        # The same clock time; only the "(n s ago)" after it moves on.
+        assert last_batch(page, "shuf").split(" (")[0] == shown.split(" (")[0]
+        assert last_batch(page, "cen") == "— (none yet)"

@@ -130,7 +130,7 @@ def test_the_page_is_compact_reloads_itself_and_shows_the_other_services() -> No
     assert '<td class="n" data-field="pending_at_shuffler">7</td>' in page
     assert '<td class="n" data-field="pending_at_shuffler">—</td>' in page  # b: not known
     assert '<td data-field="last_batch">00:16:40 UTC (42 s ago)</td>' in page
-    assert '<td data-field="last_batch">— (none since start)</td>' in page
+    assert '<td data-field="last_batch">— (none yet)</td>' in page
     assert "http-equiv" not in render(tasks, {}, others=others, refresh=0)
 
 

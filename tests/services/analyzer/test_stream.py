@@ -38,6 +38,9 @@ async def test_model_stream_delivers_current_and_new_models(settings: Settings) 
             async with client.stream("GET", "/v1/tasks/shuf/model/stream") as resp:
                 assert resp.status_code == 200
                 assert resp.headers["content-type"].startswith("text/event-stream")
+                # Nothing between the analyzer and a client may hold events back.
+                assert resp.headers["cache-control"] == "no-cache"
+                assert resp.headers["x-accel-buffering"] == "no"
                 lines = resp.aiter_lines()
                 assert (await next_event(lines)) == {"retry": "2000"}
                 ev = await next_event(lines)

@@ -71,6 +71,7 @@ async def test_streams_beyond_the_cap_are_refused_and_a_slot_frees_when_one_ends
         text = (await client.get("/metrics")).text
         assert metric(text, 'privbandit_analyzer_model_streams_refused_total{task="shuf"}') == 1
         assert metric(text, "privbandit_analyzer_model_streams_open") == 2
+        assert metric(text, 'privbandit_analyzer_sse_clients{task="shuf"}') == 1
 
         await first.aclose()  # the client goes away: the server notices and frees the slot
 
@@ -83,8 +84,11 @@ async def test_streams_beyond_the_cap_are_refused_and_a_slot_frees_when_one_ends
         del held
 
         async def all_closed() -> bool:
+            # The slots and each task's gauge of connected clients, released on disconnect.
             text = (await client.get("/metrics")).text
-            return metric(text, "privbandit_analyzer_model_streams_open") == 0
+            return (metric(text, "privbandit_analyzer_model_streams_open") == 0
+                    and metric(text, 'privbandit_analyzer_sse_clients{task="shuf"}') == 0
+                    and metric(text, 'privbandit_analyzer_sse_clients{task="loc"}') == 0)
 
         await eventually(all_closed, timeout=10, what="every slot released")
 

@@ -16,7 +16,7 @@ from privbandit.services.common.web import install_error_handlers
 from privbandit.services.device.app import create_app as create_device
 from privbandit.services.shuffler.app import create_app as create_shuffler
 from privbandit.shared.protocol.messages import DecideRequest, FeedbackRequest, ReportUpload
-from privbandit.shared.protocol.secure_sum import SecureSumUpload
+from privbandit.shared.protocol.paillier import PaillierUpload
 from tests.helpers import make_settings
 
 
@@ -76,7 +76,7 @@ def _no_local_refs(node: Any) -> bool:
     ("device", "/v1/tasks/{task}/decide", DecideRequest),
     ("device", "/v1/tasks/{task}/feedback", FeedbackRequest),
     ("shuffler", "/v1/tasks/{task}/reports", ReportUpload),
-    ("shuffler", "/v1/tasks/{task}/encrypted-counts", SecureSumUpload),
+    ("shuffler", "/v1/tasks/{task}/encrypted-counts", PaillierUpload),
 ])
 def test_openapi_states_each_parsed_body(
     tmp_path: Path, service: str, path: str, model: type[BaseModel]

@@ -1,5 +1,5 @@
-"""The shared service primitives: ``transaction``/``migrate`` on real SQLite files, ``Backoff``
-and ``GroupCommitter``."""
+"""The shared service primitives: ``transaction``/``migrate`` on real SQLite files, the retry
+schedule (``Jittered``, ``until_true``) and ``GroupCommitter``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from privbandit.services.common.group_commit import GroupCommitter, ShuttingDown
-from privbandit.services.common.retry import Backoff, Jittered, until_success
+from privbandit.services.common.retry import Jittered, RetryAfterFloor, until_success, until_true
 from privbandit.services.common.sqlite import (
     SchemaError,
     add_columns,
@@ -103,18 +103,64 @@ def test_a_migration_may_be_a_function_and_add_columns_adds_only_missing_ones(
         assert schema_version(conn) == 2
 
 
-def test_backoff_doubles_to_its_cap_with_bounded_jitter() -> None:
-    b = Backoff(0.1, 0.8)
-    delays = [next(b) for _ in range(6)]
+def test_the_schedule_doubles_to_its_cap_with_bounded_jitter() -> None:
+    wait = Jittered(0.1, 0.8)
+    delays = [wait.delay(n) for n in range(1, 7)]
     nominal = [0.1, 0.2, 0.4, 0.8, 0.8, 0.8]
     for d, n in zip(delays, nominal, strict=True):
         assert 0.5 * n <= d < 1.5 * n
-    b.reset()
-    assert next(b) < 0.15
     # A server's Retry-After is a lower bound, capped at the maximum.
-    assert 0.4 <= b.delay(at_least=0.4) and 0.8 <= b.delay(at_least=60) < 1.2
+    assert 0.4 <= wait.delay(1, at_least=0.4) and 0.8 <= wait.delay(1, at_least=60) < 1.2
     with pytest.raises(ValueError):
-        Backoff(1.0, 0.5)
+        Jittered(1.0, 0.5)
+
+
+async def test_until_true_keeps_the_retry_after_floor_and_starts_anew_after_success() -> None:
+    """The loops that report their own failures (the shuffler's deliveries and config fetches)
+    under tenacity: each wait is the jittered schedule's or the server's Retry-After if that is
+    longer (capped at the maximum), results other than False end the loop, errors propagate,
+    and a new loop waits the first delay again."""
+    wait = Jittered(0.01, 0.5)
+    hints = [0.3, 0.0, 60.0, 0.0]  # Retry-After of each failed attempt's answer
+    taken: list[float] = []
+    slept: list[float] = []
+
+    def hint() -> float:
+        taken.append(hints[len(taken)])
+        return taken[-1]
+
+    async def record(delay: float) -> None:
+        slept.append(delay)
+
+    answers = iter([False, False, False, False, "acked"])
+
+    async def attempt() -> object:
+        return next(answers)
+
+    retrying = until_true(RetryAfterFloor(wait, hint), sleep=record)
+    assert await retrying(attempt) == "acked"
+    assert len(slept) == 4 and taken == hints
+    assert 0.3 <= slept[0] < 0.3 + 1.5 * 0.01  # the floor, not the 5-15 ms of attempt 1
+    assert 0.5 * 0.02 <= slept[1] < 1.5 * 0.02  # no hint: the schedule (attempt 2)
+    assert 0.5 <= slept[2] < 1.5 * 0.5 and slept[2] < 60  # a hint beyond the cap is capped
+    assert 0.5 * 0.08 <= slept[3] < 1.5 * 0.08
+    # None (e.g. a batch dissolved meanwhile) ends the loop too; an exception is not retried.
+    assert await until_true(wait, sleep=record)(_answer, None) is None
+
+    async def boom() -> bool:
+        raise KeyError("a bug, not a failure")
+
+    with pytest.raises(KeyError):
+        await until_true(wait, sleep=record)(boom)
+    # A new loop (as after a success) starts at the first delay again.
+    slept.clear()
+    answers = iter([False, True])
+    assert await until_true(wait, sleep=record)(attempt) is True
+    assert len(slept) == 1 and slept[0] < 1.5 * 0.01
+
+
+async def _answer(value: object) -> object:
+    return value
 
 
 async def test_group_committer_groups_waiting_items_and_isolates_item_failures() -> None:
@@ -260,8 +306,8 @@ async def test_a_submitter_that_goes_away_cancels_its_wait_not_the_commit(in_loo
 async def test_until_success_retries_on_the_named_errors_with_the_jittered_schedule(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """tenacity runs the loop: each wait drawn from ``Jittered``'s schedule (the one ``Backoff``
-    iterates), failures logged, other errors raised at once."""
+    """tenacity runs the loop: each wait drawn from ``Jittered``'s schedule (the one every
+    retry of the services takes), failures logged, other errors raised at once."""
     wait = Jittered(0.001, 0.004)
     assert [wait.nominal(n) for n in (1, 2, 3, 4, 500)] == [0.001, 0.002, 0.004, 0.004, 0.004]
     calls: list[int] = []

@@ -21,11 +21,13 @@ from tests.helpers import central_task, ldp_task, shuffle_task
 def test_every_configurable_transport_is_registered_on_every_side_in_one_order() -> None:
     aggregations = list(typing.get_args(TaskConfig.model_fields["aggregation"].annotation))
     assert aggregations == list(typing.get_args(TaskInfo.model_fields["aggregation"].annotation))
-    # A secure-sum task runs the Paillier transport (``secure-sum``) or ``prio3``
-    # (``TaskConfig.secure_sum``, issue 23).
-    assert list(typing.get_args(TaskConfig.model_fields["secure_sum"].annotation)) == [
-        "prio3", "paillier"]
-    names = [*aggregations, "prio3"]
+    # A secure-sum task runs the transport its ``secure_sum`` names, ``prio3`` or ``paillier``
+    # (``TaskConfig.secure_sum``, issue 23; the Paillier one's name was ``secure-sum`` until
+    # issue 45: now that word names any secure sum only).
+    secure_sums = list(typing.get_args(TaskConfig.model_fields["secure_sum"].annotation))
+    assert secure_sums == ["prio3", "paillier"]
+    names = ["reports", "paillier", "prio3"]
+    assert set(names) == {*aggregations, *secure_sums} - {"secure-sum"}
     for registry in (DEVICE, SHUFFLER, ANALYZER):
         assert list(registry) == names
         assert all(t.name == name for name, t in registry.items())
@@ -41,10 +43,10 @@ def test_the_endpoints_of_each_transport_are_distinct() -> None:
     assert routes == [t.endpoint for t in DEVICE.values()]
 
 
-@pytest.mark.parametrize("name", ["reports", "secure-sum", "prio3"])
+@pytest.mark.parametrize("name", ["reports", "paillier", "prio3"])
 def test_a_task_gets_the_transport_it_names(name: str) -> None:
-    task = (shuffle_task(aggregation="secure-sum", secure_sum="prio3") if name == "prio3"
-            else shuffle_task(aggregation=name))
+    task = (shuffle_task(aggregation="reports") if name == "reports"
+            else shuffle_task(aggregation="secure-sum", secure_sum=name))
     assert task.transport == name
     assert transport_class(task) is SHUFFLER[name]
     assert transport_for(task) is ANALYZER[name]
@@ -56,7 +58,7 @@ def test_an_unknown_transport_is_an_error_naming_the_known_ones() -> None:
     task = shuffle_task().model_copy(update={"aggregation": "mixnet"})
     for lookup_one in (transport_class, transport_for,
                        lambda t: lookup(DEVICE, t, "device")):
-        with pytest.raises(ValueError, match=r"'mixnet' \(known: prio3, reports, secure-sum\)"):
+        with pytest.raises(ValueError, match=r"'mixnet' \(known: paillier, prio3, reports\)"):
             lookup_one(task)
 
 
@@ -66,4 +68,4 @@ def test_tasks_are_grouped_by_transport_with_every_name_present() -> None:
         shuffle_task("b", aggregation="secure-sum", secure_sum="prio3")])
     grouped = tasks_by_transport(SHUFFLER, settings, "shuffler")
     assert {name: [t.id for t in tasks] for name, tasks in grouped.items()} == {
-        "reports": ["loc", "cen"], "secure-sum": ["a"], "prio3": ["b"]}
+        "reports": ["loc", "cen"], "paillier": ["a"], "prio3": ["b"]}

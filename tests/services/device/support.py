@@ -26,7 +26,7 @@ from privbandit.shared.core.policies import randomizer_for
 from privbandit.shared.crypto.keystore import PaillierKeyStore
 from privbandit.shared.crypto.paillier import decode_ciphertexts, decrypt_sum
 from privbandit.shared.protocol.messages import EncryptedReport, ReportUpload
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, SecureSumUpload
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierUpload
 from privbandit.shared.settings import Settings
 from tests.helpers import (
     PAILLIER_TEST_BITS,
@@ -46,7 +46,7 @@ D, K = 3, 4  # the conftest tasks' dimensions
 
 @dataclass
 class FakeShuffler:
-    """Accepts ReportUploads and SecureSumUploads like the real shuffler (202 ReportsAccepted);
+    """Accepts ReportUploads and PaillierUploads like the real shuffler (202 ReportsAccepted);
     can be made to fail. Records the raw body of every attempt."""
 
     status: int = 202  # what to answer: 202, or e.g. 503 to simulate an outage
@@ -58,13 +58,13 @@ class FakeShuffler:
     def app(self) -> FastAPI:
         app = FastAPI()
         routes = (("reports", ReportUpload, self.uploads),
-                  ("encrypted-counts", SecureSumUpload, self.counts))
+                  ("encrypted-counts", PaillierUpload, self.counts))
         for endpoint, model, sink in routes:
             app.add_api_route(f"/v1/tasks/{{task}}/{endpoint}", self._handler(model, sink),
                               methods=["POST"])
         return app
 
-    def _handler(self, model: type[ReportUpload] | type[SecureSumUpload], sink: list) -> Any:
+    def _handler(self, model: type[ReportUpload] | type[PaillierUpload], sink: list) -> Any:
         async def handle(task: str, request: Request) -> JSONResponse:
             self.attempts += 1
             body = await request.body()

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from privbandit.services.common.sqlite import schema_version
+from privbandit.services.common.sqlite import migrate, open_db, schema_version, transaction
 from privbandit.services.device.errors import DecisionUsed
 from privbandit.services.device.store import MIGRATIONS, SCHEMA_V1, DeviceStore
+from privbandit.services.device.transports import TRANSPORTS as DEVICE_TRANSPORTS
 
 # The device's schema before secure-sum (no transport / key id columns), without versioning.
 BEFORE_SECURE_SUM = """
@@ -50,9 +51,52 @@ async def test_an_unversioned_store_is_migrated_and_keeps_its_outbox(
         await store.stop()
         store.close()
     with sqlite3.connect(path) as conn:
-        assert schema_version(conn) == len(MIGRATIONS) == 5
+        assert schema_version(conn) == len(MIGRATIONS) == 6
         (transport,) = conn.execute("SELECT transport FROM dead_letters").fetchone()
         assert transport == "reports"
+
+
+async def test_paillier_rows_queued_as_secure_sum_are_sent_as_paillier_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    """A device upgraded with reports still queued under the Paillier transport's old name
+    (``secure-sum``, schema version 5) sends them through the ``paillier`` transport and drops
+    the stale ones by that name: no row is stranded under a name no transport answers to."""
+    path = tmp_path / "device.sqlite3"
+    conn = open_db(path)
+    try:
+        assert migrate(conn, MIGRATIONS[:5], store="device") == 5
+        with transaction(conn):
+            conn.executemany(
+                "INSERT INTO outbox (task, report, transport, key_id) VALUES (?, ?, ?, ?)",
+                [("sum", '{"a": 1}', "secure-sum", 7), ("sum", '{"a": 2}', "secure-sum", 8),
+                 ("cen", '{"b": 1}', "reports", None)])
+            conn.execute("INSERT INTO dead_letters (seq, task, report, reason, created, transport)"
+                         " VALUES (99, 'sum', '{}', 'refused', 0, 'secure-sum')")
+            conn.execute("INSERT INTO counters VALUES ('outbox_pending', 3)")
+    finally:
+        conn.close()
+    store = DeviceStore(path)
+    store.start()
+    try:
+        # The oldest group first (one task and transport per upload), then the other.
+        items = await store.outbox_head(10)
+        assert [(it.report, it.transport, it.key_id) for it in items] == [
+            ('{"a": 1}', "paillier", 7), ('{"a": 2}', "paillier", 8)]
+        assert items[0].transport in DEVICE_TRANSPORTS
+        rest = await store.outbox_head(10, exclude={("sum", "paillier")})
+        assert [(it.report, it.transport) for it in rest] == [('{"b": 1}', "reports")]
+        # The key-rotation drop finds the old rows under the new name (default: ``paillier``).
+        assert await store.drop_stale("sum", 8) == 1
+        left = await store.outbox_head(10)
+        assert [it.report for it in left] == ['{"a": 2}']
+    finally:
+        await store.stop()
+        store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT transport FROM dead_letters").fetchall() == [("paillier",)]
+        assert conn.execute("SELECT count(*) FROM outbox WHERE transport = 'secure-sum'"
+                            ).fetchone() == (0,)
 
 
 async def test_a_failing_operation_is_undone_alone_within_its_group(tmp_path: Path) -> None:
@@ -99,7 +143,7 @@ async def test_an_upgraded_store_forgets_its_plaintext_decisions(tmp_path: Path)
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "decisions" not in tables and "used_decisions" in tables
-        assert schema_version(conn) == 5
+        assert schema_version(conn) == len(MIGRATIONS)
 
 
 async def test_a_feedback_is_answered_only_after_the_wal_is_fsynced(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from privbandit.services.common.retry import Backoff
+from privbandit.services.common.retry import Jittered
 from privbandit.shared.settings import DeviceTiming, Retry, Settings
 
 
@@ -37,7 +37,7 @@ def test_timings_come_from_the_config_file_and_the_environment(
         0.5, Retry(initial=1.0, maximum=8.0), 256)
     monkeypatch.setenv("PRIVBANDIT_DEVICE_TIMING__POLL_INTERVAL", "0.25")
     assert Settings().device_timing.poll_interval == 0.25
-    backoff = Backoff.of(Settings().device_timing.upload_retry)
+    backoff = Jittered.of(Settings().device_timing.upload_retry)
     assert (backoff.initial, backoff.maximum) == (1.0, 8.0)
 
 

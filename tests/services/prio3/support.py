@@ -26,7 +26,7 @@ from privbandit.shared.protocol.messages import (
 from privbandit.shared.protocol.prio3 import Prio3Report
 from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import make_rows, make_settings, queue_status, running
-from tests.services.secure_sum.support import Recorder, ServiceStack
+from tests.services.paillier.support import Recorder, ServiceStack
 
 
 def prio3_task(task_id: str = "sum", l: int = 10, **policy: Any) -> TaskConfig:

@@ -10,7 +10,7 @@ import httpx
 
 from privbandit.shared.protocol.prio3 import Prio3Aggregate
 from tests.helpers import auth, error, eventually
-from tests.services.secure_sum.support import Recorder
+from tests.services.paillier.support import Recorder
 
 from .support import SUM, Maker, acked, settings_for, stack, upload
 

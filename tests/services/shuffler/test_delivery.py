@@ -137,6 +137,30 @@ async def test_a_busy_analyzer_is_retried_after_its_retry_after(
             await eventually(lambda client=client: acked(client, "shuf", 1), timeout=30)
 
 
+async def test_the_retry_after_floor_holds_in_the_forwarders_tenacity_loop(
+    tmp_path: Path, keys: HpkeKeyStore
+) -> None:
+    """The waits tenacity takes between deliveries of a batch the analyzer refuses with 503
+    and ``Retry-After: 2`` are never shorter than 2 s (the schedule alone would wait
+    10-60 ms), and never longer than the schedule's cap allows; recorded, not slept."""
+    fake = FakeAnalyzer(keys, status=503, retry_after="2")
+    settings = settings_for(tmp_path, retry_initial=0.01, retry_max=5.0)
+    app = shuffler_app(settings, fake)
+    waits: list[float] = []
+
+    async def record(delay: float) -> None:
+        waits.append(delay)
+        await asyncio.sleep(0.01)
+
+    async with running(app) as client:
+        app.state.runtime.forwarder.sleep = record
+        await upload(client, report_maker(keys.hpke_config())(SHUF, 5))
+        await eventually(lambda: _deliveries(fake, 4))
+        assert len(waits) >= 3 and all(2.0 <= w < 5.0 * 1.5 for w in waits), waits
+        fake.status = 200
+        await eventually(lambda: acked(client, "shuf", 1))
+
+
 async def _deliveries(fake: FakeAnalyzer, n: int) -> bool:
     return len(fake.deliveries) >= n
 

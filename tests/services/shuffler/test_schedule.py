@@ -20,7 +20,7 @@ from privbandit.services.shuffler.store import ShufflerStore, Store, Upload
 from privbandit.shared.core.policies import build_policy, make_config
 from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.protocol.messages import EncryptedReport, b64encode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
+from privbandit.shared.protocol.paillier import EncryptedCounts
 
 SCHEDULE = BatchSchedule.parse("geometric:3,2,12")  # 3, 6, 12, 12, …
 

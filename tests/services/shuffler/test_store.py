@@ -16,7 +16,7 @@ from privbandit.services.shuffler.store import ShufflerStore, StaleKeyRefusal, S
 from privbandit.services.shuffler.store.sqlite import MIGRATIONS, SCHEMA_V1
 from privbandit.shared.crypto.keystore import HpkeKeyStore
 from privbandit.shared.protocol.messages import EncryptedReport, b64encode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts
+from privbandit.shared.protocol.paillier import EncryptedCounts
 from tests.helpers import report_maker
 
 from .support import SHUF

@@ -33,7 +33,7 @@ from privbandit.shared.crypto.paillier import (
 )
 from privbandit.shared.crypto.slots import SlotRangeError, ciphertext_width, layout, pack, unpack
 from privbandit.shared.protocol.messages import b64encode
-from privbandit.shared.protocol.secure_sum import PaillierConfig, paillier_config
+from privbandit.shared.protocol.paillier import PaillierConfig, paillier_config
 from tests.helpers import deadline
 
 KEY_BITS = 1024  # small keys keep the suite fast; one test below uses the 2048-bit default

@@ -1,12 +1,13 @@
-"""The shuffler's side of the ``secure-sum`` transport (spec §3): it learns the analyzer's Paillier
-public key, checks encrypted counts at intake, and turns each formed batch into ONE encrypted
-batch sum, which is all it ever forwards for such a task (``SecureSumTransport``).
+"""The shuffler's side of the ``paillier`` transport (spec §3; ``secure_sum = "paillier"``): it
+learns the analyzer's Paillier public key, checks encrypted counts at intake, and turns each
+formed batch into ONE encrypted batch sum, which is all it ever forwards for such a
+task (``PaillierTransport``).
 
 The shuffler holds no Paillier private key. It needs the public modulus n for two things: to check
 at intake that every ciphertext lies in Z*_{n²} (a ciphertext sharing a factor with n would make
 the product of its whole batch undecryptable), and to multiply the l ciphertexts of a batch
 modulo n². It fetches n from the analyzer's ``GET /v1/paillier-config`` at start-up and retries
-until it gets it; until then, secure-sum uploads are refused with 503 ``not_ready`` and the
+until it gets it; until then, Paillier uploads are refused with 503 ``not_ready`` and the
 shuffler's ``/healthz`` answers 503 ``starting``. The last config it adopted is kept in its data
 directory, so a shuffler restarted while the analyzer is down is ready at once (fetch and cache:
 ``services.shuffler.published``).
@@ -61,11 +62,11 @@ from privbandit.shared.crypto.paillier import (
 from privbandit.shared.crypto.slots import SlotLayout, ciphertext_width, layout_for
 from privbandit.shared.crypto.tags import TAG_CIPHERTEXT_BYTES, ciphertext_digest
 from privbandit.shared.protocol.messages import MAX_REPORTS_PER_UPLOAD, b64encode
-from privbandit.shared.protocol.secure_sum import (
+from privbandit.shared.protocol.paillier import (
     EncryptedBatchSum,
     EncryptedCounts,
     PaillierConfig,
-    SecureSumUpload,
+    PaillierUpload,
     SumMember,
 )
 from privbandit.shared.settings import TaskConfig
@@ -78,7 +79,7 @@ PAILLIER_CACHE = "paillier-config.json"
 
 class PaillierState(PublishedConfig[PaillierConfig]):
     """The analyzer's Paillier public configuration as this shuffler knows it, with the slot
-    layout of each secure-sum task under its key (fetched and cached as
+    layout of each Paillier task under its key (fetched and cached as
     ``services.shuffler.published`` says)."""
 
     path = "/v1/paillier-config"
@@ -93,7 +94,7 @@ class PaillierState(PublishedConfig[PaillierConfig]):
         super().__init__(bool(self.task_configs), cache)
 
     def describe(self, config: PaillierConfig) -> str:
-        return f"Paillier key {config.key_id} ({config.key_bits} bits); secure-sum intake open"
+        return f"Paillier key {config.key_id} ({config.key_bits} bits); Paillier intake open"
 
     def _derive(self, config: PaillierConfig) -> dict[str, SlotLayout]:
         # ValueError if a task's layout does not fit this key.
@@ -109,7 +110,7 @@ class PaillierState(PublishedConfig[PaillierConfig]):
         self.n, self.n_squared = n, n * n
 
     def check_upload(self, task: str, reports: Sequence[EncryptedCounts]) -> None:
-        """Intake validation of secure-sum reports (CPU: base64 and one gcd per ciphertext, run
+        """Intake validation of Paillier reports (CPU: base64 and one gcd per ciphertext, run
         it in a worker thread). Raises ``NotReady``, ``UnknownKey`` or ``BadCiphertext`` for the
         first bad report; then nothing of the upload may be stored."""
         config = self.config
@@ -181,7 +182,7 @@ _MEMBERS = TypeAdapter(list[SumMember])
 
 
 def sum_message(batch: SecureBatch) -> EncryptedBatchSum:
-    """The only thing forwarded for a secure-sum batch: its id, key id, count and sum, and its
+    """The only thing forwarded for a Paillier batch: its id, key id, count and sum, and its
     members' tags and ciphertext digests (in the batch's shuffled order)."""
     assert batch.sum_ct is not None and batch.key_id is not None
     if batch.sum_members is None:
@@ -195,15 +196,15 @@ def sum_message(batch: SecureBatch) -> EncryptedBatchSum:
     )
 
 
-class SecureSumTransport(TransportBase):
+class PaillierTransport(TransportBase):
     """Paillier-encrypted counts in, one encrypted sum per batch of exactly l out."""
 
-    name: ClassVar[str] = "secure-sum"
+    name: ClassVar[str] = "paillier"
     route: ClassVar[UploadRoute] = UploadRoute(
-        "encrypted-counts", SecureSumUpload, "Paillier-encrypted counts (SecureSumUpload)",
-        "Accept Paillier-encrypted counts of a secure-sum task; 202 only once they are durable. "
-        "Identical ciphertexts are dropped. Each batch of l is released only as its encrypted "
-        "sum.")
+        "encrypted-counts", PaillierUpload, "Paillier-encrypted counts (PaillierUpload)",
+        "Accept Paillier-encrypted counts of a task with secure_sum = paillier; 202 only once "
+        "they are durable. Identical ciphertexts are dropped. Each batch of l is released only "
+        "as its encrypted sum.")
     # Loaded again before every attempt: checked against the analyzer's current key (a stale
     # batch is dissolved, see ``load``).
     reload: ClassVar[bool] = True
@@ -230,7 +231,7 @@ class SecureSumTransport(TransportBase):
         if not self.paillier.needed:
             return {}
         # Secure-sum intake opens once the analyzer's Paillier key is known.
-        return {"secure_sum_ready": self.paillier.config is not None}
+        return {"paillier_ready": self.paillier.config is not None}
 
     def upload_limit(self) -> int:
         """The largest upload of a task's reports under the analyzer's key (each also carries a
@@ -257,7 +258,7 @@ class SecureSumTransport(TransportBase):
         await self.paillier.ready.wait()
 
     def load(self, task: str, batch_id: str) -> Delivery | None:
-        """The stored encrypted sum of a secure-sum batch, computed and stored first if needed:
+        """The stored encrypted sum of a Paillier batch, computed and stored first if needed:
         the product is deterministic, so a crash between storing and posting re-sends the same
         sum under the same batch id and the analyzer counts it once."""
         store, paillier = self.context.store, self.paillier
@@ -302,7 +303,7 @@ class SecureSumTransport(TransportBase):
 
     async def adopted(self, config: PaillierConfig, wake: Callable[[str], None]) -> None:
         """The analyzer's Paillier key is ``config``'s (newly adopted): refuse what every
-        secure-sum task holds under another key, then let delivery look again (batches never
+        Paillier task holds under another key, then let delivery look again (batches never
         mix keys)."""
         for task in sorted(self.tasks):
             await anyio.to_thread.run_sync(self.refuse_stale_key, task, config.key_id)

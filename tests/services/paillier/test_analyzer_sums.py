@@ -26,7 +26,7 @@ from privbandit.shared.crypto.paillier import (
 from privbandit.shared.crypto.slots import ciphertext_width, pack
 from privbandit.shared.crypto.tags import ciphertext_digest
 from privbandit.shared.protocol.messages import BatchAck, HpkeConfig, b64decode, b64encode
-from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedBatchSum, PaillierConfig
 from tests.helpers import (
     auth,
     counts_maker,

@@ -1,5 +1,7 @@
-"""Wire messages of the ``secure-sum`` transport: the analyzer's Paillier configuration, the
-device's encrypted counts and the shuffler's encrypted batch sum (spec §4).
+"""Wire messages of the ``paillier`` transport (a ``secure-sum`` task with ``secure_sum =
+"paillier"``; module ``secure_sum`` and ``SecureSum*`` message names before issue 45): the
+analyzer's Paillier configuration, the device's encrypted counts and the shuffler's encrypted
+batch sum (spec §4). Their JSON on the wire is unchanged by the renaming.
 
 Every report carries a tag (``shared.crypto.tags``): its report id and the digest of its
 ciphertext bytes, HPKE-sealed to the analyzer. The shuffler forwards with each batch sum every
@@ -43,7 +45,7 @@ def _is_digest(text: str) -> str:
 Digest = Annotated[str, Field(max_length=48), AfterValidator(_is_digest)]
 
 
-class SecureSumLayout(Message):
+class PaillierLayout(Message):
     """A task's slot layout, published so a device can check it derives the same one.
 
     ``offset`` O > 0 marks a signed layout (``ddp-linucb``): a report value v is packed as the
@@ -60,7 +62,7 @@ class SecureSumLayout(Message):
     offset: int = Field(0, ge=0)
 
     @model_validator(mode="after")
-    def _consistent(self) -> SecureSumLayout:
+    def _consistent(self) -> PaillierLayout:
         want = layout(self.c, self.batch_size, self.m, self.key_bits, offset=self.offset)
         fields = ("slot_bits", "slots_per_plaintext", "plaintexts", "ciphertext_bytes")
         if any(getattr(self, f) != getattr(want, f) for f in fields):
@@ -72,7 +74,7 @@ class SecureSumLayout(Message):
         return layout(self.c, self.batch_size, self.m, self.key_bits, offset=self.offset)
 
     @classmethod
-    def of(cls, lay: SlotLayout) -> SecureSumLayout:
+    def of(cls, lay: SlotLayout) -> PaillierLayout:
         """The wire form of a derived layout."""
         return cls(
             c=lay.c, m=lay.m, batch_size=lay.batch_size, key_bits=lay.key_bits,
@@ -91,7 +93,7 @@ class PaillierConfig(Message):
     scheme: Literal["paillier-g=n+1"] = SCHEME
     key_bits: int = Field(ge=MIN_TEST_KEY_BITS, le=MAX_KEY_BITS)
     n: str = Field(max_length=4 * (MAX_KEY_BITS // 8) // 3 + 4)
-    layout: SecureSumLayout | None = None
+    layout: PaillierLayout | None = None
 
     @field_validator("n")
     @classmethod
@@ -131,7 +133,7 @@ class EncryptedCounts(Message):
     )
 
 
-class SecureSumUpload(Message):
+class PaillierUpload(Message):
     """Device → shuffler (``POST /v1/tasks/{task}/encrypted-counts``): one or many secure-sum
     reports of one task, like ``ReportUpload`` for HPKE reports."""
 
@@ -168,5 +170,5 @@ def paillier_config(n: int, task_layout: SlotLayout | None = None) -> PaillierCo
     n = int(n)
     return PaillierConfig(
         key_id=paillier_key_id(n), key_bits=n.bit_length(), n=int_to_b64(n),
-        layout=SecureSumLayout.of(task_layout) if task_layout is not None else None,
+        layout=PaillierLayout.of(task_layout) if task_layout is not None else None,
     )

@@ -13,16 +13,16 @@ from privbandit.services.shuffler import published as shuffler_keys
 from privbandit.services.shuffler.app import create_app as create_shuffler
 from privbandit.shared.crypto.keystore import PAILLIER_KEY_FILE
 from privbandit.shared.protocol.messages import HpkeConfig
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig
 from privbandit.shared.settings import Settings
 from tests.helpers import (
     counted,
     counts_maker,
     error,
     eventually,
+    paillier_ready,
     queue_status,
     running,
-    secure_sum_ready,
     upload,
 )
 
@@ -112,7 +112,7 @@ async def test_a_running_shuffler_follows_the_analyzers_new_key(tmp_path: Path) 
     try:
         rec.inner = httpx.ASGITransport(first)
         async with running(create_shuffler(settings, analyzer_transport=rec)) as shuffler:
-            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: paillier_ready(shuffler), what="shuffler key")
             old = await paillier_config(first_client)
             hpke_json = (await first_client.get("/v1/hpke-config")).content
             hpke = HpkeConfig.model_validate_json(hpke_json)

@@ -27,7 +27,7 @@ from privbandit.shared.protocol.messages import (
     TaskQueueStatus,
     b64decode,
 )
-from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedBatchSum, EncryptedCounts, PaillierConfig
 from privbandit.shared.settings import Settings
 from tests.helpers import (
     PAILLIER_TEST_BITS,
@@ -36,11 +36,11 @@ from tests.helpers import (
     eventually,
     fresh_members,
     make_settings,
+    paillier_ready,
     privacy,
     queue_status,
     reference_state,
     running,
-    secure_sum_ready,
     secure_sum_task,
     shuffle_task,
     sum_members,
@@ -141,7 +141,7 @@ async def stack(
             config = PaillierConfig.model_validate_json(r.content)
             hpke = HpkeConfig.model_validate_json((await a_client.get("/v1/hpke-config")).content)
             if wait_ready:
-                await eventually(lambda: secure_sum_ready(s_client))
+                await eventually(lambda: paillier_ready(s_client))
             yield Stack(a_client, s_client, a_app, s_app, rec, config, hpke)
 
 

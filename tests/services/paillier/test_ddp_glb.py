@@ -14,7 +14,7 @@ import numpy as np
 from privbandit.shared.core.policies import build_policy, randomizer_for
 from privbandit.shared.core.randomizers.glm_skellam import GLMSkellamRandomizer
 from privbandit.shared.protocol.messages import GLBModelMessage
-from privbandit.shared.protocol.secure_sum import EncryptedBatchSum
+from privbandit.shared.protocol.paillier import EncryptedBatchSum
 from privbandit.shared.settings import TaskConfig
 from tests.helpers import assert_same_state, make_settings, privacy
 

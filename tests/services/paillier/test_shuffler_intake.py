@@ -7,7 +7,7 @@ from typing import Any
 
 from privbandit.shared.crypto.slots import ciphertext_width
 from privbandit.shared.protocol.messages import HpkeConfig, ReportsAccepted, b64decode, b64encode
-from tests.helpers import counts_maker, error, eventually, report_maker, secure_sum_ready, upload
+from tests.helpers import counts_maker, error, eventually, paillier_ready, report_maker, upload
 
 from .support import SUM, Recorder, acked, settings_for, stack
 
@@ -89,7 +89,7 @@ async def test_intake_waits_for_the_analyzer_key(tmp_path: Path) -> None:
         assert health.message == "waiting for the analyzer: hpke-config, paillier-config"
         assert (await s.queue()).accepted == 0
         rec.block_gets = False
-        await eventually(lambda: secure_sum_ready(s.shuffler))
+        await eventually(lambda: paillier_ready(s.shuffler))
         assert (await upload(s.shuffler, reports)).accepted == 10
         await eventually(lambda: acked(s.shuffler, 1))
         assert (await s.privacy()).reports_counted == 10

@@ -39,11 +39,11 @@ from privbandit.shared.crypto.paillier import (
 from privbandit.shared.crypto.slots import pack_signed, unpack_signed
 from privbandit.shared.crypto.tags import ciphertext_digest
 from privbandit.shared.protocol.messages import HpkeConfig, b64decode
-from privbandit.shared.protocol.secure_sum import (
+from privbandit.shared.protocol.paillier import (
     EncryptedBatchSum,
     EncryptedCounts,
     PaillierConfig,
-    SecureSumUpload,
+    PaillierUpload,
 )
 from privbandit.shared.settings import Settings, TaskConfig
 from tests.helpers import (
@@ -52,9 +52,9 @@ from tests.helpers import (
     counted,
     eventually,
     make_settings,
+    paillier_ready,
     privacy,
     running,
-    secure_sum_ready,
     tag_for,
     upload,
 )
@@ -113,7 +113,7 @@ async def ddp_stack(settings: Settings) -> AsyncIterator[DDPStack]:
         rec = Recorder(httpx.ASGITransport(a_app))
         s_app = create_shuffler(settings, analyzer_transport=rec)
         async with running(s_app) as shuffler:
-            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: paillier_ready(shuffler), what="shuffler key")
             r = await analyzer.get("/v1/tasks/ddp/secure-sum")
             assert r.status_code == 200, r.text
             config = PaillierConfig.model_validate_json(r.content)
@@ -153,7 +153,7 @@ async def play(
         await eventually(lambda: counted(s.analyzer, "ddp", reports), what=what)
         await eventually(lambda: _outbox_empty(device), what="delivery")
     sent = [rep for path, body in to_shuffler.posts() if path.endswith("/encrypted-counts")
-            for rep in SecureSumUpload.model_validate(body).reports]
+            for rep in PaillierUpload.model_validate(body).reports]
     assert len(sent) == users
     return chosen, sent
 
@@ -361,7 +361,7 @@ async def test_an_out_of_range_sum_is_quarantined_without_a_state_change(
     async with ddp_stack(settings) as s:
         before = json.dumps(s.state(), sort_keys=True)
         model_before = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
-        logger = "privbandit.services.analyzer.transports.secure_sum"
+        logger = "privbandit.services.analyzer.transports.paillier"
         with caplog.at_level(logging.WARNING, logger=logger):
             accepted = await upload(s.shuffler, lying_reports(s, RANDOMIZER.offset), "ddp")
             assert accepted.accepted == L
@@ -390,11 +390,11 @@ async def _outbox_empty(device: httpx.AsyncClient) -> bool:
 def test_the_device_checks_the_signed_layout() -> None:
     """A ddp-linucb device derives its own offset O from the task's parameters: a published
     layout with another O (or the unsigned layout of the same c, l) is refused."""
-    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.services.device.transports.paillier import ConfigMismatch, check_config
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
     from privbandit.shared.protocol.messages import TaskInfo
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, _ = generate_keypair(1024, allow_small=True)
     o = RANDOMIZER.offset
@@ -412,11 +412,11 @@ def test_the_device_refuses_an_analyzer_reading_its_values_otherwise() -> None:
     device configured with the ``upper`` encoding refuses an analyzer whose task states
     ``frobenius`` (or another w), even under the very layout the device derives, and accepts
     its own policy; an analyzer whose policy omits the encoding means the default (``upper``)."""
-    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.services.device.transports.paillier import ConfigMismatch, check_config
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout_for
     from privbandit.shared.protocol.messages import TaskInfo
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, _ = generate_keypair(1024, allow_small=True)
     good = paillier_config(public.n, layout_for(DDP, 1024))

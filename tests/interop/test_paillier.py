@@ -1,8 +1,8 @@
-"""Secure-sum and 0/1-randomizer interop, in process: reports built with plain integer Paillier
-(tests/interop/client.py, from docs/protocol.md §3.4 and §5.3–5.4) are summed and opened by the
-project's shuffler and analyzer code, and the project's ciphertexts decrypt with the plain
-integer implementation given the private key. The services themselves are exercised over HTTP
-in ``test_services.py``."""
+"""Paillier (``secure_sum = "paillier"``) and 0/1-randomizer interop, in process: reports built with
+plain integer Paillier (tests/interop/client.py, from docs/protocol.md §3.4 and §5.3–5.4) are summed
+and opened by the project's shuffler and analyzer code, and the project's ciphertexts decrypt with
+the plain integer implementation given the private key. The services themselves are exercised over
+HTTP in ``test_services.py``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from privbandit.shared.crypto.paillier import PaillierEncryptor, decode_cipherte
 from privbandit.shared.crypto.slots import encoding_layout, layout
 from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
 from privbandit.shared.protocol.messages import b64decode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, SecureSumLayout
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierLayout
 from tests.helpers import secure_sum_task
 from tests.interop import client
 
@@ -97,10 +97,10 @@ def test_project_ciphertexts_decrypt_with_plain_integers(keys) -> None:
 
 def test_secure_sum_task_config_layout_matches() -> None:
     """The documented c = d(d+3)/2 and m are those of the project's randomizer for the task, and
-    §5.3's formulas give the project's published layout (``SecureSumLayout``, offset 0)."""
+    §5.3's formulas give the project's published layout (``PaillierLayout``, offset 0)."""
     config = secure_sum_task(l=L_BATCH, m=M)
     rand = BinaryRandomizer(d=config.policy.d, eps0=config.policy.eps0, m=M)
-    published = SecureSumLayout.of(layout(rand.c, L_BATCH, M, 2048)).model_dump()
+    published = PaillierLayout.of(layout(rand.c, L_BATCH, M, 2048)).model_dump()
     assert client.secure_sum_layout(config.policy.d, M, L_BATCH, 2048) == published
 
 
@@ -177,7 +177,7 @@ def test_plain_integer_signed_reports_open_with_the_projects_code(keys) -> None:
         for v in values]
     cts = [decode_ciphertexts(r.ct, pail.n, lay["plaintexts"]) for r in reports]
     total = homomorphic_sum(cts, pail.n * pail.n)
-    task_layout = SecureSumLayout.model_validate(pconf["layout"]).slot_layout()
+    task_layout = PaillierLayout.model_validate(pconf["layout"]).slot_layout()
     np.testing.assert_array_equal(
         pail.open_batch_sum(total, task_layout, L_BATCH, rz.sum_bound(L_BATCH)),
         np.sum(values, axis=0))

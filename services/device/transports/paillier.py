@@ -1,9 +1,10 @@
-"""The device's side of the ``secure-sum`` transport (spec §3): the analyzer's Paillier public key
-per secure-sum task, and the encryption of one report's randomized counts (``sblb``) or noisy
-signed statistics (``ddp-linucb``, a signed slot layout) under it (``SecureSumTransport``),
-uploaded to ``POST /v1/tasks/{task}/encrypted-counts``.
+"""The device's side of the ``paillier`` transport (spec §3; a ``secure-sum`` task with
+``secure_sum = "paillier"``): the analyzer's Paillier public key per such task, and the
+encryption of one report's randomized counts (``sblb``) or noisy signed statistics
+(``ddp-linucb``, a signed slot layout) under it (``PaillierTransport``), uploaded to
+``POST /v1/tasks/{task}/encrypted-counts``.
 
-For each secure-sum task the device fetches, at start-up and retrying until the analyzer answers
+For each Paillier task the device fetches, at start-up and retrying until the analyzer answers
 (like the HPKE config),
 
 1. ``GET /v1/tasks/{task}`` (``TaskInfo``: the analyzer must agree that the task is secure-sum),
@@ -53,18 +54,18 @@ from privbandit.shared.crypto.paillier import MIN_KEY_BITS, PaillierEncryptor, e
 from privbandit.shared.crypto.slots import layout_for
 from privbandit.shared.crypto.tags import make_tag
 from privbandit.shared.protocol.messages import REPORT_ID_BYTES, TaskInfo, b64decode
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig, SecureSumLayout
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig, PaillierLayout
 from privbandit.shared.settings import DeviceTiming, TaskConfig
 
 log = logging.getLogger(__name__)
 
 
 class ConfigMismatch(ValueError):
-    """The analyzer's secure-sum parameters do not match what this device derives itself."""
+    """The analyzer's Paillier parameters of a task do not match what this device derives itself."""
 
 
 def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_key_bits: int
-                 ) -> SecureSumLayout:
+                 ) -> PaillierLayout:
     """The task's layout from a fetched config, or ``ConfigMismatch`` if the analyzer's view of
     the task differs from the device's (aggregation, c, m, l) or the key is too small."""
     if info.id != task.id or info.aggregation != "secure-sum":
@@ -84,7 +85,7 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
         )
     check_release(task, info)
     try:
-        want = SecureSumLayout.of(layout_for(task, config.key_bits))
+        want = PaillierLayout.of(layout_for(task, config.key_bits))
     except ValueError as exc:
         raise ConfigMismatch(str(exc)) from exc
     if lay != want:
@@ -122,7 +123,7 @@ class TaskKey:
     """One task's Paillier config, layout and encryptor (with its refilling pool)."""
 
     config: PaillierConfig
-    layout: SecureSumLayout
+    layout: PaillierLayout
     encryptor: PaillierEncryptor
     refiller: PoolRefiller
 
@@ -156,8 +157,8 @@ class TaskKey:
             return self.encrypt(counts, task, hpke_key, hpke_key_id)
 
 
-class SecureSumKeys:
-    """The Paillier configs of this device's secure-sum tasks, fed by background fetches."""
+class PaillierKeys:
+    """The Paillier configs of this device's Paillier tasks, fed by background fetches."""
 
     def __init__(
         self,
@@ -190,7 +191,7 @@ class SecureSumKeys:
         return self._keys.get(task)
 
     def missing(self) -> list[str]:
-        """The secure-sum tasks whose Paillier config has not come yet (readiness)."""
+        """The Paillier tasks whose Paillier config has not come yet (readiness)."""
         return [f"paillier-config:{t}" for t in self.tasks if t not in self._keys]
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -282,7 +283,7 @@ class SumSealer:
     hpke_public_key: bytes
 
     async def seal(self, randomizer: Randomizer, row: np.ndarray) -> Encoded:
-        counts = summed_values(SecureSumTransport.name, randomizer, row)
+        counts = summed_values(PaillierTransport.name, randomizer, row)
         key, args = self.key, (counts, self.task, self.hpke_public_key, self.hpke_key_id)
         if key.encrypt_inline_ok():  # one multiplication mod n² per plaintext
             wire = key.encrypt(*args)
@@ -295,21 +296,21 @@ class SumSealer:
             # batch (issue 22; ``services.shuffler.store.base``).
             wire = wire.model_copy(update={"batch_size": sized})
         # Unset fields stay off the wire (a sblb report's bytes are what they always were).
-        return Encoded(wire.model_dump_json(exclude_none=True), SecureSumTransport.name,
+        return Encoded(wire.model_dump_json(exclude_none=True), PaillierTransport.name,
                        wire.key_id)
 
 
-class SecureSumTransport:
+class PaillierTransport:
     """Paillier-encrypted counts, uploaded to ``POST /v1/tasks/{task}/encrypted-counts``; the
-    tasks' keys are fetched and their pools refilled in the background (``SecureSumKeys``)."""
+    tasks' keys are fetched and their pools refilled in the background (``PaillierKeys``)."""
 
-    name: ClassVar[str] = "secure-sum"
+    name: ClassVar[str] = "paillier"
     endpoint: ClassVar[str] = "encrypted-counts"
 
     def __init__(self, tasks: list[TaskConfig], context: Context) -> None:
         self.tasks = {t.id: t for t in tasks}
         self.cache = context.cache
-        self.keys = SecureSumKeys(
+        self.keys = PaillierKeys(
             tasks, context.settings.device_timing, context.analyzer,
             min_key_bits=context.paillier_min_bits, on_change=context.metrics.on_paillier_key,
         )

@@ -1,4 +1,5 @@
-"""The analyzer's side of the ``secure-sum`` transport: one Paillier-encrypted batch sum.
+"""The analyzer's side of the ``paillier`` transport (``secure_sum = "paillier"``): one
+Paillier-encrypted batch sum.
 
 ``SumDecoder``: every member's tag is opened (``open_tag``) and checked against the digest of
 the ciphertext the shuffler multiplied, the Paillier-encrypted batch sum is opened with a range
@@ -10,7 +11,7 @@ report id repeated or already counted — is **quarantined** as a whole: acknowl
 as processed, nothing fed, its reports counted as refused (``Fed.quarantined``). The shuffler
 then moves on instead of re-sending it forever.
 
-``SecureSumTransport`` holds the analyzer's Paillier key (created at start-up when a task uses
+``PaillierTransport`` holds the analyzer's Paillier key (created at start-up when a task uses
 the transport) and the slot layout of each task under it.
 """
 
@@ -45,8 +46,8 @@ from privbandit.shared.crypto.paillier import CiphertextError, decode_ciphertext
 from privbandit.shared.crypto.slots import SlotLayout, SlotRangeError, SumRangeError, layout_for
 from privbandit.shared.crypto.tags import DIGEST_BYTES, TAG_CIPHERTEXT_BYTES, open_tag
 from privbandit.shared.protocol.messages import MAX_CIPHERTEXT_BYTES, b64decode
+from privbandit.shared.protocol.paillier import EncryptedBatchSum, PaillierConfig
 from privbandit.shared.protocol.prio3 import Prio3Config
-from privbandit.shared.protocol.secure_sum import EncryptedBatchSum, PaillierConfig
 from privbandit.shared.settings import TaskConfig
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class BatchSumJob(UploadJob[EncryptedBatchSum]):
 
 
 class Quarantine(Exception):
-    """(Not an HTTP error.) Why a secure-sum batch is refused as a whole: ``code`` is one of
+    """(Not an HTTP error.) Why a Paillier batch is refused as a whole: ``code`` is one of
     ``bad_ciphertext``, ``slot_out_of_range``, ``sum_out_of_range`` (a signed sum beyond what an
     honest batch reaches), ``bad_tag``, ``digest_mismatch``,
     ``repeated_report_id``, ``duplicate_report_id``."""
@@ -226,21 +227,21 @@ class SumDecoder(TaskDecoder):
         return ids
 
 
-class SecureSumTransport:
-    """``secure-sum``: the shuffler forwards only the encrypted sum of each batch of l, with its
+class PaillierTransport:
+    """``paillier``: the shuffler forwards only the encrypted sum of each batch of l, with its
     members' tags; the analyzer decrypts only that sum."""
 
-    name = "secure-sum"
+    name = "paillier"
     endpoint = "batch-sums"
     upload: type[BaseModel] = EncryptedBatchSum
     summary = (
-        "The encrypted sum of one batch of exactly l secure-sum reports from the shuffler, with "
+        "The encrypted sum of one batch of exactly l Paillier reports from the shuffler, with "
         "its members' tags; idempotent on batch id. A sum that cannot be counted (out of range, "
         "bad ciphertext, tag or digest, a report id seen before) is quarantined: 200 with "
         "``quarantined``, its reports refused. A 422 (wrong l or Paillier key) changes no state "
         "and leaves the id unprocessed."
     )
-    key_files = {PAILLIER_KEY_FILE: "the analyzer's Paillier private key (secure-sum tasks)"}
+    key_files = {PAILLIER_KEY_FILE: "the analyzer's Paillier private key (Paillier tasks)"}
 
     def add_routes(self, router: APIRouter) -> None:
         """``GET /v1/paillier-config`` (the shuffler) and ``GET /v1/tasks/{task}/secure-sum``
@@ -282,7 +283,7 @@ def task_layout(config: TaskConfig, keys: PaillierKeyStore) -> SlotLayout:
     try:
         return layout_for(config, keys.key_bits)
     except ValueError as exc:
-        raise RuntimeError(f"task {config.id!r}: no secure-sum slot layout: {exc}") from exc
+        raise RuntimeError(f"task {config.id!r}: no Paillier slot layout: {exc}") from exc
 
 
 # The analyzer's runtime (``AnalyzerRuntime``) and a task's (``TaskRuntime``), as the routes
@@ -292,7 +293,7 @@ TaskDep = Annotated[Any, Depends(task_dependency("analyzer"))]
 
 
 async def paillier_config(runtime: RuntimeDep) -> PaillierConfig:
-    """The Paillier public key of the secure-sum transport (no task layout); 404
+    """The Paillier public key of the ``paillier`` transport (no task layout); 404
     ``no_paillier_key`` when no task uses it. Never creates the key: an unauthenticated GET
     must not write a private key to the analyzer's disk (issue 45 item 9); the tasks that use
     Paillier create it at start-up (``open_keys``)."""

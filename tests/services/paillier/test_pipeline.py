@@ -1,9 +1,9 @@
-"""The secure-sum transport through the real services, in-process: devices' Paillier-encrypted
-counts → shuffler (checked, durable, batched) → ONE encrypted batch sum with its members' tags →
-analyzer (tags checked, decrypted only as (Z, U), range-checked, fed to SBLB, committed exactly
-once); a poisoned batch is quarantined and blocks nothing, not even sixteen of them; a
-re-randomised copy of a report is never counted twice; restarts keep keys and state and count
-every report once."""
+"""The paillier transport (a secure-sum task with secure_sum = "paillier") through the real
+services, in-process: devices' Paillier-encrypted counts → shuffler (checked, durable, batched) →
+ONE encrypted batch sum with its members' tags → analyzer (tags checked, decrypted only as (Z, U),
+range-checked, fed to SBLB, committed exactly once); a poisoned batch is quarantined and blocks
+nothing, not even sixteen of them; a re-randomised copy of a report is never counted twice; restarts
+keep keys and state and count every report once."""
 
 
 import asyncio
@@ -23,7 +23,7 @@ from privbandit.shared.protocol.messages import (
     ReportsAccepted,
     b64decode,
 )
-from privbandit.shared.protocol.secure_sum import EncryptedCounts, PaillierConfig
+from privbandit.shared.protocol.paillier import EncryptedCounts, PaillierConfig
 from tests.helpers import (
     PAILLIER_TEST_BITS,
     analyzer_totals,

@@ -23,7 +23,7 @@ from privbandit.shared.crypto.paillier import PaillierEncryptor, decode_cipherte
 from privbandit.shared.crypto.slots import pack, unpack
 from privbandit.shared.crypto.tags import ciphertext_digest, open_tag
 from privbandit.shared.protocol.messages import b64decode
-from privbandit.shared.protocol.secure_sum import PaillierConfig, SecureSumUpload
+from privbandit.shared.protocol.paillier import PaillierConfig, PaillierUpload
 from privbandit.shared.settings import Retry
 from tests.helpers import (
     FAST_DEVICE,
@@ -32,9 +32,9 @@ from tests.helpers import (
     counted,
     error,
     eventually,
+    paillier_ready,
     reference_state,
     running,
-    secure_sum_ready,
 )
 
 from .support import (
@@ -108,7 +108,7 @@ async def test_secure_sum_through_the_real_shuffler_and_analyzer(tmp_path: Path)
     async with running(a_app) as analyzer:
         s_app = create_shuffler(settings, analyzer_transport=httpx.ASGITransport(a_app))
         async with running(s_app) as shuffler:
-            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: paillier_ready(shuffler), what="shuffler key")
             app = device_app(settings, httpx.ASGITransport(a_app), httpx.ASGITransport(s_app))
             async with running(app) as device:
                 await eventually(lambda: ok(device.get("/healthz")), what="device ready")
@@ -142,23 +142,23 @@ async def test_secure_sum_outage_and_restart_resend_identical_bytes(tmp_path: Pa
         await eventually(lambda: _full_attempts(down, 2), what="two failed attempts with all 3")
         st = await status(s.device)
         assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 3, 0)
-    tried = [SecureSumUpload.model_validate_json(body).reports for _, body in down.bodies]
+    tried = [PaillierUpload.model_validate_json(body).reports for _, body in down.bodies]
     # Every attempt sent stored ciphertexts: 3 distinct ones in all, each re-sent unchanged.
     assert len({r.ct for reports in tried for r in reports}) == 3
-    full = [body for _, body in down.bodies if len(SecureSumUpload.model_validate_json(body)
+    full = [body for _, body in down.bodies if len(PaillierUpload.model_validate_json(body)
                                                    .reports) == 3]
     assert len(full) >= 2 and len(set(full)) == 1  # retries are byte-identical
     up = FakeShuffler()
     async with stack(settings, up) as s:
         await eventually(lambda: outbox_empty(s), what="delivery after restart")
         assert [body for _, body in up.bodies] == [full[0]]
-        assert up.encrypted("sum") == SecureSumUpload.model_validate_json(full[0]).reports
+        assert up.encrypted("sum") == PaillierUpload.model_validate_json(full[0]).reports
         st = await status(s.device)
         assert (st["feedbacks"], st["outbox_pending"], st["uploaded"]) == (3, 0, 3)
 
 
 async def _full_attempts(shuffler: FakeShuffler, n: int) -> bool:
-    sizes = [len(SecureSumUpload.model_validate_json(b).reports) for _, b in shuffler.bodies]
+    sizes = [len(PaillierUpload.model_validate_json(b).reports) for _, b in shuffler.bodies]
     return sizes.count(3) >= n
 
 
@@ -222,13 +222,13 @@ async def test_unknown_key_refetches_the_config_and_drops_what_cannot_be_counted
     async with running(a_app) as a_client, running(b_app) as b_client:
         s_app = create_shuffler(dev_settings, analyzer_transport=httpx.ASGITransport(b_app))
         async with running(s_app) as shuffler:
-            await eventually(lambda: secure_sum_ready(shuffler), what="shuffler key")
+            await eventually(lambda: paillier_ready(shuffler), what="shuffler key")
             analyzer = Switch(httpx.ASGITransport(a_app))
             app = device_app(dev_settings, analyzer, httpx.ASGITransport(s_app))
             async with running(app) as device:
                 await eventually(lambda: ok(device.get("/healthz")), what="device ready")
                 s = Stack(device, a_client, dev_settings, FakeShuffler(), app)
-                keys = app.state.runtime.transports["secure-sum"].keys
+                keys = app.state.runtime.transports["paillier"].keys
                 assert keys.get("sum").key_id == key_a.key_id
                 await secure_feedbacks(s, 3, rng)
                 fetched = keys.fetches
@@ -275,11 +275,11 @@ async def _uploaded(client: httpx.AsyncClient, n: int) -> bool:
 def test_the_device_checks_the_analyzers_secure_sum_parameters() -> None:
     """A config whose layout differs from what the device derives (c, m, l), a task the
     analyzer does not run as secure-sum, or a key below the minimum is refused."""
-    from privbandit.services.device.transports.secure_sum import ConfigMismatch, check_config
+    from privbandit.services.device.transports.paillier import ConfigMismatch, check_config
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
     from privbandit.shared.protocol.messages import TaskInfo
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, _ = generate_keypair(512, allow_small=True)
     info = TaskInfo(id="sum", threat_model="shuffle", algo="sblb-fixed", d=3, K=4,
@@ -307,11 +307,11 @@ async def test_encryption_without_precomputed_randomness_runs_off_the_event_loop
     """With the pool empty, a report is still encrypted correctly (r^n computed on the spot, in
     a worker thread that releases the GIL) and counted as a fallback; its tag binds a fresh
     report id to its ciphertext bytes."""
+    from privbandit.services.device.transports.paillier import TaskKey
     from privbandit.services.device.transports.refiller import PoolRefiller
-    from privbandit.services.device.transports.secure_sum import TaskKey
     from privbandit.shared.crypto.paillier import generate_keypair
     from privbandit.shared.crypto.slots import layout
-    from privbandit.shared.protocol.secure_sum import paillier_config
+    from privbandit.shared.protocol.paillier import paillier_config
 
     public, private = generate_keypair(512, allow_small=True)
     config = paillier_config(public.n, layout(9, 10, 1, 512))
