@@ -203,8 +203,11 @@ async def test_ddp_devices_through_the_shuffler_to_the_analyzer(tmp_path: Path,
         assert_same_state(s.state(), reference.get_state())
         assert s.state()["reports"] == 2 * L
         model = (await s.analyzer.get("/v1/tasks/ddp/model")).json()
-        # η = 0: a batch publishes unless its noise shrank det Ṽ; as the reference decided.
-        assert model["version"] == reference.model.version >= 1
+        # η = 0: a batch publishes unless its noise shrank det Ṽ, as the reference decided on
+        # the same sums. Whether either of the two did depends on the aggregators' noise, drawn
+        # from the OS CSPRNG (no seed; an occasional run publishes neither), so the test asks
+        # for agreement, not for a publication.
+        assert model["version"] == reference.model.version
         np.testing.assert_allclose(model["theta"], reference.model.theta, rtol=1e-12)
         report = await privacy(s.analyzer, "ddp")
         assert (report.reports_counted, report.reports_refused) == (2 * L, 0)
