@@ -12,8 +12,11 @@ is kept fresh in the background:
 The stream is read with httpx-sse (the SSE event-stream parser of the HTML standard), and its
 ``id:`` and ``retry:`` fields are honoured as an EventSource would: a reconnection sends the last
 event id received as ``Last-Event-ID`` (the analyzer then skips re-sending a model the device
-holds), and the server's ``retry:`` (milliseconds) is the first pause before reconnecting,
-doubling from there up to ``max(stream_retry.maximum, retry)``.
+holds). The pause before reconnecting is the services' one retry schedule
+(``services.common.retry.Jittered`` over ``stream_retry``: jittered, doubling with each stream
+that failed soon after opening, back to the first after a stream that stayed up), and at least
+the server's ``retry:`` (milliseconds) and a refused stream's ``Retry-After`` (e.g. 503
+``too_many_streams``), those capped at ``stream_retry.maximum``.
 
 Intervals and retry bounds are ``Settings.device_timing``; startup fetches retry with
 ``until_success`` (``services.common.retry``).
@@ -35,7 +38,7 @@ from typing import cast
 import httpx
 from httpx_sse import aconnect_sse
 
-from privbandit.services.common.retry import Jittered, until_success
+from privbandit.services.common.retry import Jittered, retry_after, until_success
 from privbandit.services.device.background import Loops
 from privbandit.shared.core.policies import Model, build_policy
 from privbandit.shared.core.policies.adar_gope import PhaseModel
@@ -85,6 +88,8 @@ class ModelCache:
         # reconnections as an EventSource keeps them.
         self.last_event_id: dict[str, str] = {}
         self.reconnect: dict[str, float] = {}
+        # The pause chosen after each task's last stream ended or was refused (seconds).
+        self.stream_pause: dict[str, float] = {}
         self._loops = Loops()
 
     # -- reading --------------------------------------------------------------------------------
@@ -176,30 +181,35 @@ class ModelCache:
                 await self.poll(task)
                 if task not in self.fetched:  # answered, but with a model that does not fit
                     raise ValueError("no usable model yet")
-        stream_pause = t.stream_retry.initial
+        pauses, failures = Jittered.of(t.stream_retry), 0
         while not self._loops.stopping:
+            stream_pause = float("inf")
             if self.stream:
-                opened = time.monotonic()
+                opened, refused_for = time.monotonic(), 0.0
                 try:
                     await self._stream(task)
+                except httpx.HTTPStatusError as exc:
+                    # e.g. 503 ``too_many_streams``: its Retry-After is the least pause.
+                    refused_for = retry_after(exc.response.headers)
+                    log.info("task %s: model stream refused (%s); polling", task, exc)
                 except (TimeoutError, httpx.HTTPError, ValueError) as exc:
                     log.info("task %s: model stream failed (%s); polling", task, exc)
                 finally:
                     self.streaming.discard(task)
-                # A stream that stayed up for a while was healthy: retry it soon after it drops
-                # (after the server's ``retry:``, if it sent one).
-                if time.monotonic() - opened > t.stream_retry.maximum:
-                    stream_pause = self.reconnect.get(task, t.stream_retry.initial)
-                stream_pause = max(stream_pause, self.reconnect.get(task, 0.0))
-            deadline = time.monotonic() + (stream_pause if self.stream else float("inf"))
+                # A stream that stayed up for a while was healthy: the schedule starts again.
+                failures = 0 if time.monotonic() - opened > t.stream_retry.maximum else failures + 1
+                # The services' one schedule (jittered, doubling), at least the server's
+                # ``retry:`` and a refusal's Retry-After.
+                stream_pause = pauses.delay(max(failures, 1), max(self.reconnect.get(task, 0.0),
+                                                              refused_for))
+                self.stream_pause[task] = stream_pause
+            deadline = time.monotonic() + stream_pause
             while time.monotonic() < deadline and not self._loops.stopping:
                 try:
                     await self.poll(task)
                 except (httpx.HTTPError, ValueError) as exc:
                     log.debug("task %s: poll failed: %s", task, exc)
                 await asyncio.sleep(t.poll_interval)
-            stream_pause = min(2 * stream_pause,
-                               max(t.stream_retry.maximum, self.reconnect.get(task, 0.0)))
 
     async def _stream(self, task: str) -> None:
         """Follow the SSE broadcast until it ends or fails (an answer other than a 200

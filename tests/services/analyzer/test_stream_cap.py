@@ -6,6 +6,7 @@ ends, also when its client just goes away; polling the model is never refused.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,7 @@ import httpx
 
 from privbandit.services.analyzer.app import create_app
 from privbandit.services.analyzer.server import build_server
+from privbandit.services.device.cache import ModelCache
 from privbandit.shared.settings import Limits
 from tests.helpers import error, eventually, make_settings, patience
 from tests.services.analyzer.support import next_event
@@ -105,3 +107,29 @@ async def test_the_cap_holds_under_a_burst_of_connections(tmp_path: Path) -> Non
 
         codes = sorted(await asyncio.gather(*(try_open() for _ in range(10))))
         assert codes == [200] * 3 + [503] * 7
+
+
+async def test_a_refused_device_waits_the_retry_after_before_its_next_stream(
+    tmp_path: Path,
+) -> None:
+    """The device's model cache, refused a stream (503 ``too_many_streams``, Retry-After 5),
+    polls instead and tries the stream again no sooner than the Retry-After — its own schedule
+    (jittered around 2 s for a first failure) would come back sooner."""
+    async with asyncio.timeout(patience(60)), serving(tmp_path, limit=1) as base, \
+            httpx.AsyncClient(base_url=base, timeout=patience(10)) as client, \
+            AsyncExitStack() as stack:
+        await open_stream(stack, client, "loc")  # the one slot, held
+        cache = ModelCache(make_settings(tmp_path / "device"), client)
+        following = asyncio.create_task(cache._follow("shuf"))  # noqa: SLF001
+        try:
+            async def refused() -> bool:
+                return "shuf" in cache.stream_pause
+
+            await eventually(refused, timeout=20, what="the stream refused once")
+            assert "shuf" not in cache.streaming
+            assert 5.0 <= cache.stream_pause["shuf"] <= 30.0
+            assert cache.model("shuf").version == 0  # the poll answered meanwhile
+        finally:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
