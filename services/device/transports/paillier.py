@@ -73,6 +73,12 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
             f"the analyzer runs task {info.id!r} with {info.aggregation} aggregation, "
             f"this device is configured for secure-sum"
         )
+    if info.secure_sum not in (None, "paillier"):
+        # None: an analyzer from before the field, which only ran Paillier secure sums.
+        raise ConfigMismatch(
+            f"the analyzer sums task {info.id!r} with {info.secure_sum}, this device is "
+            f"configured for a Paillier secure sum"
+        )
     lay = config.layout
     if lay is None:
         raise ConfigMismatch("the Paillier config carries no slot layout for the task")

@@ -440,3 +440,8 @@ def test_the_device_refuses_an_analyzer_reading_its_values_otherwise() -> None:
     frob = paillier_config(public.n, layout_for(DDP_FROBENIUS, 1024))
     with pytest.raises(ConfigMismatch, match="encoding"):
         check_config(DDP_FROBENIUS, info(), frob, 1024)
+    # The analyzer states which secure sum it runs: a Paillier device refuses a prio3 task.
+    assert check_config(DDP, info().model_copy(update={"secure_sum": "paillier"}), good,
+                        1024) == good.layout
+    with pytest.raises(ConfigMismatch, match="prio3"):
+        check_config(DDP, info().model_copy(update={"secure_sum": "prio3"}), good, 1024)
