@@ -1,7 +1,8 @@
 """The store parametrisation of the service tests: each test of a package whose conftest uses
 ``store`` runs once on SQLite and once on PostgreSQL (fresh schemas of its own for the analyzer
 and the shuffler, dropped afterwards). A test marked ``sqlite_only`` (it opens the SQLite file
-itself, or runs processes configured by a file) is skipped on PostgreSQL; one marked
+itself, or runs processes configured by a file, or its store calls are those of a test that runs
+on both, which its reason names) is skipped on PostgreSQL; one marked
 ``postgres_only`` (e.g. replicas sharing one database) is skipped on SQLite. Either marker must
 say why in ``reason=``."""
 
