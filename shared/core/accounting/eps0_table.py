@@ -7,10 +7,11 @@ worst-case PLD, each O(l) pmf convolutions: the eight lengths of sblb's practica
 the ledger), each device (one randomizer per length), the demo's simulator reference — so the
 answers for the packaged tasks are kept here and ``max_eps0`` returns them without a search.
 
-Nothing here is trusted blindly: ``tests/shared/core/accounting/test_eps0_table.py`` re-runs the
-accountant on every entry and checks it is admissible (central ε at the entry ≤ the target: the
-guarantee) and maximal to ``EPS0_TOL`` (central ε at entry + ``EPS0_TOL`` above the target: the
-answer the search gives). ``python -m shared.core.accounting.eps0_table`` prints the entries
+Nothing here is trusted blindly: ``tests/shared/core/test_sblb_mixed_batches.py``
+(``test_every_tabulated_eps0_is_admissible_and_maximal``) re-runs the accountant on every entry
+and checks it is admissible (central ε at the entry ≤ the target: the guarantee) and maximal to
+``EPS0_TOL`` (central ε at entry + ``EPS0_TOL`` above the target: the answer the search gives).
+``python -m shared.core.accounting.eps0_table`` prints the entries
 again from the search, to paste here when a packaged schedule changes.
 """
 

@@ -97,11 +97,14 @@ async def test_an_edge_of_range_report_moves_nothing_further_than_an_honest_one(
 
 
 async def test_devices_that_add_no_noise_still_get_the_stated_noise(tmp_path: Path) -> None:
-    """12 batches of 10: the residual of each released sum has the variance of Sk(2μ_a).
-    With 12 × 9 = 108 residuals the sample variance's relative standard error is √(2/108) ≈
-    0.14; the bounds are 3 of them either side (a release without the aggregators' noise would
-    have a residual variance below 1, i.e. ~10⁻⁶ of it)."""
-    batches = 12
+    """30 batches of 10: the residual of each released sum has the variance of Sk(2μ_a).
+    With 30 × 9 = 270 residuals the sample variance's relative standard error is √(2/270) ≈
+    0.086; the bounds are 4.5 of them either side, and the mean's 4.5 of its own: the noise is
+    drawn from the OS CSPRNG (no seed to fix), so the bounds are set for a false alarm below
+    10⁻⁵ per run rather than 3 standard errors' 0.3 %. They still refuse a release without the
+    aggregators' noise (a residual variance below 1, ~10⁻⁶ of the stated) and one with a single
+    aggregator's noise (half the variance: 5.8 standard errors off)."""
+    batches = 30
     async with stack(settings_for(tmp_path, [DDP])) as s:
         make = Maker(DDP, s.hpke, seed=5)
         policy: Any = s.analyzer_app.state.runtime.tasks["ddp"].policy
@@ -127,5 +130,5 @@ async def test_devices_that_add_no_noise_still_get_the_stated_noise(tmp_path: Pa
         stated = 2 * r.aggregator_variance  # both aggregators' noise
         assert r.aggregator_variance >= r.mu_target  # each observer's promise
         se = np.sqrt(2 / residual.size)
-        assert abs(residual.var() / stated - 1) < 3 * se, (residual.var(), stated)
-        assert abs(residual.mean()) < 3 * np.sqrt(stated / residual.size)
+        assert abs(residual.var() / stated - 1) < 4.5 * se, (residual.var(), stated)
+        assert abs(residual.mean()) < 4.5 * np.sqrt(stated / residual.size)
