@@ -174,8 +174,9 @@ def test_estimate_unbiased_with_the_released_diagonal(disjoint_rand: SkellamRand
 
 def test_honest_reports_lie_in_their_entry_ranges() -> None:
     """Every honest report of disjoint contexts (random, and the extremes: all of the block's
-    norm on one coordinate, r ∈ {0, 1}) lies in ``entry_ranges``, so the Prio3/Paillier range
-    proofs never refuse it; the randomizer's own ``from_bytes`` accepts it."""
+    norm on one coordinate, r ∈ {0, 1}) lies in ``entry_ranges`` before any clipping, so the
+    Prio3/Paillier range proofs never refuse it and nothing is clipped; the randomizer's own
+    ``from_bytes`` accepts it."""
     K, p = 5, 4
     d, coords = K * p, disjoint_intercept_coords(K * p, K)
     rand = SkellamRandomizer(d=d, epsilon=1.0, delta=1e-6, batch_size=500, encoding="centered",
@@ -195,8 +196,13 @@ def test_honest_reports_lie_in_their_entry_ranges() -> None:
                 i += 1
     x = np.concatenate([x, edge])
     r = rng.integers(0, 2, size=len(x)).astype(float)
+    # The clean scaled statistics lie in the ranges themselves (``scaled`` clips into them
+    # before rounding, so an honest value outside would be biased, not refused: check before),
+    # and the released rows are their unbiased roundings.
+    y = rand.scale * rand.statistics(x, r)
+    assert ((y >= lo) & (y <= hi)).all()
     rows = rand.randomize(x, r, rng)
-    assert ((rows >= lo) & (rows <= hi)).all()
+    assert ((rows >= lo) & (rows <= hi)).all() and (np.abs(rows - y) < 1).all()
     for k in range(0, len(x), 97):
         report = np.array(rand.device_report(x[k], float(r[k])), dtype=np.int64)
         rand.from_bytes(rand.to_bytes(report))  # raises if outside a range
