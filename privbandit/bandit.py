@@ -43,6 +43,8 @@ from privbandit.shared.core.policies.registry import REGISTRY
 from privbandit.shared.core.randomizers.base import (
     PerUserLevels,
     bounded_rewards,
+    intercept_rule,
+    intercept_values,
     off_intercept,
     takes_levels,
 )
@@ -82,7 +84,8 @@ class Bandit:
     ``params`` are the policy's config fields (``privbandit.config``: practical defaults unless
     ``paper``; sblb's ε0 sized for ``aggregation``). ``arms``: labels of a multi-armed policy's
     K arms (K = len(arms)). The features are checked: rows of d finite numbers, each ‖x‖ ≤ L
-    (and x[0] = c where the policy's encoding relies on an intercept c)."""
+    (and x[0] = c, or the sum over its intercept_coords, where the policy's encoding relies
+    on an intercept c)."""
 
     def __init__(self, algo: str, *, seed: int | None = None, paper: bool = False,
                  aggregation: Aggregation = "secure-sum", arms: Sequence[Hashable] | None = None,
@@ -205,8 +208,10 @@ class Bandit:
         if not np.isfinite(X).all() or (np.linalg.norm(X, axis=1) > L * (1 + 1e-9)).any():
             raise ValueError(f"features must be finite with every ||x|| <= L = {L}")
         c = getattr(self.config, "encoding_intercept", None)
-        if c is not None and off_intercept(X[:, 0], c).any():
-            raise ValueError(f"every feature vector must have the intercept x[0] = {c!r}")
+        coords = tuple(getattr(self.config, "intercept_coords", (0,)))
+        if c is not None and off_intercept(intercept_values(X, coords), c).any():
+            raise ValueError(f"every feature vector must have the intercept "
+                             f"{intercept_rule(c, coords)}")
         return X
 
     # -- feedback -------------------------------------------------------------------------

@@ -58,7 +58,18 @@ def _kind(annotation: Any) -> tuple[Any, list[Any] | None]:
         return type(args[0]), args
     if annotation in (int, float, bool, str):
         return annotation, None
+    if typing.get_origin(annotation) is tuple and typing.get_args(annotation) == (int, ...):
+        return int_tuple, None
     return str, None
+
+
+def int_tuple(text: str) -> tuple[int, ...]:
+    """A tuple-of-integers field from its flag, comma-separated: '0,4,8' → (0, 4, 8)."""
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}"
+                                         ) from exc
 
 
 def _help(uses: list[tuple[str, Any]]) -> str:

@@ -107,8 +107,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
                         "auto (centered where the contexts have an intercept, else plain)")
     # The linear noisy-statistics policies' real-valued knobs (their configs' fields).
     for flag, text in (
-        ("--intercept", "ddp-linucb, ldp-linucb: c, every context has x[0] = c (default: the "
-                        "environment's, 1/√2 on linear, fixed-linear and logistic)"),
+        ("--intercept", "ddp-linucb, ldp-linucb: c, every context has x[0] = c (ddp-linucb: "
+                        "or the sum over --intercept-coords) (default: the environment's, 1/√2 "
+                        "on linear, fixed-linear and logistic; with its coordinates where it "
+                        "declares them, e.g. every block's start of per-arm features)"),
         ("--u-weight", "ddp-linucb, ldp-linucb: weight of the reward part r x (or (r − ½) x) in "
                        "the released vector (default 1; auto → centered: the tuned one)"),
         ("--batch-weight-power", "ddp-linucb: weight batch j's sums by (l_j/l_ref)^p in the "
@@ -197,7 +199,7 @@ def build_config(args: argparse.Namespace, d: int | None, K: int | None = None,
         args.algo, d=d, K=K, env=env if isinstance(env, str) else None,
         T=getattr(args, "T", None), paper=bool(getattr(args, "paper", False)),
         aggregation=getattr(args, "aggregation", None) or "secure-sum",
-        params=given_params(args, FLAG_FIELDS),
+        params=given_params(args, FLAG_FIELDS), env_K=getattr(args, "K", None),
         central_epsilon=getattr(args, "central_epsilon", None), extra=extra)
     return config, [flag_of(name) for name in ignored]
 
@@ -252,7 +254,8 @@ def _checked_config(args: argparse.Namespace, d: int | None, **kw: Any) -> Any:
         if ignored:
             _note(f"{args.algo} does not use {', '.join(ignored)}; ignored")
         env = getattr(args, "env", None)
-        check_intercept(args.algo, config, env if isinstance(env, str) else None)
+        check_intercept(args.algo, config, env if isinstance(env, str) else None,
+                        getattr(args, "K", None))
     except SimulationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None

@@ -74,13 +74,16 @@ def resolve_config(algo: str, *, d: int | None = None, K: int | None = None,
                    env: str | Environment | None = None, T: int | None = None,
                    paper: bool = False, aggregation: Aggregation = "secure-sum",
                    params: dict[str, Any] | None = None, central_epsilon: float | None = None,
-                   extra: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
+                   extra: dict[str, Any] | None = None, env_K: int | None = None,
+                   ) -> tuple[Any, list[str]]:
     """The validated config of policy ``algo`` and the names of the given ``params`` it does not
     use. In order, later ones winning: the dimensions (``d``, or ``K`` for a multi-armed
-    policy), the environment's intercept (where the config has one), ``extra`` (what the
-    environment fixes, e.g. a BCO loss class), the practical defaults (not with ``paper``), the
-    user's ``params`` (None values are not given), the RDP ε of a ``central_epsilon`` target,
-    the horizon (T run, unless ``params`` fix it), and sblb's accountant (``aggregation``).
+    policy), the environment's intercept (where the config has one; and the coordinates that
+    hold it, at the environment's d and ``env_K`` arms, where the config has those), ``extra``
+    (what the environment fixes, e.g. a BCO loss class), the practical defaults (not with
+    ``paper``), the user's ``params`` (None values are not given), the RDP ε of a
+    ``central_epsilon`` target, the horizon (T run, unless ``params`` fix it), and sblb's
+    accountant (``aggregation``).
     ``SimulationError`` for invalid values."""
     from pydantic import ValidationError
 
@@ -97,6 +100,9 @@ def resolve_config(algo: str, *, d: int | None = None, K: int | None = None,
     out: dict[str, Any] = {"d": d} if d is not None else ({"K": K} if K is not None else {})
     if "intercept" in fields and env is not None:
         out["intercept"] = environment_intercept(env)
+        coords = environment_intercept_coords(env, d, env_K)
+        if "intercept_coords" in fields and out["intercept"] is not None and coords is not None:
+            out["intercept_coords"] = coords
     out.update(extra or {})
     out.update(practical_defaults(algo, paper=paper, aggregation=aggregation,
                                   fixed_batches="batch_size" in given,
@@ -134,25 +140,45 @@ def environment_intercept(env: str | Environment) -> float | None:
     return by_name(env)
 
 
-def check_intercept(algo: str, config: Any, env: str | Environment | None) -> None:
+def environment_intercept_coords(env: str | Environment, d: int | None,
+                                 K: int | None) -> tuple[int, ...] | None:
+    """The coordinates whose sum is ``env``'s intercept (``Environment.intercept_coordinates``),
+    None where the dimensions are not known."""
+    if isinstance(env, Environment):
+        return tuple(type(env).intercept_coordinates(env.d, env.K))
+    if d is None or K is None:
+        return None
+    from privbandit.shared.core.environments import environment_intercept_coords as by_name
+
+    return by_name(env, d, K)
+
+
+def check_intercept(algo: str, config: Any, env: str | Environment | None,
+                    K: int | None = None) -> None:
     """``SimulationError`` if the config's encoding relies on an intercept c that the
-    environment's contexts do not have (x[0] = c for every context: the encoding's noise is
-    sized for it, and the randomizer refuses any other context)."""
+    environment's contexts do not have (x[0] = c for every context, or the sum over the
+    config's ``intercept_coords``: the encoding's noise is sized for it, and the randomizer
+    refuses any other context). ``K``: the environment's arms (its intercept coordinates may
+    depend on them)."""
     c = getattr(config, "encoding_intercept", None)
     if c is None or env is None:
         return
-    from privbandit.shared.core.randomizers.base import off_intercept
+    from privbandit.shared.core.randomizers.base import intercept_rule, off_intercept
 
+    coords = tuple(getattr(config, "intercept_coords", (0,)))
     declared = environment_intercept(env)
-    if declared is not None and not off_intercept(declared, c):
+    where = environment_intercept_coords(env, getattr(config, "d", None), K)
+    if declared is not None and not off_intercept(declared, c) and where in (None, coords):
         return
     has = ("declare no intercept (an Environment subclass states it as its `intercept`)"
-           if declared is None else f"have x[0] = {declared:g}")
+           if declared is None else f"have {intercept_rule(declared, where or (0,), True)}")
     name = env.name if isinstance(env, Environment) else env
+    flags = "--intercept, --intercept-coords" if hasattr(config, "intercept_coords") else (
+        "--intercept")
     raise SimulationError(
-        f"{algo}'s {config.encoding} encoding needs every context to have x[0] = --intercept "
-        f"{c:g}, but the {name} environment's contexts {has}; give the environment's intercept "
-        "or another --encoding")
+        f"{algo}'s {config.encoding} encoding needs every context to have "
+        f"{intercept_rule(c, coords, True)} ({flags}), but the {name} environment's contexts "
+        f"{has}; give the environment's intercept or another --encoding")
 
 
 @dataclass
@@ -213,18 +239,18 @@ def no_progress(total: int, label: str) -> Iterator[Callable[[int], None]]:
 
 
 def checked_config(req: Request, d: int | None = None, K: int | None = None,
-                   extra: dict[str, Any] | None = None) -> Any:
+                   extra: dict[str, Any] | None = None, env_K: int | None = None) -> Any:
     """``resolve_config`` for a request: unused parameters noted (or refused when ``strict``),
     the intercept and the horizon checked."""
     config, ignored = resolve_config(
         req.algo, d=d, K=K, env=req.env, T=req.T, paper=req.paper, aggregation=req.aggregation,
-        params=req.params, central_epsilon=req.central_epsilon, extra=extra)
+        params=req.params, central_epsilon=req.central_epsilon, extra=extra, env_K=env_K)
     if ignored:
         if req.strict:
             raise SimulationError(f"{req.algo} has no parameter(s) {', '.join(ignored)}")
         flags = ", ".join("--" + name.replace("_", "-") for name in ignored)
         req.note(f"{req.algo} does not use {flags}; ignored")
-    check_intercept(req.algo, config, req.env)
+    check_intercept(req.algo, config, req.env, env_K)
     return config
 
 
@@ -301,7 +327,7 @@ def _run_contextual(req: Request, progress: Progress) -> Outcome:
         d, K = environment_dimensions(name, want_d, want_K)
         if (d, K) != (want_d, want_K):
             req.note(f"env {name} uses d={d}, K={K} (requested d={want_d}, K={want_K})")
-    config = checked_config(req, d, extra={"K": K} if lplr else None)
+    config = checked_config(req, d, extra={"K": K} if lplr else None, env_K=K)
     only = REGISTRY[req.algo].transports if req.algo in REGISTRY else ()
     if only == ("secure-sum",) and req.aggregation != "secure-sum":
         raise SimulationError(f"{req.algo} is private only over the secure sum (--aggregation "

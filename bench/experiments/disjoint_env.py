@@ -10,6 +10,10 @@ every arm's block but not in x[0]: the other arms' blocks are zeros), p = d/K. A
 ‖θ*‖ = √K: a user at the policies' defaults (S = 1) states a smaller bound than the truth, as a
 user of her own log would.
 
+Its contexts declare that intercept: c = 1/√2 at the coordinates 0, p, …, (K − 1)p
+(``logged.disjoint_intercept_coords``), which ddp-linucb's ``encoding = "auto"`` turns into the
+centered encoding with those intercept coordinates (``randomizers.skellam``, *Encodings*).
+
     privbandit simulate --env bench.experiments.disjoint_env:DisjointLinear --d 20 --K 5 ...
 """
 
@@ -22,13 +26,19 @@ import numpy as np
 
 from privbandit.shared.core.environments.base import Environment
 from privbandit.shared.core.environments.linear import biased_features, unit_directions
-from privbandit.shared.core.logged import arm_features
+from privbandit.shared.core.logged import arm_features, disjoint_intercept_coords
 
 
 class DisjointLinear(Environment):
     name = "disjoint-linear"
     L = 1.0
     feature_map = "disjoint"
+    intercept = 1 / math.sqrt(2)  # c_t[0], the start of every arm's block
+
+    @classmethod
+    def intercept_coordinates(cls, d: int, K: int) -> tuple[int, ...]:
+        """Every block's start (``logged.disjoint_intercept_coords``)."""
+        return disjoint_intercept_coords(d, K)
 
     def __init__(self, d: int, K: int, rng: np.random.Generator) -> None:
         if K < 2 or d % K or d // K < 2:

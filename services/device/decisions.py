@@ -34,7 +34,11 @@ from privbandit.services.device.runtime import DeviceRuntime
 from privbandit.services.device.store import PersonSlot
 from privbandit.shared.core.exploration import Exploration
 from privbandit.shared.core.policies.config import PolicyConfig
-from privbandit.shared.core.randomizers.base import off_intercept
+from privbandit.shared.core.randomizers.base import (
+    intercept_rule,
+    intercept_values,
+    off_intercept,
+)
 from privbandit.shared.protocol.messages import DecideResponse, FeedbackResponse
 from privbandit.shared.settings import TaskConfig
 
@@ -77,12 +81,15 @@ def check_features(cfg: TaskConfig, features: list[list[float]]) -> np.ndarray:
         )
     c = getattr(policy, "encoding_intercept", None)
     if c is not None:
-        off = off_intercept(X[:, 0], c)
+        coords = tuple(getattr(policy, "intercept_coords", (0,)))
+        values = intercept_values(X, coords)
+        off = off_intercept(values, c)
         if off.any():
             bad = int(np.flatnonzero(off)[0])
+            where = "x[0]" if coords == (0,) else f"the sum of x at {list(coords)}"
             raise FeatureIntercept(
-                f"task {cfg.id} has the intercept x[0] = {c!r} in every feature vector; row "
-                f"{bad} has x[0] = {float(X[bad, 0])!r}"
+                f"task {cfg.id} has the intercept {intercept_rule(c, coords)} in every feature "
+                f"vector; row {bad} has {where} = {float(values[bad])!r}"
             )
     return X
 

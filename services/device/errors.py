@@ -26,7 +26,8 @@ class FeatureNorm(Invalid, code="feature_norm"):
 class FeatureIntercept(Invalid, code="feature_intercept"):
     """A feature vector whose x[0] is not the task's intercept c (the centered encodings of
     ``ddp-linucb`` and ``ldp-linucb``: their sensitivity, and so their noise, assume x[0] = c for
-    every context)."""
+    every context), or whose coordinates ``policy.intercept_coords`` do not sum to c
+    (``ddp-linucb`` on per-arm features)."""
 
 
 class InvalidReport(Invalid, code="invalid_report"):

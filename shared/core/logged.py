@@ -142,6 +142,17 @@ def context_of(X: np.ndarray, feature_map: FeatureMap) -> np.ndarray:
     return np.array(X[:, 0, :p], dtype=float)
 
 
+def disjoint_intercept_coords(d: int, K: int) -> tuple[int, ...]:
+    """The coordinates 0, p, 2p, …, (K − 1)p (p = d/K) that hold c[0] in ``disjoint`` features
+    x_a = e_a ⊗ c: where a context whose c[0] is an intercept c has it. Exactly one of them
+    is c in each x_a, the others 0, so their sum is c for every arm — the intercept direction of
+    ddp-linucb's ``centered`` encoding (``randomizers.skellam``, *Encodings*)."""
+    p = d // K
+    if K < 1 or p * K != d:
+        raise ValueError(f"a disjoint encoding needs d = K·p; got d = {d}, K = {K}")
+    return tuple(range(0, d, p))
+
+
 def arm_features(feedback: dict[str, Any], rows: int | slice | np.ndarray | None = None
                  ) -> np.ndarray:
     """x_{t,a}: the (n, K, d) per-arm features of the logged rounds ``rows`` (all by default;

@@ -57,6 +57,27 @@ def test_an_intercept_turns_on_the_centered_encoding_and_is_checked() -> None:
     assert api.Bandit("ddp-linucb", d=2, seed=1).policy.config.encoding == "frobenius"
 
 
+def test_per_arm_intercepts_are_declared_by_their_coordinates() -> None:
+    """Per-arm features x_a = e_a ⊗ (c, v): with ``intercept_coords`` at the block starts the
+    bandit runs the centered encoding there and refuses, at decide, an arm whose block starts
+    do not sum to c (x[0] itself is 0 for every arm but the first)."""
+    c = 0.6
+    bandit = api.Bandit("ddp-linucb", d=4, intercept=c, intercept_coords=(0, 2), batch_size=10,
+                        seed=1)
+    assert bandit.policy.config.encoding == "centered"
+    assert bandit.policy.randomizer.intercept_coords == (0, 2)
+    X = np.array([[c, 0.3, 0.0, 0.0], [0.0, 0.0, c, -0.3]])
+    for _ in range(20):
+        choice = bandit.decide(X)
+        bandit.feedback(choice, reward=float(choice.action == 1))
+    assert bandit.policy.reports == 20
+    with pytest.raises(ValueError, match=r"coordinates \[0, 2\]"):
+        bandit.decide(np.array([[c, 0.3, 0.0, 0.0], [0.0, 0.0, 0.5, -0.3]]))
+    with pytest.raises(ValueError, match="intercept"):  # x[0] = c alone is not the rule here
+        api.Bandit("ddp-linucb", d=4, intercept=c, intercept_coords=(0, 2), batch_size=10,
+                   seed=1).decide(np.array([[c, 0.3, c, 0.0]]))
+
+
 def test_a_shuffle_policy_ingests_only_full_batches() -> None:
     bandit = api.Bandit("ddp-linucb", d=2, batch_size=50, seed=1)
     X = np.eye(2) / 2

@@ -18,6 +18,13 @@ const bundled = await build({
 const { sizedLength, sblbRandomizer } = await import(
   "data:text/javascript;base64," + Buffer.from(bundled.outputFiles[0].text).toString("base64"));
 const pb = await import("../dist/privbandit.js");
+const deviceBundle = await build({
+  entryPoints: [new URL("../src/device/index.ts", import.meta.url).pathname],
+  bundle: true, format: "esm", platform: "neutral", target: "es2022", write: false,
+  mainFields: ["module", "main"], logLevel: "warning",
+});
+const { checkEncoding } = await import(
+  "data:text/javascript;base64," + Buffer.from(deviceBundle.outputFiles[0].text).toString("base64"));
 
 const task = (table, policy = {}) => ({
   id: "t", threat_model: "shuffle", algo: "sblb", d: 3, K: 4, batch_size: 20,
@@ -58,4 +65,19 @@ test("one length (a fixed schedule) states none; a fixed eps0 without a table st
   // A central target and no table (an analyzer older than the client): refused, not guessed.
   assert.throws(() => sblbRandomizer(task(null), model(null)), /eps0_by_batch_size/);
   assert.throws(() => sblbRandomizer(task({ "0": 1 }), model(null)), /not a batch length/);
+});
+
+test("a ddp-linucb task whose centered encoding has per-arm intercepts is refused when opened", () => {
+  const ddp = (policy) => ({ id: "p", threat_model: "shuffle", algo: "ddp-linucb", d: 20, K: 5,
+    batch_size: 500, aggregation: "secure-sum", policy });
+  const c = Math.SQRT1_2;
+  checkEncoding(ddp({ encoding: "centered", intercept: c, intercept_coords: [0] }));
+  checkEncoding(ddp({ encoding: "centered", intercept: c })); // an analyzer that does not say
+  checkEncoding(ddp({ encoding: "frobenius", intercept: null, intercept_coords: [0, 4] }));
+  assert.throws(
+    () => checkEncoding(ddp({ encoding: "centered", intercept: c, intercept_coords: [0, 4, 8, 12, 16] })),
+    (err) => err.code === "unsupported_task" && /task p: .*x\[0\] only; intercept_coords \[0,4,8,12,16\]/.test(err.message));
+  // and the report builder refuses it too (the library's DdpRandomizer)
+  assert.throws(() => new pb.DdpRandomizer({ d: 20, encoding: "centered", intercept: c,
+    intercept_coords: [0, 4, 8, 12, 16] }), /intercept_coords/);
 });

@@ -132,6 +132,20 @@ test("ddp-linucb: valid inputs are not clipped; out-of-range r is clipped by sta
   assert.throws(() => new pb.DdpRandomizer({ d: 2, encoding: "centered" }), /intercept/);
 });
 
+test("ddp-linucb: a centered task with the intercept elsewhere than x[0] (per-arm features) is refused", () => {
+  const c = Math.SQRT1_2;
+  // x[0] = c, as before: accepted with or without the (0,) coordinates stated
+  for (const coords of [undefined, null, [0]]) {
+    const rz = new pb.DdpRandomizer({ d: 4, encoding: "centered", intercept: c, intercept_coords: coords });
+    assert.equal(rz.rounded([c, 0.5, 0.5, 0], 1).length, 14);
+  }
+  // an intercept in every block (Python: intercept_coords (0, 2)): refused with the reason
+  assert.throws(() => new pb.DdpRandomizer({ d: 4, encoding: "centered", intercept: c, intercept_coords: [0, 2] }),
+    /x\[0\] only; intercept_coords \[0,2\]/);
+  // the other encodings take no intercept: their coordinates are not looked at
+  new pb.DdpRandomizer({ d: 4, encoding: "frobenius", intercept_coords: [0, 2] });
+});
+
 test("PrivUnit: the browser finds the Python device's (γ, p, m); ε is spent exactly", () => {
   // shared/core/randomizers/privunit.privunit_parameters (scipy's betainc and bounded Brent)
   const ref = [[3, 1, 0.24491867443778798, 0.6224593251848152, 0.2449186624037092],

@@ -105,7 +105,7 @@ def check_config(task: TaskConfig, info: TaskInfo, config: PaillierConfig, min_k
 # (``ddp-linucb``: it divides s and the encoding's weights out of the batch sum). The slot
 # layout's offset moves with most of them, but not always: a device and an analyzer that differ
 # in one would count biased statistics as honest ones.
-RELEASE_FIELDS = ("encoding", "u_weight", "intercept", "scale", "L")
+RELEASE_FIELDS = ("encoding", "u_weight", "intercept", "intercept_coords", "scale", "L")
 
 
 def check_release(task: TaskConfig, info: TaskInfo) -> None:
@@ -118,6 +118,8 @@ def check_release(task: TaskConfig, info: TaskInfo) -> None:
             continue
         mine = getattr(task.policy, name)
         theirs = info.policy.get(name, fields[name].default)
+        if isinstance(theirs, list):  # a tuple field (intercept_coords) as JSON carries it
+            theirs = tuple(theirs)
         if theirs != mine:
             raise ConfigMismatch(
                 f"the analyzer's policy.{name} = {theirs!r} differs from this device's {mine!r}"

@@ -82,6 +82,18 @@ def environment_intercept(name: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def environment_intercept_coords(name: str, d: int, K: int) -> tuple[int, ...]:
+    """The coordinates whose sum is environment ``name``'s intercept at dimensions (d, K)
+    (its class's ``intercept_coordinates``; (0,), x[0], for a factory that does not say)."""
+    if name in SYNTHETIC:
+        return SYNTHETIC[name].intercept_coordinates(d, K)
+    factory = REGISTERED.get(name)
+    if factory is None and ":" in name:
+        factory = load_environment_class(name)
+    method = getattr(factory, "intercept_coordinates", None)
+    return tuple(method(d, K)) if callable(method) else (0,)
+
+
 def environment_dimensions(name: str, d: int, K: int) -> tuple[int, int]:
     """(d, K) the environment will actually use for the requested ones."""
     if name == "digits":
@@ -97,6 +109,7 @@ __all__ = [
     "Environment",
     "environment_dimensions",
     "environment_intercept",
+    "environment_intercept_coords",
     "make_bco_environment",
     "make_environment",
     "register_environment",

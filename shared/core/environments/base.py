@@ -19,14 +19,22 @@ class Environment(ABC):
     d: int
     K: int
     L: float
-    # c when every context has x[0] = c (a constant feature: the ``linear`` family's 1/√2);
-    # ddp-linucb's ``centered`` encoding uses it (``randomizers.skellam``). None: no intercept.
+    # c when every context has x[0] = c (a constant feature: the ``linear`` family's 1/√2), or
+    # the sum over ``intercept_coordinates`` = c; ddp-linucb's ``centered`` encoding uses it
+    # (``randomizers.skellam``). None: no intercept.
     intercept: float | None = None
     # The one (K, d) arm set every user sees, when the environment has one (``fixed-linear``).
     fixed_arms: np.ndarray | None = None
     # How a logged round's context is kept (``shared.core.logged``): ``flat`` (the K·d
     # features), ``disjoint`` (c with x_a = e_a ⊗ c) or ``fixed`` (the arm set, once).
     feature_map: str = "flat"
+
+    @classmethod
+    def intercept_coordinates(cls, d: int, K: int) -> tuple[int, ...]:
+        """The coordinates E whose sum is the ``intercept`` c in every context of dimensions
+        (d, K): (0,), x[0] = c, unless the class says otherwise (per-arm features: every
+        block's start, ``logged.disjoint_intercept_coords``)."""
+        return (0,)
 
     def __init__(self, rng: np.random.Generator) -> None:
         self.rng = rng

@@ -361,6 +361,12 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
     )
     intercept: float | None = intercept_field(
         "the 'centered' encoding needs; the other encodings ignore it")
+    intercept_coords: tuple[int, ...] = Field(
+        (0,), min_length=1, description="the coordinates E of the intercept: every context has "
+        "Σ_{i∈E} x_i = c ((0,): x[0] = c; per-arm (disjoint) features, whose every block starts "
+        "with c: the block starts 0, p, 2p, …; randomizers.skellam, *Encodings*); 'centered' "
+        "only"
+    )
     u_weight: float = u_weight_field(
         "weight w of r x in the released vector (the sensitivity and the noise left on ũ, σ/w, "
         "follow it)"
@@ -381,7 +387,13 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
 
     @model_validator(mode="after")
     def _centered_needs_intercept(self) -> DDPLinUCBConfig:
+        from privbandit.shared.core.randomizers.skellam import check_intercept_coords
+
         centered_intercept(self.encoding, self.intercept, self.L, ("centered",))
+        coords = check_intercept_coords(self.intercept_coords, self.d)
+        if coords != self.intercept_coords:
+            raise ValueError("intercept_coords must be increasing, got "
+                             f"{list(self.intercept_coords)}")
         return self
 
     @property
@@ -420,8 +432,10 @@ class DDPLinUCBConfig(ScheduledBatches, PolicyConfig):
         encoding = str(data.get("encoding", cls.model_fields["encoding"].default))
         intercept = get("intercept") if encoding == "centered" else None
         noise = str(data.get("noise", cls.model_fields["noise"].default))
+        coords = data.get("intercept_coords", (0,))
+        coords = tuple(coords) if isinstance(coords, list | tuple) and coords else (0,)
         sigma = batch_noise_sd(int(get("d")), get("epsilon"), get("delta"), get("scale"),
-                               get("L"), encoding, get("u_weight"), intercept, noise)
+                               get("L"), encoding, get("u_weight"), intercept, noise, coords)
         per_sigma = AUTO_FIRST_PER_SIGMA if noise == "aggregators" else AUTO_FIRST_PER_SIGMA_DEVICES
         first = math.ceil(per_sigma * sigma)
         return f"geometric:{first},{growth},{max(first, int(cap))}"
@@ -470,10 +484,10 @@ class DDPGLBConfig(DDPLinUCBConfig):
     @classmethod
     def _resolve_encoding(cls, data: object) -> object:
         """'auto' is 'frobenius' (the tighter of the GLM statistics' two encodings); an intercept
-        the simulator passes is dropped (no centered encoding here)."""
+        and its coordinates the simulator passes are dropped (no centered encoding here)."""
         if not isinstance(data, dict):
             return data
-        out = {k: v for k, v in data.items() if k != "intercept"}
+        out = {k: v for k, v in data.items() if k not in ("intercept", "intercept_coords")}
         if out.get("encoding") == "auto":
             out["encoding"] = "frobenius"
         return out

@@ -84,7 +84,8 @@ class DDPLinUCB(ScheduledBatchPolicy[DDPLinUCBConfig, SkellamRandomizer]):
         """Shares sized for a batch of ``size`` reports."""
         c = self.config
         return SkellamRandomizer(c.d, c.epsilon, c.delta, size, c.honest_fraction, c.scale, c.L,
-                                 c.encoding, c.u_weight, c.encoding_intercept, c.noise)
+                                 c.encoding, c.u_weight, c.encoding_intercept, c.noise,
+                                 c.intercept_coords)
 
     def paper_regularizer(self, t: int) -> float:
         """c_t = Υ_t + λ: just enough to keep H_t + c_t I ⪰ λ I with high probability."""

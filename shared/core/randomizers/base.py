@@ -254,13 +254,34 @@ def check_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float) -> tuple[np.nda
     return x, r
 
 
+def intercept_values(X: np.ndarray, coords: tuple[int, ...] = (0,)) -> np.ndarray:
+    """⟨e, x⟩ for each row x of X, e the indicator of the intercept coordinates ``coords``:
+    x[0] for the default (0,), the sum over every block's start for per-arm (disjoint)
+    features, where the active arm's block holds c and the others 0."""
+    X = np.asarray(X, dtype=float)
+    if tuple(coords) == (0,):
+        return X[..., 0]
+    return X[..., list(coords)].sum(axis=-1)
+
+
+def intercept_rule(c: float, coords: tuple[int, ...] = (0,), short: bool = False) -> str:
+    """The intercept condition in words, for error messages (``short``: c to 6 digits)."""
+    value = f"{c:g}" if short else f"{c!r}"
+    if tuple(coords) == (0,):
+        return f"x[0] = {value}"
+    return f"the sum of x at coordinates {list(coords)} = {value}"
+
+
 def check_centered_inputs(x: np.ndarray, r: np.ndarray, d: int, L: float, intercept: float | None,
-                          encoding: str) -> tuple[np.ndarray, np.ndarray]:
-    """``check_inputs``, and under a centered ``encoding`` (``intercept`` c set) x[0] = c in
-    every row (relative slack ``INTERCEPT_TOLERANCE``: the report then uses c exactly)."""
+                          encoding: str, coords: tuple[int, ...] = (0,)
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """``check_inputs``, and under a centered ``encoding`` (``intercept`` c set) ⟨e, x⟩ = c in
+    every row, e the indicator of ``coords`` (x[0] = c for the default (0,); relative slack
+    ``INTERCEPT_TOLERANCE``: the report then uses c exactly)."""
     x, r = check_inputs(x, r, d, L)
-    if intercept is not None and off_intercept(x[:, 0], intercept).any():
-        raise ValueError(f"the {encoding} encoding needs x[0] = {intercept!r} in every context")
+    if intercept is not None and off_intercept(intercept_values(x, coords), intercept).any():
+        raise ValueError(f"the {encoding} encoding needs {intercept_rule(intercept, coords)} "
+                         "in every context")
     return x, r
 
 

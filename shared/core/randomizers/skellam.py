@@ -97,6 +97,35 @@ v_w = (diag(x xᵀ), b · offdiag_{i<j}(x xᵀ), w · r x) and the analyzer divi
   ``clean_statistics`` projects onto {x₀ = c, ‖x‖ ≤ L} as a last guard, so the bound covers
   every release.
 
+- ``"centered"`` with several intercept coordinates (``intercept_coords`` E, |E| = k ≥ 2; per-arm
+  (disjoint) features x = e_a ⊗ c_t whose every block starts with the intercept c, as
+  ``shared.core.logged.arm_features`` builds them: E = {0, p, 2p, …}). The condition becomes
+  ⟨e, x⟩ = c for every context, e = Σ_{i∈E} e_i (disjoint features: c at the active arm's block
+  start, 0 at the others'); k = 1, E = {0} is the case above. The derivation above used only
+  p, q ≤ L and the feasible t = ⟨x, y⟩, so only the feasible |t| changes. Disjoint contexts in
+  different blocks are orthogonal (t = 0) and in the same block have t ≥ 2c² − L² as before;
+  the device accepts the whole set {⟨e, x⟩ = c, ‖x‖ ≤ L}, whose points x = (c/k) e + a,
+  y = (c/k) e + b (a, b ⊥ e, ‖a‖², ‖b‖² ≤ L² − c²/k) have t = c²/k + ⟨a, b⟩ anywhere in
+  [2c²/k − L², L²] ∋ 0 (k ≥ 2, c ≤ L), so every |t| ∈ [0, L²] is feasible and
+
+      Δ_v² = 2L⁴ − 2s² + 2w²h²(L² + s),   s = min(w²h²/2, L²) = min(w²/8, L²),
+
+  whatever c, attained on that set (``centered_pair_bound`` with k ≥ 2; tested against a
+  search over inputs, pairs across and within blocks; disjoint contexts alone would allow only
+  |t| ∈ {0} ∪ [2c² − L², L²], a smaller bound where 2c² − L² > w²/8, which the check does not
+  enforce). At L = w = 1: 2.53, the single intercept's at c = 1/√2 (whose
+  clamp 2c² − L² = 0 does not bind either); at w = 1.5: 3.28. Summing x = x ⟨e, x⟩ / c gives
+  Σ x = G e / c, so Σ r x = Σ (r − ½) x + ½ G̃ e / c is still unbiased (``estimate``); but no
+  single diagonal entry of G is known (x_i² for i ∈ E is c² or 0, block by block), so the
+  released diagonal is kept, and the correction adds to each entry of ũ at most (½/c)² × one
+  diagonal and k − 1 off-diagonal entries' noise, (½/c)² (k + 1) σ²/2 (``vector_proxy``). The
+  device refuses a context with ⟨e, x⟩ ≠ c (``check``), and ``clean_statistics`` projects onto
+  {⟨e, x⟩ = c, ‖x‖ ≤ L}, the ball of radius √(L² − c²/k) about (c/k) e in that hyperplane:
+  x's component along e is set to (c/k) e and the rest clipped to that radius (for k = 1 the
+  projection above). The honest entry ranges (``entry_ranges``) are the ``"frobenius"`` ones
+  with h = ½: valid for every ‖x‖ ≤ L, so every honest report lies in them (tighter ones,
+  e.g. x_m² ≤ L² − c²/k for m ∉ E, are possible and not used).
+
 Noise proxies (for the confidence widths of the ``paper`` regularizer): per report and entry of
 (G, u) in real units, rounding is bounded in an interval of length 1/s (Hoeffding proxy 1/(4s²)),
 and a Skellam share of variance σ² has E e^{tX} = exp(σ²(cosh t − 1)) ≤ exp(c σ² t²/2) for
@@ -161,6 +190,16 @@ def check_intercept(encoding: str, intercept: float | None, L: float) -> None:
         raise ValueError(f"only the centered encoding takes an intercept (encoding {encoding!r})")
 
 
+def check_intercept_coords(coords: tuple[int, ...], d: int) -> tuple[int, ...]:
+    """The intercept coordinates E (module docstring, *Encodings*) as a sorted tuple: at least
+    one, distinct, each in [0, d) (ValueError otherwise)."""
+    out = tuple(sorted(int(i) for i in coords))
+    if not out or len(set(out)) != len(out) or out[0] < 0 or out[-1] >= d:
+        raise ValueError(f"intercept coordinates must be distinct indices in [0, {d}), at least "
+                         f"one; got {list(coords)}")
+    return out
+
+
 def n_coords(d: int) -> int:
     """n = d(d+1)/2 + d = d(d+3)/2 coordinates of (upper(x xᵀ), r x)."""
     return d * (d + 3) // 2
@@ -180,37 +219,45 @@ def coordinate_weights(d: int, encoding: str = "upper", u_weight: float = 1.0) -
 
 
 def pair_sensitivity(L: float, encoding: str = "upper", u_weight: float = 1.0,
-                     intercept: float | None = None) -> float:
+                     intercept: float | None = None, coords: tuple[int, ...] = (0,)) -> float:
     """Δ_v ≥ ‖v_w(x, r) − v_w(y, r')‖₂ for every ‖x‖, ‖y‖ ≤ L and r, r' ∈ [0, 1] (module
     docstring, *Encodings*): √(2L⁴ + 4w²L²) for ``"upper"``; the exact joint bound
-    √(2A + 2U + U²/(2A)) (U ≤ 2A) or 2√U (U > 2A), A = L⁴, U = w²L², for ``"frobenius"``."""
+    √(2A + 2U + U²/(2A)) (U ≤ 2A) or 2√U (U > 2A), A = L⁴, U = w²L², for ``"frobenius"``;
+    ``centered_pair_bound`` for ``"centered"`` (its intercept coordinates ``coords``)."""
     coordinate_weights(1, encoding, u_weight)  # validates
     check_intercept(encoding, intercept, L)
     if encoding == "upper":
         return math.sqrt(2 * L**4 + 4 * u_weight**2 * L**2)
     if encoding == "centered":
         assert intercept is not None
-        return math.sqrt(centered_pair_bound(L, u_weight, intercept))
+        return math.sqrt(centered_pair_bound(L, u_weight, intercept, len(coords)))
     A, U = L**4, (u_weight * L) ** 2
     if U <= 2 * A:
         return math.sqrt(2 * A + 2 * U + U * U / (2 * A))
     return 2.0 * math.sqrt(U)
 
 
-def centered_pair_bound(L: float, w: float, c: float) -> float:
+def centered_pair_bound(L: float, w: float, c: float, k: int = 1) -> float:
     """Δ_v² of the ``"centered"`` encoding (module docstring, *Encodings*): with h = ½, s = |t|,
     Δ_v² = max over feasible s of 2L⁴ − 2s² + 2w²h²(L² + s); the concave term peaks at
-    s* = w²h²/2, clamped to the |⟨x, y⟩| that contexts with x₀ = y₀ = c allow (t ≥ 2c² − L²)."""
+    s* = w²h²/2, clamped to the |⟨x, y⟩| the contexts allow: t ≥ 2c² − L² when the one
+    intercept coordinate has x₀ = y₀ = c (k = 1); every s ∈ [0, L²] with k ≥ 2 intercept
+    coordinates (contexts in different blocks are orthogonal)."""
     h2 = R_HALF**2
     low = 2 * c * c - L * L
-    s_low = max(low, 0.0)
+    s_low = max(low, 0.0) if k == 1 else 0.0
     s = min(max(w * w * h2 / 2, s_low), L * L)
     return 2 * L**4 - 2 * s * s + 2 * w * w * h2 * (L * L + s)
 
 
-def onto_intercept(x: np.ndarray, intercept: float, L: float) -> np.ndarray:
+def onto_intercept(x: np.ndarray, intercept: float, L: float,
+                   coords: tuple[int, ...] = (0,)) -> np.ndarray:
     """The rows of x projected onto {x₀ = c, ‖x‖ ≤ L}: x₀ set to c, the rest clipped to norm
-    √(L² − c²) (the centered encodings' last guard; a checked context is unchanged)."""
+    √(L² − c²) (the centered encodings' last guard; a checked context is unchanged). With the
+    intercept coordinates ``coords`` E (k = |E| ≥ 2): onto {⟨e, x⟩ = c, ‖x‖ ≤ L}, the component
+    along e set to (c/k) e and the rest clipped to √(L² − c²/k) (module docstring)."""
+    if tuple(coords) != (0,):
+        return onto_intercept_direction(x, intercept, L, coords)
     rest = np.asarray(x, dtype=float)[:, 1:]
     norms = np.linalg.norm(rest, axis=1, keepdims=True)
     room = math.sqrt(max(L * L - intercept * intercept, 0.0))
@@ -218,17 +265,40 @@ def onto_intercept(x: np.ndarray, intercept: float, L: float) -> np.ndarray:
     return np.concatenate([np.full((rest.shape[0], 1), float(intercept)), rest], axis=1)
 
 
+def onto_intercept_direction(x: np.ndarray, intercept: float, L: float,
+                             coords: tuple[int, ...]) -> np.ndarray:
+    """``onto_intercept`` for any intercept coordinates E: the rows of x projected onto
+    {⟨e, x⟩ = c, ‖x‖ ≤ L} (e the indicator of E, k = |E|), a ball of radius √(L² − c²/k)
+    about (c/k) e in that hyperplane: x − (⟨e, x⟩/k) e clipped to the radius, plus (c/k) e."""
+    x = np.asarray(x, dtype=float)
+    e = np.zeros(x.shape[1])
+    e[list(coords)] = 1.0
+    k = len(coords)
+    rest = x - np.outer(x @ e, e) / k
+    norms = np.linalg.norm(rest, axis=1, keepdims=True)
+    room = math.sqrt(max(L * L - intercept * intercept / k, 0.0))
+    rest = rest * np.minimum(1.0, room / np.maximum(norms, 1e-300))
+    return rest + (float(intercept) / k) * e
+
+
 def unweighted_estimate(values: np.ndarray, d: int, n: int,
-                        intercept: float | None = None) -> Estimate:
+                        intercept: float | None = None,
+                        coords: tuple[int, ...] = (0,)) -> Estimate:
     """(G, u) from the summed statistics of n reports with the weights divided out: the upper
     triangle mirrored, then the rest; under a centered encoding (``intercept`` c) Σ x₀² = n c²
-    is known exactly and Σ x = G e₀ / c (x₀ = c), so Σ r x = Σ (r − ½) x + ½ G e₀ / c."""
+    is known exactly and Σ x = G e₀ / c (x₀ = c), so Σ r x = Σ (r − ½) x + ½ G e₀ / c. With
+    several intercept coordinates ``coords`` (⟨e, x⟩ = c): Σ x = G e / c and the released
+    diagonal is kept (no entry of it is known; module docstring)."""
     n_upper = d * (d + 1) // 2
     G = symmetric_from_upper(values[:n_upper], d)
     u = values[n_upper:]
     if intercept is not None:
-        G[0, 0] = n * intercept * intercept
-        u = u + (R0 / intercept) * G[0]
+        if len(coords) == 1:
+            i = coords[0]
+            G[i, i] = n * intercept * intercept
+            u = u + (R0 / intercept) * G[i]
+        else:
+            u = u + (R0 / intercept) * G[:, list(coords)].sum(axis=1)
     return Estimate(n=n, G=G, u=u)
 
 
@@ -240,17 +310,18 @@ def statistics_clip(L: float, u_weight: float = 1.0, encoding: str = "upper") ->
 
 def clean_statistics(
     x: np.ndarray, r: np.ndarray, L: float, weights: np.ndarray | None = None,
-    intercept: float | None = None,
+    intercept: float | None = None, coords: tuple[int, ...] = (0,),
 ) -> np.ndarray:
     """Rows v_w = weights ⊙ (upper(x xᵀ), r x) after clipping x to ‖x‖ ≤ L, r to [0, 1], v_w
     to √(L⁴ + w²L²) (both encodings have ‖v_G‖ ≤ ‖x‖² ≤ L², so valid inputs are never changed).
-    ``weights`` None: all ones (the ``"upper"`` encoding, w = 1)."""
+    ``weights`` None: all ones (the ``"upper"`` encoding, w = 1); ``intercept``: the centered
+    encoding's projection onto its intercept coordinates ``coords`` and (r − ½) x."""
     x = np.asarray(x, dtype=float)
     if intercept is None:
         norms = np.linalg.norm(x, axis=1, keepdims=True)
         x = x * np.minimum(1.0, L / np.maximum(norms, 1e-300))
     else:
-        x = onto_intercept(x, intercept, L)
+        x = onto_intercept(x, intercept, L, coords)
     r = np.clip(np.asarray(r, dtype=float), 0.0, 1.0)
     if intercept is not None:
         r = r - R0
@@ -284,14 +355,16 @@ def exact_bernoulli(p: float, randbelow: Callable[[int], int] = secrets.randbelo
 
 def batch_noise_sd(d: int, epsilon: float, delta: float, scale: float = 128.0,
                    L: float = 1.0, encoding: str = "upper", u_weight: float = 1.0,
-                   intercept: float | None = None, noise: str = "devices") -> float:
+                   intercept: float | None = None, noise: str = "devices",
+                   coords: tuple[int, ...] = (0,)) -> float:
     """σ_b: the standard deviation, in the statistics' real units, of the central Skellam noise
     one batch's released sum carries per coordinate at (ε, δ): √μ / s when the devices add it
     (μ does not depend on the batch length; only its split into shares does), √(2μ) / s when
     each of the two aggregators adds μ (``noise = "aggregators"``). After the weights are
     divided out, an entry of weight b carries σ_b / b (``"frobenius"``: σ_b/√2 off the
-    diagonal)."""
-    _, l1, l2 = rounded_sensitivities(d, scale, L, encoding, u_weight, intercept)
+    diagonal). ``coords``: the centered encoding's intercept coordinates."""
+    _, l1, l2 = rounded_sensitivities(d, scale, L, encoding, u_weight, intercept,
+                                      coords=coords)
     copies = 2.0 if noise == "aggregators" else 1.0
     return math.sqrt(copies * central_mu(epsilon, delta, l1, l2)) / scale
 
@@ -306,6 +379,7 @@ def central_mu(epsilon: float, delta: float, l1: float, l2: float) -> float:
 def rounded_sensitivities(
     d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0,
     intercept: float | None = None, pair_bound: float | None = None,
+    coords: tuple[int, ...] = (0,),
 ) -> tuple[float, float, float]:
     """(B, Δ₁, Δ₂): the norm bound of one user's rounded statistics and the replacement
     sensitivities of their sum (module docstring): B = s√(L⁴ + w²L²) + √n, Δ₂ = min(2B,
@@ -315,7 +389,7 @@ def rounded_sensitivities(
     root_n = math.sqrt(n)
     norm_bound = scale * statistics_clip(L, u_weight, encoding) * (1 + FLOAT_SLACK) + root_n
     if pair_bound is None:
-        pair_bound = pair_sensitivity(L, encoding, u_weight, intercept)
+        pair_bound = pair_sensitivity(L, encoding, u_weight, intercept, coords)
     pair = scale * pair_bound * (1 + FLOAT_SLACK) + 2 * root_n
     l1, l2 = replacement_sensitivities(norm_bound, n, pair)
     return norm_bound, l1, l2
@@ -323,7 +397,7 @@ def rounded_sensitivities(
 
 def entry_ranges(
     d: int, scale: float, L: float, encoding: str = "upper", u_weight: float = 1.0,
-    intercept: float | None = None,
+    intercept: float | None = None, coords: tuple[int, ...] = (0,),
 ) -> tuple[list[int], list[int]]:
     """(lo, hi): the integers each released coordinate of an honest report lies in, after
     clipping, scaling by s and rounding (``rounded``). In real units, for ‖x‖ ≤ L and the
@@ -332,7 +406,9 @@ def entry_ranges(
     - diagonal x_i² ∈ [0, L²]; off-diagonal b x_i x_j ∈ ±b L²/2 (x_i² + x_j² ≤ L²);
       reward part w a x_i ∈ ±w h L;
     - with the intercept c (x₀ = c, the rest of norm ≤ ρ = √(L² − c²)): x₀² = c², x_i² ≤ ρ²,
-      b x₀ x_j ∈ ±b c ρ, b x_i x_j ∈ ±b ρ²/2 (i, j ≥ 1), w a x₀ ∈ ±w h c, w a x_i ∈ ±w h ρ.
+      b x₀ x_j ∈ ±b c ρ, b x_i x_j ∈ ±b ρ²/2 (i, j ≥ 1), w a x₀ ∈ ±w h c, w a x_i ∈ ±w h ρ
+      (the one intercept coordinate i₀ = ``coords[0]`` in place of 0);
+    - with k ≥ 2 intercept coordinates (⟨e, x⟩ = c): the ranges without an intercept, h = ½.
 
     Scaled by s, a real interval [a, b] becomes the integers [⌊s a⌋, ⌈s b⌉] that unbiased
     rounding can reach. These are the ranges the Prio3 validity proof enforces (issue 40): a
@@ -341,27 +417,28 @@ def entry_ranges(
     iu = upper_indices(d)
     off = 1.0 if encoding == "upper" else math.sqrt(2.0)
     a_max = reward_half_range(encoding)  # |a| ≤ 1, or ½ centered
-    c = intercept if encoding == "centered" else None
+    c = intercept if encoding == "centered" and len(coords) == 1 else None
+    i0 = coords[0]
     rho = math.sqrt(max(L * L - c * c, 0.0)) if c is not None else L
     lo_real: list[float] = []
     hi_real: list[float] = []
     for i, j in zip(iu[0].tolist(), iu[1].tolist(), strict=True):
         if i == j:
-            if c is not None and i == 0:
+            if c is not None and i == i0:
                 lo_real.append(c * c)
                 hi_real.append(c * c)
             else:
                 lo_real.append(0.0)
                 hi_real.append(rho * rho if c is not None else L * L)
         else:
-            if c is not None and i == 0:
+            if c is not None and i0 in (i, j):
                 bound = off * c * rho
             else:
                 bound = off * (rho * rho if c is not None else L * L) / 2.0
             lo_real.append(-bound)
             hi_real.append(bound)
     for i in range(d):
-        norm = (c if i == 0 else rho) if c is not None else L
+        norm = (c if i == i0 else rho) if c is not None else L
         lo_real.append(-u_weight * a_max * norm)
         hi_real.append(u_weight * a_max * norm)
     # No float slack: ``rounded`` clips s·v into [lo, hi] before rounding, so a value a
@@ -396,6 +473,7 @@ class SkellamRandomizer:
         u_weight: float = 1.0,
         intercept: float | None = None,
         noise: str = "aggregators",
+        intercept_coords: tuple[int, ...] = (0,),
     ) -> None:
         if d < 1 or not L > 0 or not (scale >= 1 and math.isfinite(scale)):
             raise ValueError("need d >= 1, L > 0, scale >= 1")
@@ -409,15 +487,18 @@ class SkellamRandomizer:
         self.weights = coordinate_weights(d, encoding, self.u_weight)
         check_intercept(encoding, intercept, self.L)
         self.intercept = None if intercept is None else float(intercept)
+        # E: ⟨e, x⟩ = c under "centered" (module docstring, *Encodings*); (0,) is x[0] = c.
+        self.intercept_coords = check_intercept_coords(intercept_coords, d)
         self.n = n_coords(d)
         self._iu = upper_indices(d)
         self.n_upper = d * (d + 1) // 2
         self.clip = statistics_clip(self.L, self.u_weight, encoding)
         self.norm_bound, self.l1, self.l2 = rounded_sensitivities(
-            d, self.scale, self.L, encoding, self.u_weight, self.intercept, self.pair_bound()
-        )
+            d, self.scale, self.L, encoding, self.u_weight, self.intercept, self.pair_bound(),
+            self.intercept_coords)
         self.mu_target = central_mu(epsilon, delta, self.l1, self.l2)
-        lo, hi = entry_ranges(d, self.scale, self.L, encoding, self.u_weight, self.intercept)
+        lo, hi = entry_ranges(d, self.scale, self.L, encoding, self.u_weight, self.intercept,
+                              self.intercept_coords)
         self.range_lo, self.range_hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
         self.honest: int | None
         if noise == "aggregators":
@@ -445,7 +526,8 @@ class SkellamRandomizer:
     def pair_bound(self) -> float:
         """Δ_v of the released statistics (``pair_sensitivity``; a subclass releasing other
         statistics in the same encoding states its own)."""
-        return pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)
+        return pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept,
+                                self.intercept_coords)
 
     @property
     def aggregated_noise(self) -> bool:
@@ -510,9 +592,12 @@ class SkellamRandomizer:
     def _encoding_words(self) -> str | None:
         encoding = None
         if self.encoding != "upper":
-            pair = pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept)
+            pair = pair_sensitivity(self.L, self.encoding, self.u_weight, self.intercept,
+                                    self.intercept_coords)
+            where = ("x₀" if self.intercept_coords == (0,) else
+                     f"Σ x_i over i in {list(self.intercept_coords)}")
             reward = "r x" if self.intercept is None else (
-                f"(r − ½) x with x₀ = {self.intercept:g}")
+                f"(r − ½) x with {where} = {self.intercept:g}")
             encoding = (f"{self.encoding} (off-diagonals of x xᵀ × √2, {reward} × "
                         f"{self.u_weight:g}; "
                         f"joint pair bound Δ_v={pair:.6g})")
@@ -520,7 +605,8 @@ class SkellamRandomizer:
 
     def statistics(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """The weighted clean statistics v_w of this encoding (``clean_statistics``)."""
-        return clean_statistics(x, r, self.L, self.weights, self.intercept)
+        return clean_statistics(x, r, self.L, self.weights, self.intercept,
+                                self.intercept_coords)
 
     # -- simulator path (injected numpy Generator) ------------------------------------------
     def round_rows(self, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -530,7 +616,8 @@ class SkellamRandomizer:
 
     def check(self, x: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``check_centered_inputs`` (the statistics then use c exactly)."""
-        return check_centered_inputs(x, r, self.d, self.L, self.intercept, "centered")
+        return check_centered_inputs(x, r, self.d, self.L, self.intercept, "centered",
+                                     self.intercept_coords)
 
     def scaled(self, x: np.ndarray, r: np.ndarray) -> np.ndarray:
         """s · v_w, each entry clipped into its honest range [lo_i, hi_i] (``entry_ranges``):
@@ -597,7 +684,7 @@ class SkellamRandomizer:
         if values.shape != (self.n,):
             raise ValueError(f"expected a statistic of length {self.n}, got {values.shape}")
         return unweighted_estimate(values / (self.scale * self.weights), self.d, n,
-                                   self.intercept)
+                                   self.intercept, self.intercept_coords)
 
     def _proxy(self) -> float:
         """Per report and released coordinate, in real units before the weights are divided out:
@@ -616,11 +703,15 @@ class SkellamRandomizer:
 
     def vector_proxy(self) -> float:
         """ũ's per-entry proxy: σ²/w², plus (½/c)² × the off-diagonal proxy σ²/2 that the
-        centered encoding's reconstruction ½ G̃ e₀ / c brings."""
+        centered encoding's reconstruction ½ G̃ e₀ / c brings; with k ≥ 2 intercept
+        coordinates ½ G̃ e / c sums one diagonal and k − 1 off-diagonal entries at most:
+        (½/c)² (k + 1) σ²/2."""
         base = self._proxy() / self.u_weight**2
         if self.intercept is None:
             return base
-        return base + (R0 / self.intercept) ** 2 * self._proxy() / 2
+        k = len(self.intercept_coords)
+        entries = 0.5 if k == 1 else (k + 1) / 2
+        return base + (R0 / self.intercept) ** 2 * self._proxy() * entries
 
     def to_bytes(self, row: np.ndarray) -> bytes:
         row = np.asarray(row)

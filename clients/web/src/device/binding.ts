@@ -144,6 +144,8 @@ async function report(
       d: task.d!, scale: num(p, "scale", 128), L: num(p, "L", 1),
       encoding: (p["encoding"] ?? "upper") as DdpEncoding, u_weight: num(p, "u_weight", 1),
       intercept: typeof p["intercept"] === "number" ? p["intercept"] : undefined,
+      intercept_coords: Array.isArray(p["intercept_coords"]) ? p["intercept_coords"] as number[]
+        : undefined,
     });
     // The batch length the report is sized for, as the Python device states it: the one the
     // newest model announces, else the task's first.

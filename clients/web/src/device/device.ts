@@ -96,6 +96,19 @@ export function transportOf(task: TaskInfo): "reports" | "prio3" {
     `task ${task.id}: the browser client has no Paillier transport (secure_sum = paillier)`);
 }
 
+/** Refuse, when the task is opened, a ddp-linucb task whose centered encoding puts the
+ * intercept elsewhere than x[0] (intercept_coords, per-arm features): the browser library does
+ * not implement it (randomizers/ddp.ts checkInterceptCoords). */
+export function checkEncoding(task: TaskInfo): void {
+  if (String(task.policy["encoding"] ?? "") !== "centered") return;
+  const coords = task.policy["intercept_coords"];
+  if (coords === undefined || coords === null
+      || (Array.isArray(coords) && coords.length === 1 && coords[0] === 0)) return;
+  throw new DeviceError("unsupported_task", `task ${task.id}: the browser client implements the `
+    + "centered encoding with the intercept at x[0] only; intercept_coords "
+    + `${JSON.stringify(coords)} (per-arm features) is served by the Python device`);
+}
+
 const USER_KEY = /^[\x21-\x7e]{1,256}$/;
 const FEATURE_SLACK = 1 + 1e-9;
 
@@ -132,6 +145,7 @@ export class Device {
         throw new DeviceError("unsupported_task", `task ${id} is multi-armed: not a linear task`);
       }
       transportOf(task); // refuses a Paillier task now rather than at its first feedback
+      checkEncoding(task); // and an encoding this library does not implement
       device.tasks.set(id, task);
       const follower = new ModelFollower(opts.analyzerUrl, task, device.timing,
         (model, source) => device.emit({ kind: "model", task: id, model, source }));

@@ -1,5 +1,5 @@
 // The device role in the browser (docs/web-client.md, "The device role").
-export { Device, DeviceError, DEFAULT_TIMING, checkFeatures, transportOf } from "./device.js";
+export { Device, DeviceError, DEFAULT_TIMING, checkEncoding, checkFeatures, transportOf } from "./device.js";
 export type { DecideResult, DeviceEvent, DeviceOptions, DeviceTiming, FeedbackResult, Reporter }
   from "./device.js";
 export { ModelFollower, wellFormed } from "./model.js";

@@ -36,6 +36,22 @@ export interface DdpParams {
   encoding?: DdpEncoding;
   u_weight?: number;
   intercept?: number;
+  /** The intercept's coordinates (the task policy's intercept_coords): only [0] (x[0] = c) is
+   * implemented here; per-arm features with an intercept in every block (the Python device's
+   * ⟨e, x⟩ = c, randomizers/skellam.py *Encodings*) are refused. */
+  intercept_coords?: readonly number[] | null;
+}
+
+/** Refuse intercept coordinates other than [0] (x[0] = c), the only ones this library's
+ * centered encoding implements: its check, projection and entry ranges would otherwise differ
+ * from the analyzer's, and its reports be refused or mis-decoded. */
+export function checkInterceptCoords(coords: unknown, taskId?: string): void {
+  if (coords === undefined || coords === null) return;
+  if (Array.isArray(coords) && coords.length === 1 && coords[0] === 0) return;
+  const who = taskId === undefined ? "" : `task ${taskId}: `;
+  throw new RangeError(`${who}the browser client implements the centered encoding with the `
+    + `intercept at x[0] only; intercept_coords ${JSON.stringify(coords)} (per-arm features `
+    + "with an intercept in every block) is served by the Python device");
 }
 
 export class DdpRandomizer {
@@ -69,6 +85,7 @@ export class DdpRandomizer {
     if (!ENCODINGS.includes(this.encoding)) throw new RangeError(`encoding must be one of ${ENCODINGS.join(", ")}`);
     if (!(this.uWeight > 0 && Number.isFinite(this.uWeight))) throw new RangeError("u_weight must be positive and finite");
     checkIntercept(this.encoding === "centered", this.intercept, this.L);
+    if (this.encoding === "centered") checkInterceptCoords(p.intercept_coords);
     const b = this.encoding === "upper" ? 1 : Math.SQRT2;
     const [ii, jj] = upperIndices(this.d);
     this.weights = [...ii.map((i, k) => (i === jj[k] ? 1 : b)), ...new Array<number>(this.d).fill(this.uWeight)];

@@ -120,6 +120,22 @@ def test_contexts_are_projected_onto_the_declared_intercept() -> None:
     assert np.allclose(v, raw * weights)
 
 
+def assert_unbiased(rand: SkellamRandomizer, x: np.ndarray, rng: np.random.Generator,
+                    reps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Estimate (Σ x xᵀ, Σ r x) of contexts x with 0/1 rewards ``reps`` times from fresh
+    reports; assert both means within 5 s.e. of the truth; return the (G̃, ũ) samples."""
+    n = x.shape[0]
+    r = rng.integers(0, 2, size=n).astype(float)
+    G, u = x.T @ x, x.T @ r
+    ests = [rand.estimate(rand.sufficient(rand.randomize(x, r, rng)), n) for _ in range(reps)]
+    Gs = np.stack([e.G for e in ests])
+    us = np.stack([e.u for e in ests])
+    for sample, target in ((Gs, G), (us, u)):
+        se = np.maximum(sample.std(axis=0, ddof=1), 1e-12) / np.sqrt(reps)
+        assert np.all(np.abs(sample.mean(axis=0) - target) < 5 * se + 1e-9)
+    return Gs, us
+
+
 @pytest.fixture(scope="module")
 def cz() -> SkellamRandomizer:
     return SkellamRandomizer(
@@ -135,16 +151,8 @@ def test_estimate_unbiased_with_the_stated_variances(cz: SkellamRandomizer) -> N
     rng = np.random.default_rng(22)
     n = 40
     x = intercept_inputs(rng, n, cz.d, 1.0, C)
-    r = rng.integers(0, 2, size=n).astype(float)
-    G, u = x.T @ x, x.T @ r
-    reps = 4000
-    ests = [cz.estimate(cz.sufficient(cz.randomize(x, r, rng)), n) for _ in range(reps)]
-    Gs = np.stack([e.G for e in ests])
-    us = np.stack([e.u for e in ests])
+    Gs, us = assert_unbiased(cz, x, rng, 4000)
     assert np.all(Gs[:, 0, 0] == n * C * C)
-    for sample, target in ((Gs, G), (us, u)):
-        se = np.maximum(sample.std(axis=0, ddof=1), 1e-12) / np.sqrt(reps)
-        assert np.all(np.abs(sample.mean(axis=0) - target) < 5 * se + 1e-9)
     s2, share = cz.scale**2, cz.share_variance
     var_diag = np.diagonal(Gs.var(axis=0, ddof=1))[1:] * s2
     var_off = Gs.var(axis=0, ddof=1)[np.triu_indices(cz.d, 1)] * s2
