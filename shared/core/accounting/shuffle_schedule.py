@@ -44,8 +44,10 @@ from privbandit.shared.core.accounting.sum_only import sum_only_epsilon
 SECURE_SUM_ACCOUNTED_MAX = 4096
 # Width of the final ε0 bracket; its admissible (lower) end is returned.
 EPS0_TOL = 0.01
-# Upper end of the ε0 search: far beyond any useful ε0 (Alg. 2's rounding noise dominates the
-# per-report variance long before).
+# Upper end of the ε0 search's doubling: the search stops growing its bracket here (the answer
+# is then the cap, or lies below it). A search that starts above it — from a shorter batch's
+# answer or the whole-report (FMT) one, both admissible — may still return more: at d = 20 and
+# ε = 4 the growing batches' ε0 reach ≈ 1,460 (``digits``, docs/benchmarks/yardstick.md).
 EPS0_CAP = 1e3
 
 
