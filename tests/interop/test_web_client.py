@@ -112,34 +112,55 @@ def ddp_job(task: str, rz: SkellamRandomizer, x: np.ndarray, r: float,
               "u_weight": rz.u_weight}
     if rz.intercept is not None:
         params["intercept"] = rz.intercept
+        params["intercept_coords"] = list(rz.intercept_coords)
     return {"op": "ddp_prio3", "task": task, "params": params, "x": x.tolist(), "r": r, **key}
 
 
 DDP_ENCODINGS: list[dict[str, Any]] = [
     {}, {"encoding": "frobenius", "u_weight": 1.5},
     {"encoding": "centered", "u_weight": 1.5, "intercept": 0.6},
+    # per-arm (disjoint) features: K = 2 blocks of 3, each starting with the intercept
+    {"encoding": "centered", "u_weight": 1.5, "intercept": 0.7071067811865476, "d": 6,
+     "intercept_coords": [0, 3]},
 ]
 
 
-@pytest.mark.parametrize("enc", DDP_ENCODINGS, ids=["upper", "frobenius", "centered"])
+def ddp_contexts(enc: dict[str, Any], rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    """n unit contexts of the encoding: c = (c₀, rest) with c₀ the intercept and ‖c‖ = 1, placed
+    in block a = i mod K of e_a ⊗ c (0 elsewhere) under per-arm intercept coordinates; on the
+    sphere without an intercept (the ranges' edges)."""
+    if "intercept" not in enc:
+        x = unit_rows(rng, n, d)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+    c0 = enc["intercept"]
+    coords = enc.get("intercept_coords", [0])
+    p = d // len(coords)
+    block = unit_rows(rng, n, p)
+    block[:, 1:] *= math.sqrt(1 - c0 * c0) / np.linalg.norm(block[:, 1:], axis=1, keepdims=True)
+    block[:, 0] = c0
+    x = np.zeros((n, d))
+    for i in range(n):
+        a = i % len(coords)
+        x[i, a * p:(a + 1) * p] = block[i]
+    return x
+
+
+@pytest.mark.parametrize("enc", DDP_ENCODINGS,
+                         ids=["upper", "frobenius", "centered", "centered-per-arm"])
 def test_ddp_reports_verify_and_unshard_to_their_sum(enc: dict[str, Any]) -> None:
     """ddp-linucb (issue 40): the library's honest ranges are ``entry_ranges``'s, its statistics
     the Python device's, its values their randomized rounding; its SumVecRanges reports pass both
-    aggregators' verification under the task's ``task_vdaf``, and unshard to the values' sum."""
+    aggregators' verification under the task's ``task_vdaf``, and unshard to the values' sum —
+    per-arm features with an intercept in every block (``intercept_coords``) included."""
     sk, key = key_pair()
     cfg = ddp_prio3_task("ddp", l=L, scale=64.0, **enc)
     rz = randomizer_for(cfg.policy)
     assert isinstance(rz, SkellamRandomizer) and rz.aggregated_noise
     vd = task_vdaf(cfg)
     rng = np.random.default_rng(12)
-    x, r = unit_rows(rng, 6, 3), rng.uniform(size=6)
+    x, r = ddp_contexts(enc, rng, 6, rz.d), rng.uniform(size=6)
     r[:2] = (0.0, 1.0)
-    if "intercept" in enc:
-        c = enc["intercept"]
-        x[:, 1:] *= math.sqrt(1 - c * c) / np.linalg.norm(x[:, 1:], axis=1, keepdims=True)
-        x[:, 0] = c
-    else:
-        x /= np.linalg.norm(x, axis=1, keepdims=True)  # on the sphere: the ranges' edges
+    assert tuple(rz.intercept_coords) == tuple(enc.get("intercept_coords", (0,)))
     made = node(*(ddp_job("ddp", rz, xi, float(ri), key) for xi, ri in zip(x, r, strict=True)))
     assert made[0]["lo"] == rz.range_lo.tolist() and made[0]["hi"] == rz.range_hi.tolist()
     want = rz.statistics(x, r)

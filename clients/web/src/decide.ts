@@ -9,7 +9,7 @@
  * device's decide checks them (K rows of d finite numbers, ‖x‖ ≤ L(1 + 1e-9), x[0] = c under an
  * intercept); a model is refused unless V is symmetric positive definite.
  */
-import { norm, offIntercept } from "./randomizers/common.js";
+import { FIRST_COORD, interceptRule, interceptValue, norm, offIntercept } from "./randomizers/common.js";
 
 /** The linear model of a `ModelMessage` (θ̃, V, β, version). */
 export interface LinearModel {
@@ -66,9 +66,12 @@ export class Decider {
 }
 
 /** Refuse (RangeError) features the Python device's decide refuses: not K rows of d finite
- * numbers, a row with ‖x‖ > L(1 + 1e-9), or x[0] ≠ c when the task has an intercept c. */
+ * numbers, a row with ‖x‖ > L(1 + 1e-9), or ⟨e, x⟩ ≠ c when the task has an intercept c over
+ * its intercept coordinates E (`coords`, default [0]: x[0] = c; per-arm features: every block
+ * start). */
 export function checkFeatures(
   X: readonly (readonly number[])[], K: number, d: number, L: number, intercept?: number,
+  coords: readonly number[] = FIRST_COORD,
 ): void {
   if (X.length !== K) throw new RangeError(`the task has K = ${K} arms, got ${X.length} rows`);
   X.forEach((row, i) => {
@@ -77,8 +80,10 @@ export function checkFeatures(
     if (dot(row, row) > (L * (1 + 1e-9)) ** 2) {
       throw new RangeError(`every feature vector must satisfy ||x|| <= L = ${L}; row ${i} has ||x|| = ${norm(row)}`);
     }
-    if (intercept !== undefined && offIntercept(row[0]!, intercept)) {
-      throw new RangeError(`the task has the intercept x[0] = ${intercept}; row ${i} has x[0] = ${row[0]}`);
+    const value = intercept === undefined ? 0 : interceptValue(row, coords);
+    if (intercept !== undefined && offIntercept(value, intercept)) {
+      const where = coords.length === 1 && coords[0] === 0 ? "x[0]" : `the sum of x at [${coords.join(", ")}]`;
+      throw new RangeError(`the task has the intercept ${interceptRule(intercept, coords)}; row ${i} has ${where} = ${value}`);
     }
   });
 }

@@ -10,7 +10,7 @@
  *   new BinaryRandomizer(d, eps0, m, L).randomize(x, r) → { bits, counts }            sblb
  *   new GaussianRandomizer({ d, epsilon, delta, L, encoding, u_weight, intercept })
  *       .randomize(x, r) → row (numbers)                                          ldp-linucb
- *   new DdpRandomizer({ d, scale, L, encoding, u_weight, intercept }).rounded(x, r)
+ *   new DdpRandomizer({ d, scale, L, encoding, u_weight, intercept, intercept_coords }).rounded(x, r)
  *       → z (integers in the honest ranges, no noise: the aggregators add it)    ddp-linucb
  *
  * Sealing and sharding (docs/protocol.md §3.2, §5.1, §5.5):

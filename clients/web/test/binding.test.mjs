@@ -23,7 +23,7 @@ const deviceBundle = await build({
   bundle: true, format: "esm", platform: "neutral", target: "es2022", write: false,
   mainFields: ["module", "main"], logLevel: "warning",
 });
-const { checkEncoding } = await import(
+const { checkEncoding, checkFeatures } = await import(
   "data:text/javascript;base64," + Buffer.from(deviceBundle.outputFiles[0].text).toString("base64"));
 
 const task = (table, policy = {}) => ({
@@ -67,17 +67,36 @@ test("one length (a fixed schedule) states none; a fixed eps0 without a table st
   assert.throws(() => sblbRandomizer(task({ "0": 1 }), model(null)), /not a batch length/);
 });
 
-test("a ddp-linucb task whose centered encoding has per-arm intercepts is refused when opened", () => {
+test("a ddp-linucb task's intercept coordinates are checked when opened; per-arm ones are served", () => {
   const ddp = (policy) => ({ id: "p", threat_model: "shuffle", algo: "ddp-linucb", d: 20, K: 5,
-    batch_size: 500, aggregation: "secure-sum", policy });
+    batch_size: 500, aggregation: "secure-sum", policy: { L: 1, encoding: "centered", ...policy } });
   const c = Math.SQRT1_2;
-  checkEncoding(ddp({ encoding: "centered", intercept: c, intercept_coords: [0] }));
-  checkEncoding(ddp({ encoding: "centered", intercept: c })); // an analyzer that does not say
-  checkEncoding(ddp({ encoding: "frobenius", intercept: null, intercept_coords: [0, 4] }));
-  assert.throws(
-    () => checkEncoding(ddp({ encoding: "centered", intercept: c, intercept_coords: [0, 4, 8, 12, 16] })),
-    (err) => err.code === "unsupported_task" && /task p: .*x\[0\] only; intercept_coords \[0,4,8,12,16\]/.test(err.message));
-  // and the report builder refuses it too (the library's DdpRandomizer)
-  assert.throws(() => new pb.DdpRandomizer({ d: 20, encoding: "centered", intercept: c,
-    intercept_coords: [0, 4, 8, 12, 16] }), /intercept_coords/);
+  assert.deepEqual(checkEncoding(ddp({ intercept: c, intercept_coords: [0] })), [0]);
+  assert.deepEqual(checkEncoding(ddp({ intercept: c })), [0]); // an analyzer that does not say
+  const perArm = [0, 4, 8, 12, 16];
+  assert.deepEqual(checkEncoding(ddp({ intercept: c, intercept_coords: perArm })), perArm);
+  // what the Python config would not state: refused rather than guessed at
+  for (const bad of [[4, 0], [0, 0], [0, 20], [], "0"]) {
+    assert.throws(() => checkEncoding(ddp({ intercept: c, intercept_coords: bad })),
+      (err) => err.code === "unsupported_task" && /task p: intercept_coords must be increasing/.test(err.message),
+      JSON.stringify(bad));
+  }
+  // decide's check: ⟨e, x⟩ = c over the blocks (c at the arm's block start, 0 at the others')
+  const task = ddp({ intercept: c, intercept_coords: perArm });
+  const X = Array.from({ length: 5 }, (_, a) => {
+    const row = new Array(20).fill(0);
+    row[4 * a] = c;
+    row[4 * a + 1] = 0.5;
+    return row;
+  });
+  checkFeatures(task, X);
+  X[2][0] = 0.3; // now x[0] + x[8] = c + 0.3
+  assert.throws(() => checkFeatures(task, X), (err) => err.code === "feature_intercept"
+    && /the sum of x at coordinates \[0, 4, 8, 12, 16\] = 0\.7071.*row 2 has the sum of x at \[0, 4, 8, 12, 16\] = 1\.007/.test(err.message));
+  // and with x[0] = c only, the row's x[0] is what is checked
+  assert.throws(() => checkFeatures(ddp({ intercept: c }), X), (err) => err.code === "feature_intercept"
+    && /row 1 has x\[0\] = 0$/.test(err.message));
+  // the report builder takes the same coordinates (the library's DdpRandomizer)
+  const rz = new pb.DdpRandomizer({ d: 20, encoding: "centered", intercept: c, intercept_coords: perArm });
+  assert.equal(rz.rounded(X[1], 1).length, 230);
 });

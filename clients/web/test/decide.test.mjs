@@ -44,4 +44,10 @@ test("features are checked as the device checks them", () => {
   assert.throws(() => pb.checkFeatures([[0.6, 0.9], [0, 0]], 2, 2, 1), /row 0/);
   assert.throws(() => pb.checkFeatures([[0.5, 0.1], [0.6, 0]], 2, 2, 1, 0.5), /row 1/);
   assert.throws(() => pb.checkFeatures([[Infinity, 0]], 1, 2, 1), /finite/);
+  // an intercept over coordinates E (per-arm features: every block start): ⟨e, x⟩ = c
+  const c = 0.6;
+  pb.checkFeatures([[c, 0.5, 0, 0], [0, 0, c, 0.5]], 2, 4, 1, c, [0, 2]);
+  assert.throws(() => pb.checkFeatures([[c, 0.5, 0, 0], [c, 0, c, 0]], 2, 4, 1, c, [0, 2]),
+    /the sum of x at coordinates \[0, 2\] = 0\.6; row 1 has the sum of x at \[0, 2\] = 1\.2/);
+  assert.throws(() => pb.checkFeatures([[c, 0.5, 0, 0], [0, 0, c, 0.5]], 2, 4, 1, c), /row 1 has x\[0\] = 0/);
 });

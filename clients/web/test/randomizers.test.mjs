@@ -132,19 +132,64 @@ test("ddp-linucb: valid inputs are not clipped; out-of-range r is clipped by sta
   assert.throws(() => new pb.DdpRandomizer({ d: 2, encoding: "centered" }), /intercept/);
 });
 
-test("ddp-linucb: a centered task with the intercept elsewhere than x[0] (per-arm features) is refused", () => {
-  const c = Math.SQRT1_2;
-  // x[0] = c, as before: accepted with or without the (0,) coordinates stated
-  for (const coords of [undefined, null, [0]]) {
+test("ddp-linucb: the centered encoding over intercept coordinates E (per-arm features) is the Python's", () => {
+  const c = 0.7071067811865476;
+  // x[0] = c, as before: the same randomizer with or without the (0,) coordinates stated
+  const plain = new pb.DdpRandomizer({ d: 4, encoding: "centered", intercept: c });
+  for (const coords of [null, [0]]) {
     const rz = new pb.DdpRandomizer({ d: 4, encoding: "centered", intercept: c, intercept_coords: coords });
-    assert.equal(rz.rounded([c, 0.5, 0.5, 0], 1).length, 14);
+    assert.deepEqual([rz.rangeLo, rz.rangeHi], [plain.rangeLo, plain.rangeHi]);
+    assert.deepEqual(rz.statistics([c, 0.5, 0.5, 0], 1), plain.statistics([c, 0.5, 0.5, 0], 1));
   }
-  // an intercept in every block (Python: intercept_coords (0, 2)): refused with the reason
-  assert.throws(() => new pb.DdpRandomizer({ d: 4, encoding: "centered", intercept: c, intercept_coords: [0, 2] }),
-    /x\[0\] only; intercept_coords \[0,2\]/);
-  // the other encodings take no intercept: their coordinates are not looked at
-  new pb.DdpRandomizer({ d: 4, encoding: "frobenius", intercept_coords: [0, 2] });
+  // The honest ranges, from skellam.entry_ranges (scale 64, L = 1, c = 1/√2; generated with
+  // the Python and pasted): two blocks of 3 (E = {0, 3}, w = 1.5) and three of 2 (E = {0, 2, 4},
+  // w = 1) are the plain ranges with h = ½; one coordinate elsewhere, E = {2} (d = 4, w = 1.5),
+  // has x₂² = c² and the intercept's ranges about coordinate 2.
+  const want = {
+    perarm: [[0, 3], 6, 1.5, [0, -46, -46, -46, -46, -46, 0, -46, -46, -46, -46, 0, -46, -46, -46, 0, -46, -46, 0, -46, 0, -48, -48, -48, -48, -48, -48], [64, 46, 46, 46, 46, 46, 64, 46, 46, 46, 46, 64, 46, 46, 46, 64, 46, 46, 64, 46, 64, 48, 48, 48, 48, 48, 48]],
+    three: [[0, 2, 4], 6, 1, [0, -46, -46, -46, -46, -46, 0, -46, -46, -46, -46, 0, -46, -46, -46, 0, -46, -46, 0, -46, 0, -32, -32, -32, -32, -32, -32], [64, 46, 46, 46, 46, 46, 64, 46, 46, 46, 46, 64, 46, 46, 46, 64, 46, 46, 64, 46, 64, 32, 32, 32, 32, 32, 32]],
+    single2: [[2], 4, 1.5, [0, -23, -46, -23, 0, -46, -23, 32, -46, 0, -34, -34, -34, -34], [32, 23, 46, 23, 32, 46, 23, 33, 46, 32, 34, 34, 34, 34]],
+  };
+  for (const [name, [coords, d, w, lo, hi]] of Object.entries(want)) {
+    const rz = new pb.DdpRandomizer({ d, scale: 64, encoding: "centered", u_weight: w, intercept: c, intercept_coords: coords });
+    assert.deepEqual(rz.rangeLo, lo, `${name} lo`);
+    assert.deepEqual(rz.rangeHi, hi, `${name} hi`);
+  }
+  const rz = new pb.DdpRandomizer({ d: 6, scale: 64, encoding: "centered", u_weight: 1.5, intercept: c, intercept_coords: [0, 3] });
+  // a per-arm context (arm 1 of 2: c at x[3], x[0] = 0) is accepted; its statistics are the
+  // Python's (SkellamRandomizer.statistics; products of the same floats, so equal to the bit)
+  const x = [0, 0, 0, c, 0.6, -0.3];
+  assert.deepEqual(rz.statistics(x, 0.8), [0.0, 0.0, 0.0, 0.0, 0.0, -0, 0.0, 0.0, 0.0, 0.0, -0, 0.0, 0.0, 0.0, -0, 0.5000000000000001, 0.6000000000000001, -0.30000000000000004, 0.36, -0.2545584412271571, 0.09, 0.0, 0.0, 0.0, 0.3181980515339465, 0.27, -0.135]);
+  const z = rz.rounded(x, 0.8);
+  z.forEach((v, k) => assert.ok(v >= rz.rangeLo[k] && v <= rz.rangeHi[k], `entry ${k} in range`));
+  // the arm-0 context of the same block structure too
+  rz.rounded([c, 0.6, -0.3, 0, 0, 0], 0.1);
+  // off the hyperplane ⟨e, x⟩ = c (the sum at E, beyond the relative 1e-9): refused, the rule named
+  assert.throws(() => rz.rounded([0, 0, 0, c * (1 + 3e-9), 0.6, -0.3], 0.8), /sum of x at coordinates \[0, 3\]/);
+  assert.throws(() => rz.rounded([c, 0, 0, c, 0, 0], 0.8), /sum of x at coordinates \[0, 3\]/);
+  rz.rounded([0, 0, 0, c * (1 + 5e-10), 0.6, -0.3], 0.8); // within the slack
+  // the last guard: a vector off the hyperplane and outside the ball is projected onto
+  // {⟨e, x⟩ = c, ‖x‖ ≤ L} (skellam.onto_intercept_direction), statistics as the Python's
+  const y = [0.9, 0.6, -0.5, 0.3, 0.5, 0.1];
+  const onto = [0.6070996670118287, 0.5070925528371099, -0.42257712736425823, 0.10000711417471886, 0.42257712736425823, 0.08451542547285165];
+  // (at r = 1 the reward part is w · ½ · x: the projected x, read back)
+  const projected = rz.statistics(y, 1).slice(21).map((v) => v / (1.5 * 0.5));
+  close(projected, onto, 1e-15, "projection");
+  close(rz.statistics(y, 0.3), [0.3685700056858733, 0.43537373443795285, -0.36281144536496074, 0.08586296628693797, 0.36281144536496074, 0.07256228907299214, 0.25714285714285706, -0.30304576336566313, 0.07171881839915707, 0.30304576336566313, 0.06060915267313263, 0.17857142857142852, -0.05976568199929757, -0.25253813613805265, -0.05050762722761053, 0.010001422885555254, 0.05976568199929757, 0.011953136399859513, 0.17857142857142852, 0.05050762722761053, 0.007142857142857142, -0.18212990010354863, -0.15212776585113297, 0.1267731382092775, -0.030002134252415658, -0.1267731382092775, -0.025354627641855497], 1e-15, "projected statistics");
+  // on the hyperplane (the sum at E is c) and on the sphere of radius L
+  within(onto[0] + onto[3], c, 1e-15, "⟨e, x⟩");
+  within(Math.hypot(...onto), 1, 1e-15, "‖x‖");
+  // E is checked as the Python config checks it: increasing indices in [0, d), at least one
+  for (const bad of [[3, 0], [0, 0], [0, 6], [-1, 3], [], [0.5], "0"]) {
+    assert.throws(() => new pb.DdpRandomizer({ d: 6, encoding: "centered", intercept: c, intercept_coords: bad }),
+      /intercept_coords must be increasing indices in \[0, 6\)/, JSON.stringify(bad));
+  }
 });
+
+function close(got, want, tol, what) {
+  assert.equal(got.length, want.length, what);
+  got.forEach((v, k) => within(v, want[k], tol, `${what} ${k}`));
+}
 
 test("PrivUnit: the browser finds the Python device's (γ, p, m); ε is spent exactly", () => {
   // shared/core/randomizers/privunit.privunit_parameters (scipy's betainc and bounded Brent)

@@ -96,17 +96,20 @@ export function transportOf(task: TaskInfo): "reports" | "prio3" {
     `task ${task.id}: the browser client has no Paillier transport (secure_sum = paillier)`);
 }
 
-/** Refuse, when the task is opened, a ddp-linucb task whose centered encoding puts the
- * intercept elsewhere than x[0] (intercept_coords, per-arm features): the browser library does
- * not implement it (randomizers/ddp.ts checkInterceptCoords). */
-export function checkEncoding(task: TaskInfo): void {
-  if (String(task.policy["encoding"] ?? "") !== "centered") return;
+/** The task's intercept coordinates E (policy.intercept_coords; [0], x[0] = c, when the
+ * analyzer does not state them), checked when the task is opened as the Python config checks
+ * them: increasing indices in [0, d), at least one. Any such E is served (the library's
+ * DdpRandomizer implements per-arm features with an intercept in every block, and checks E
+ * again); other values are refused with unsupported_task rather than guessed at. (The device
+ * code depends on the library through ports.ts only, so the rule is stated here too.) */
+export function checkEncoding(task: TaskInfo): number[] {
   const coords = task.policy["intercept_coords"];
-  if (coords === undefined || coords === null
-      || (Array.isArray(coords) && coords.length === 1 && coords[0] === 0)) return;
-  throw new DeviceError("unsupported_task", `task ${task.id}: the browser client implements the `
-    + "centered encoding with the intercept at x[0] only; intercept_coords "
-    + `${JSON.stringify(coords)} (per-arm features) is served by the Python device`);
+  if (coords === undefined || coords === null) return [0];
+  const d = task.d ?? 0;
+  if (Array.isArray(coords) && coords.length >= 1 && coords.every((v, m) => Number.isInteger(v)
+    && v >= 0 && v < d && (m === 0 || v > (coords[m - 1] as number)))) return coords as number[];
+  throw new DeviceError("unsupported_task", `task ${task.id}: intercept_coords must be `
+    + `increasing indices in [0, ${d}), at least one; got ${JSON.stringify(coords)}`);
 }
 
 const USER_KEY = /^[\x21-\x7e]{1,256}$/;
@@ -145,7 +148,7 @@ export class Device {
         throw new DeviceError("unsupported_task", `task ${id} is multi-armed: not a linear task`);
       }
       transportOf(task); // refuses a Paillier task now rather than at its first feedback
-      checkEncoding(task); // and an encoding this library does not implement
+      checkEncoding(task); // and intercept coordinates the analyzer would not state
       device.tasks.set(id, task);
       const follower = new ModelFollower(opts.analyzerUrl, task, device.timing,
         (model, source) => device.emit({ kind: "model", task: id, model, source }));
@@ -332,7 +335,8 @@ export class Device {
 }
 
 /** The checks of the Python device's decide (services/device/decisions.py check_features):
- * K rows of d finite numbers with ‖x‖ ≤ L, and the intercept of a centered encoding. */
+ * K rows of d finite numbers with ‖x‖ ≤ L, and the intercept of a centered encoding: ⟨e, x⟩ = c
+ * over the task's intercept coordinates E (x[0] = c for E = {0}). */
 export function checkFeatures(task: TaskInfo, features: number[][]): void {
   const d = task.d!;
   const L = Number(task.policy["L"] ?? 1);
@@ -341,6 +345,7 @@ export function checkFeatures(task: TaskInfo, features: number[][]): void {
   }
   const encoding = String(task.policy["encoding"] ?? "");
   const intercept = encoding.startsWith("centered") ? Number(task.policy["intercept"]) : null;
+  const coords = checkEncoding(task);
   features.forEach((row, i) => {
     if (!Array.isArray(row) || row.length !== d) {
       throw new DeviceError("wrong_dimension", `task ${task.id} has d = ${d}; row ${i} differs`);
@@ -356,9 +361,14 @@ export function checkFeatures(task: TaskInfo, features: number[][]): void {
       throw new DeviceError("feature_norm",
         `every feature vector must satisfy ||x|| <= L = ${L}; row ${i} has ${Math.sqrt(sq)}`);
     }
-    if (intercept !== null && Math.abs(row[0]! - intercept) > 1e-9 * Math.max(1, intercept)) {
-      throw new DeviceError("feature_intercept",
-        `task ${task.id} has the intercept x[0] = ${intercept}; row ${i} has ${row[0]}`);
+    // ⟨e, x⟩: the sum over E left to right, as numpy sums a few values (base.intercept_values)
+    const value = coords.reduce((sum, m, n) => (n === 0 ? row[m]! : sum + row[m]!), 0);
+    if (intercept !== null && Math.abs(value - intercept) > 1e-9 * Math.max(1, intercept)) {
+      const first = coords.length === 1 && coords[0] === 0;
+      const where = first ? "x[0]" : `the sum of x at [${coords.join(", ")}]`;
+      const rule = first ? "x[0]" : `the sum of x at coordinates [${coords.join(", ")}]`;
+      throw new DeviceError("feature_intercept", `task ${task.id} has the intercept `
+        + `${rule} = ${intercept} in every feature vector; row ${i} has ${where} = ${value}`);
     }
   });
 }

@@ -4,10 +4,10 @@
  * aggregators add the Skellam noise to their aggregate shares, so the device sends its exact
  * rounded statistics, each within its honest range, which the Prio3 proof checks.
  *
- * With v = (upper(x xᵀ), a x) (a = r, or r − ½ under "centered" with x₀ = c) and the weights
- * of the encoding (1 on the diagonal; b = 1 ("upper") or √2 ("frobenius", "centered") off it;
- * w on the reward part):
- * 1. x clipped to ‖x‖ ≤ L (or projected onto {x₀ = c, ‖x‖ ≤ L}), r to [0, 1]; v_w = weights ⊙ v
+ * With v = (upper(x xᵀ), a x) (a = r, or r − ½ under "centered" with ⟨e, x⟩ = c) and the
+ * weights of the encoding (1 on the diagonal; b = 1 ("upper") or √2 ("frobenius", "centered")
+ * off it; w on the reward part):
+ * 1. x clipped to ‖x‖ ≤ L (or projected onto {⟨e, x⟩ = c, ‖x‖ ≤ L}), r to [0, 1]; v_w = weights ⊙ v
  *    clipped to ‖v_w‖ ≤ C = √(L⁴ + w²h²L²), h = 1 (½ under "centered"): valid inputs unchanged;
  * 2. y = s · v_w, clipped into the honest range [lo_i, hi_i] (a no-op but for float rounding at
  *    the edges); each y_i becomes ⌊y_i⌋ + Bernoulli(y_i − ⌊y_i⌋), exactly, from the CSPRNG
@@ -19,10 +19,23 @@
  * b x₀ x_j ∈ ±b c ρ, b x_i x_j ∈ ±b ρ²/2, w a x₀ ∈ ±w h c, w a x_i ∈ ±w h ρ. Scaled by s, a real
  * interval [a, b] becomes the integers [⌊s a⌋, ⌈s b⌉]. The Prio3 proof (SumVecRanges) enforces
  * them: a report moves each coordinate by at most what an honest one can.
+ *
+ * The intercept coordinates E (the task policy's intercept_coords; skellam.py *Encodings*):
+ * e = Σ_{i∈E} e_i and every context has ⟨e, x⟩ = c. E = {0} (the default) is x₀ = c above; one
+ * coordinate i₀ elsewhere is the same with i₀ in place of 0. With k = |E| ≥ 2 (per-arm, disjoint
+ * features x = e_a ⊗ c_t whose every block starts with c: E = {0, p, 2p, …}) the check is
+ * |⟨e, x⟩ − c| ≤ 1e-9·max(1, c) (base.off_intercept), the projection is onto
+ * {⟨e, x⟩ = c, ‖x‖ ≤ L}, the ball of radius √(L² − c²/k) about (c/k) e in that hyperplane
+ * (skellam.onto_intercept_direction), and the honest ranges are the plain ones above (no
+ * intercept: x_i² ∈ [0, L²], b x_i x_j ∈ ±b L²/2) with the reward half range h = ½ — valid for
+ * every ‖x‖ ≤ L. C (so B) is the same for every E; only the analyzer's pair bound and its
+ * decoding (the released diagonal kept, Σ x = G̃ e / c) depend on k.
  */
 import { BitStream, exactBernoulli } from "../crypto/random.js";
 import { TaskVdaf } from "../crypto/reports.js";
-import { checkInput, checkIntercept, norm, ontoIntercept, upperIndices } from "./common.js";
+import {
+  checkInput, checkIntercept, checkInterceptCoords, FIRST_COORD, norm, ontoIntercept, upperIndices,
+} from "./common.js";
 
 export type DdpEncoding = "upper" | "frobenius" | "centered";
 const ENCODINGS: DdpEncoding[] = ["upper", "frobenius", "centered"];
@@ -36,22 +49,10 @@ export interface DdpParams {
   encoding?: DdpEncoding;
   u_weight?: number;
   intercept?: number;
-  /** The intercept's coordinates (the task policy's intercept_coords): only [0] (x[0] = c) is
-   * implemented here; per-arm features with an intercept in every block (the Python device's
-   * ⟨e, x⟩ = c, randomizers/skellam.py *Encodings*) are refused. */
+  /** The intercept's coordinates E (the task policy's intercept_coords; default [0], x[0] = c):
+   * increasing indices in [0, d), checked whenever given; the centered encoding uses them
+   * (module doc). */
   intercept_coords?: readonly number[] | null;
-}
-
-/** Refuse intercept coordinates other than [0] (x[0] = c), the only ones this library's
- * centered encoding implements: its check, projection and entry ranges would otherwise differ
- * from the analyzer's, and its reports be refused or mis-decoded. */
-export function checkInterceptCoords(coords: unknown, taskId?: string): void {
-  if (coords === undefined || coords === null) return;
-  if (Array.isArray(coords) && coords.length === 1 && coords[0] === 0) return;
-  const who = taskId === undefined ? "" : `task ${taskId}: `;
-  throw new RangeError(`${who}the browser client implements the centered encoding with the `
-    + `intercept at x[0] only; intercept_coords ${JSON.stringify(coords)} (per-arm features `
-    + "with an intercept in every block) is served by the Python device");
 }
 
 export class DdpRandomizer {
@@ -62,6 +63,8 @@ export class DdpRandomizer {
   readonly encoding: DdpEncoding;
   readonly uWeight: number;
   readonly intercept: number | undefined;
+  /** E: ⟨e, x⟩ = c under "centered" ([0]: x[0] = c) */
+  readonly interceptCoords: readonly number[];
   readonly weights: number[];
   /** C ≥ ‖v_w‖ */
   readonly clip: number;
@@ -85,7 +88,8 @@ export class DdpRandomizer {
     if (!ENCODINGS.includes(this.encoding)) throw new RangeError(`encoding must be one of ${ENCODINGS.join(", ")}`);
     if (!(this.uWeight > 0 && Number.isFinite(this.uWeight))) throw new RangeError("u_weight must be positive and finite");
     checkIntercept(this.encoding === "centered", this.intercept, this.L);
-    if (this.encoding === "centered") checkInterceptCoords(p.intercept_coords);
+    this.interceptCoords = p.intercept_coords === undefined || p.intercept_coords === null
+      ? FIRST_COORD : checkInterceptCoords(p.intercept_coords, this.d);
     const b = this.encoding === "upper" ? 1 : Math.SQRT2;
     const [ii, jj] = upperIndices(this.d);
     this.weights = [...ii.map((i, k) => (i === jj[k] ? 1 : b)), ...new Array<number>(this.d).fill(this.uWeight)];
@@ -99,7 +103,9 @@ export class DdpRandomizer {
   private entryRanges(): [number[], number[]] {
     const off = this.encoding === "upper" ? 1 : Math.SQRT2;
     const aMax = this.encoding === "centered" ? 0.5 : 1;
-    const c = this.encoding === "centered" ? this.intercept : undefined;
+    // k ≥ 2 intercept coordinates: the plain ranges with h = ½ (module doc)
+    const c = this.encoding === "centered" && this.interceptCoords.length === 1 ? this.intercept : undefined;
+    const i0 = this.interceptCoords[0]!;
     const L = this.L;
     const rho = c !== undefined ? Math.sqrt(Math.max(L * L - c * c, 0)) : L;
     const loReal: number[] = [];
@@ -108,7 +114,7 @@ export class DdpRandomizer {
     ii.forEach((i, k) => {
       const j = jj[k]!;
       if (i === j) {
-        if (c !== undefined && i === 0) {
+        if (c !== undefined && i === i0) {
           loReal.push(c * c);
           hiReal.push(c * c);
         } else {
@@ -116,7 +122,7 @@ export class DdpRandomizer {
           hiReal.push(c !== undefined ? rho * rho : L * L);
         }
       } else {
-        const bound = c !== undefined && i === 0
+        const bound = c !== undefined && (i === i0 || j === i0)
           ? off * c * rho
           : (off * (c !== undefined ? rho * rho : L * L)) / 2.0;
         loReal.push(-bound);
@@ -124,7 +130,7 @@ export class DdpRandomizer {
       }
     });
     for (let i = 0; i < this.d; i++) {
-      const n = c !== undefined ? (i === 0 ? c : rho) : L;
+      const n = c !== undefined ? (i === i0 ? c : rho) : L;
       loReal.push(-this.uWeight * aMax * n);
       hiReal.push(this.uWeight * aMax * n);
     }
@@ -144,7 +150,7 @@ export class DdpRandomizer {
       const f = Math.min(1, this.L / Math.max(norm(x), 1e-300));
       xs = x.map((v) => v * f);
     } else {
-      xs = ontoIntercept(x, this.intercept, this.L);
+      xs = ontoIntercept(x, this.intercept, this.L, this.interceptCoords);
       a -= 0.5;
     }
     const [ii, jj] = upperIndices(this.d);
@@ -157,7 +163,7 @@ export class DdpRandomizer {
 
   /** One user's rounded statistics z (the report's values), every coin exact. */
   rounded(x: readonly number[], r: number, bits: BitStream = new BitStream()): number[] {
-    checkInput(x, r, this.d, this.L, this.intercept);
+    checkInput(x, r, this.d, this.L, this.intercept, this.interceptCoords);
     const out = this.statistics(x, r).map((v, i) => {
       const y = Math.min(Math.max(this.scale * v, this.rangeLo[i]!), this.rangeHi[i]!);
       const low = Math.floor(y);
