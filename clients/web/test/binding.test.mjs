@@ -9,22 +9,19 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { build } from "esbuild";
 
-// binding.ts is the page's, not the library bundle's: bundle it for this test alone.
-const bundled = await build({
-  entryPoints: [new URL("../src/device/binding.ts", import.meta.url).pathname],
-  bundle: true, format: "esm", platform: "neutral", target: "es2022", write: false,
-  mainFields: ["module", "main"], logLevel: "warning",
-});
-const { sizedLength, sblbRandomizer } = await import(
-  "data:text/javascript;base64," + Buffer.from(bundled.outputFiles[0].text).toString("base64"));
+// The page's modules (binding.ts, the device's index.ts) are not in the library bundle: each is
+// bundled for this test alone and imported from the bundle's text.
+async function bundledModule(path) {
+  const out = await build({
+    entryPoints: [new URL(path, import.meta.url).pathname],
+    bundle: true, format: "esm", platform: "neutral", target: "es2022", write: false,
+    mainFields: ["module", "main"], logLevel: "warning",
+  });
+  return import("data:text/javascript;base64," + Buffer.from(out.outputFiles[0].text).toString("base64"));
+}
+const { sizedLength, sblbRandomizer } = await bundledModule("../src/device/binding.ts");
 const pb = await import("../dist/privbandit.js");
-const deviceBundle = await build({
-  entryPoints: [new URL("../src/device/index.ts", import.meta.url).pathname],
-  bundle: true, format: "esm", platform: "neutral", target: "es2022", write: false,
-  mainFields: ["module", "main"], logLevel: "warning",
-});
-const { checkEncoding, checkFeatures } = await import(
-  "data:text/javascript;base64," + Buffer.from(deviceBundle.outputFiles[0].text).toString("base64"));
+const { checkEncoding, checkFeatures } = await bundledModule("../src/device/index.ts");
 
 const task = (table, policy = {}) => ({
   id: "t", threat_model: "shuffle", algo: "sblb", d: 3, K: 4, batch_size: 20,
