@@ -31,6 +31,7 @@ import tomli_w
 from privbandit.demo import derived_config
 from privbandit.launcher import Cluster
 from privbandit.shared.core.environments.linear import LinearEnvironment
+from privbandit.shared.core.policies.practical import DDP_LINUCB
 from privbandit.shared.core.schedule import BatchSchedule
 from privbandit.shared.settings import DEFAULT_CONFIG
 from tests.helpers import (
@@ -229,14 +230,15 @@ DEMO_SCHEDULE = BatchSchedule.parse("geometric:50,2,400")
 def test_demo_ddp_runs_its_schedule_end_to_end(tmp_path: Path) -> None:
     """``privbandit demo --task demo-ddp`` with the packaged defaults (ddp-linucb's practical
     ones: the centered encoding with the linear contexts' intercept, noise-calibrated
-    regularizer, confidence_scale 0.1, a growing schedule): real processes over HTTP, exact
+    regularizer, the practical width, a growing schedule): real processes over HTTP, exact
     reconciliation, batches of the scheduled lengths, the ledger of the centered encoding, and a
     regret where the in-process simulator lands on the same users."""
     users = 900
     packaged = tomllib.loads(DEFAULT_CONFIG.read_text())
     policy = next(t for t in packaged["tasks"] if t["id"] == DEMO_DDP)["policy"]
     assert policy["batch_schedule"].startswith("geometric:auto,")
-    assert (policy["regularizer"], policy["confidence_scale"]) == ("noise", 0.1)
+    assert (policy["regularizer"], policy["confidence_scale"]) == (
+        "noise", DDP_LINUCB["confidence_scale"])
     assert (policy["encoding"], policy["intercept"]) == ("auto", LinearEnvironment.intercept)
     config = with_policy(DEFAULT_CONFIG, DEMO_DDP, tmp_path / "demo-ddp.toml", only=True,
                          batch_schedule=DEMO_SCHEDULE.spec())
