@@ -8,9 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -20,7 +18,7 @@ import httpx
 import pytest
 import tomli_w
 
-from privbandit.launcher import free_ports
+from privbandit.launcher import ServiceProcess, free_ports
 from privbandit.shared.protocol.messages import (
     BatchUpload,
     HpkeConfig,
@@ -28,7 +26,7 @@ from privbandit.shared.protocol.messages import (
     ReportUpload,
     UploadedReport,
 )
-from tests.helpers import TOKEN, auth, deadline, patience, report_maker, shuffle_task
+from tests.helpers import TOKEN, auth, patience, report_maker, shuffle_task
 
 CHROMIUM = next((p for p in (os.environ.get("CHROMIUM"), shutil.which("chromium"),
                              shutil.which("chromium-browser")) if p), None)
@@ -65,35 +63,19 @@ def services(tmp_path: Path) -> Iterator[Services]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVBANDIT_")}
     env.update(PRIVBANDIT_CONFIG=str(config), PYTHONPATH=str(Path(__file__).parents[2]))
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-    procs: list[subprocess.Popen[bytes]] = []
+    # Both at once (the shuffler retries the analyzer until it answers), started and awaited by
+    # the launcher's own ServiceProcess: its health wait names the service that must answer.
+    started = [ServiceProcess(name, ports[name], log_path=tmp_path / f"{name}.log")
+               for name in ("analyzer", "shuffler")]
     try:
-        # Both at once: the shuffler retries the analyzer until it answers.
-        names = ("analyzer", "shuffler")
-        for name in names:
-            with (tmp_path / f"{name}.log").open("wb") as out:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", f"privbandit.services.{name}"],
-                    env=env, stdout=out, stderr=subprocess.STDOUT))
-        until = deadline(60)
-        for name, proc in zip(names, procs, strict=True):
-            while True:
-                assert proc.poll() is None, (tmp_path / f"{name}.log").read_text()
-                try:
-                    if httpx.get(urls[name] + "/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < until, f"the {name} did not become healthy"
-                time.sleep(0.1)
+        for svc in started:
+            svc.start(env)
+        for svc in started:
+            svc.wait_healthy(patience(60))
         yield Services(**urls)
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-            try:
-                proc.wait(patience(10))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        for svc in reversed(started):
+            svc.stop(patience(10))
 
 
 class Cells(HTMLParser):
